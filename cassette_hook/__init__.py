@@ -1,0 +1,58 @@
+"""cassette_hook: Cassette.jl-style execution contexts for unmodified Python code.
+
+Run any Python function inside a user-defined context that can observe, replace or extend
+what every call in it does::
+
+    import cassette_hook as ch
+
+    class PrintCtx(ch.Context):
+        def prehook(self, f, *args, **kwargs):
+            print(f.__name__, args)
+
+    ch.overdub(PrintCtx(), some_function, 1, 2)
+
+This module is the whole public API.  The submodules are internal: ``_context`` (contexts
+and the active stack), ``dispatch`` (generic functions with multiple dispatch),
+``generics`` (overdub and the hooks), ``plan`` (twins of functions), ``callsite`` (the
+hot path of rewritten call sites) and ``rewrite`` (bytecode rewriting, one module per
+CPython version).
+"""
+
+from __future__ import annotations
+
+from ._context import Context, context, current_context, disablehooks, similarcontext
+from .dispatch import AmbiguityError, Generic, Is, NoMethodError
+from .generics import (
+    OverdubInstead,
+    canoverdub,
+    canrecurse,
+    execute,
+    fallback,
+    overdub,
+    posthook,
+    prehook,
+    recurse,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AmbiguityError",
+    "Context",
+    "Generic",
+    "Is",
+    "NoMethodError",
+    "OverdubInstead",
+    "canoverdub",
+    "canrecurse",
+    "context",
+    "current_context",
+    "disablehooks",
+    "execute",
+    "fallback",
+    "overdub",
+    "posthook",
+    "prehook",
+    "recurse",
+    "similarcontext",
+]

@@ -1,0 +1,543 @@
+"""Multiple dispatch with Julia's rules, for cassette_hook's contextual generics.
+
+Cassette's hooks (``overdub``, ``prehook``, ...) are overloaded by the *types* of all
+their arguments, so they need multiple dispatch: the most specific applicable method
+wins, and a tie is an error rather than a silent pick. Those generics sit on the hot
+path of every instrumented call, so resolution is cached on ``tuple(map(type, args))``;
+the few argument types for which identity (``Is[...]``) or an attribute
+(``Parametric``) can change the answer get a second, narrower cache (``_Refiner``).
+
+Dispatch looks at ``type(arg)``, as Julia looks at ``typeof``: a class annotation ``C``
+matches when ``issubclass(type(arg), C)``. That is ``isinstance`` except for objects that
+fake ``__class__``; it is what makes a type-keyed cache exact.
+
+This module imports nothing else from cassette_hook, so it can be used on its own.
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+import types
+import typing
+from collections.abc import Callable, Iterable
+from typing import Any
+
+__all__ = ["AmbiguityError", "Generic", "Is", "NoMethodError", "Parametric", "Pattern", "generation"]
+
+generation: int = 0
+"""Bumped by every register/unregister on any Generic: callers that cache plans built
+from dispatch results compare against it to know when to rebuild them."""
+
+
+class AmbiguityError(TypeError):
+    """No applicable method is more specific than all the others (Julia's MethodError: ambiguous)."""
+
+
+class NoMethodError(TypeError):
+    """No method applies to the arguments and the generic has no default."""
+
+
+# --- the pattern algebra ---------------------------------------------------------------
+
+
+class Pattern:
+    """The set of values one positional argument may take.
+
+    A pattern answers: does a value belong (``matches``); is this set a subset of
+    another (``<=``, which orders methods by specificity); could it hold an instance of
+    an exact type (``could_match_type``, for ``Generic.has_methods_for``); and what,
+    besides ``type(value)``, decides membership (``_add_needs``), which keeps the
+    type-keyed cache exact. The kinds are closed (Any, class, Is, union, Parametric):
+    the cache's exactness argument is made for these.
+    """
+
+    __slots__ = ()
+
+    def matches(self, value: object) -> bool:
+        raise NotImplementedError
+
+    def could_match_type(self, t: type) -> bool:
+        raise NotImplementedError
+
+    def _le_simple(self, other: Pattern) -> bool:
+        """``self <= other`` where ``other`` is a class or a Parametric."""
+        return False
+
+    def _add_needs(self, spec: _KeySpec) -> None:
+        """Record in ``spec`` what beyond ``type(value)`` decides ``matches``; by default nothing."""
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, Pattern):
+            return NotImplemented
+        if other is ANY:
+            return True
+        if self is ANY:
+            return False
+        if isinstance(self, _Union):  # a union is as specific as its least specific member
+            return all(m <= other for m in self.members)
+        if isinstance(self, Is):
+            return all(other.matches(o) for o in self.objects)
+        if isinstance(other, _Union):
+            return any(self <= m for m in other.members)
+        return not isinstance(other, Is) and self._le_simple(other)
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, Pattern):
+            return NotImplemented
+        return self <= other and not other <= self
+
+
+class _AnyPattern(Pattern):
+    __slots__ = ()
+
+    def matches(self, value: object) -> bool:
+        return True
+
+    def could_match_type(self, t: type) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return "Any"
+
+
+ANY = _AnyPattern()
+
+
+class _Class(Pattern):
+    __slots__ = ("cls",)
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+
+    def matches(self, value: object) -> bool:
+        return issubclass(type(value), self.cls)
+
+    def could_match_type(self, t: type) -> bool:
+        return issubclass(t, self.cls)
+
+    def _le_simple(self, other: Pattern) -> bool:
+        return isinstance(other, _Class) and issubclass(self.cls, other.cls)
+
+    def __repr__(self) -> str:
+        return self.cls.__qualname__
+
+
+class Is(Pattern):
+    """``Is[a, b, ...]``: the argument *is* one of these objects (Julia's singleton types).
+
+    Identity, not equality, so the objects may be unhashable; ``Is[(1, 2)]`` means
+    ``Is[1, 2]`` (Python passes both as a tuple): write ``Is((1, 2),)`` for the tuple itself.
+    """
+
+    __slots__ = ("objects", "ids")
+
+    def __init__(self, *objects: object) -> None:
+        if not objects:
+            raise TypeError("Is[...] needs at least one object")
+        self.objects = objects
+        self.ids = frozenset(map(id, objects))  # exact: the objects are kept alive by self
+
+    def __class_getitem__(cls, objects: object) -> Is:
+        return cls(*objects) if isinstance(objects, tuple) else cls(objects)
+
+    def matches(self, value: object) -> bool:
+        return id(value) in self.ids
+
+    def could_match_type(self, t: type) -> bool:
+        return any(type(o) is t for o in self.objects)
+
+    def _add_needs(self, spec: _KeySpec) -> None:
+        spec.ids |= self.ids
+        spec.id_types.update(map(type, self.objects))
+
+    def __repr__(self) -> str:
+        return f"Is[{', '.join(map(repr, self.objects))}]"
+
+
+class _Union(Pattern):
+    __slots__ = ("members",)
+
+    def __init__(self, members: tuple[Pattern, ...]) -> None:
+        self.members = members
+
+    def matches(self, value: object) -> bool:
+        return any(m.matches(value) for m in self.members)
+
+    def could_match_type(self, t: type) -> bool:
+        return any(m.could_match_type(t) for m in self.members)
+
+    def _add_needs(self, spec: _KeySpec) -> None:
+        for m in self.members:
+            m._add_needs(spec)
+
+    def __repr__(self) -> str:
+        return " | ".join(map(repr, self.members))
+
+
+def _union(members: Iterable[Pattern]) -> Pattern:
+    """Flatten nested unions; a union containing Any is Any."""
+    flat: list[Pattern] = []
+    for m in members:
+        flat.extend(m.members if isinstance(m, _Union) else (m,))
+    if any(m is ANY for m in flat):
+        return ANY
+    return flat[0] if len(flat) == 1 else _Union(tuple(flat))
+
+
+class _Missing:
+    """Stands for an absent attribute; its own type so that cache keys never confuse it."""
+
+
+_MISSING = _Missing()
+
+
+class Parametric(Pattern):
+    """Parametric(cls, attr, inner): an instance of ``cls`` whose ``attr`` matches ``inner``.
+
+    Cassette's ``Ctx{M}`` is ``Parametric(Ctx, "metadata", M)``. A missing attribute never
+    matches. It is strictly more specific than ``cls``; and
+    ``Parametric(C1, a, P1) <= Parametric(C2, a, P2)`` iff ``C1 <= C2`` and ``P1 <= P2``.
+    """
+
+    __slots__ = ("cls", "attr", "inner")
+
+    def __init__(self, cls: type, attr: str, inner: object) -> None:
+        if not isinstance(cls, type) or not isinstance(attr, str):
+            raise TypeError(f"Parametric(cls, attr, inner) needs a class and a str, got {cls!r}, {attr!r}")
+        try:
+            self.inner = _to_pattern(inner, None)
+        except TypeError as e:
+            raise TypeError(f"Parametric({cls.__qualname__}, {attr!r}, ...): inner {inner!r} {e}") from None
+        self.cls, self.attr = cls, attr
+
+    def matches(self, value: object) -> bool:
+        if not issubclass(type(value), self.cls):
+            return False
+        inner = getattr(value, self.attr, _MISSING)
+        return inner is not _MISSING and self.inner.matches(inner)
+
+    def could_match_type(self, t: type) -> bool:
+        return issubclass(t, self.cls)
+
+    def _le_simple(self, other: Pattern) -> bool:
+        if isinstance(other, _Class):
+            return issubclass(self.cls, other.cls)
+        return (isinstance(other, Parametric) and self.attr == other.attr
+                and issubclass(self.cls, other.cls) and self.inner <= other.inner)
+
+    def _add_needs(self, spec: _KeySpec) -> None:
+        classes, sub = spec.attrs.get(self.attr, ((), None))
+        sub = sub or _KeySpec()
+        self.inner._add_needs(sub)
+        spec.attrs[self.attr] = ((*classes, self.cls), sub)
+
+    def __repr__(self) -> str:
+        return f"Parametric({self.cls.__qualname__}, {self.attr!r}, {self.inner!r})"
+
+
+_NOT_AN_ANNOTATION = "which is not a class, Is[...], a union, Any or Optional"
+
+
+def _to_pattern(ann: object, namespace: dict[str, Any] | None) -> Pattern:
+    """Translate one annotation; strings (and ForwardRefs) are evaluated in ``namespace``.
+
+    Raises TypeError with the end of a sentence ("which is ...") for the caller to prefix.
+    """
+    if isinstance(ann, typing.ForwardRef):
+        ann = ann.__forward_arg__
+    if isinstance(ann, str):
+        if namespace is None:
+            raise TypeError("which is a string, and there is no namespace to resolve it in")
+        try:
+            ann = eval(ann, namespace)  # noqa: S307 -- the function's own annotation text
+        except Exception as e:
+            raise TypeError(f"which does not resolve ({type(e).__name__}: {e})") from None
+    if isinstance(ann, Pattern):
+        return ann
+    if ann is inspect.Parameter.empty or ann is Any or ann is object:
+        return ANY
+    if ann is None:
+        return _Class(type(None))
+    if isinstance(ann, types.UnionType) or typing.get_origin(ann) is typing.Union:
+        return _union(_to_pattern(a, namespace) for a in typing.get_args(ann))
+    # list[int] claims to be a type on 3.10; subscripted generics cannot be checked.
+    if isinstance(ann, type) and not isinstance(ann, types.GenericAlias):
+        return _Class(ann)
+    raise TypeError(_NOT_AN_ANNOTATION)
+
+
+# --- methods, signatures and specificity -----------------------------------------------
+
+
+class _Method:
+    """A registered function and the patterns its positional parameters impose.
+
+    Positions ``< len(params)`` use ``params``; further ones use ``varargs`` (None when
+    the function takes no ``*args``). It applies to arities ``required ..
+    len(params)``, or ``required ..`` with varargs.
+    """
+
+    __slots__ = ("func", "params", "required", "varargs")
+
+    def __init__(self, func: Callable[..., Any], params: tuple[Pattern, ...],
+                 required: int, varargs: Pattern | None) -> None:
+        self.func, self.params, self.required, self.varargs = func, params, required, varargs
+
+    def pattern(self, i: int) -> Pattern | None:
+        return self.params[i] if i < len(self.params) else self.varargs
+
+    def applies(self, args: tuple[object, ...]) -> bool:
+        n = len(args)
+        if n < self.required or (n > len(self.params) and self.varargs is None):
+            return False
+        return all(self.pattern(i).matches(a) for i, a in enumerate(args))  # type: ignore[union-attr]
+
+    def le_at(self, other: _Method, n: int) -> bool:
+        """Position by position over a call of arity ``n`` (both apply to it), self <= other."""
+        return all(self.pattern(i) <= other.pattern(i) for i in range(n))  # type: ignore[operator]
+
+    def covered_by(self, other: _Method) -> bool:
+        """Every argument tuple self accepts, other accepts too (signature subtyping).
+
+        This breaks ties between methods equally specific at the call's arity: fixed
+        arity beats varargs, ``f(x)`` beats ``f(x, y=0)``, ``*a: int`` beats ``*a``.
+        """
+        if other.required > self.required:
+            return False
+        if other.varargs is None and (self.varargs is not None or len(self.params) > len(other.params)):
+            return False
+        reach = len(self.params) if self.varargs is None else max(len(self.params), len(other.params)) + 1
+        return all(self.pattern(i) <= other.pattern(i) for i in range(reach))  # type: ignore[operator]
+
+
+def _more_specific(a: _Method, b: _Method, n: int) -> bool:
+    if not a.le_at(b, n):
+        return False
+    if not b.le_at(a, n):
+        return True
+    return a.covered_by(b) and not b.covered_by(a)
+
+
+def _describe(func: object) -> str:
+    """``qualname (file:line)``, for error messages that must lead to the source."""
+    name = getattr(func, "__qualname__", None) or repr(func)
+    try:
+        code = getattr(inspect.unwrap(func), "__code__", None)  # type: ignore[arg-type]
+    except ValueError:  # a __wrapped__ cycle
+        code = None
+    return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code else name
+
+
+def _type_names(args: tuple[object, ...]) -> str:
+    return "(" + ", ".join(type(a).__qualname__ for a in args) + ")"
+
+
+class _KeySpec:
+    """What, besides ``type(value)``, decides which patterns at one argument position match.
+
+    ``ids``: objects some ``Is`` pattern names (``id_types`` their types); ``attrs``:
+    for each attribute some ``Parametric`` looks at, the classes whose instances are
+    looked at and the spec of the attribute's value.
+    """
+
+    __slots__ = ("ids", "id_types", "attrs")
+
+    def __init__(self) -> None:
+        self.ids: frozenset[int] = frozenset()
+        self.id_types: set[type] = set()
+        self.attrs: dict[str, tuple[tuple[type, ...], _KeySpec]] = {}
+
+    def relevant(self, t: type) -> bool:
+        """Can the type alone fail to decide matching for an argument of exact type ``t``?"""
+        return t in self.id_types or any(issubclass(t, classes) for classes, _ in self.attrs.values())
+
+    def key(self, value: object) -> tuple[object, ...]:
+        """A hashable summary of ``value`` that decides every pattern this spec was built from."""
+        t = type(value)
+        return (t, id(value) if id(value) in self.ids else None,
+                *[sub.key(getattr(value, name, _MISSING)) if issubclass(t, classes) else None
+                  for name, (classes, sub) in self.attrs.items()])
+
+
+class _Refiner:
+    """Type-cache entry for argument types where an ``Is`` or ``Parametric`` can matter.
+
+    It stands where a method would, so calls whose types decide alone stay at one dict
+    lookup; the calls it gets are re-keyed on just the positions that need it.
+    """
+
+    __slots__ = ("generic", "positions", "cache")
+
+    def __init__(self, generic: Generic, positions: tuple[tuple[int, _KeySpec], ...]) -> None:
+        self.generic, self.positions = generic, positions
+        self.cache: dict[tuple[object, ...], Callable[..., Any]] = {}
+
+    def resolve(self, args: tuple[object, ...]) -> Callable[..., Any]:
+        key = tuple([spec.key(args[i]) for i, spec in self.positions])
+        method = self.cache.get(key)
+        if method is None:
+            method = self.cache[key] = self.generic._resolve_uncached(args)
+        return method
+
+    def __call__(self, /, *args: object, **kwargs: object) -> Any:
+        return self.resolve(args)(*args, **kwargs)
+
+
+# --- generic functions -----------------------------------------------------------------
+
+
+class Generic:
+    """A function with methods chosen by the types of all its positional arguments.
+
+    The ``default`` is the fallback when no method applies: lowest priority, never
+    ambiguous. Keyword arguments are passed through but never dispatched on.
+    Registration is thread-safe; calls racing a registration see the old or new table.
+    """
+
+    def __init__(self, name: str, default: Callable[..., Any] | None = None, doc: str | None = None) -> None:
+        self.name = name
+        self.default = default
+        self.__doc__ = doc
+        self._methods: tuple[_Method, ...] = ()
+        self._lock = threading.RLock()  # reentrant: matching may run user code (getattr, ABC hooks)
+        self._reset()
+
+    def _reset(self) -> None:
+        """Derive the caches and per-position key specs from a new method table."""
+        self._cache: dict[tuple[type, ...], Callable[..., Any]] = {}
+        self._first: dict[type, bool] = {}
+        width = max((len(m.params) for m in self._methods), default=0) + 1  # the last spec is for all later positions
+        self._specs = [_KeySpec() for _ in range(width)]
+        for m in self._methods:
+            for i, spec in enumerate(self._specs):
+                p = m.pattern(i)
+                if p is not None:
+                    p._add_needs(spec)
+
+    def __call__(self, /, *args: object, **kwargs: object) -> Any:
+        try:
+            method = self._cache[tuple(map(type, args))]
+        except KeyError:
+            method = None  # miss outside the handler, so errors do not chain onto a KeyError
+        if method is None:
+            method = self._miss(args)
+        return method(*args, **kwargs)
+
+    def resolve(self, args: tuple[object, ...]) -> Callable[..., Any]:
+        """The method a call with these positional arguments runs (the default if none applies)."""
+        entry = self._cache.get(tuple(map(type, args)))
+        if entry is None:
+            entry = self._miss(args)
+        return entry.resolve(args) if type(entry) is _Refiner else entry
+
+    def _miss(self, args: tuple[object, ...]) -> Callable[..., Any]:
+        """Fill the type cache: with the method when types decide, else with a _Refiner."""
+        with self._lock:
+            types_ = tuple(map(type, args))
+            last = len(self._specs) - 1
+            positions = tuple((i, spec) for i, t in enumerate(types_)
+                              if (spec := self._specs[min(i, last)]).relevant(t))
+            entry = _Refiner(self, positions) if positions else self._resolve_uncached(args)
+            self._cache[types_] = entry
+            return entry
+
+    def _resolve_uncached(self, args: tuple[object, ...]) -> Callable[..., Any]:
+        applicable = [m for m in self._methods if m.applies(args)]
+        if not applicable:
+            if self.default is None:
+                raise NoMethodError(f"{self.name}: no method matches argument types {_type_names(args)}")
+            return self.default
+        n = len(args)
+        best = applicable[0]
+        for m in applicable[1:]:
+            if _more_specific(m, best, n):
+                best = m
+        for m in applicable:  # best must beat every other candidate, or there is no best
+            if m is not best and not _more_specific(best, m, n):
+                raise AmbiguityError(
+                    f"{self.name}: ambiguous call with argument types {_type_names(args)}: "
+                    f"{_describe(best.func)} and {_describe(m.func)} both apply and neither is "
+                    f"more specific; define a method more specific than both")
+        return best.func
+
+    def register(self, func: Callable[..., Any] | None = None, /, *,
+                 self_type: type | None = None) -> Any:
+        """Add a method (decorator or plain call); returns ``func`` unchanged.
+
+        An equal signature replaces the old method, as redefining a Julia method does.
+        ``self_type`` types the first positional parameter, whatever its annotation:
+        that is how a ``prehook(self, f, *args)`` defined on a context class registers.
+        """
+        if func is None:
+            return lambda f: self.register(f, self_type=self_type)
+        method = self._signature(func, self_type)
+        with self._lock:
+            self._methods = (*(m for m in self._methods
+                               if not (m.covered_by(method) and method.covered_by(m))), method)
+            self._changed()
+        return func
+
+    def unregister(self, func: Callable[..., Any]) -> None:
+        """Remove every method registered with ``func``."""
+        with self._lock:
+            kept = tuple(m for m in self._methods if m.func != func)
+            if len(kept) == len(self._methods):
+                raise ValueError(f"{self.name}: cannot unregister {_describe(func)}: it is not registered")
+            self._methods = kept
+            self._changed()
+
+    def _changed(self) -> None:
+        global generation
+        self._reset()
+        generation += 1
+
+    def _signature(self, func: Callable[..., Any], self_type: type | None) -> _Method:
+        """Build the method's patterns from its annotations, rejecting anything else now."""
+        where = f"{self.name}: cannot register {_describe(func)}"
+        if not callable(func):
+            raise TypeError(f"{where}: it is not callable")
+        try:
+            parameters = inspect.signature(func).parameters.values()
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{where}: its signature cannot be read ({e})") from None
+        namespace = getattr(inspect.unwrap(func), "__globals__", {})
+        params: list[Pattern] = []
+        required, varargs = 0, None
+        for p in parameters:
+            if p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD):
+                continue
+            ann = self_type if self_type is not None and not params and p.kind != p.VAR_POSITIONAL else p.annotation
+            try:
+                pattern = _to_pattern(ann, namespace)
+            except TypeError as e:
+                raise TypeError(f"{where}: parameter {p.name!r} has annotation {ann!r}, {e}") from None
+            if p.kind == p.VAR_POSITIONAL:
+                varargs = pattern
+                break  # only keyword-only parameters can follow
+            params.append(pattern)
+            required += p.default is p.empty
+        if self_type is not None and not params:
+            raise TypeError(f"{where}: self_type given, but it has no positional parameter to type")
+        return _Method(func, tuple(params), required, varargs)
+
+    def has_methods_for(self, first_type: type) -> bool:
+        """Could a non-default method apply when the first argument's exact type is ``first_type``?
+
+        Exact for classes and Any, conservative (True) for Parametric: the hot path
+        uses it to skip hooks a context type never overloads.
+        """
+        answer = self._first.get(first_type)
+        if answer is None:
+            with self._lock:
+                answer = self._first[first_type] = any(
+                    p is not None and p.could_match_type(first_type)
+                    for p in (m.pattern(0) for m in self._methods))
+        return answer
+
+    def methods(self) -> list[Callable[..., Any]]:
+        """The registered methods, not the default."""
+        return [m.func for m in self._methods]
+
+    def __repr__(self) -> str:
+        return f"<Generic {self.name} with {len(self._methods)} method(s)>"

@@ -1,0 +1,169 @@
+"""What a context class runs with: which hooks it overloads, and the twins of functions.
+
+A *twin* is a copy of a Python function whose code has been rewritten so that its call
+sites go through :mod:`cassette_hook.callsite`.  It shares the original's globals,
+closure cells and defaults, so running it is running the original body, overdubbed.
+The user's function object is never modified.
+
+Twins are cached per (plan, function), rewritten code per (variant, code object); both
+caches are keyed by ``id`` and emptied by weak-reference callbacks, so a function or code
+object that is garbage collected releases its twin.  A :class:`Plan` is shared by all
+contexts of one class with the same pass and hooks switch, and is recomputed after any
+overload registration on the context generics.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import warnings
+import weakref
+from types import CodeType, FunctionType
+from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
+
+from . import rewrite
+
+if TYPE_CHECKING:
+    from ._context import Context
+
+V = TypeVar("V")
+
+
+class WeakIdCache(Generic[V]):
+    """``id(obj) -> value`` for weak-referenceable objects, forgotten when ``obj`` dies.
+
+    A dict keyed by ``id`` is as fast as a lookup gets (``dict.get(id(f))``) and, unlike a
+    dict keyed by the object, does not keep it alive; the weak reference's callback runs
+    before the object's memory (and so its id) can be reused.
+    """
+
+    def __init__(self) -> None:
+        self.values: dict[int, V] = {}
+        self._refs: dict[int, weakref.ref[Any]] = {}
+
+    def get(self, obj: object) -> V | None:
+        return self.values.get(id(obj))
+
+    def set(self, obj: object, value: V) -> None:
+        key = id(obj)
+        if key not in self._refs:
+            self._refs[key] = weakref.ref(obj, functools.partial(self._forget, key))
+        self.values[key] = value
+
+    def _forget(self, key: int, _ref: object) -> None:
+        self.values.pop(key, None)
+        self._refs.pop(key, None)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+# (operators, pass_) -> rewritten code objects; shared by all plans of that variant.
+_rewritten: dict[tuple[bool, Any], WeakIdCache[CodeType | None]] = {}
+_plans: dict[tuple[type, Any, bool], Plan] = {}
+
+
+class Plan:
+    """Per context class: which overloads exist, and the twins its contexts run."""
+
+    __slots__ = ("ctx_type", "pass_", "fast", "prehook", "posthook", "overdub", "execute",
+                 "fallback", "operators", "twins", "_codes", "_scope")
+
+    def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
+        from . import generics
+
+        self.ctx_type = ctx_type
+        self.pass_ = pass_
+        self.prehook = hooks_enabled and generics.prehook.has_methods_for(ctx_type)
+        self.posthook = hooks_enabled and generics.posthook.has_methods_for(ctx_type)
+        self.overdub = generics.overdub.has_methods_for(ctx_type)
+        self.execute = generics.execute.has_methods_for(ctx_type)
+        self.fallback = generics.fallback.has_methods_for(ctx_type)
+        # Nothing is observed or replaced: calls only need to be recursed into.
+        self.fast = not (self.prehook or self.posthook or self.overdub or self.execute or self.fallback)
+        # Operator sites cost a call each; a context that observes nothing has no use for them.
+        self.operators = bool(ctx_type.operators) and not self.fast
+        # id(function) -> its twin, or None when the function runs as a primitive.
+        self.twins: WeakIdCache[FunctionType | None] = WeakIdCache()
+        self._codes = _rewritten.setdefault((self.operators, pass_), WeakIdCache())
+        self._scope = _scope_test(ctx_type)
+
+    def twin(self, func: FunctionType) -> FunctionType | None:
+        """The overdubbed twin of ``func``, or ``None`` if it must run as a primitive."""
+        key = id(func)
+        if key in self.twins.values:
+            return self.twins.values[key]
+        twin = self._make_twin(func)
+        self.twins.set(func, twin)
+        return twin
+
+    def _make_twin(self, func: FunctionType) -> FunctionType | None:
+        if not self._scope(_module_of(func)):
+            return None
+        code = func.__code__
+        if id(code) in self._codes.values:
+            twin_code = self._codes.values[id(code)]
+        else:
+            twin_code = _rewrite_or_warn(func, code, self.operators)
+            self._codes.set(code, twin_code)
+        if twin_code is None:
+            return None
+        twin = FunctionType(twin_code, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
+        twin.__kwdefaults__ = func.__kwdefaults__
+        twin.__qualname__ = func.__qualname__
+        return twin
+
+
+def plan_for(ctx: Context) -> Plan:
+    key = (type(ctx), ctx.pass_, ctx.hooks_enabled)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plans[key] = Plan(*key)
+    return plan
+
+
+def invalidate() -> None:
+    """Forget every plan: an overload was registered or removed.
+
+    Contexts already active keep the plan they started with until they are re-entered.
+    """
+    _plans.clear()
+
+
+def _module_of(func: FunctionType) -> str:
+    return getattr(func, "__module__", None) or func.__globals__.get("__name__") or ""
+
+
+def _matches(module: str, pattern: str) -> bool:
+    if any(ch in pattern for ch in "*?["):
+        return fnmatch.fnmatchcase(module, pattern)
+    return module == pattern or module.startswith(pattern + ".")
+
+
+def _scope_test(ctx_type: type[Context]) -> Callable[[str], bool]:
+    include, exclude = ctx_type.include, tuple(ctx_type.exclude)
+
+    def in_scope(module: str) -> bool:
+        if _matches(module, "cassette_hook"):
+            return False  # cassette_hook never instruments itself
+        if include is not None and not any(_matches(module, p) for p in include):
+            return False
+        return not any(_matches(module, p) for p in exclude)
+
+    return in_scope
+
+
+def _rewrite_or_warn(func: FunctionType, code: CodeType, operators: bool) -> CodeType | None:
+    from .callsite import HOOKS
+
+    try:
+        return rewrite.rewrite_code(code, HOOKS, operators=operators)
+    except Exception as exc:  # any failure: run the original as a primitive, never crash
+        where = f"{code.co_filename}:{code.co_firstlineno}"
+        warnings.warn(
+            f"cassette_hook: cannot rewrite {func.__qualname__} ({where}): {exc}; "
+            "it runs as a primitive (its calls are not overdubbed)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None

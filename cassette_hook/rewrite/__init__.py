@@ -1,0 +1,78 @@
+"""Bytecode rewriting: turn a code object's call sites into calls through cassette_hook.
+
+A rewritten call site ``f(a, k=b)`` runs ``hooks.call(f, a, k=b)``; a star call
+``f(*a, **k)`` runs ``hooks.call_ex(f, a, k)``; with ``operators`` on, ``x + y`` runs
+``hooks.operator_site(operator.add)(x, y)`` (and likewise for every overloadable operator).
+Everything else -- line numbers, positions, exception tables, closures -- is untouched, so
+tracebacks point at the same lines.  What differs between CPython versions lives in one
+module per version (``_py310`` ... ``_py313``); this module only picks one and drives it.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from types import CodeType
+from typing import Callable
+
+from bytecode import Bytecode, Instr
+
+from ._stack import COMPREHENSIONS, UnsupportedCode, stack_depths
+
+if sys.version_info >= (3, 13):
+    from . import _py313 as _family
+elif sys.version_info >= (3, 12):
+    from . import _py312 as _family
+elif sys.version_info >= (3, 11):
+    from . import _py311 as _family
+else:
+    from . import _py310 as _family
+
+__all__ = ["Hooks", "UnsupportedCode", "rewrite_code"]
+
+@dataclass(frozen=True)
+class Hooks:
+    """What rewritten sites load as constants and call."""
+
+    call: object
+    call_ex: object
+    operator_site: Callable[[Callable[..., object]], object]
+
+
+def rewrite_code(code: CodeType, hooks: Hooks, *, operators: bool) -> CodeType:
+    """Return a copy of ``code`` whose call (and operator) sites go through ``hooks``.
+
+    Raises ``UnsupportedCode`` when the code has a shape the rewriter does not handle.
+    """
+    bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+    items = list(bc)
+    items = _family.rewrite_calls(items, stack_depths(items), hooks)
+    if operators:
+        items = _rewrite_operators(items, hooks)
+    bc[:] = [_rewrite_nested(item, hooks, operators) for item in items]
+    try:
+        return bc.to_code()
+    except Exception as exc:  # the bytecode package's own checks: stack depth, jumps
+        raise UnsupportedCode(f"rewritten {code.co_name} does not assemble: {exc}") from exc
+
+
+def _rewrite_operators(items: list[object], hooks: Hooks) -> list[object]:
+    out: list[object] = []
+    for item in items:
+        replacement = _family.operator_site(item, hooks) if isinstance(item, Instr) else None
+        if replacement is None:
+            out.append(item)
+        else:
+            out.extend(replacement)
+    return out
+
+
+def _rewrite_nested(item: object, hooks: Hooks, operators: bool) -> object:
+    if (
+        isinstance(item, Instr)
+        and item.name == "LOAD_CONST"
+        and isinstance(item.arg, CodeType)
+        and item.arg.co_name in COMPREHENSIONS
+    ):
+        return Instr("LOAD_CONST", rewrite_code(item.arg, hooks, operators=operators), location=item.location)
+    return item

@@ -1,0 +1,67 @@
+"""Which ``operator`` function each overloadable operator instruction stands for.
+
+Shared by the per-version rewriters; the instruction names and argument encodings differ
+between versions, the operator functions do not.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Callable
+
+from bytecode import BinaryOp, Compare
+
+Operator = Callable[..., object]
+
+BINARY: dict[str, Operator] = {
+    "ADD": operator.add, "SUBTRACT": operator.sub, "MULTIPLY": operator.mul,
+    "MATRIX_MULTIPLY": operator.matmul, "TRUE_DIVIDE": operator.truediv,
+    "FLOOR_DIVIDE": operator.floordiv, "REMAINDER": operator.mod, "POWER": operator.pow,
+    "LSHIFT": operator.lshift, "RSHIFT": operator.rshift, "AND": operator.and_,
+    "OR": operator.or_, "XOR": operator.xor,
+    "INPLACE_ADD": operator.iadd, "INPLACE_SUBTRACT": operator.isub,
+    "INPLACE_MULTIPLY": operator.imul, "INPLACE_MATRIX_MULTIPLY": operator.imatmul,
+    "INPLACE_TRUE_DIVIDE": operator.itruediv, "INPLACE_FLOOR_DIVIDE": operator.ifloordiv,
+    "INPLACE_REMAINDER": operator.imod, "INPLACE_POWER": operator.ipow,
+    "INPLACE_LSHIFT": operator.ilshift, "INPLACE_RSHIFT": operator.irshift,
+    "INPLACE_AND": operator.iand, "INPLACE_OR": operator.ior, "INPLACE_XOR": operator.ixor,
+}
+
+# CPython 3.10 names the same operations with one opcode each.
+BINARY_310: dict[str, Operator] = {
+    "BINARY_ADD": operator.add, "BINARY_SUBTRACT": operator.sub,
+    "BINARY_MULTIPLY": operator.mul, "BINARY_MATRIX_MULTIPLY": operator.matmul,
+    "BINARY_TRUE_DIVIDE": operator.truediv, "BINARY_FLOOR_DIVIDE": operator.floordiv,
+    "BINARY_MODULO": operator.mod, "BINARY_POWER": operator.pow,
+    "BINARY_LSHIFT": operator.lshift, "BINARY_RSHIFT": operator.rshift,
+    "BINARY_AND": operator.and_, "BINARY_OR": operator.or_, "BINARY_XOR": operator.xor,
+    "INPLACE_ADD": operator.iadd, "INPLACE_SUBTRACT": operator.isub,
+    "INPLACE_MULTIPLY": operator.imul, "INPLACE_MATRIX_MULTIPLY": operator.imatmul,
+    "INPLACE_TRUE_DIVIDE": operator.itruediv, "INPLACE_FLOOR_DIVIDE": operator.ifloordiv,
+    "INPLACE_MODULO": operator.imod, "INPLACE_POWER": operator.ipow,
+    "INPLACE_LSHIFT": operator.ilshift, "INPLACE_RSHIFT": operator.irshift,
+    "INPLACE_AND": operator.iand, "INPLACE_OR": operator.ior, "INPLACE_XOR": operator.ixor,
+    "BINARY_SUBSCR": operator.getitem,
+}
+
+UNARY: dict[str, Operator] = {
+    "UNARY_NEGATIVE": operator.neg, "UNARY_INVERT": operator.invert,
+    "UNARY_POSITIVE": operator.pos,
+}
+
+COMPARE: dict[str, Operator] = {
+    "LT": operator.lt, "LE": operator.le, "EQ": operator.eq,
+    "NE": operator.ne, "GT": operator.gt, "GE": operator.ge,
+}
+
+
+def binary_op(arg: BinaryOp) -> Operator | None:
+    """The operator behind a ``BINARY_OP`` argument (3.11+)."""
+    return BINARY.get(arg.name)
+
+
+def compare_op(arg: Compare) -> tuple[Operator, bool]:
+    """The comparison behind a ``COMPARE_OP`` argument, and whether 3.13 wants a bool."""
+    name = arg.name
+    cast = name.endswith("_CAST")
+    return COMPARE[name.removesuffix("_CAST")], cast

@@ -1,0 +1,109 @@
+"""CPython 3.10: no ``NULL`` slot, so the hook is pushed under the callee at the call.
+
+At ``CALL_FUNCTION n`` the stack is ``[f, a1 .. an]``; ``LOAD_CONST hook; ROT_N n+2``
+slides the hook under ``f`` and ``CALL_FUNCTION n+1`` runs ``hook(f, a1 .. an)``.  Method
+calls (``LOAD_METHOD``/``CALL_METHOD``) become an attribute load of the bound method and
+the same plain call.  Calls the compiler makes on its own -- a ``with`` block's
+``__exit__``, ``__build_class__``, the call of a comprehension's function -- are left
+alone; they are found by pairing each call with the instruction that opened its callee
+slot (see ``_stack``).
+"""
+
+from __future__ import annotations
+
+import operator
+from types import CodeType
+from typing import TYPE_CHECKING, Sequence
+
+from bytecode import Instr
+
+from ._operators import BINARY_310, UNARY, compare_op
+from ._stack import COMPREHENSIONS, pair_by_depth
+
+if TYPE_CHECKING:
+    from . import Hooks
+
+def _callee_depth(instr: Instr, depth: int) -> int | None:
+    name = instr.name
+    if name in ("CALL_FUNCTION", "CALL_METHOD"):
+        return depth - instr.arg - (2 if name == "CALL_METHOD" else 1)
+    if name == "CALL_FUNCTION_KW":
+        return depth - instr.arg - 2
+    if name == "CALL_FUNCTION_EX":
+        return depth - 2 - (instr.arg & 1)
+    return None
+
+
+def rewrite_calls(items: list[object], depths: Sequence[int | None], hooks: "Hooks") -> list[object]:
+    def compiler_callee(instr: Instr, depth: int) -> int | None:
+        """The callee slot opened by a compiler-made call, which stays unrewritten."""
+        index = position[id(instr)]
+        if instr.name == "LOAD_BUILD_CLASS":
+            return depth
+        if instr.name == "MAKE_FUNCTION":
+            code = items[index - 2]
+            if isinstance(code, Instr) and isinstance(code.arg, CodeType) and code.arg.co_name in COMPREHENSIONS:
+                return depth + instr.stack_effect() - 1
+        return None
+
+    position = {id(item): index for index, item in enumerate(items)}
+    compiler_calls = pair_by_depth(items, depths, compiler_callee, _callee_depth)
+    out: list[object] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, Instr) or index in compiler_calls or _is_with_exit(items, index):
+            out.append(item)
+        elif item.name == "LOAD_METHOD":
+            out.append(Instr("LOAD_ATTR", item.arg, location=item.location))
+        elif item.name in ("CALL_FUNCTION", "CALL_METHOD", "CALL_FUNCTION_KW"):
+            kw = item.name == "CALL_FUNCTION_KW"
+            out += _under(hooks.call, item.arg + 2 + kw, item)
+            out.append(Instr("CALL_FUNCTION_KW" if kw else "CALL_FUNCTION", item.arg + 1, location=item.location))
+        elif item.name == "CALL_FUNCTION_EX":
+            nargs = 2 + (item.arg & 1)
+            out += _under(hooks.call_ex, nargs + 1, item)
+            out.append(Instr("CALL_FUNCTION", nargs, location=item.location))
+        else:
+            out.append(item)
+    return out
+
+
+def _is_with_exit(items: Sequence[object], index: int) -> bool:
+    """``LOAD_CONST None; DUP_TOP; DUP_TOP; CALL_FUNCTION 3`` is how 3.10 calls ``__exit__``."""
+    tail = [getattr(item, "name", None) for item in items[max(0, index - 3) : index + 1]]
+    return tail == ["LOAD_CONST", "DUP_TOP", "DUP_TOP", "CALL_FUNCTION"] and items[index].arg == 3  # type: ignore[attr-defined]
+
+
+def _under(obj: object, depth: int, at: Instr) -> list[Instr]:
+    """Push ``obj`` and slide it down to ``depth`` (1 = top of stack)."""
+    loc = at.location
+    rot = {2: "ROT_TWO", 3: "ROT_THREE", 4: "ROT_FOUR"}.get(depth)
+    slide = Instr(rot, location=loc) if rot else Instr("ROT_N", depth, location=loc)
+    return [Instr("LOAD_CONST", obj, location=loc), slide]
+
+
+def operator_site(instr: Instr, hooks: "Hooks") -> list[Instr] | None:
+    name, loc = instr.name, instr.location
+    if name in BINARY_310:
+        return _binary(hooks.operator_site(BINARY_310[name]), instr)
+    if name in UNARY:
+        return [*_under(hooks.operator_site(UNARY[name]), 2, instr), Instr("CALL_FUNCTION", 1, location=loc)]
+    if name == "COMPARE_OP":
+        return _binary(hooks.operator_site(compare_op(instr.arg)[0]), instr)
+    if name == "CONTAINS_OP":  # ``a in b`` is ``operator.contains(b, a)``
+        out = [Instr("ROT_TWO", location=loc), *_binary(hooks.operator_site(operator.contains), instr)]
+        return out + [Instr("UNARY_NOT", location=loc)] if instr.arg else out
+    if name == "STORE_SUBSCR":  # [v, a, i] -> setitem(a, i, v)
+        return [
+            Instr("ROT_THREE", location=loc),
+            Instr("ROT_THREE", location=loc),
+            *_under(hooks.operator_site(operator.setitem), 4, instr),
+            Instr("CALL_FUNCTION", 3, location=loc),
+            Instr("POP_TOP", location=loc),
+        ]
+    if name == "DELETE_SUBSCR":
+        return [*_binary(hooks.operator_site(operator.delitem), instr), Instr("POP_TOP", location=loc)]
+    return None
+
+
+def _binary(site: object, at: Instr) -> list[Instr]:
+    return [*_under(site, 3, at), Instr("CALL_FUNCTION", 2, location=at.location)]

@@ -1,0 +1,23 @@
+"""CPython 3.11: ``PRECALL`` before every ``CALL``, ``LOAD_METHOD``, ``[NULL, callee]``."""
+
+from __future__ import annotations
+
+from bytecode import Instr
+
+from ._nullslot import NullSlotFamily
+
+
+class _Py311(NullSlotFamily):
+    def call(self, nargs: int, loc: object) -> list[Instr]:
+        return [Instr("PRECALL", nargs, location=loc), Instr("CALL", nargs, location=loc)]
+
+    def is_method_load(self, instr: Instr) -> bool:
+        return instr.name == "LOAD_METHOD"
+
+    def plain_load(self, instr: Instr) -> Instr:
+        return Instr("LOAD_ATTR", instr.arg, location=instr.location)
+
+
+_family = _Py311()
+rewrite_calls = _family.rewrite_calls
+operator_site = _family.operator_site

@@ -1,0 +1,40 @@
+"""CPython 3.12: method loads are ``LOAD_ATTR``/``LOAD_SUPER_ATTR`` with a flag; slices
+have their own opcodes; ``+x`` is an intrinsic."""
+
+from __future__ import annotations
+
+import operator
+
+from typing import TYPE_CHECKING
+
+from bytecode import Instr, Intrinsic1Op
+
+from ._nullslot import NullSlotFamily
+
+if TYPE_CHECKING:
+    from . import Hooks
+
+
+class _Py312(NullSlotFamily):
+    def plain_load(self, instr: Instr) -> Instr:
+        if instr.name == "LOAD_SUPER_ATTR":
+            return Instr(instr.name, (False, *instr.arg[1:]), location=instr.location)
+        return super().plain_load(instr)
+
+    def is_method_load(self, instr: Instr) -> bool:
+        return instr.name in ("LOAD_ATTR", "LOAD_SUPER_ATTR") and instr.arg[0]
+
+    def operator_site(self, instr: Instr, hooks: "Hooks") -> list[Instr] | None:
+        loc = instr.location
+        if instr.name == "BINARY_SLICE":  # [a, i, j] -> getitem(a, slice(i, j))
+            return [Instr("BUILD_SLICE", 2, location=loc), *self._binary(hooks.operator_site(operator.getitem), loc)]
+        if instr.name == "STORE_SLICE":  # [v, a, i, j] -> setitem(a, slice(i, j), v)
+            return [Instr("BUILD_SLICE", 2, location=loc), *self._store(hooks.operator_site(operator.setitem), loc)]
+        if instr.name == "CALL_INTRINSIC_1" and instr.arg == Intrinsic1Op.INTRINSIC_UNARY_POSITIVE:
+            return self._unary(hooks.operator_site(operator.pos), loc)
+        return super().operator_site(instr, hooks)
+
+
+_family = _Py312()
+rewrite_calls = _family.rewrite_calls
+operator_site = _family.operator_site

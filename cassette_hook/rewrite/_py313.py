@@ -1,0 +1,20 @@
+"""CPython 3.13: the callee pair is ``[callee, NULL]``, ``CALL_KW`` takes the keyword names
+from the stack, and conditional jumps insist on exact bools (``TO_BOOL``)."""
+
+from __future__ import annotations
+
+from bytecode import Instr
+
+from ._py312 import _Py312
+
+
+class _Py313(_Py312):
+    null_after_callee = True
+
+    def negate(self, loc: object) -> list[Instr]:
+        return [Instr("TO_BOOL", location=loc), Instr("UNARY_NOT", location=loc)]
+
+
+_family = _Py313()
+rewrite_calls = _family.rewrite_calls
+operator_site = _family.operator_site

@@ -1,0 +1,92 @@
+"""Stack depths of a ``bytecode.Bytecode``, and pairing of call sites with what feeds them.
+
+The rewriters need to know, for each call instruction, which earlier instruction pushed
+the slot that the call consumes as its callee (or as its ``NULL``/self slot).  CPython's
+compiler guarantees one stack depth per instruction whatever path reaches it, so a walk
+over the control-flow edges gives every instruction's depth; a call consumes the slot at
+a fixed distance below the top, and the producer of that slot is the last instruction in
+program order that opened a slot at that depth.  Compiler output lays a producer out
+before its consumer (both sit in the same expression), which makes the linear pairing
+exact for the code shapes CPython emits; anything it cannot pair is left unrewritten.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from bytecode import Instr, Label, TryBegin
+
+# Code objects the compiler creates for comprehensions and generator expressions: they are
+# part of the enclosing function's body (called at once, or iterated lazily), so they are
+# rewritten with it rather than treated as separate functions.
+COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
+
+Item = object  # an element of a Bytecode list: Instr, Label, SetLineno, TryBegin, TryEnd
+
+
+class UnsupportedCode(Exception):
+    """The code object uses a shape the rewriter does not understand."""
+
+
+def stack_depths(items: Sequence[Item]) -> list[int | None]:
+    """Depth of the value stack before each item (``None`` where unreachable)."""
+    labels = {id(item): index for index, item in enumerate(items) if isinstance(item, Label)}
+    depths: list[int | None] = [None] * len(items)
+    pending: list[tuple[int, int]] = [(0, 0)]
+
+    def reach(index: int, depth: int) -> None:
+        known = depths[index]
+        if known is None:
+            depths[index] = depth
+            pending.append((index, depth))
+        elif known != depth:
+            raise UnsupportedCode(f"inconsistent stack depth at item {index}: {known} != {depth}")
+
+    while pending:
+        index, depth = pending.pop()
+        while index < len(items):
+            item = items[index]
+            depths[index] = depth
+            if isinstance(item, TryBegin):
+                handler = labels[id(item.target)]
+                reach(handler, int(item.stack_depth) + int(item.push_lasti) + 1)
+            if isinstance(item, Instr):
+                if item.has_jump():
+                    reach(labels[id(item.arg)], depth + item.stack_effect(jump=True))
+                if item.is_uncond_jump() or item.is_final():
+                    break
+                depth += item.stack_effect(jump=False)
+            index += 1
+            if index < len(items) and depths[index] is not None:
+                if depths[index] != depth:
+                    raise UnsupportedCode(f"inconsistent stack depth at item {index}")
+                break
+    return depths
+
+
+def pair_by_depth(
+    items: Sequence[Item],
+    depths: Sequence[int | None],
+    producer_depth: Callable[[Instr, int], int | None],
+    consumer_depth: Callable[[Instr, int], int | None],
+) -> dict[int, int]:
+    """Map each consumer's index to the index of the producer of its slot.
+
+    ``producer_depth(instr, depth)`` gives the depth of the slot an instruction opens (or
+    ``None``); ``consumer_depth`` the depth of the slot a call consumes.
+    """
+    open_slots: dict[int, int] = {}
+    pairs: dict[int, int] = {}
+    for index, item in enumerate(items):
+        depth = depths[index]
+        if not isinstance(item, Instr) or depth is None:
+            continue
+        for stale in [slot for slot in open_slots if slot >= depth]:
+            del open_slots[stale]  # that slot was popped on a path we did not pair
+        consumed = consumer_depth(item, depth)
+        if consumed is not None and consumed in open_slots:
+            pairs[index] = open_slots.pop(consumed)
+        produced = producer_depth(item, depth)
+        if produced is not None:
+            open_slots[produced] = index
+    return pairs
