@@ -161,12 +161,12 @@ def pop(ctx: Context) -> None:
 class _RecursionBudget:
     """Raise the recursion limit while any context is active anywhere in the process.
 
-    An overdubbed call runs the callee's body one or two frames deeper than the plain
-    program would (the call-site hook, and with overloads the dispatch), so a program
-    that recursed close to the limit plain would fail under a context.
+    An overdubbed call runs the callee's body one to three frames deeper than the plain
+    program would (the call-site hook, and with hooks the dispatch), so a program that
+    recursed close to the limit plain would fail under a context.
     """
 
-    FACTOR = 3
+    FACTOR = 4
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

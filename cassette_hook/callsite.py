@@ -44,7 +44,17 @@ def call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
 def call_ex(f: Any, args: Any, kwargs: Any = None, /) -> Any:
     """A star call ``f(*args, **kwargs)``: unpacked here, with the plain call's errors."""
     __tracebackhide__ = True
+    if type(args) is not tuple and not _iterable(args) or kwargs is not None and not hasattr(kwargs, "keys"):
+        return f(*args, **kwargs or {})  # raises the plain call's error, naming f
     return call(f, *args) if kwargs is None else call(f, *args, **kwargs)
+
+
+def _iterable(obj: object) -> bool:
+    try:
+        iter(obj)  # type: ignore[call-overload]
+    except TypeError:
+        return False
+    return True
 
 
 def operator_site(op: Any) -> Any:
@@ -86,7 +96,11 @@ def _execute_or_recurse(entry: _context.Entry, f: Any, args: tuple[Any, ...], kw
             out = generics.run_popped(entry, method, (entry.ctx, f, *args), kwargs)
             if out is not generics.OverdubInstead:
                 return out
-    return generics.recurse_in(entry, f, args, kwargs)
+    found = generics.body(entry.plan, f, args)
+    if found is None:  # no Python body: fallback
+        return generics.recurse_in(entry, f, args, kwargs)
+    run, args = found  # called from here, not from recurse_in: one frame less per level
+    return run(*args, **kwargs)
 
 
 def present(f: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:

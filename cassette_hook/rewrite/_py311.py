@@ -11,6 +11,12 @@ class _Py311(NullSlotFamily):
     def call(self, nargs: int, loc: object) -> list[Instr]:
         return [Instr("PRECALL", nargs, location=loc), Instr("CALL", nargs, location=loc)]
 
+    def consumer_depth(self, instr: Instr, depth: int) -> int | None:
+        # PRECALL n carries the stack effect of the arguments; the CALL after it sees less.
+        if instr.name == "PRECALL":
+            return depth - instr.arg - 2
+        return None if instr.name == "CALL" else super().consumer_depth(instr, depth)
+
     def is_method_load(self, instr: Instr) -> bool:
         return instr.name == "LOAD_METHOD"
 

@@ -55,13 +55,19 @@ def stack_depths(items: Sequence[Item]) -> list[int | None]:
                     reach(labels[id(item.arg)], depth + item.stack_effect(jump=True))
                 if item.is_uncond_jump() or item.is_final():
                     break
-                depth += item.stack_effect(jump=False)
+                depth += _effect(item)
             index += 1
             if index < len(items) and depths[index] is not None:
                 if depths[index] != depth:
                     raise UnsupportedCode(f"inconsistent stack depth at item {index}")
                 break
     return depths
+
+
+def _effect(instr: Instr) -> int:
+    # A generator's frame resumes after RETURN_GENERATOR with the sent value pushed; dis
+    # reports 0 for it before 3.13.
+    return 1 if instr.name == "RETURN_GENERATOR" else instr.stack_effect(jump=False)
 
 
 def pair_by_depth(

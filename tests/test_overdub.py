@@ -1,0 +1,566 @@
+"""What an overdubbed call does: DESIGN.md sections 1-3, one behaviour per test."""
+
+import asyncio
+import functools
+import gc
+import operator
+import sys
+import threading
+import traceback
+import warnings
+import weakref
+
+import pytest
+
+import cassette_hook as ch
+
+
+class Null(ch.Context):
+    """Overloads nothing."""
+
+
+class Seen(ch.Context):
+    """Records (f, args, kwargs) of every call it sees in ``metadata``."""
+
+    def prehook(self, f, *args, **kwargs):
+        self.metadata.append((f, args, kwargs))
+
+
+class SeenCalls(Seen):
+    operators = False
+
+
+def seen_functions(fn, *args, ctx_type=SeenCalls, **kwargs):
+    ctx = ctx_type(metadata=[])
+    result = ch.overdub(ctx, fn, *args, **kwargs)
+    return result, [f for f, _, _ in ctx.metadata]
+
+
+# -- calls and how hooks see them ------------------------------------------------------
+
+class Point:
+    def __init__(self, x):
+        self.x = x
+
+    def shifted(self, dx):
+        return Point(self.x + dx)
+
+    @staticmethod
+    def origin():
+        return Point(0)
+
+    @classmethod
+    def at(cls, x):
+        return cls(x)
+
+
+def test_method_call_is_seen_as_the_function_with_the_receiver_first():
+    p = Point(1)
+    _, seen = seen_functions(lambda: p.shifted(2))
+    assert seen[0] is Point.shifted
+    ctx = SeenCalls(metadata=[])
+    ch.overdub(ctx, lambda: p.shifted(2))
+    assert ctx.metadata[0][1] == (p, 2)
+
+
+def test_builtin_method_call_is_seen_as_the_method_of_the_type():
+    def g(items):
+        items.append(3)
+        return ", ".join(map(str, items))
+
+    ctx = SeenCalls(metadata=[])
+    assert ch.overdub(ctx, g, [1, 2]) == "1, 2, 3"
+    calls = [(f, args) for f, args, _ in ctx.metadata]
+    assert calls[0] == (list.append, ([1, 2, 3], 3))
+    assert calls[2][0] is str.join and calls[2][1][0] == ", "
+
+
+def test_class_construction_is_seen_and_recurses_into_init():
+    _, seen = seen_functions(lambda: Point(1))
+    assert seen == [Point, Point.__init__]
+
+
+def test_construction_with_python_new_runs_new_and_init_overdubbed():
+    class Cached:
+        instances = {}
+
+        def __new__(cls, key):
+            return cls.instances.setdefault(key, super().__new__(cls))
+
+        def __init__(self, key):
+            self.key = key
+
+    result, seen = seen_functions(lambda: Cached("a") is Cached("a"))
+    assert result is True
+    assert seen.count(Cached.__new__) == 2 and seen.count(Cached.__init__) == 2
+
+
+def test_init_returning_a_value_raises_as_in_plain_python():
+    class Bad:
+        def __init__(self):
+            return 1
+
+    with pytest.raises(TypeError, match=r"__init__\(\) should return None, not 'int'"):
+        ch.overdub(Null(), lambda: Bad())
+
+
+def test_static_and_class_methods_are_seen_as_their_functions():
+    result, seen = seen_functions(lambda: (Point.origin().x, Point.at(5).x, Point(1).at(2).x))
+    assert result == (0, 5, 2)
+    assert Point.origin.__func__ if hasattr(Point.origin, "__func__") else Point.origin in seen
+    assert Point.at.__func__ in seen
+
+
+def test_callable_instance_recurses_into_its_call_method():
+    class Adder:
+        def __init__(self, n):
+            self.n = n
+
+        def __call__(self, x):
+            return helper(x, self.n)
+
+    def helper(a, b):
+        return a + b
+
+    add = Adder(2)
+    result, seen = seen_functions(lambda: add(3))
+    assert result == 5
+    assert seen == [add, helper]
+
+
+def test_partial_is_seen_and_its_function_call_is_overdubbed():
+    def power(base, exp):
+        return base**exp
+
+    square = functools.partial(power, exp=2)
+    result, seen = seen_functions(lambda: square(7))
+    assert result == 49
+    assert seen == [square, power]
+
+
+def test_closures_share_cells_with_the_plain_function():
+    def counter():
+        count = 0
+
+        def bump():
+            nonlocal count
+            count += 1
+            return count
+
+        return bump
+
+    bump = counter()
+    assert ch.overdub(Null(), bump) == 1
+    assert bump() == 2
+    assert ch.overdub(Null(), lambda: bump() + bump()) == 3 + 4
+
+
+def test_keyword_and_star_calls_reach_hooks_with_their_arguments():
+    def target(a, b=0, *rest, c, **extra):
+        return (a, b, rest, c, extra)
+
+    args, kwargs = (1, 2, 3), {"c": 4, "d": 5}
+    ctx = SeenCalls(metadata=[])
+    result = ch.overdub(ctx, lambda: (target(1, c=2), target(*args, **kwargs)))
+    assert result == ((1, 0, (), 2, {}), (1, 2, (3,), 4, {"d": 5}))
+    assert ctx.metadata == [(target, (1,), {"c": 2}), (target, (1, 2, 3), {"c": 4, "d": 5})]
+
+
+def test_star_call_errors_are_those_of_the_plain_call():
+    def g(x):
+        return abs(*x)
+
+    with pytest.raises(TypeError) as plain:
+        g(5)
+    with pytest.raises(TypeError) as overdubbed:
+        ch.overdub(Null(), g, 5)
+    assert str(overdubbed.value) == str(plain.value)
+
+
+def test_comprehensions_and_generator_expressions_are_part_of_the_body():
+    def square(x):
+        return x * x
+
+    def g(xs):
+        return [square(x) for x in xs], {square(x) for x in xs}, sum(square(x) for x in xs)
+
+    result, seen = seen_functions(g, [1, 2])
+    assert result == ([1, 4], {1, 4}, 5)
+    assert seen.count(square) == 6
+
+
+def test_generators_run_overdubbed_when_iterated_under_the_context():
+    def numbers(n):
+        for i in range(n):
+            yield abs(-i)
+
+    def g():
+        return list(numbers(3))
+
+    result, seen = seen_functions(g)
+    assert result == [0, 1, 2]
+    assert seen.count(abs) == 3
+
+
+def test_coroutines_run_overdubbed():
+    async def fetch(x):
+        await asyncio.sleep(0)
+        return abs(x)
+
+    async def main():
+        return await asyncio.gather(fetch(-1), fetch(-2))
+
+    result, seen = seen_functions(lambda: asyncio.run(main()))
+    assert result == [1, 2]
+    assert seen.count(abs) == 2
+
+
+def test_async_generators_run_overdubbed():
+    async def agen():
+        for i in range(3):
+            yield abs(-i)
+
+    async def main():
+        return [x async for x in agen()]
+
+    result, seen = seen_functions(lambda: asyncio.run(main()))
+    assert result == [0, 1, 2]
+    assert seen.count(abs) == 3
+
+
+# -- operators -------------------------------------------------------------------------
+
+def test_operators_are_calls_to_operator_functions():
+    def g(a, b):
+        c = a + b
+        c += 1
+        items = [c, -a]
+        items[0] = items[1] < b
+        del items[1]
+        return items, 3 in items, 4 not in items
+
+    ctx = Seen(metadata=[])
+    assert ch.overdub(ctx, g, 1, 2) == ([True], False, True)
+    ops = [f for f, _, _ in ctx.metadata]
+    assert ops == [operator.add, operator.iadd, operator.neg, operator.getitem, operator.lt,
+                   operator.setitem, operator.delitem, operator.contains, operator.contains]
+
+
+def test_operators_false_makes_operators_invisible():
+    def g(a, b):
+        return abs(a + b)
+
+    _, seen = seen_functions(g, 1, 2, ctx_type=SeenCalls)
+    assert seen == [abs]
+
+
+def test_operator_overload_replaces_an_operator_inside_the_context():
+    class Saturating(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Saturating, f: ch.Is[operator.add], a: int, b: int):
+        return min(a + b, 10)
+
+    def total(xs):
+        s = 0
+        for x in xs:
+            s = s + x
+        return s
+
+    assert ch.overdub(Saturating(), total, [4, 4, 4]) == 10
+    assert total([4, 4, 4]) == 12
+
+
+def test_slices_are_getitem_and_setitem_of_slice_objects():
+    def g(xs):
+        xs[1:2] = [9]
+        return xs[::2]
+
+    ctx = Seen(metadata=[])
+    assert ch.overdub(ctx, g, [1, 2, 3]) == [1, 3]
+    calls = [(f, args[1]) for f, args, _ in ctx.metadata]
+    assert calls == [(operator.setitem, slice(1, 2)), (operator.getitem, slice(None, None, 2))]
+
+
+# -- the plain program's view of itself ------------------------------------------------
+
+class Base:
+    def who(self):
+        return "base"
+
+
+class Derived(Base):
+    def who(self):
+        return "derived+" + super().who()
+
+    @classmethod
+    def kind(cls):
+        return super().__name__ if False else cls.__mro__[1].__name__
+
+
+def test_zero_argument_super_works():
+    assert ch.overdub(Null(), lambda: Derived().who()) == "derived+base"
+    assert ch.overdub(Seen(metadata=[]), lambda: Derived().who()) == "derived+base"
+
+
+def test_locals_vars_dir_globals_see_the_users_frame():
+    def g(a):
+        b = a + 1
+        return locals(), vars(), dir(), globals() is sys.modules[__name__].__dict__
+
+    for ctx in (Null(), Seen(metadata=[])):
+        assert ch.overdub(ctx, g, 1) == ({"a": 1, "b": 2}, {"a": 1, "b": 2}, ["a", "b"], True)
+
+
+def test_eval_and_exec_without_namespaces_use_the_users_frame():
+    def g(a):
+        exec("import math")
+        return eval("a * 2")
+
+    for ctx in (Null(), Seen(metadata=[])):
+        assert ch.overdub(ctx, g, 21) == 42
+
+
+def test_sys_getframe_sees_user_frames_only():
+    def inner():
+        return sys._getframe(0).f_code.co_name, sys._getframe(1).f_code.co_name
+
+    def outer():
+        return inner()
+
+    for ctx in (Null(), Seen(metadata=[])):
+        assert ch.overdub(ctx, outer) == ("inner", "outer")
+
+
+# -- hooks, overloads and the stack ----------------------------------------------------
+
+def test_hooks_run_with_their_own_context_popped():
+    inside = []
+
+    class Ctx(ch.Context):
+        def prehook(self, f, *args, **kwargs):
+            inside.append(ch.current_context())
+
+    with Null() as outer:
+        ch.overdub(Ctx(), lambda: abs(1))
+    assert inside == [outer]
+
+
+def test_calls_made_by_hooks_are_not_overdubbed_by_their_context():
+    def helper():
+        return abs(-1)
+
+    class Ctx(ch.Context):
+        operators = False
+
+        def prehook(self, f, *args, **kwargs):
+            self.metadata.append(f)
+            if f is not helper:
+                helper()
+
+    ctx = Ctx(metadata=[])
+    ch.overdub(ctx, lambda: len("ab"))
+    assert ctx.metadata == [len]
+
+
+def test_default_fallback_runs_with_the_context_active():
+    ctx = SeenCalls(metadata=[])
+
+    def key(x):
+        return -x
+
+    assert ch.overdub(ctx, lambda: sorted([1, 3, 2], key=key)) == [3, 2, 1]
+    assert [f for f, _, _ in ctx.metadata].count(key) == 3
+
+
+def test_recurse_reenters_a_popped_context():
+    class Ctx(ch.Context):
+        operators = False
+
+    def g(x):
+        return abs(x)
+
+    @ch.overdub.register
+    def _(ctx: Ctx, f: ch.Is[g], x):
+        ctx.metadata.append(ch.current_context())
+        return ch.recurse(ctx, f, x)
+
+    ctx = Ctx(metadata=[])
+    assert ch.overdub(ctx, lambda: g(-1)) == 1
+    assert ctx.metadata == [None]
+
+
+def test_posthook_is_not_called_when_the_call_raises():
+    class Ctx(ch.Context):
+        def posthook(self, out, f, *args, **kwargs):
+            self.metadata.append(f)
+
+    def boom():
+        raise KeyError("x")
+
+    ctx = Ctx(metadata=[])
+    with pytest.raises(KeyError):
+        ch.overdub(ctx, lambda: boom())
+    assert boom not in ctx.metadata
+    assert ctx.metadata == [KeyError]  # constructing the exception returned normally
+
+
+def test_exceptions_propagate_unchanged():
+    error = ValueError("original")
+
+    def boom():
+        raise error
+
+    with pytest.raises(ValueError) as caught:
+        ch.overdub(Seen(metadata=[]), lambda: boom())
+    assert caught.value is error
+
+
+def test_traceback_has_the_same_user_frames_and_lines():
+    def inner():
+        return 1 / 0
+
+    def outer():
+        return inner() + 1
+
+    def user_frames(run):
+        try:
+            run()
+        except ZeroDivisionError as exc:
+            return [(f.name, f.lineno) for f in traceback.extract_tb(exc.__traceback__)
+                    if "cassette_hook" not in f.filename and f.name != "user_frames"][-2:]
+
+    plain = user_frames(outer)
+    assert user_frames(lambda: ch.overdub(Null(), outer)) == plain
+    assert user_frames(lambda: ch.overdub(Seen(metadata=[]), outer)) == plain
+
+
+def test_overdub_of_a_non_callable_raises_the_same_type_error_as_a_call():
+    with pytest.raises(TypeError, match="'int' object is not callable"):
+        ch.overdub(Null(), 3)
+
+
+def test_deep_recursion_that_works_plain_works_under_a_context():
+    def depth(n):
+        return 0 if n == 0 else 1 + depth(n - 1)
+
+    n = sys.getrecursionlimit() - 60
+    assert depth(n) == n
+    assert ch.overdub(Null(), depth, n) == n
+    assert ch.overdub(Seen(metadata=[]), depth, n) == n
+
+
+def test_recursion_limit_is_restored_after_the_context_ends():
+    before = sys.getrecursionlimit()
+    ch.overdub(Null(), abs, 1)
+    assert sys.getrecursionlimit() == before
+
+
+# -- scope -----------------------------------------------------------------------------
+
+def test_exclude_makes_functions_of_a_module_primitives():
+    import json
+
+    class Ctx(SeenCalls):
+        exclude = ("json",)
+
+    ctx = Ctx(metadata=[])
+    assert ch.overdub(ctx, lambda: json.dumps([1])) == "[1]"
+    assert [f for f, _, _ in ctx.metadata] == [json.dumps]
+
+
+def test_include_bounds_recursion_to_matching_modules():
+    import json
+
+    class Ctx(SeenCalls):
+        include = ("tests.*", __name__)
+
+    ctx = Ctx(metadata=[])
+    ch.overdub(ctx, lambda: json.dumps([1]))
+    assert [f for f, _, _ in ctx.metadata] == [json.dumps]
+
+
+def test_cassette_hook_never_recurses_into_itself():
+    assert not ch.canrecurse(Null(), ch.overdub, Null(), abs, 1)
+
+
+# -- isolation -------------------------------------------------------------------------
+
+def test_threads_do_not_see_each_others_contexts():
+    seen_in_thread = []
+    ready, done = threading.Event(), threading.Event()
+
+    def other():
+        ready.wait()
+        seen_in_thread.append(ch.current_context())
+        done.set()
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    with Null():
+        ready.set()
+        done.wait()
+    thread.join()
+    assert seen_in_thread == [None]
+
+
+def test_asyncio_tasks_inherit_the_context_active_where_created():
+    async def report():
+        return ch.current_context()
+
+    async def main(ctx):
+        with ctx:
+            task = asyncio.ensure_future(report())
+        return await task, await asyncio.ensure_future(report())
+
+    ctx = Null()
+    assert asyncio.run(main(ctx)) == (ctx, None)
+
+
+def test_with_block_activates_and_restores():
+    ctx = Null()
+    assert ch.current_context() is None
+    with ctx as bound:
+        assert bound is ctx and ch.current_context() is ctx
+        with Null() as inner:
+            assert ch.current_context() is inner
+        assert ch.current_context() is ctx
+    assert ch.current_context() is None
+
+
+# -- twins -----------------------------------------------------------------------------
+
+def test_a_collected_function_releases_its_twin():
+    namespace = {}
+    exec("def temporary(x):\n    return abs(x)\n", namespace)
+    fn = namespace.pop("temporary")
+    assert ch.overdub(Null(), lambda: fn(-1)) == 1
+    ref = weakref.ref(fn)
+    del fn
+    gc.collect()
+    assert ref() is None
+
+
+def test_functions_that_cannot_be_rewritten_run_as_primitives_with_one_warning(monkeypatch):
+    from cassette_hook import rewrite
+
+    def victim(x):
+        return abs(x)
+
+    original = rewrite.rewrite_code
+
+    def broken_for_victim(code, hooks, *, operators):
+        if code is victim.__code__:
+            raise rewrite.UnsupportedCode("synthetic failure")
+        return original(code, hooks, operators=operators)
+
+    monkeypatch.setattr(rewrite, "rewrite_code", broken_for_victim)
+
+    ctx = SeenCalls(metadata=[])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert ch.overdub(ctx, lambda: victim(-1) + victim(-2)) == 3
+    messages = [str(w.message) for w in caught if "victim" in str(w.message)]
+    assert len(messages) == 1 and "synthetic failure" in messages[0]
+    assert [f for f, _, _ in ctx.metadata] == [victim, victim]  # seen, not recursed into
