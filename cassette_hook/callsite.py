@@ -1,48 +1,61 @@
-"""The hot path: what every rewritten call site runs.
+"""The hot path: what rewritten call sites run.
 
-``call(f, *args, **kwargs)`` replaces ``f(*args, **kwargs)`` in rewritten code.  It reads
-the top of the active context stack once.  With no context it just calls ``f``.  With a
-context whose plan is *fast* (it overloads nothing, so there is nothing to observe) a
-Python function or method goes straight to its cached twin: one dict lookup and a call,
-no allocation.  Everything else -- hooks, dispatch, primitives -- is in :func:`site`,
-off the hot path.
+On CPython 3.11+ a rewritten call site ``f(*args)`` becomes ``resolve(f)(*args)``: the
+user's frame still makes the call, to whatever :func:`resolve` picked.  With no context
+that is ``f``.  With a *fast* plan (the context overloads nothing, so there is nothing to
+observe) a Python function resolves to its cached twin -- one dict lookup, no allocation,
+no extra frame, and CPython inlines the call.  With hooks or overloads it is
+:func:`site`'s closure for the call, which runs prehook, overdub and posthook.
+
+:func:`call` is the same thing in one step, ``resolve(f)(*args)`` from this frame: what
+3.10 call sites, operator sites, partial objects and callbacks from C code run.
 """
 
 from __future__ import annotations
 
 import functools
-from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
+from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any
 
 from . import _context, generics, rewrite
 
 _active_get = _context.active.get
+_HIGHER_ORDER_NAMES = generics.HIGHER_ORDER_NAMES
+
+
+def resolve(f: Any, /) -> Any:
+    """What a rewritten call site calls in place of ``f``."""
+    entry = _active_get()
+    if entry is None:
+        return f
+    plan = entry.plan
+    if plan.fast:
+        twin = plan.twins.values.get(id(f))
+        if twin is not None:
+            return twin
+        kind = type(f)
+        if kind is MethodType:
+            twin = plan.twins.values.get(id(f.__func__))
+            if twin is not None:
+                return MethodType(twin, f.__self__)
+        elif kind is BuiltinFunctionType and f.__name__ not in _HIGHER_ORDER_NAMES:
+            return f  # C code with no callbacks: nothing to overdub
+        run = plan.runnable(f)
+        return generics.primitive_callable(f) if run is None else run
+    return site(entry, f)
 
 
 def call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     """Run ``f(*args, **kwargs)`` as the innermost active context sees it."""
     __tracebackhide__ = True  # pytest: show the user's frames, not this one
-    entry = _active_get()
-    if entry is not None:
-        plan = entry.plan
-        if plan.fast:
-            kind = type(f)
-            if kind is FunctionType:
-                twin = plan.twins.values.get(id(f))
-                if twin is not None:
-                    return twin(*args, **kwargs)
-            elif kind is MethodType:
-                twin = plan.twins.values.get(id(f.__func__))
-                if twin is not None:
-                    return twin(f.__self__, *args, **kwargs)
-        return site(entry, f, args, kwargs)
-    if type(f) is BuiltinFunctionType:  # may be frame-sensitive: locals(), super() ...
+    run = resolve(f)
+    if run is f:  # a primitive, maybe frame-sensitive (locals(), super() ...): emulate
         return generics.call_primitive(f, args, kwargs)
-    return f(*args, **kwargs)
+    return run(*args, **kwargs)
 
 
 def call_ex(f: Any, args: Any, kwargs: Any = None, /) -> Any:
-    """A star call ``f(*args, **kwargs)``: unpacked here, with the plain call's errors."""
+    """A star call ``f(*args, **kwargs)`` (3.10): unpacked here, with the plain call's errors."""
     __tracebackhide__ = True
     if type(args) is not tuple and not _iterable(args) or kwargs is not None and not hasattr(kwargs, "keys"):
         return f(*args, **kwargs or {})  # raises the plain call's error, naming f
@@ -63,44 +76,43 @@ def operator_site(op: Any) -> Any:
 
 
 _operator_sites: dict[Any, Any] = {}
-HOOKS = rewrite.Hooks(call=call, call_ex=call_ex, operator_site=operator_site)
+HOOKS = rewrite.Hooks(resolve=resolve, call=call, call_ex=call_ex, operator_site=operator_site)
 
 
-def site(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """An overdubbed call: prehook, overdub (by default, recurse), posthook."""
-    __tracebackhide__ = True
-    plan = entry.plan
-    if plan.fast:
-        return generics.recurse_in(entry, f, args, kwargs)
-    ctx = entry.ctx
-    f, args = present(f, args)
-    if plan.prehook:
-        generics.run_popped(entry, generics.prehook, (ctx, f, *args), kwargs)
-    if plan.overdub:
-        method = generics.overdub.resolve((ctx, f, *args))
-        if method is generics.DEFAULTS["overdub"]:
-            out = _execute_or_recurse(entry, f, args, kwargs)
+def site(entry: _context.Entry, f: Any) -> Any:
+    """The overdubbed call of ``f``: prehook, overdub (by default, recurse), posthook.
+
+    A closure rather than a partial: the user's frame calls it like any Python function,
+    which CPython inlines, so deep recursion under hooks costs Python frames (the budget
+    in ``_context`` covers them) but no C stack.
+    """
+    plan, ctx = entry.plan, entry.ctx
+
+    def overdubbed(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        callee, args = present(f, args)
+        if plan.prehook:
+            generics.run_popped(entry, generics.prehook, (ctx, callee, *args), kwargs)
+        method = generics.overdub.resolve((ctx, callee, *args)) if plan.overdub else _default_overdub
+        if method is not _default_overdub:
+            out = generics.run_popped(entry, method, (ctx, callee, *args), kwargs)
         else:
-            out = generics.run_popped(entry, method, (ctx, f, *args), kwargs)
-    else:
-        out = _execute_or_recurse(entry, f, args, kwargs)
-    if plan.posthook:
-        generics.run_popped(entry, generics.posthook, (ctx, out, f, *args), kwargs)
-    return out
+            method = generics.execute.resolve((ctx, callee, *args)) if plan.execute else _default_execute
+            out = generics.OverdubInstead
+            if method is not _default_execute:
+                out = generics.run_popped(entry, method, (ctx, callee, *args), kwargs)
+            if out is generics.OverdubInstead:
+                run = plan.runnable(callee)
+                out = generics.recurse_in(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
+        if plan.posthook:
+            generics.run_popped(entry, generics.posthook, (ctx, out, callee, *args), kwargs)
+        return out
+
+    return overdubbed
 
 
-def _execute_or_recurse(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if entry.plan.execute:
-        method = generics.execute.resolve((entry.ctx, f, *args))
-        if method is not generics.DEFAULTS["execute"]:
-            out = generics.run_popped(entry, method, (entry.ctx, f, *args), kwargs)
-            if out is not generics.OverdubInstead:
-                return out
-    found = generics.body(entry.plan, f, args)
-    if found is None:  # no Python body: fallback
-        return generics.recurse_in(entry, f, args, kwargs)
-    run, args = found  # called from here, not from recurse_in: one frame less per level
-    return run(*args, **kwargs)
+_default_overdub = generics.DEFAULTS["overdub"]
+_default_execute = generics.DEFAULTS["execute"]
 
 
 def present(f: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
@@ -110,8 +122,8 @@ def present(f: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
         return f.__func__, (f.__self__, *args)
     if kind is BuiltinFunctionType:
         receiver = f.__self__
-        if receiver is not None and not isinstance(receiver, ModuleType):
+        if receiver is not None and not isinstance(receiver, (type, type(generics))):
             unbound = getattr(type(receiver), f.__name__, None)
-            if unbound is not None and not isinstance(receiver, type):
+            if unbound is not None:
                 return unbound, (receiver, *args)
     return f, args

@@ -16,6 +16,7 @@ This module imports nothing else from cassette_hook, so it can be used on its ow
 
 from __future__ import annotations
 
+import functools
 import inspect
 import threading
 import types
@@ -387,13 +388,47 @@ class _Refiner:
 # --- generic functions -----------------------------------------------------------------
 
 
-class Generic:
+class Generic(functools.partial):  # type: ignore[type-arg]
     """A function with methods chosen by the types of all its positional arguments.
 
     The ``default`` is the fallback when no method applies: lowest priority, never
     ambiguous. Keyword arguments are passed through but never dispatched on.
     Registration is thread-safe; calls racing a registration see the old or new table.
+
+    Why a ``functools.partial``: calls then go through C (vectorcall) straight into the
+    ``dispatch`` closure. A Python ``__call__`` would add a bound method and a repack of
+    the arguments to every call, which is most of the cost of a cached dispatch.
     """
+
+    def __new__(cls, name: str, default: Callable[..., Any] | None = None, doc: str | None = None) -> Generic:
+        cache: dict[tuple[type, ...], Callable[..., Any]] = {}
+
+        def dispatch(*args: object, **kwargs: object) -> Any:
+            # The key is tuple(map(type, args)), unrolled for the arities hooks see most:
+            # unpacking is about three times cheaper than building a map object.
+            n = len(args)
+            if n == 3:
+                a, b, c = args
+                key = (type(a), type(b), type(c))
+            elif n == 4:
+                a, b, c, d = args
+                key = (type(a), type(b), type(c), type(d))
+            elif n == 2:
+                a, b = args
+                key = (type(a), type(b))
+            else:
+                key = tuple([type(a) for a in args])
+            try:
+                method = cache[key]
+            except KeyError:
+                method = None  # miss outside the handler, so errors do not chain onto a KeyError
+            if method is None:
+                method = self._miss(args)
+            return method(*args, **kwargs)
+
+        self = super().__new__(cls, dispatch)
+        self._cache = cache
+        return self
 
     def __init__(self, name: str, default: Callable[..., Any] | None = None, doc: str | None = None) -> None:
         self.name = name
@@ -403,9 +438,13 @@ class Generic:
         self._lock = threading.RLock()  # reentrant: matching may run user code (getattr, ABC hooks)
         self._reset()
 
+    def __get__(self, obj: object, objtype: type | None = None) -> Generic:
+        """Stay a plain attribute on classes (partial warns about method use from 3.13)."""
+        return self
+
     def _reset(self) -> None:
         """Derive the caches and per-position key specs from a new method table."""
-        self._cache: dict[tuple[type, ...], Callable[..., Any]] = {}
+        self._cache.clear()
         self._first: dict[type, bool] = {}
         width = max((len(m.params) for m in self._methods), default=0) + 1  # the last spec is for all later positions
         self._specs = [_KeySpec() for _ in range(width)]
@@ -414,15 +453,6 @@ class Generic:
                 p = m.pattern(i)
                 if p is not None:
                     p._add_needs(spec)
-
-    def __call__(self, /, *args: object, **kwargs: object) -> Any:
-        try:
-            method = self._cache[tuple(map(type, args))]
-        except KeyError:
-            method = None  # miss outside the handler, so errors do not chain onto a KeyError
-        if method is None:
-            method = self._miss(args)
-        return method(*args, **kwargs)
 
     def resolve(self, args: tuple[object, ...]) -> Callable[..., Any]:
         """The method a call with these positional arguments runs (the default if none applies)."""
@@ -516,7 +546,8 @@ class Generic:
                 varargs = pattern
                 break  # only keyword-only parameters can follow
             params.append(pattern)
-            required += p.default is p.empty
+            if p.default is p.empty:
+                required += 1
         if self_type is not None and not params:
             raise TypeError(f"{where}: self_type given, but it has no positional parameter to type")
         return _Method(func, tuple(params), required, varargs)

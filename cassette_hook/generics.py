@@ -103,7 +103,7 @@ def recurse(ctx: _context.Context, f: Any, *args: Any, **kwargs: Any) -> Any:
 
 def canrecurse(ctx: _context.Context, f: Any, *args: Any, **kwargs: Any) -> bool:
     """Does ``recurse(ctx, f, *args)`` run a Python body (rather than ``fallback``)?"""
-    return body(_plan.plan_for(ctx), f, args) is not None
+    return _plan.plan_for(ctx).runnable(f) is not None
 
 
 canoverdub = canrecurse
@@ -111,9 +111,8 @@ canoverdub = canrecurse
 
 def recurse_in(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``recurse`` with ``entry`` already the top of the stack."""
-    found = body(entry.plan, f, args)
-    if found is not None:
-        run, args = found
+    run = entry.plan.runnable(f)
+    if run is not None:
         return run(*args, **kwargs)
     if entry.plan.fallback:
         method = fallback.resolve((entry.ctx, f, *args))
@@ -134,36 +133,41 @@ def run_popped(entry: _context.Entry, method: Callable[..., Any], args: tuple[An
 
 # -- what "the callee's own body" is ---------------------------------------------------
 
-def body(plan: _plan.Plan, f: Any, args: tuple[Any, ...]) -> tuple[Callable[..., Any], tuple[Any, ...]] | None:
-    """What to run for ``f(*args)`` so that its body is overdubbed, or ``None``."""
+def runnable(plan: _plan.Plan, f: Any) -> Callable[..., Any] | None:
+    """A callable that runs ``f``'s own body with its calls overdubbed, or ``None``.
+
+    Called with ``f``'s arguments.  ``None`` means ``f`` is a primitive: no Python body,
+    or one outside the context's scope.  (``Plan.runnable`` caches this.)
+    """
     kind = type(f)
     if kind is FunctionType:
-        twin = plan.twin(f)
-        return None if twin is None else (twin, args)
+        return plan.twin(f)
     if kind is MethodType:
-        return body(plan, f.__func__, (f.__self__, *args))
+        twin = runnable(plan, f.__func__)
+        return None if twin is None else MethodType(twin, f.__self__)
     if kind is functools.partial:  # its body is one call: of f.func with the merged arguments
         from .callsite import call
 
-        return functools.partial(call, f.func, *f.args, **f.keywords), args
+        return functools.partial(call, f.func, *f.args, **f.keywords)
     if isinstance(f, type):
-        return _construction(plan, f, args)
+        return _construction(plan, f)
     call_method = getattr(kind, "__call__", None)
     if type(call_method) is FunctionType:  # a callable instance of a Python class
-        return body(plan, call_method, (f, *args))
+        twin = plan.twin(call_method)
+        return None if twin is None else MethodType(twin, f)
     return None
 
 
-def _construction(plan: _plan.Plan, cls: type, args: tuple[Any, ...]) -> Any:
+def _construction(plan: _plan.Plan, cls: type) -> Callable[..., Any] | None:
     meta_call = type(cls).__call__
     if type(meta_call) is FunctionType:  # a metaclass with its own __call__
-        return body(plan, meta_call, (cls, *args))
+        twin = plan.twin(meta_call)
+        return None if twin is None else MethodType(twin, cls)
     if meta_call is not type.__call__:
         return None
-    new, init = cls.__new__, cls.__init__
-    if type(new) is not FunctionType and type(init) is not FunctionType:
+    if type(cls.__new__) is not FunctionType and type(cls.__init__) is not FunctionType:
         return None  # nothing Python-level happens in constructing it
-    return functools.partial(construct, cls), args
+    return functools.partial(construct, cls)
 
 
 def construct(cls: type, *args: Any, **kwargs: Any) -> Any:
@@ -195,11 +199,31 @@ def call_primitive(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
     overdubbed too.
     """
     special = _SPECIAL.get(id(f))
+    if special is None and type(f) is BuiltinFunctionType and f.__name__ in HIGHER_ORDER_NAMES:
+        receiver = f.__self__  # a bound builtin method such as ``items.sort``?
+        unbound = getattr(type(receiver), f.__name__, None)
+        special = _SPECIAL.get(id(unbound))
+        if special is not None:
+            f, args = unbound, (receiver, *args)
     if special is not None:
         if special[0]:
             return special[1](user_frame(), args, kwargs)
         args, kwargs = special[1](args, kwargs)
     return f(*args, **kwargs)
+
+
+def primitive(f: Any, /, *args: Any, **kwargs: Any) -> Any:
+    return call_primitive(f, args, kwargs)
+
+
+def primitive_callable(f: Any) -> Any:
+    """What to call for a primitive ``f`` from the user's own frame: ``f`` itself, unless
+    it takes callbacks that must be overdubbed."""
+    if id(f) in _SPECIAL and not _SPECIAL[id(f)][0] or (
+        type(f) is BuiltinFunctionType and f.__name__ in HIGHER_ORDER_NAMES
+    ):
+        return functools.partial(primitive, f)
+    return f
 
 
 def user_frame() -> FrameType:
@@ -322,6 +346,8 @@ _HIGHER_ORDER: dict[Any, Callable[..., Any]] = {
     itertools.accumulate: _wrap_positional(1, keyword="func"),
     re.Pattern.sub: _wrap_positional(1), re.Pattern.subn: _wrap_positional(1),
 }
+HIGHER_ORDER_NAMES = frozenset(f.__name__ for f in _HIGHER_ORDER)
+
 # Keyed by id: these builtins live as long as the interpreter, and an id lookup works for
 # any callee, hashable or not.  The flag says whether the handler wants the user's frame.
 _SPECIAL: dict[int, tuple[bool, Callable[..., Any]]] = {

@@ -67,7 +67,7 @@ class Plan:
     """Per context class: which overloads exist, and the twins its contexts run."""
 
     __slots__ = ("ctx_type", "pass_", "fast", "prehook", "posthook", "overdub", "execute",
-                 "fallback", "operators", "twins", "_codes", "_scope")
+                 "fallback", "operators", "twins", "_primitives", "_codes", "_scope")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
         from . import generics
@@ -83,19 +83,32 @@ class Plan:
         self.fast = not (self.prehook or self.posthook or self.overdub or self.execute or self.fallback)
         # Operator sites cost a call each; a context that observes nothing has no use for them.
         self.operators = bool(ctx_type.operators) and not self.fast
-        # id(function) -> its twin, or None when the function runs as a primitive.
-        self.twins: WeakIdCache[FunctionType | None] = WeakIdCache()
+        # id(function) -> its twin; the hot path reads ``twins.values`` directly.
+        self.twins: WeakIdCache[FunctionType] = WeakIdCache()
+        self._primitives: WeakIdCache[bool] = WeakIdCache()  # functions that have no twin
         self._codes = _rewritten.setdefault((self.operators, pass_), WeakIdCache())
         self._scope = _scope_test(ctx_type)
 
     def twin(self, func: FunctionType) -> FunctionType | None:
         """The overdubbed twin of ``func``, or ``None`` if it must run as a primitive."""
         key = id(func)
-        if key in self.twins.values:
-            return self.twins.values[key]
-        twin = self._make_twin(func)
-        self.twins.set(func, twin)
+        twin = self.twins.values.get(key)
+        if twin is None and key not in self._primitives.values:
+            twin = self._make_twin(func)
+            if twin is None:
+                self._primitives.set(func, True)
+            else:
+                self.twins.set(func, twin)
         return twin
+
+    def runnable(self, f: Any) -> Callable[..., Any] | None:
+        """What runs ``f``'s body overdubbed (see ``generics.runnable``), or ``None``."""
+        twin = self.twins.values.get(id(f))
+        if twin is not None:
+            return twin
+        from . import generics
+
+        return generics.runnable(self, f)
 
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
         if not self._scope(_module_of(func)):

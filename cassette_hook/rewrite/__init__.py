@@ -1,7 +1,8 @@
 """Bytecode rewriting: turn a code object's call sites into calls through cassette_hook.
 
-A rewritten call site ``f(a, k=b)`` runs ``hooks.call(f, a, k=b)``; a star call
-``f(*a, **k)`` runs ``hooks.call_ex(f, a, k)``; with ``operators`` on, ``x + y`` runs
+A rewritten call site ``f(a, k=b)`` calls ``hooks.resolve(f)(a, k=b)`` on CPython 3.11+,
+``hooks.call(f, a, k=b)`` on 3.10 (which has no slot to resolve into; a star call runs
+``hooks.call_ex(f, a, k)`` there).  With ``operators`` on, ``x + y`` runs
 ``hooks.operator_site(operator.add)(x, y)`` (and likewise for every overloadable operator).
 Everything else -- line numbers, positions, exception tables, closures -- is untouched, so
 tracebacks point at the same lines.  What differs between CPython versions lives in one
@@ -34,6 +35,7 @@ __all__ = ["Hooks", "UnsupportedCode", "rewrite_code"]
 class Hooks:
     """What rewritten sites load as constants and call."""
 
+    resolve: object
     call: object
     call_ex: object
     operator_site: Callable[[Callable[..., object]], object]

@@ -1,16 +1,23 @@
-"""Rewriting for CPython 3.11+, where every call site reserves a slot for the callee's self.
+"""Rewriting for CPython 3.11+: resolve the callee, then let the user's frame call it.
 
-Since 3.11 the compiler pushes a ``NULL`` (``PUSH_NULL``, ``LOAD_GLOBAL`` with its low bit,
-method loads) next to the callee, and ``CALL n`` calls ``callee(*args)`` when that slot is
-``NULL`` but ``slot_a(slot_b, *args)`` when it holds a value.  The rewriter therefore only
-replaces the ``NULL`` by the hook: ``[hook, f, a, b]`` makes ``CALL 2`` run
-``hook(f, a, b)``, keyword names included, with the stack shape unchanged.  Method loads
-become plain attribute loads (a bound method) so the callee is one object.  Star calls
-``CALL_FUNCTION_EX`` cannot take a value in that slot, so they become ``CALL`` of
-``hooks.call_ex(f, args, kwargs)``.
+Since 3.11 every call site reserves a slot next to the callee (``PUSH_NULL``,
+``LOAD_GLOBAL`` with its low bit, method loads), and ``CALL n`` calls ``callee(*args)``
+when that slot holds ``NULL``.  The rewriter keeps that shape and, at the call, swaps
+the callee up to the top of the stack, replaces it by ``hooks.resolve(callee)`` and swaps
+it back::
 
-Versions differ in where the ``NULL`` sits relative to the callee and in a few opcodes;
-each version module subclasses :class:`NullSlotFamily` with just those differences.
+    [NULL, f, a1 .. an]  --SWAP n+1-->  [NULL, an, a1 .., f]
+                         --resolve--->  [NULL, an, a1 .., r]  --SWAP n+1-->  [NULL, r, a1 .. an]
+
+The original ``CALL`` then calls ``r`` from the user's own frame.  When the context only
+needs the callee's body overdubbed, ``r`` is the callee's twin: no extra frame, and
+CPython inlines the Python-to-Python call.  Method loads become plain attribute loads
+with a ``NULL`` pushed beside them, so the callee is always one object.  ``SWAP`` never
+moves the ``NULL`` slot, which no instruction other than a call may touch.
+
+Versions differ in the order of the pair (3.13 puts the ``NULL`` above the callee), in
+``PRECALL`` (3.11), ``KW_NAMES`` (3.11, 3.12) versus ``CALL_KW`` (3.13), and in a few
+operator opcodes; each version module subclasses :class:`NullSlotFamily` with just those.
 """
 
 from __future__ import annotations
@@ -31,7 +38,6 @@ class NullSlotFamily:
     """The 3.11+ rewriting scheme; subclasses fill in the version details."""
 
     null_after_callee = False  # 3.13 pushes [callee, NULL]; 3.11 and 3.12 push [NULL, callee]
-    method_load = "LOAD_ATTR"  # the opcode of a method load (3.11: LOAD_METHOD)
 
     # -- version details -------------------------------------------------------------
 
@@ -40,7 +46,7 @@ class NullSlotFamily:
         return [Instr("CALL", nargs, location=loc)]
 
     def is_method_load(self, instr: Instr) -> bool:
-        return instr.name == "LOAD_ATTR" and instr.arg[0]
+        return instr.name in ("LOAD_ATTR", "LOAD_SUPER_ATTR") and instr.arg[0]
 
     def plain_load(self, instr: Instr) -> Instr:
         """The method load ``instr`` as a load of the bound attribute."""
@@ -55,6 +61,11 @@ class NullSlotFamily:
         if instr.name == "CALL_FUNCTION_EX":
             return depth - 3 - (instr.arg & 1)
         return None
+
+    def callee_position(self, instr: Instr) -> int:
+        """How far below the top of the stack (1 = top) the callee is at ``instr``."""
+        above = {"CALL": instr.arg, "CALL_KW": instr.arg + 1, "CALL_FUNCTION_EX": 1 + (instr.arg & 1)}
+        return above[instr.name] + (2 if self.null_after_callee else 1)
 
     # -- the scheme ------------------------------------------------------------------
 
@@ -72,20 +83,29 @@ class NullSlotFamily:
         return None
 
     def rewrite_calls(self, items: list[object], depths: Sequence[int | None], hooks: Hooks) -> list[object]:
-        consumers = pair_by_depth(items, depths, self.producer_depth, self.consumer_depth)
-        producers = {producer: consumer for consumer, producer in consumers.items()}
-        skipped = {p for p in producers if self._builds_class(items, p)}
+        consumers = {
+            consumer: producer
+            for consumer, producer in pair_by_depth(items, depths, self.producer_depth, self.consumer_depth).items()
+            if not self._builds_class(items, producer)
+        }
+        resolving = {self._resolution_point(items, c): c for c in consumers}
         out: list[object] = []
         for index, item in enumerate(items):
-            assert isinstance(item, Instr) or index not in producers
-            if index in producers and index not in skipped:
-                star = items[producers[index]].name == "CALL_FUNCTION_EX"  # type: ignore[attr-defined]
-                out.extend(self._hook_in_slot(item, hooks.call_ex if star else hooks.call))  # type: ignore[arg-type]
-            elif index in consumers and consumers[index] not in skipped and item.name == "CALL_FUNCTION_EX":  # type: ignore[attr-defined]
-                out.extend(self.call(1 + (item.arg & 1), item.location))  # type: ignore[attr-defined]
+            if index in resolving:
+                consumer = items[resolving[index]]
+                out += self._resolve_callee(hooks.resolve, self.callee_position(consumer), consumer.location)  # type: ignore[attr-defined]
+            if isinstance(item, Instr) and self.is_method_load(item):
+                out += self._load_with_null(item)
             else:
                 out.append(item)
         return out
+
+    def _resolution_point(self, items: Sequence[object], consumer: int) -> int:
+        """Where the resolve sequence goes: before the call and its ``KW_NAMES``/``PRECALL``."""
+        point = consumer
+        while point > 0 and getattr(items[point - 1], "name", None) in ("KW_NAMES", "PRECALL"):
+            point -= 1
+        return point
 
     def _builds_class(self, items: Sequence[object], index: int) -> bool:
         """Is this ``PUSH_NULL`` the one of a ``class`` statement's ``__build_class__`` call?"""
@@ -93,16 +113,18 @@ class NullSlotFamily:
         item = items[neighbour] if 0 <= neighbour < len(items) else None
         return isinstance(item, Instr) and item.name == "LOAD_BUILD_CLASS"
 
-    def _hook_in_slot(self, instr: Instr, hook: object) -> list[Instr]:
-        """Replace the NULL that ``instr`` pushes by ``hook``, below a single callee object."""
+    def _resolve_callee(self, resolve: object, position: int, loc: object) -> list[Instr]:
+        """Replace the stack item at ``position`` (1 = top) by ``resolve(item)``."""
+        swap = [Instr("SWAP", position, location=loc)] if position > 1 else []
+        call = [Instr("LOAD_CONST", resolve, location=loc), Instr("SWAP", 2, location=loc), *self.call(0, loc)]
+        return swap + call + swap
+
+    def _load_with_null(self, instr: Instr) -> list[Instr]:
+        """A method load as ``[NULL, bound]`` (``[bound, NULL]`` on 3.13)."""
         loc = instr.location
-        load_hook = Instr("LOAD_CONST", hook, location=loc)
-        swap = Instr("SWAP", 2, location=loc)
-        if instr.name == "PUSH_NULL":
-            return [load_hook, swap] if self.null_after_callee else [load_hook]
-        if instr.name == "LOAD_GLOBAL":
-            return [Instr("LOAD_GLOBAL", (False, instr.arg[1]), location=loc), load_hook, swap]
-        return [self.plain_load(instr), load_hook, swap]
+        if self.null_after_callee:
+            return [self.plain_load(instr), Instr("PUSH_NULL", location=loc)]
+        return [self.plain_load(instr), Instr("PUSH_NULL", location=loc), Instr("SWAP", 2, location=loc)]
 
     # -- operators -------------------------------------------------------------------
 

@@ -17,6 +17,9 @@ class _Py311(NullSlotFamily):
             return depth - instr.arg - 2
         return None if instr.name == "CALL" else super().consumer_depth(instr, depth)
 
+    def callee_position(self, instr: Instr) -> int:
+        return instr.arg + 1 if instr.name == "PRECALL" else super().callee_position(instr)
+
     def is_method_load(self, instr: Instr) -> bool:
         return instr.name == "LOAD_METHOD"
 

@@ -1,5 +1,4 @@
-"""CPython 3.12: method loads are ``LOAD_ATTR``/``LOAD_SUPER_ATTR`` with a flag; slices
-have their own opcodes; ``+x`` is an intrinsic."""
+"""CPython 3.12: slices have their own opcodes, and ``+x`` is an intrinsic."""
 
 from __future__ import annotations
 
@@ -16,14 +15,6 @@ if TYPE_CHECKING:
 
 
 class _Py312(NullSlotFamily):
-    def plain_load(self, instr: Instr) -> Instr:
-        if instr.name == "LOAD_SUPER_ATTR":
-            return Instr(instr.name, (False, *instr.arg[1:]), location=instr.location)
-        return super().plain_load(instr)
-
-    def is_method_load(self, instr: Instr) -> bool:
-        return instr.name in ("LOAD_ATTR", "LOAD_SUPER_ATTR") and instr.arg[0]
-
     def operator_site(self, instr: Instr, hooks: "Hooks") -> list[Instr] | None:
         loc = instr.location
         if instr.name == "BINARY_SLICE":  # [a, i, j] -> getitem(a, slice(i, j))
