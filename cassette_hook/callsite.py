@@ -84,46 +84,64 @@ def site(entry: _context.Entry, f: Any) -> Any:
 
     A closure rather than a partial: the user's frame calls it like any Python function,
     which CPython inlines, so deep recursion under hooks costs Python frames (the budget
-    in ``_context`` covers them) but no C stack.
+    in ``_context`` covers them) but no C stack.  Everything it needs is bound up front;
+    hooks run with the context popped (``active`` set to the entry below).
     """
-    plan, ctx = entry.plan, entry.ctx
+    plan, ctx, below = entry.plan, entry.ctx, entry.below
+    prehook, posthook = plan.prehook_call, plan.posthook_call
+    twins = plan.twins.values
 
     def overdubbed(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        callee, args = present(f, args)
-        if plan.prehook:
-            generics.run_popped(entry, generics.prehook, (ctx, callee, *args), kwargs)
-        method = generics.overdub.resolve((ctx, callee, *args)) if plan.overdub else _default_overdub
-        if method is not _default_overdub:
-            out = generics.run_popped(entry, method, (ctx, callee, *args), kwargs)
-        else:
-            method = generics.execute.resolve((ctx, callee, *args)) if plan.execute else _default_execute
-            out = generics.OverdubInstead
-            if method is not _default_execute:
-                out = generics.run_popped(entry, method, (ctx, callee, *args), kwargs)
-            if out is generics.OverdubInstead:
-                run = plan.runnable(callee)
-                out = generics.recurse_in(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
-        if plan.posthook:
-            generics.run_popped(entry, generics.posthook, (ctx, out, callee, *args), kwargs)
+        callee = f
+        if type(callee) is MethodType:  # seen as (type(obj).m, obj, ...)
+            args, callee = (callee.__self__, *args), callee.__func__
+        elif type(callee) is BuiltinFunctionType:
+            callee, args = present(callee, args)
+        if prehook is not None:
+            token = _set_active(below)
+            try:
+                prehook(ctx, callee, *args, **kwargs)
+            finally:
+                _reset_active(token)
+        out: Any = generics.OverdubInstead
+        if plan.overdub or plan.execute:
+            out = _overloaded(entry, callee, args, kwargs)
+        if out is generics.OverdubInstead:
+            run = twins.get(id(callee)) or plan.runnable(callee)
+            out = generics.recurse_in(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
+        if posthook is not None:
+            token = _set_active(below)
+            try:
+                posthook(ctx, out, callee, *args, **kwargs)
+            finally:
+                _reset_active(token)
         return out
 
     return overdubbed
 
 
+def _overloaded(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """What an ``overdub`` or ``execute`` overload makes of the call, or ``OverdubInstead``."""
+    for generic, default in ((generics.overdub, _default_overdub), (generics.execute, _default_execute)):
+        method = generic.resolve((entry.ctx, f, *args))
+        if method is not default:
+            out = generics.run_popped(entry, method, (entry.ctx, f, *args), kwargs)
+            if generic is generics.overdub or out is not generics.OverdubInstead:
+                return out
+    return generics.OverdubInstead
+
+
+_set_active, _reset_active = _context.active.set, _context.active.reset
 _default_overdub = generics.DEFAULTS["overdub"]
 _default_execute = generics.DEFAULTS["execute"]
 
 
 def present(f: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
-    """How hooks see a call: a method call ``obj.m(a)`` as ``(type(obj).m, obj, a)``."""
-    kind = type(f)
-    if kind is MethodType:
-        return f.__func__, (f.__self__, *args)
-    if kind is BuiltinFunctionType:
-        receiver = f.__self__
-        if receiver is not None and not isinstance(receiver, (type, type(generics))):
-            unbound = getattr(type(receiver), f.__name__, None)
-            if unbound is not None:
-                return unbound, (receiver, *args)
+    """How hooks see a builtin method call ``items.append(x)``: ``(list.append, items, x)``."""
+    receiver = f.__self__
+    if receiver is not None and not isinstance(receiver, (type, type(generics))):
+        unbound = getattr(type(receiver), f.__name__, None)
+        if unbound is not None:
+            return unbound, (receiver, *args)
     return f, args

@@ -21,7 +21,7 @@ import inspect
 import threading
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 __all__ = ["AmbiguityError", "Generic", "Is", "NoMethodError", "Parametric", "Pattern", "generation"]
@@ -353,36 +353,56 @@ class _KeySpec:
         """Can the type alone fail to decide matching for an argument of exact type ``t``?"""
         return t in self.id_types or any(issubclass(t, classes) for classes, _ in self.attrs.values())
 
-    def key(self, value: object) -> tuple[object, ...]:
-        """A hashable summary of ``value`` that decides every pattern this spec was built from."""
+    def key(self, value: object) -> Hashable:
+        """A summary of ``value`` that, with ``type(value)``, decides every pattern of this spec."""
+        ident = id(value) if id(value) in self.ids else None
+        if not self.attrs:
+            return ident
         t = type(value)
-        return (t, id(value) if id(value) in self.ids else None,
-                *[sub.key(getattr(value, name, _MISSING)) if issubclass(t, classes) else None
-                  for name, (classes, sub) in self.attrs.items()])
+        return (ident, *[(type(v), sub.key(v)) if issubclass(t, classes) and (v := getattr(value, name, _MISSING))
+                         is not _MISSING else None for name, (classes, sub) in self.attrs.items()])
 
 
-class _Refiner:
+def _walk(roots: list[Any], args: tuple[object, ...]) -> Any:
+    """The type cache is a tree: ``roots[len(args)][type(args[0])][type(args[1])]...``
+    ends in a method or a _Refiner (``roots[0]`` holds the entry for no arguments, or None).
+    Raises LookupError on a miss."""
+    node = roots[len(args)]
+    for a in args:
+        node = node[type(a)]
+    return node
+
+
+class _Refiner(functools.partial):  # type: ignore[type-arg]
     """Type-cache entry for argument types where an ``Is`` or ``Parametric`` can matter.
 
-    It stands where a method would, so calls whose types decide alone stay at one dict
-    lookup; the calls it gets are re-keyed on just the positions that need it.
+    It stands where a method would, so calls whose types decide alone pay nothing for
+    it. It keys its own cache on the first position that needs more than the type; when
+    several do, its entries are _Refiners for the next ones. (A partial for the same
+    reason as Generic: calls go straight into the ``refine`` closure.)
     """
 
-    __slots__ = ("generic", "positions", "cache")
+    def __new__(cls, generic: Generic, positions: tuple[tuple[int, _KeySpec], ...]) -> _Refiner:
+        (i, spec), rest = positions[0], positions[1:]
+        key_of = spec.key
+        cache: dict[Hashable, Any] = {}
 
-    def __init__(self, generic: Generic, positions: tuple[tuple[int, _KeySpec], ...]) -> None:
-        self.generic, self.positions = generic, positions
-        self.cache: dict[tuple[object, ...], Callable[..., Any]] = {}
+        def resolve(args: tuple[object, ...]) -> Callable[..., Any]:
+            key = key_of(args[i])
+            entry = cache.get(key)
+            if entry is None:
+                entry = cache[key] = _Refiner(generic, rest) if rest else generic._resolve_uncached(args)
+            return entry.resolve(args) if rest else entry
 
-    def resolve(self, args: tuple[object, ...]) -> Callable[..., Any]:
-        key = tuple([spec.key(args[i]) for i, spec in self.positions])
-        method = self.cache.get(key)
-        if method is None:
-            method = self.cache[key] = self.generic._resolve_uncached(args)
-        return method
+        def refine(*args: object, **kwargs: object) -> Any:
+            method = cache.get(key_of(args[i]))  # a method, or the next _Refiner
+            if method is None:
+                method = resolve(args)
+            return method(*args, **kwargs)
 
-    def __call__(self, /, *args: object, **kwargs: object) -> Any:
-        return self.resolve(args)(*args, **kwargs)
+        self = super().__new__(cls, refine)
+        self.resolve = resolve
+        return self
 
 
 # --- generic functions -----------------------------------------------------------------
@@ -401,33 +421,32 @@ class Generic(functools.partial):  # type: ignore[type-arg]
     """
 
     def __new__(cls, name: str, default: Callable[..., Any] | None = None, doc: str | None = None) -> Generic:
-        cache: dict[tuple[type, ...], Callable[..., Any]] = {}
+        roots: list[Any] = [None]
 
         def dispatch(*args: object, **kwargs: object) -> Any:
-            # The key is tuple(map(type, args)), unrolled for the arities hooks see most:
-            # unpacking is about three times cheaper than building a map object.
+            # _walk(roots, args), unrolled for the arities hooks see most: walking the
+            # tree by hand is cheaper than building and hashing a tuple of types.
             n = len(args)
-            if n == 3:
-                a, b, c = args
-                key = (type(a), type(b), type(c))
-            elif n == 4:
-                a, b, c, d = args
-                key = (type(a), type(b), type(c), type(d))
-            elif n == 2:
-                a, b = args
-                key = (type(a), type(b))
-            else:
-                key = tuple([type(a) for a in args])
             try:
-                method = cache[key]
-            except KeyError:
-                method = None  # miss outside the handler, so errors do not chain onto a KeyError
+                if n == 3:
+                    a, b, c = args
+                    method = roots[3][type(a)][type(b)][type(c)]
+                elif n == 4:
+                    a, b, c, d = args
+                    method = roots[4][type(a)][type(b)][type(c)][type(d)]
+                elif n == 2:
+                    a, b = args
+                    method = roots[2][type(a)][type(b)]
+                else:
+                    method = _walk(roots, args)
+            except LookupError:
+                method = None  # miss outside the handler, so errors do not chain onto a LookupError
             if method is None:
                 method = self._miss(args)
             return method(*args, **kwargs)
 
         self = super().__new__(cls, dispatch)
-        self._cache = cache
+        self._roots = roots
         return self
 
     def __init__(self, name: str, default: Callable[..., Any] | None = None, doc: str | None = None) -> None:
@@ -444,7 +463,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]
 
     def _reset(self) -> None:
         """Derive the caches and per-position key specs from a new method table."""
-        self._cache.clear()
+        self._roots[:] = [None]
         self._first: dict[type, bool] = {}
         width = max((len(m.params) for m in self._methods), default=0) + 1  # the last spec is for all later positions
         self._specs = [_KeySpec() for _ in range(width)]
@@ -456,7 +475,10 @@ class Generic(functools.partial):  # type: ignore[type-arg]
 
     def resolve(self, args: tuple[object, ...]) -> Callable[..., Any]:
         """The method a call with these positional arguments runs (the default if none applies)."""
-        entry = self._cache.get(tuple(map(type, args)))
+        try:
+            entry = _walk(self._roots, args)
+        except LookupError:
+            entry = None
         if entry is None:
             entry = self._miss(args)
         return entry.resolve(args) if type(entry) is _Refiner else entry
@@ -469,7 +491,15 @@ class Generic(functools.partial):  # type: ignore[type-arg]
             positions = tuple((i, spec) for i, t in enumerate(types_)
                               if (spec := self._specs[min(i, last)]).relevant(t))
             entry = _Refiner(self, positions) if positions else self._resolve_uncached(args)
-            self._cache[types_] = entry
+            roots = self._roots
+            roots.extend({} for _ in range(len(roots), len(args) + 1))
+            if args:
+                node = roots[len(args)]
+                for t in types_[:-1]:
+                    node = node.setdefault(t, {})
+                node[types_[-1]] = entry
+            else:
+                roots[0] = entry
             return entry
 
     def _resolve_uncached(self, args: tuple[object, ...]) -> Callable[..., Any]:

@@ -146,8 +146,6 @@ def runnable(plan: _plan.Plan, f: Any) -> Callable[..., Any] | None:
         twin = runnable(plan, f.__func__)
         return None if twin is None else MethodType(twin, f.__self__)
     if kind is functools.partial:  # its body is one call: of f.func with the merged arguments
-        from .callsite import call
-
         return functools.partial(call, f.func, *f.args, **f.keywords)
     if isinstance(f, type):
         return _construction(plan, f)
@@ -159,33 +157,40 @@ def runnable(plan: _plan.Plan, f: Any) -> Callable[..., Any] | None:
 
 
 def _construction(plan: _plan.Plan, cls: type) -> Callable[..., Any] | None:
-    meta_call = type(cls).__call__
-    if type(meta_call) is FunctionType:  # a metaclass with its own __call__
-        twin = plan.twin(meta_call)
+    how = plan.constructions.values.get(id(cls))
+    if how is None:
+        how = _how_to_construct(cls)
+        plan.constructions.set(cls, how)
+    if how == "metaclass":  # a metaclass with its own __call__
+        twin = plan.twin(type(cls).__call__)  # type: ignore[arg-type]
         return None if twin is None else MethodType(twin, cls)
-    if meta_call is not type.__call__:
-        return None
-    if type(cls.__new__) is not FunctionType and type(cls.__init__) is not FunctionType:
-        return None  # nothing Python-level happens in constructing it
-    return functools.partial(construct, cls)
+    return functools.partial(construct, cls) if how == "python" else None
+
+
+def _how_to_construct(cls: type) -> str:
+    meta_call = type(cls).__call__
+    if type(meta_call) is FunctionType:
+        return "metaclass"
+    if meta_call is type.__call__ and (type(cls.__new__) is FunctionType or type(cls.__init__) is FunctionType):
+        return "python"
+    return "primitive"  # nothing Python-level happens in constructing it
 
 
 def construct(cls: type, *args: Any, **kwargs: Any) -> Any:
     """``type.__call__`` with Python ``__new__`` and ``__init__`` as overdubbed calls."""
-    from .callsite import call
-
     new = cls.__new__
-    obj = (call if type(new) is FunctionType else _plain)(new, cls, *args, **kwargs)
+    if new is object.__new__:
+        obj = new(cls)  # only Python __init__ takes the arguments (else we would not be here)
+    elif type(new) is FunctionType:
+        obj = resolve(new)(cls, *args, **kwargs)
+    else:
+        obj = new(cls, *args, **kwargs)
     if isinstance(obj, cls):
         init = type(obj).__init__
-        result = (call if type(init) is FunctionType else _plain)(init, obj, *args, **kwargs)
+        result = (resolve(init) if type(init) is FunctionType else init)(obj, *args, **kwargs)
         if result is not None:
             raise TypeError(f"__init__() should return None, not '{type(result).__name__}'")
     return obj
-
-
-def _plain(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    return f(*args, **kwargs)
 
 
 # -- primitives: calling C code as the plain program would -----------------------------
@@ -316,8 +321,6 @@ if sys.version_info >= (3, 12):
 def _overdubbed(callback: Any) -> Any:
     """``callback`` as a call site: C code calling it back is overdubbed like a call would be."""
     if type(callback) in (FunctionType, MethodType, functools.partial):
-        from .callsite import call
-
         return functools.partial(call, callback)
     return callback
 
@@ -354,3 +357,6 @@ _SPECIAL: dict[int, tuple[bool, Callable[..., Any]]] = {
     **{id(f): (True, handler) for f, handler in FRAME_SENSITIVE.items()},
     **{id(f): (False, wrap) for f, wrap in _HIGHER_ORDER.items()},
 }
+
+# Last: callsite builds on this module (and this module's bodies call callsite.call).
+from .callsite import call, resolve  # noqa: E402

@@ -21,7 +21,7 @@ import weakref
 from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
-from . import rewrite
+from . import generics, rewrite
 
 if TYPE_CHECKING:
     from ._context import Context
@@ -66,12 +66,11 @@ _plans: dict[tuple[type, Any, bool], Plan] = {}
 class Plan:
     """Per context class: which overloads exist, and the twins its contexts run."""
 
-    __slots__ = ("ctx_type", "pass_", "fast", "prehook", "posthook", "overdub", "execute",
-                 "fallback", "operators", "twins", "_primitives", "_codes", "_scope")
+    __slots__ = ("ctx_type", "pass_", "fast", "prehook", "posthook", "prehook_call", "posthook_call",
+                 "overdub", "execute",
+                 "fallback", "operators", "twins", "constructions", "_primitives", "_codes", "_scope")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
-        from . import generics
-
         self.ctx_type = ctx_type
         self.pass_ = pass_
         self.prehook = hooks_enabled and generics.prehook.has_methods_for(ctx_type)
@@ -79,6 +78,9 @@ class Plan:
         self.overdub = generics.overdub.has_methods_for(ctx_type)
         self.execute = generics.execute.has_methods_for(ctx_type)
         self.fallback = generics.fallback.has_methods_for(ctx_type)
+        # What a call site calls for each hook, or None: the hook does nothing for this type.
+        self.prehook_call = generics.prehook if self.prehook else None
+        self.posthook_call = generics.posthook if self.posthook else None
         # Nothing is observed or replaced: calls only need to be recursed into.
         self.fast = not (self.prehook or self.posthook or self.overdub or self.execute or self.fallback)
         # Operator sites cost a call each; a context that observes nothing has no use for them.
@@ -86,6 +88,8 @@ class Plan:
         # id(function) -> its twin; the hot path reads ``twins.values`` directly.
         self.twins: WeakIdCache[FunctionType] = WeakIdCache()
         self._primitives: WeakIdCache[bool] = WeakIdCache()  # functions that have no twin
+        # id(class) -> how calling it constructs: "python", "metaclass" or "primitive".
+        self.constructions: WeakIdCache[str] = WeakIdCache()
         self._codes = _rewritten.setdefault((self.operators, pass_), WeakIdCache())
         self._scope = _scope_test(ctx_type)
 
@@ -106,8 +110,6 @@ class Plan:
         twin = self.twins.values.get(id(f))
         if twin is not None:
             return twin
-        from . import generics
-
         return generics.runnable(self, f)
 
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
