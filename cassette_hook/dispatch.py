@@ -3,9 +3,10 @@
 Cassette's hooks (``overdub``, ``prehook``, ...) are overloaded by the *types* of all
 their arguments, so they need multiple dispatch: the most specific applicable method
 wins, and a tie is an error rather than a silent pick. Those generics sit on the hot
-path of every instrumented call, so resolution is cached on ``tuple(map(type, args))``;
-the few argument types for which identity (``Is[...]``) or an attribute
-(``Parametric``) can change the answer get a second, narrower cache (``_Refiner``).
+path of every instrumented call, so resolution is cached by the types of the arguments
+(a tree of dicts, see ``_walk``); the few argument types for which identity
+(``Is[...]``) or an attribute (``Parametric``) can change the answer get a second,
+narrower cache (``_Refiner``).
 
 Dispatch looks at ``type(arg)``, as Julia looks at ``typeof``: a class annotation ``C``
 matches when ``issubclass(type(arg), C)``. That is ``isinstance`` except for objects that
@@ -186,11 +187,7 @@ def _union(members: Iterable[Pattern]) -> Pattern:
     return flat[0] if len(flat) == 1 else _Union(tuple(flat))
 
 
-class _Missing:
-    """Stands for an absent attribute; its own type so that cache keys never confuse it."""
-
-
-_MISSING = _Missing()
+_MISSING = object()  # what getattr gives for an absent attribute
 
 
 class Parametric(Pattern):
@@ -264,6 +261,8 @@ def _to_pattern(ann: object, namespace: dict[str, Any] | None) -> Pattern:
         return _union(_to_pattern(a, namespace) for a in typing.get_args(ann))
     # list[int] claims to be a type on 3.10; subscripted generics cannot be checked.
     if isinstance(ann, type) and not isinstance(ann, types.GenericAlias):
+        if issubclass(ann, Pattern):
+            raise TypeError("which is a pattern class, not a pattern: write Is[obj], Parametric(...)")
         return _Class(ann)
     raise TypeError(_NOT_AN_ANNOTATION)
 
@@ -358,9 +357,11 @@ class _KeySpec:
         ident = id(value) if id(value) in self.ids else None
         if not self.attrs:
             return ident
-        t = type(value)
-        return (ident, *[(type(v), sub.key(v)) if issubclass(t, classes) and (v := getattr(value, name, _MISSING))
-                         is not _MISSING else None for name, (classes, sub) in self.attrs.items()])
+        t, parts = type(value), [ident]
+        for name, (classes, sub) in self.attrs.items():
+            attr = getattr(value, name, _MISSING) if issubclass(t, classes) else _MISSING
+            parts.append(None if attr is _MISSING else (type(attr), sub.key(attr)))
+        return tuple(parts)
 
 
 def _walk(roots: list[Any], args: tuple[object, ...]) -> Any:

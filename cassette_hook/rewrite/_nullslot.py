@@ -83,17 +83,28 @@ class NullSlotFamily:
         return None
 
     def rewrite_calls(self, items: list[object], depths: Sequence[int | None], hooks: Hooks) -> list[object]:
-        consumers = {
-            consumer: producer
-            for consumer, producer in pair_by_depth(items, depths, self.producer_depth, self.consumer_depth).items()
-            if not self._builds_class(items, producer)
-        }
-        resolving = {self._resolution_point(items, c): c for c in consumers}
+        paired = pair_by_depth(items, depths, self.producer_depth, self.consumer_depth)
+        resolving: dict[int, tuple[int, object]] = {}  # resolve sequence's place -> (callee position, location)
+        defined: set[int] = set()  # ends of what a decorator applies to: functions, classes, decorations
+        for index, item in enumerate(items):
+            if not isinstance(item, Instr):
+                continue
+            if item.name in ("MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE"):
+                defined.add(index)
+            producers = paired.get(index)
+            if producers is not None:
+                if any(self._builds_class(items, p) for p in producers):
+                    defined.add(self._call_end(items, index))
+                else:
+                    resolving[self._resolution_point(items, index)] = (self.callee_position(item), item.location)
+            elif self.consumer_depth(item, 0) is not None and self._is_decoration(items, index, defined):
+                # A decoration ``deco(obj)`` is ``[deco, obj]``: its callee is the lower slot.
+                defined.add(self._call_end(items, index))
+                resolving[self._resolution_point(items, index)] = (2, item.location)
         out: list[object] = []
         for index, item in enumerate(items):
             if index in resolving:
-                consumer = items[resolving[index]]
-                out += self._resolve_callee(hooks.resolve, self.callee_position(consumer), consumer.location)  # type: ignore[attr-defined]
+                out += self._resolve_callee(hooks.resolve, *resolving[index])
             if isinstance(item, Instr) and self.is_method_load(item):
                 out += self._load_with_null(item)
             else:
@@ -106,6 +117,18 @@ class NullSlotFamily:
         while point > 0 and getattr(items[point - 1], "name", None) in ("KW_NAMES", "PRECALL"):
             point -= 1
         return point
+
+    def _is_decoration(self, items: Sequence[object], index: int, defined: set[int]) -> bool:
+        """A ``CALL 0`` with no NULL slot right after a definition applies a decorator."""
+        item = items[index]
+        previous = index - 1
+        while previous >= 0 and not isinstance(items[previous], Instr):
+            previous -= 1
+        return item.arg == 0 and item.name in ("CALL", "PRECALL") and previous in defined  # type: ignore[attr-defined]
+
+    def _call_end(self, items: Sequence[object], index: int) -> int:
+        """The index of the instruction that finishes the call consumed at ``index``."""
+        return index + 1 if getattr(items[index], "name", None) == "PRECALL" else index
 
     def _builds_class(self, items: Sequence[object], index: int) -> bool:
         """Is this ``PUSH_NULL`` the one of a ``class`` statement's ``__build_class__`` call?"""

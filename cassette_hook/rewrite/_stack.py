@@ -4,10 +4,9 @@ The rewriters need to know, for each call instruction, which earlier instruction
 the slot that the call consumes as its callee (or as its ``NULL``/self slot).  CPython's
 compiler guarantees one stack depth per instruction whatever path reaches it, so a walk
 over the control-flow edges gives every instruction's depth; a call consumes the slot at
-a fixed distance below the top, and the producer of that slot is the last instruction in
-program order that opened a slot at that depth.  Compiler output lays a producer out
-before its consumer (both sit in the same expression), which makes the linear pairing
-exact for the code shapes CPython emits; anything it cannot pair is left unrewritten.
+a fixed distance below the top, and a second walk carries, along every path, which
+instruction opened each slot still on the stack.  Anything it cannot pair is left
+unrewritten.
 """
 
 from __future__ import annotations
@@ -75,24 +74,50 @@ def pair_by_depth(
     depths: Sequence[int | None],
     producer_depth: Callable[[Instr, int], int | None],
     consumer_depth: Callable[[Instr, int], int | None],
-) -> dict[int, int]:
-    """Map each consumer's index to the index of the producer of its slot.
+) -> dict[int, frozenset[int]]:
+    """Map each consumer's index to the producers of its slot, on every path reaching it.
 
     ``producer_depth(instr, depth)`` gives the depth of the slot an instruction opens (or
-    ``None``); ``consumer_depth`` the depth of the slot a call consumes.
+    ``None``); ``consumer_depth`` the depth of the slot a call consumes.  The walk follows
+    control flow, so a producer whose consumer the compiler duplicated into two branches
+    pairs with both; a consumer that some path reaches without a producer is left out.
     """
-    open_slots: dict[int, int] = {}
-    pairs: dict[int, int] = {}
-    for index, item in enumerate(items):
-        depth = depths[index]
-        if not isinstance(item, Instr) or depth is None:
-            continue
-        for stale in [slot for slot in open_slots if slot >= depth]:
-            del open_slots[stale]  # that slot was popped on a path we did not pair
-        consumed = consumer_depth(item, depth)
-        if consumed is not None and consumed in open_slots:
-            pairs[index] = open_slots.pop(consumed)
-        produced = producer_depth(item, depth)
-        if produced is not None:
-            open_slots[produced] = index
-    return pairs
+    labels = {id(item): index for index, item in enumerate(items) if isinstance(item, Label)}
+    seen: list[dict[int, frozenset[int]] | None] = [None] * len(items)
+    pairs: dict[int, frozenset[int]] = {}
+    unpaired: set[int] = set()
+    pending: list[tuple[int, dict[int, frozenset[int]]]] = [(0, {})]
+    while pending:
+        index, state = pending.pop()
+        while index < len(items):
+            known = seen[index]
+            if known is not None:
+                merged = {d: known[d] | state[d] for d in known.keys() & state.keys()}
+                if merged == known:
+                    break
+                state = merged
+            seen[index] = state
+            item, depth = items[index], depths[index]
+            if depth is not None:
+                state = {d: p for d, p in state.items() if d < depth}  # slots popped by now
+            if isinstance(item, TryBegin):
+                handler_depth = int(item.stack_depth)
+                pending.append((labels[id(item.target)], {d: p for d, p in state.items() if d < handler_depth}))
+            if isinstance(item, Instr) and depth is not None:
+                consumed = consumer_depth(item, depth)
+                if consumed is not None:
+                    producers = state.get(consumed)
+                    if producers is None:
+                        unpaired.add(index)
+                    else:
+                        pairs[index] = pairs.get(index, frozenset()) | producers
+                    state = {d: p for d, p in state.items() if d < consumed}
+                produced = producer_depth(item, depth)
+                if produced is not None:
+                    state = {**state, produced: frozenset({index})}
+                if item.has_jump():
+                    pending.append((labels[id(item.arg)], state))
+                if item.is_uncond_jump() or item.is_final():
+                    break
+            index += 1
+    return {c: p for c, p in pairs.items() if c not in unpaired}

@@ -1,0 +1,322 @@
+"""Bytecode shapes the rewriter must handle: which call sites are seen, which are not,
+and that the result is the plain program's.  Each shape runs on every CPython version."""
+
+import asyncio
+import operator
+import sys
+
+import pytest
+
+import cassette_hook as ch
+
+
+def one(*args, **kwargs):
+    return 1
+
+
+def two(*args, **kwargs):
+    return 2
+
+
+class Box:
+    def __init__(self, items):
+        self.items = list(items)
+
+    def get(self, i):
+        return self.items[i]
+
+
+class Calls(ch.Context):
+    """Records every callee it sees; operators off unless a test says otherwise."""
+
+    operators = False
+
+    def prehook(self, f, *args, **kwargs):
+        self.metadata.append(f)
+
+
+class CallsAndOperators(Calls):
+    operators = True
+
+
+def seen(fn, *args, ctx_type=Calls):
+    ctx = ctx_type(metadata=[])
+    result = ch.overdub(ctx, fn, *args)
+    assert result == fn(*args), "overdubbed result differs from the plain one"
+    return ctx.metadata
+
+
+def test_conditional_callee_is_resolved_on_both_paths():
+    def g(c):
+        return (one if c else two)(0)
+
+    assert seen(g, True) == [one] and seen(g, False) == [two]
+
+
+def test_walrus_callee_binds_the_plain_function():
+    def g():
+        (h := one)(0)
+        return h is one
+
+    assert seen(g) == [one]
+
+
+def test_chained_calls_see_each_call():
+    def make():
+        return one
+
+    def g():
+        return make()(0)
+
+    assert seen(g) == [make, one]
+
+
+def test_calls_inside_arguments_are_seen_in_evaluation_order():
+    def g():
+        return one(two(), k=two(one()))
+
+    assert seen(g) == [two, one, two, one]
+
+
+def test_many_arguments_and_extended_arg_calls():
+    def g():
+        return one(0, 1, 2, 3, 4, 5, 6) + one(*range(300)) + one(**{f"k{i}": i for i in range(300)})
+
+    assert seen(g) == [one, range, one, range, one]
+
+
+def test_keyword_only_and_star_combinations():
+    def g(xs, kw):
+        return one(*xs, 1, *xs, k=1, **kw) + two(*xs)
+
+    assert seen(g, [1], {"z": 2}) == [one, two]
+
+
+def test_with_statement_exit_is_not_a_call_site():
+    class Manager:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    def g():
+        with Manager():
+            return one()
+
+    assert seen(g) == [Manager, one]
+
+
+def test_class_statement_is_not_a_call_site_but_decorators_are():
+    def deco(cls):
+        return cls
+
+    def g():
+        @deco
+        class Local:
+            x = one()
+
+        return Local.x
+
+    assert seen(g) == [deco]
+
+
+def test_comprehension_functions_are_inlined_into_the_body():
+    def g(xs):
+        return [one(x) for x in xs], {two(x) for x in xs}, {x: one() for x in xs}, list(two() for x in xs)
+
+    assert seen(g, [1, 2]) == [one, one, two, two, one, one, list, two, two]
+
+
+def test_nested_functions_are_not_modified_and_run_overdubbed_when_called():
+    def g():
+        def inner():
+            return one()
+
+        return inner, inner()
+
+    ctx = Calls(metadata=[])
+    inner, _ = ch.overdub(ctx, g)
+    assert [f.__name__ for f in ctx.metadata] == ["inner", "one"]
+    assert inner() == 1 and "cassette" not in repr(inner.__code__.co_consts)
+
+
+def test_generator_iterated_outside_the_context_runs_plain():
+    def gen():
+        yield one()
+        yield two()
+
+    ctx = Calls(metadata=[])
+    g = ch.overdub(ctx, gen)
+    assert list(g) == [1, 2]
+    assert ctx.metadata == []
+
+
+def test_generator_methods_send_throw_and_close():
+    def echo():
+        received = yield one()
+        try:
+            yield received
+        except KeyError:
+            yield two()
+
+    def g():
+        it = echo()
+        return next(it), it.send(5), it.throw(KeyError), it.close()
+
+    assert seen(g) == [echo, next, one, generator_send(), generator_throw(), two, generator_close()]
+
+
+def generator_send():
+    return type((lambda: (yield))()).send
+
+
+def generator_throw():
+    return type((lambda: (yield))()).throw
+
+
+def generator_close():
+    return type((lambda: (yield))()).close
+
+
+def test_exception_handlers_and_finally_blocks_are_rewritten():
+    def g():
+        try:
+            raise KeyError(one())
+        except KeyError:
+            two()
+        finally:
+            one()
+        return 0
+
+    assert seen(g) == [one, KeyError, two, one]
+
+
+def test_return_inside_finally_and_with_keeps_the_plain_result():
+    def g():
+        for _ in range(2):
+            try:
+                return one()
+            finally:
+                two()
+
+    assert seen(g) == [range, one, two]
+
+
+def test_match_statement_patterns_are_not_call_sites():
+    def g(value):
+        match value:
+            case Box(items=[x, *_]):
+                return one(x)
+            case {"k": v}:
+                return two(v)
+            case [a, b]:
+                return one(a, b)
+        return None
+
+    assert seen(g, Box([7])) == [one]
+    assert seen(g, {"k": 1}) == [two]
+    assert seen(g, [1, 2]) == [one]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="except* is new in 3.11")
+def test_except_star_groups():
+    namespace = {"one": one}
+    exec(
+        "def g():\n"
+        "    try:\n"
+        "        raise ExceptionGroup('eg', [KeyError(1), ValueError(2)])\n"
+        "    except* KeyError:\n"
+        "        one()\n"
+        "    except* ValueError:\n"
+        "        one()\n"
+        "    return 0\n",
+        namespace,
+    )
+    assert seen(namespace["g"]) == [KeyError, ValueError, ExceptionGroup, one, one]
+
+
+def test_await_inside_call_arguments():
+    async def value():
+        return 3
+
+    async def g():
+        return one(await value(), await value())
+
+    ctx = Calls(metadata=[])
+    assert ch.overdub(ctx, lambda: asyncio.run(g())) == 1
+    assert [f for f in ctx.metadata if f in (g, value, one)] == [g, value, value, one]
+
+
+def test_async_with_and_async_for():
+    class Manager:
+        async def __aenter__(self):
+            return self
+
+        async def __aexit__(self, *exc):
+            return False
+
+    async def numbers():
+        yield one()
+
+    async def g():
+        async with Manager():
+            return [x async for x in numbers()]
+
+    ctx = Calls(metadata=[])
+    assert ch.overdub(ctx, lambda: asyncio.run(g())) == [1]
+    mine = (g, Manager, Manager.__aenter__, Manager.__aexit__, numbers, one)
+    assert [f for f in ctx.metadata if f in mine] == [g, Manager, numbers, one]
+
+
+def test_f_strings_and_formatting_calls():
+    def g(x):
+        return f"{one()}-{x!r:>4}" + "%s" % two() + "{}".format(one())
+
+    assert seen(g, 5) == [one, two, one, str.format]  # a call is seen once its arguments are
+
+
+def test_operator_shapes_all_versions():
+    def g(a, xs):
+        xs[0] += a
+        xs[1:2] = [a]
+        ok = 0 < a <= 10 and a not in xs
+        if a < 5:
+            ok = not ok
+        return xs[-1:], ok, -a, +a, ~a, a @ Matrix() if False else None
+
+    ops = seen(g, 3, [1, 2, 3], ctx_type=CallsAndOperators)
+    assert ops == [operator.getitem, operator.iadd, operator.setitem, operator.setitem, operator.lt,
+                   operator.le, operator.contains, operator.lt, operator.getitem, operator.neg,
+                   operator.pos, operator.invert]
+
+
+class Matrix:
+    def __rmatmul__(self, other):
+        return other
+
+
+def test_super_in_methods_with_and_without_arguments():
+    class Base:
+        def m(self, x):
+            return one(x)
+
+    class Child(Base):
+        def m(self, x):
+            return super().m(x) + super(Child, self).m(x)
+
+    def g():
+        return Child().m(0)
+
+    # 3.12+ compiles ``super(Child, self).m`` without calling super; earlier versions call it.
+    assert [f for f in seen(g) if f is not super] == [Child, Child.m, Base.m, one, Base.m, one]
+
+
+def test_lambdas_and_default_argument_calls():
+    def g():
+        f = lambda y=two(): one(y)  # noqa: E731
+        return f()
+
+    ctx = Calls(metadata=[])
+    ch.overdub(ctx, g)
+    assert ctx.metadata[0] is two and ctx.metadata[2] is one
