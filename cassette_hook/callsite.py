@@ -138,10 +138,18 @@ _default_execute = generics.DEFAULTS["execute"]
 
 
 def present(f: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
-    """How hooks see a builtin method call ``items.append(x)``: ``(list.append, items, x)``."""
+    """How hooks see a builtin method call ``items.append(x)``: ``(list.append, items, x)``.
+
+    The method is looked up along the receiver's MRO and must bind to ``f`` itself: a
+    subclass may override the name (``super().append`` is ``list.append``, not the
+    subclass's ``append``).
+    """
     receiver = f.__self__
-    if receiver is not None and not isinstance(receiver, (type, type(generics))):
-        unbound = getattr(type(receiver), f.__name__, None)
-        if unbound is not None:
+    if receiver is None or isinstance(receiver, (type, type(generics))):
+        return f, args
+    name = f.__name__
+    for klass in type(receiver).__mro__:
+        unbound = klass.__dict__.get(name)
+        if unbound is not None and hasattr(unbound, "__get__") and unbound.__get__(receiver, klass) == f:
             return unbound, (receiver, *args)
     return f, args

@@ -129,7 +129,7 @@ class Is(Pattern):
     """``Is[a, b, ...]``: the argument *is* one of these objects (Julia's singleton types).
 
     Identity, not equality, so the objects may be unhashable; ``Is[(1, 2)]`` means
-    ``Is[1, 2]`` (Python passes both as a tuple): write ``Is((1, 2),)`` for the tuple itself.
+    ``Is[1, 2]`` (Python passes both as a tuple): write ``Is((1, 2))`` for the tuple itself.
     """
 
     __slots__ = ("objects", "ids")
@@ -357,7 +357,8 @@ class _KeySpec:
         ident = id(value) if id(value) in self.ids else None
         if not self.attrs:
             return ident
-        t, parts = type(value), [ident]
+        t = type(value)
+        parts: list[Hashable] = [ident]
         for name, (classes, sub) in self.attrs.items():
             attr = getattr(value, name, _MISSING) if issubclass(t, classes) else _MISSING
             parts.append(None if attr is _MISSING else (type(attr), sub.key(attr)))
@@ -383,14 +384,16 @@ class _Refiner(functools.partial):  # type: ignore[type-arg]
     reason as Generic: calls go straight into the ``refine`` closure.)
     """
 
+    resolve: Callable[[tuple[object, ...]], Callable[..., Any]]  # the method these arguments get
+
     def __new__(cls, generic: Generic, positions: tuple[tuple[int, _KeySpec], ...]) -> _Refiner:
         (i, spec), rest = positions[0], positions[1:]
         key_of = spec.key
         cache: dict[Hashable, Any] = {}
 
-        def resolve(args: tuple[object, ...]) -> Callable[..., Any]:
+        def resolve(args: tuple[object, ...]) -> Any:
             key = key_of(args[i])
-            entry = cache.get(key)
+            entry: Any = cache.get(key)
             if entry is None:
                 entry = cache[key] = _Refiner(generic, rest) if rest else generic._resolve_uncached(args)
             return entry.resolve(args) if rest else entry
@@ -420,6 +423,8 @@ class Generic(functools.partial):  # type: ignore[type-arg]
     ``dispatch`` closure. A Python ``__call__`` would add a bound method and a repack of
     the arguments to every call, which is most of the cost of a cached dispatch.
     """
+
+    _roots: list[Any]  # the type cache, see _walk
 
     def __new__(cls, name: str, default: Callable[..., Any] | None = None, doc: str | None = None) -> Generic:
         roots: list[Any] = [None]
@@ -477,7 +482,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]
     def resolve(self, args: tuple[object, ...]) -> Callable[..., Any]:
         """The method a call with these positional arguments runs (the default if none applies)."""
         try:
-            entry = _walk(self._roots, args)
+            entry: Any = _walk(self._roots, args)
         except LookupError:
             entry = None
         if entry is None:

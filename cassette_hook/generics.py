@@ -342,6 +342,7 @@ _HIGHER_ORDER: dict[Any, Callable[..., Any]] = {
     map: _wrap_positional(0), filter: _wrap_positional(0), functools.reduce: _wrap_positional(0),
     sorted: _wrap_positional(keyword="key"), min: _wrap_positional(keyword="key"),
     max: _wrap_positional(keyword="key"), list.sort: _wrap_positional(keyword="key"),
+    functools.cmp_to_key: _wrap_positional(0),
     iter: _wrap_positional(0, nargs=2),  # iter(callable, sentinel)
     itertools.starmap: _wrap_positional(0), itertools.takewhile: _wrap_positional(0),
     itertools.dropwhile: _wrap_positional(0), itertools.filterfalse: _wrap_positional(0),

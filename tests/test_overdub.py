@@ -75,6 +75,22 @@ def test_builtin_method_call_is_seen_as_the_method_of_the_type():
     assert calls[2][0] is str.join and calls[2][1][0] == ", "
 
 
+def test_super_call_to_a_builtin_method_is_seen_as_that_method():
+    class Recording(list):
+        def append(self, x):
+            super().append(x * 2)
+
+    def g():
+        items = Recording()
+        items.append(1)
+        return items
+
+    ctx = SeenCalls(metadata=[])
+    assert ch.overdub(ctx, g) == [2]
+    calls = [f for f, _, _ in ctx.metadata if f is not super]  # a call before 3.12 only
+    assert calls == [Recording, Recording.append, list.append]
+
+
 def test_class_construction_is_seen_and_recurses_into_init():
     _, seen = seen_functions(lambda: Point(1))
     assert seen == [Point, Point.__init__]
@@ -362,6 +378,15 @@ def test_calls_made_by_hooks_are_not_overdubbed_by_their_context():
     ctx = Ctx(metadata=[])
     ch.overdub(ctx, lambda: len("ab"))
     assert ctx.metadata == [len]
+
+
+def test_cmp_to_key_comparators_are_overdubbed():
+    def by_length(a, b):
+        return len(a) - len(b)
+
+    ctx = SeenCalls(metadata=[])
+    assert ch.overdub(ctx, lambda: sorted(["ccc", "a", "bb"], key=functools.cmp_to_key(by_length))) == ["a", "bb", "ccc"]
+    assert [f for f, _, _ in ctx.metadata].count(by_length) >= 2
 
 
 def test_default_fallback_runs_with_the_context_active():
