@@ -103,7 +103,7 @@ def recurse(ctx: _context.Context, f: Any, *args: Any, **kwargs: Any) -> Any:
 
 def canrecurse(ctx: _context.Context, f: Any, *args: Any, **kwargs: Any) -> bool:
     """Does ``recurse(ctx, f, *args)`` run a Python body (rather than ``fallback``)?"""
-    return _plan.plan_for(ctx).runnable(f) is not None
+    return (_plan.plan_for(ctx).runnable(f) or operators.body(f, args)) is not None
 
 
 canoverdub = canrecurse
@@ -111,7 +111,7 @@ canoverdub = canrecurse
 
 def recurse_in(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``recurse`` with ``entry`` already the top of the stack."""
-    run = entry.plan.runnable(f)
+    run = entry.plan.runnable(f) or operators.body(f, args)
     if run is not None:
         return run(*args, **kwargs)
     if entry.plan.fallback:
@@ -360,4 +360,5 @@ _SPECIAL: dict[int, tuple[bool, Callable[..., Any]]] = {
 }
 
 # Last: callsite builds on this module (and this module's bodies call callsite.call).
+from . import operators  # noqa: E402
 from .callsite import call, resolve  # noqa: E402

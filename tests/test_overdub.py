@@ -288,6 +288,59 @@ def test_operator_overload_replaces_an_operator_inside_the_context():
     assert total([4, 4, 4]) == 12
 
 
+class Money:
+    def __init__(self, cents):
+        self.cents = cents
+
+    def __add__(self, other):
+        return Money(self.cents + other.cents) if isinstance(other, Money) else NotImplemented
+
+    def __radd__(self, other):
+        return Money(self.cents + other)
+
+    def __lt__(self, other):
+        return self.cents < other.cents
+
+    def __getitem__(self, key):
+        return self.cents if key == "cents" else None
+
+
+class Euros(Money):
+    def __radd__(self, other):
+        return "euros first"
+
+
+def test_operators_recurse_into_python_dunders():
+    def g():
+        a, b = Money(1), Money(2)
+        return (a + b).cents, (5 + a).cents, a < b, a["cents"]
+
+    ctx = Seen(metadata=[])
+    assert ch.overdub(ctx, g) == g() == (3, 6, True, 1)
+    dunders = [f for f, _, _ in ctx.metadata if getattr(f, "__qualname__", "").startswith("Money.__")]
+    assert dunders == [Money.__init__, Money.__init__, Money.__add__, Money.__init__, Money.__radd__,
+                       Money.__init__, Money.__lt__, Money.__getitem__]
+
+
+def test_operator_protocol_matches_plain_python():
+    cases = [
+        lambda: Money(1) + Euros(2),  # a subclass overriding the reflected method goes first
+        lambda: Money(1) + "x",
+        lambda: Money(1) == Money(1),  # no __eq__: identity
+        lambda: Money(1) < 3,
+        lambda: "x" < Money(1),
+    ]
+    def outcome(run):
+        try:
+            result = run()
+        except Exception as exc:
+            return type(exc), str(exc)
+        return "ok", result.cents if isinstance(result, Money) else result
+
+    for case in cases:
+        assert outcome(lambda: ch.overdub(Seen(metadata=[]), case)) == outcome(case)
+
+
 def test_slices_are_getitem_and_setitem_of_slice_objects():
     def g(xs):
         xs[1:2] = [9]
