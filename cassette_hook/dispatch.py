@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import threading
 import types
 import typing
@@ -235,6 +236,18 @@ class Parametric(Pattern):
 
 
 _NOT_AN_ANNOTATION = "which is not a class, Is[...], a union, Any or Optional"
+
+
+def _annotation_namespace(globals_: dict[str, Any]) -> dict[str, Any]:
+    """Where string annotations resolve: the function's globals, and -- when it is being
+    registered from a function of the same module -- that function's local names, so
+    ``from __future__ import annotations`` works for locally defined classes too."""
+    frame = sys._getframe(2)
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("cassette_hook"):
+        frame = frame.f_back
+    if frame is None or frame.f_globals is not globals_:
+        return globals_
+    return {**globals_, **frame.f_locals}
 
 
 def _to_pattern(ann: object, namespace: dict[str, Any] | None) -> Pattern:
@@ -567,7 +580,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]
             parameters = inspect.signature(func).parameters.values()
         except (TypeError, ValueError) as e:
             raise TypeError(f"{where}: its signature cannot be read ({e})") from None
-        namespace = getattr(inspect.unwrap(func), "__globals__", {})
+        namespace = _annotation_namespace(getattr(inspect.unwrap(func), "__globals__", {}))
         params: list[Pattern] = []
         required, varargs = 0, None
         for p in parameters:
@@ -587,6 +600,23 @@ class Generic(functools.partial):  # type: ignore[type-arg]
         if self_type is not None and not params:
             raise TypeError(f"{where}: self_type given, but it has no positional parameter to type")
         return _Method(func, tuple(params), required, varargs)
+
+    def sole_method(self, first_type: type, min_args: int = 1) -> Callable[..., Any] | None:
+        """The method every call runs whose first argument's exact type is ``first_type``
+        and which has at least ``min_args`` arguments -- when that does not depend on the
+        other arguments: one applicable method, taking anything after the first.
+
+        The hot path calls that method directly and skips dispatch.
+        """
+        with self._lock:
+            candidates = [m for m in self._methods if m.params and m.params[0].could_match_type(first_type)]
+        if len(candidates) != 1:
+            return None
+        method = candidates[0]
+        first, rest = method.params[0], method.params[1:]
+        takes_anything = method.varargs is ANY and method.required <= min_args and all(p is ANY for p in rest)
+        decided_by_type = first is ANY or (type(first) is _Class and issubclass(first_type, first.cls))
+        return method.func if takes_anything and decided_by_type else None
 
     def has_methods_for(self, first_type: type) -> bool:
         """Could a non-default method apply when the first argument's exact type is ``first_type``?

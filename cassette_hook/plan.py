@@ -79,8 +79,9 @@ class Plan:
         self.execute = generics.execute.has_methods_for(ctx_type)
         self.fallback = generics.fallback.has_methods_for(ctx_type)
         # What a call site calls for each hook, or None: the hook does nothing for this type.
-        self.prehook_call = generics.prehook if self.prehook else None
-        self.posthook_call = generics.posthook if self.posthook else None
+        # A hook that does not depend on the call's arguments is called without dispatch.
+        self.prehook_call = (generics.prehook.sole_method(ctx_type, 2) or generics.prehook) if self.prehook else None
+        self.posthook_call = (generics.posthook.sole_method(ctx_type, 3) or generics.posthook) if self.posthook else None
         # Nothing is observed or replaced: calls only need to be recursed into.
         self.fast = not (self.prehook or self.posthook or self.overdub or self.execute or self.fallback)
         # Operator sites cost a call each; a context that observes nothing has no use for them.

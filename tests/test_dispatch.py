@@ -1083,3 +1083,46 @@ def test_operator_functions_can_be_dispatched_on_by_identity() -> None:
         return x + y
 
     assert (g(operator.mul, 2.0, 3.0), g(operator.add, 2.0, 3.0), g(operator.mul, 2, 3)) == (5.0, 5.0, 6)
+
+
+def test_string_annotations_resolve_local_classes_of_the_registering_function():
+    namespace: dict = {}
+    exec(
+        "from __future__ import annotations\n"
+        "from cassette_hook.dispatch import Generic\n"
+        "def build():\n"
+        "    class Local:\n"
+        "        pass\n"
+        "    g = Generic('g', default=lambda x: 'default')\n"
+        "    @g.register\n"
+        "    def _(x: Local):\n"
+        "        return 'local'\n"
+        "    return g, Local\n",
+        namespace,
+    )
+    g, Local = namespace["build"]()
+    assert g(Local()) == "local" and g(1) == "default"
+
+
+def test_sole_method_is_the_method_that_takes_anything_after_the_first_argument():
+    class A:
+        pass
+
+    class B(A):
+        pass
+
+    g = Generic("g", default=lambda *args: "default")
+
+    def any_rest(a: A, f, *args):
+        return "any"
+
+    g.register(any_rest)
+    assert g.sole_method(B, 2) is any_rest
+    assert g.sole_method(int, 2) is None  # nothing but the default applies
+
+    def typed(a: B, f, *args: int):
+        return "typed"
+
+    g.register(typed)
+    assert g.sole_method(B, 2) is None  # two candidates: dispatch decides per call
+    assert g.sole_method(A, 2) is any_rest
