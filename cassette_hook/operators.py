@@ -1,5 +1,7 @@
 """Recursing into operators: ``a + b`` whose operands define ``__add__`` in Python.
 
+(``iter(obj)`` counts as one: a ``for`` loop starts with it.)
+
 An operator site is seen as a call of the ``operator`` function (``operator.add(a, b)``),
 which is C code; run as a primitive it would call ``Vector.__add__`` from C, out of the
 context's reach.  Its "body" is Python's operator protocol, so recursing into it follows
@@ -41,10 +43,12 @@ _COMPARE = {
     operator.gt: ("__gt__", "__lt__", ">"), operator.ge: ("__ge__", "__le__", ">="),
     operator.eq: ("__eq__", "__eq__", "=="), operator.ne: ("__ne__", "__ne__", "!="),
 }
-# One dunder on the first operand: unary operators and the container protocol.
+# One dunder on the first operand: unary operators, the container protocol, and the
+# ``iter(obj)`` a ``for`` loop starts with.
 _ON_FIRST = {
     operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__",
     operator.getitem: "__getitem__", operator.setitem: "__setitem__", operator.delitem: "__delitem__",
+    iter: "__iter__",
 }
 
 
@@ -65,13 +69,21 @@ def body(op: Any, args: tuple[Any, ...]) -> Body | None:
         return body(binary, args)
     if op in _COMPARE and len(args) == 2:
         return _compare(*_COMPARE[op], *args)
-    if op in _ON_FIRST and args:
+    if op in _ON_FIRST and (len(args) == 1 if op is iter else args):
         method = getattr(type(args[0]), _ON_FIRST[op], None)
-        return (lambda *a: _nested(method, *a)) if _python(method) else None
+        if not _python(method):
+            return None
+        return (lambda obj: _iterator(_nested(method, obj))) if op is iter else (lambda *a: _nested(method, *a))
     if op is operator.contains and len(args) == 2:
         method = getattr(type(args[0]), "__contains__", None)
         return (lambda container, item: bool(_nested(method, container, item))) if _python(method) else None
     return None
+
+
+def _iterator(result: Any) -> Any:
+    if not hasattr(type(result), "__next__"):
+        raise TypeError(f"iter() returned non-iterator of type '{type(result).__name__}'")
+    return result
 
 
 def _nested(method: Any, *args: Any) -> Any:

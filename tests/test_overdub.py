@@ -257,9 +257,35 @@ def test_operators_are_calls_to_operator_functions():
 
     ctx = Seen(metadata=[])
     assert ch.overdub(ctx, g, 1, 2) == ([True], False, True)
-    ops = [f for f, _, _ in ctx.metadata]
+    ops = [f for f, _, _ in ctx.metadata if f is not iter]
     assert ops == [operator.add, operator.iadd, operator.neg, operator.getitem, operator.lt,
                    operator.setitem, operator.delitem, operator.contains, operator.contains]
+
+
+def test_for_loops_call_iter_and_recurse_into_a_python_iter():
+    class Countdown:
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            return iter(range(self.n, 0, -1))
+
+    def g():
+        return [x for x in Countdown(3)]
+
+    ctx = Seen(metadata=[])
+    assert ch.overdub(ctx, g) == [3, 2, 1]
+    calls = [f for f, _, _ in ctx.metadata]
+    assert calls[calls.index(iter):][:2] == [iter, Countdown.__iter__]
+
+
+def test_iter_returning_a_non_iterator_fails_as_in_plain_python():
+    class Broken:
+        def __iter__(self):
+            return 5
+
+    with pytest.raises(TypeError, match="iter\\(\\) returned non-iterator of type 'int'"):
+        ch.overdub(Seen(metadata=[]), lambda: [x for x in Broken()])
 
 
 def test_operators_false_makes_operators_invisible():

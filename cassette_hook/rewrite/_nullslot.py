@@ -160,6 +160,8 @@ class NullSlotFamily:
             return self._binary(hooks.operator_site(operator.getitem), loc)
         if name in UNARY:
             return self._unary(hooks.operator_site(UNARY[name]), loc)
+        if name == "GET_ITER":  # ``for x in obj`` starts with ``iter(obj)``
+            return self._unary(hooks.operator_site(iter), loc)
         if name == "COMPARE_OP":
             op, cast = compare_op(instr.arg)
             out = self._binary(hooks.operator_site(op), loc)

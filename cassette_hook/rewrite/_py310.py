@@ -85,8 +85,9 @@ def operator_site(instr: Instr, hooks: "Hooks") -> list[Instr] | None:
     name, loc = instr.name, instr.location
     if name in BINARY_310:
         return _binary(hooks.operator_site(BINARY_310[name]), instr)
-    if name in UNARY:
-        return [*_under(hooks.operator_site(UNARY[name]), 2, instr), Instr("CALL_FUNCTION", 1, location=loc)]
+    if name in UNARY or name == "GET_ITER":  # ``for x in obj`` starts with ``iter(obj)``
+        op = UNARY.get(name, iter)
+        return [*_under(hooks.operator_site(op), 2, instr), Instr("CALL_FUNCTION", 1, location=loc)]
     if name == "COMPARE_OP":
         return _binary(hooks.operator_site(compare_op(instr.arg)[0]), instr)
     if name == "CONTAINS_OP":  # ``a in b`` is ``operator.contains(b, a)``
