@@ -82,7 +82,7 @@ class Context:
         pop(self)
 
     def __repr__(self) -> str:
-        return f"{type(self).__qualname__}(metadata={self.metadata!r})"
+        return f"{type(self).__qualname__}(metadata={getattr(self, 'metadata', None)!r})"
 
 
 def context(name: str, *, operators: bool = True, include: Sequence[str] | None = None,
@@ -142,7 +142,7 @@ def push(ctx: Context) -> Entry:
     below = active.get()
     entry = Entry(ctx, below)
     if below is None:
-        _recursion_budget.acquire()
+        recursion_budget.acquire()
     active.set(entry)
     return entry
 
@@ -155,7 +155,7 @@ def pop(ctx: Context) -> None:
         raise RuntimeError(f"cannot deactivate {ctx!r}: the innermost active context is {current!r}")
     active.set(entry.below)
     if entry.below is None:
-        _recursion_budget.release()
+        recursion_budget.release()
 
 
 class _RecursionBudget:
@@ -186,5 +186,19 @@ class _RecursionBudget:
             if self._users == 0:
                 sys.setrecursionlimit(self._saved)
 
+    def limit(self) -> int:
+        """The recursion limit as the program set it (what overdubbed code reads)."""
+        with self._lock:
+            return self._saved if self._users else sys.getrecursionlimit()
 
-_recursion_budget = _RecursionBudget()
+    def set_limit(self, limit: int) -> None:
+        """Set the program's limit; while raised, the real one stays FACTOR times higher."""
+        with self._lock:
+            if self._users:
+                sys.setrecursionlimit(limit * self.FACTOR)  # validates limit as the builtin does
+                self._saved = limit
+            else:
+                sys.setrecursionlimit(limit)
+
+
+recursion_budget = _RecursionBudget()

@@ -17,10 +17,10 @@ import functools
 from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any
 
-from . import _context, generics, rewrite
+from . import _context, generics, primitives, rewrite
 
 _active_get = _context.active.get
-_HIGHER_ORDER_NAMES = generics.HIGHER_ORDER_NAMES
+_INDIRECT_NAMES = primitives.INDIRECT_NAMES
 
 
 def resolve(f: Any, /) -> Any:
@@ -30,19 +30,32 @@ def resolve(f: Any, /) -> Any:
         return f
     plan = entry.plan
     if plan.fast:
-        twin = plan.twins.values.get(id(f))
-        if twin is not None:
-            return twin
+        found = plan.twins.values.get(id(f))
+        if found is not None:  # f is that function; its twin holds while f keeps these:
+            twin, code, defaults, kwdefaults = found
+            if f.__code__ is code and f.__defaults__ is defaults and f.__kwdefaults__ is kwdefaults:
+                return twin
         kind = type(f)
-        if kind is MethodType:
-            twin = plan.twins.values.get(id(f.__func__))
-            if twin is not None:
-                return MethodType(twin, f.__self__)
-        elif kind is BuiltinFunctionType and f.__name__ not in _HIGHER_ORDER_NAMES:
+        if kind is BuiltinFunctionType and f.__name__ not in _INDIRECT_NAMES:
             return f  # C code with no callbacks: nothing to overdub
         run = plan.runnable(f)
-        return generics.primitive_callable(f) if run is None else run
+        return primitives.callable_for(f) if run is None else run
     return site(entry, f)
+
+
+def resolve_star(f: Any, /) -> Any:
+    """``resolve`` for a star call ``f(*args, **kwargs)``.
+
+    CPython names the callee in the error for a bad ``*`` or ``**`` argument, so a hooked
+    call's closure takes the callee's names here (a twin has them already).
+    """
+    run = resolve(f)
+    if type(run) is FunctionType and run.__code__ is _OVERDUBBED_CODE:
+        qualname, module = getattr(f, "__qualname__", None), getattr(f, "__module__", None)
+        if type(qualname) is str:  # not, say, a Mock's attribute
+            run.__qualname__ = qualname
+            run.__module__ = module if type(module) is str else None
+    return run
 
 
 def call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -50,7 +63,7 @@ def call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     __tracebackhide__ = True  # pytest: show the user's frames, not this one
     run = resolve(f)
     if run is f:  # a primitive, maybe frame-sensitive (locals(), super() ...): emulate
-        return generics.call_primitive(f, args, kwargs)
+        return primitives.call_primitive(f, args, kwargs)
     return run(*args, **kwargs)
 
 
@@ -76,7 +89,8 @@ def operator_site(op: Any) -> Any:
 
 
 _operator_sites: dict[Any, Any] = {}
-HOOKS = rewrite.Hooks(resolve=resolve, call=call, call_ex=call_ex, operator_site=operator_site)
+HOOKS = rewrite.Hooks(resolve=resolve, resolve_star=resolve_star, call=call, call_ex=call_ex,
+                      operator_site=operator_site)
 
 
 def site(entry: _context.Entry, f: Any) -> Any:
@@ -89,7 +103,6 @@ def site(entry: _context.Entry, f: Any) -> Any:
     """
     plan, ctx, below = entry.plan, entry.ctx, entry.below
     prehook, posthook = plan.prehook_call, plan.posthook_call
-    twins = plan.twins.values
 
     def overdubbed(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
@@ -108,7 +121,7 @@ def site(entry: _context.Entry, f: Any) -> Any:
         if plan.overdub or plan.execute:
             out = _overloaded(entry, callee, args, kwargs)
         if out is generics.OverdubInstead:
-            run = twins.get(id(callee)) or plan.runnable(callee)
+            run = plan.runnable(callee)
             out = generics.recurse_in(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
         if posthook is not None:
             token = _set_active(below)
@@ -133,6 +146,7 @@ def _overloaded(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: di
 
 
 _set_active, _reset_active = _context.active.set, _context.active.reset
+_OVERDUBBED_CODE = next(c for c in site.__code__.co_consts if getattr(c, "co_name", None) == "overdubbed")
 _default_overdub = generics.DEFAULTS["overdub"]
 _default_execute = generics.DEFAULTS["execute"]
 

@@ -425,16 +425,15 @@ class _Refiner(functools.partial):  # type: ignore[type-arg]
 # --- generic functions -----------------------------------------------------------------
 
 
+# Why a ``functools.partial``: calls then go through C (vectorcall) straight into the
+# ``dispatch`` closure. A Python ``__call__`` would add a bound method and a repack of
+# the arguments to every call, which is most of the cost of a cached dispatch.
 class Generic(functools.partial):  # type: ignore[type-arg]
     """A function with methods chosen by the types of all its positional arguments.
 
     The ``default`` is the fallback when no method applies: lowest priority, never
     ambiguous. Keyword arguments are passed through but never dispatched on.
     Registration is thread-safe; calls racing a registration see the old or new table.
-
-    Why a ``functools.partial``: calls then go through C (vectorcall) straight into the
-    ``dispatch`` closure. A Python ``__call__`` would add a bound method and a repack of
-    the arguments to every call, which is most of the cost of a cached dispatch.
     """
 
     _roots: list[Any]  # the type cache, see _walk
@@ -469,7 +468,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]
         return self
 
     def __init__(self, name: str, default: Callable[..., Any] | None = None, doc: str | None = None) -> None:
-        self.name = name
+        self.name = self.__name__ = self.__qualname__ = name
         self.default = default
         self.__doc__ = doc
         self._methods: tuple[_Method, ...] = ()

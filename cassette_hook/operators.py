@@ -13,6 +13,7 @@ operator, with its exact behaviour and messages.
 
 from __future__ import annotations
 
+import functools
 import operator
 from types import FunctionType
 from typing import Any, Callable
@@ -53,30 +54,48 @@ _ON_FIRST = {
 
 
 def _python(method: object) -> bool:
-    return type(method) is FunctionType
+    return method is not None and method is not _C
+
+
+_C: Any = object()  # a special method implemented in C: leave the whole protocol to C
+
+
+def _special(obj: Any, name: str) -> Any:
+    """``obj``'s special method ``name`` as CPython finds it: looked up on the type and
+    bound to ``obj`` by its descriptor.  ``None`` when the type does not define it (or
+    only ``object`` does), ``_C`` when C code implements it."""
+    for klass in type(obj).__mro__:
+        if name in klass.__dict__:
+            found = klass.__dict__[name]
+            if type(found) is FunctionType:
+                return functools.partial(_nested, found, obj)
+            if type(found) in (staticmethod, classmethod) and type(found.__func__) is FunctionType:
+                return functools.partial(_nested, found.__get__(obj, type(obj)))
+            return None if klass is object or found is None else _C
+    return None
 
 
 def body(op: Any, args: tuple[Any, ...]) -> Body | None:
-    """What runs ``op(*args)`` through Python dunders, or ``None`` if none are involved."""
+    """What runs ``op(*args)`` through Python dunders, or ``None`` to leave it to C."""
     if op in _BINARY and len(args) == 2:
         forward, reflected, symbol = _BINARY[op]
         return _binary(forward, reflected, symbol, *args)
     if op in _INPLACE and len(args) == 2:
         inplace, binary = _INPLACE[op]
-        method = getattr(type(args[0]), inplace, None)
-        if _python(method):
-            return lambda a, b: _inplace(method, binary, a, b)
-        return body(binary, args)
+        method = _special(args[0], inplace)
+        if method is None:
+            return body(binary, args)
+        return (lambda a, b: _inplace(method, binary, a, b)) if _python(method) else None
     if op in _COMPARE and len(args) == 2:
         return _compare(*_COMPARE[op], *args)
     if op in _ON_FIRST and (len(args) == 1 if op is iter else args):
-        method = getattr(type(args[0]), _ON_FIRST[op], None)
+        method = _special(args[0], _ON_FIRST[op])
         if not _python(method):
             return None
-        return (lambda obj: _iterator(_nested(method, obj))) if op is iter else (lambda *a: _nested(method, *a))
+        return (lambda obj: _iterator(method())) if op is iter else (lambda obj, *rest: method(*rest))
     if op is operator.contains and len(args) == 2:
-        method = getattr(type(args[0]), "__contains__", None)
-        return (lambda container, item: bool(_nested(method, container, item))) if _python(method) else None
+        method = _special(args[0], "__contains__")
+        return (lambda container, item: bool(method(item))) if _python(method) else None
     return None
 
 
@@ -87,24 +106,29 @@ def _iterator(result: Any) -> Any:
 
 
 def _nested(method: Any, *args: Any) -> Any:
-    """A Python dunder is a call site of its own; a C one (``int.__add__``) a plain call."""
-    return call(method, *args) if _python(method) else method(*args)
+    """A Python dunder is a call site of its own."""
+    return call(method, *args)
+
+
+def _subclass(right: type, left: type) -> bool:
+    """A real subclass, as the operator protocol checks (ABC registration does not count)."""
+    return right is not left and left in right.__mro__
 
 
 def _binary(forward: str, reflected: str, symbol: str, a: Any, b: Any) -> Body | None:
     left, right = type(a), type(b)
-    fwd = getattr(left, forward, None)
-    ref = getattr(right, reflected, None) if right is not left else None
-    if not (_python(fwd) or _python(ref)):
+    fwd = _special(a, forward)
+    ref = _special(b, reflected) if right is not left else None
+    if fwd is _C or ref is _C or not (fwd or ref):
         return None
     # A subclass on the right that overrides the reflected method goes first.
-    right_first = ref is not None and issubclass(right, left) and ref is not getattr(left, reflected, None)
-    order = [(ref, True), (fwd, False)] if right_first else [(fwd, False), (ref, True)]
+    right_first = ref is not None and _subclass(right, left) and _defines(right, reflected, left)
+    order = [(ref, a), (fwd, b)] if right_first else [(fwd, b), (ref, a)]
 
     def run(a: Any, b: Any) -> Any:
-        for method, swapped in order:
+        for method, other in order:
             if method is not None:
-                result = _nested(method, b, a) if swapped else _nested(method, a, b)
+                result = method(other)
                 if result is not NotImplemented:
                     return result
         raise TypeError(f"unsupported operand type(s) for {symbol}: '{left.__name__}' and '{right.__name__}'")
@@ -112,8 +136,17 @@ def _binary(forward: str, reflected: str, symbol: str, a: Any, b: Any) -> Body |
     return run
 
 
+def _defines(right: type, name: str, left: type) -> bool:
+    """Does ``right`` implement ``name`` differently from ``left``?"""
+    return _lookup(right, name) is not _lookup(left, name)
+
+
+def _lookup(klass: type, name: str) -> Any:
+    return next((k.__dict__[name] for k in klass.__mro__ if name in k.__dict__), None)
+
+
 def _inplace(method: Any, binary: Any, a: Any, b: Any) -> Any:
-    result = _nested(method, a, b)
+    result = method(b)
     if result is not NotImplemented:
         return result
     run = body(binary, (a, b))
@@ -122,16 +155,15 @@ def _inplace(method: Any, binary: Any, a: Any, b: Any) -> Any:
 
 def _compare(forward: str, reflected: str, symbol: str, a: Any, b: Any) -> Body | None:
     left, right = type(a), type(b)
-    fwd, ref = getattr(left, forward, None), getattr(right, reflected, None)
-    if not (_python(fwd) or _python(ref)):
+    fwd, ref = _special(a, forward), _special(b, reflected)
+    if fwd is _C or ref is _C or not (fwd or ref):
         return None
-    right_first = right is not left and issubclass(right, left)
-    order = [(ref, True), (fwd, False)] if right_first else [(fwd, False), (ref, True)]
+    order = [(ref, a), (fwd, b)] if _subclass(right, left) else [(fwd, b), (ref, a)]
 
     def run(a: Any, b: Any) -> Any:
-        for method, swapped in order:
+        for method, other in order:
             if method is not None:
-                result = _nested(method, b, a) if swapped else _nested(method, a, b)
+                result = method(other)
                 if result is not NotImplemented:
                     return result
         if symbol == "==":
@@ -141,6 +173,7 @@ def _compare(forward: str, reflected: str, symbol: str, a: Any, b: Any) -> Body 
         raise TypeError(f"'{symbol}' not supported between instances of '{left.__name__}' and '{right.__name__}'")
 
     return run
+
 
 # Last: callsite imports the modules that import this one.
 from .callsite import call  # noqa: E402

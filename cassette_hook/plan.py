@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._context import Context
 
 V = TypeVar("V")
+Twin = tuple[FunctionType, CodeType, Any, Any]
 
 
 class WeakIdCache(Generic[V]):
@@ -68,7 +69,7 @@ class Plan:
 
     __slots__ = ("ctx_type", "pass_", "fast", "prehook", "posthook", "prehook_call", "posthook_call",
                  "overdub", "execute",
-                 "fallback", "operators", "twins", "constructions", "_primitives", "_codes", "_scope")
+                 "fallback", "operators", "twins", "constructions", "in_scope", "_primitives", "_codes")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
         self.ctx_type = ctx_type
@@ -86,35 +87,37 @@ class Plan:
         self.fast = not (self.prehook or self.posthook or self.overdub or self.execute or self.fallback)
         # Operator sites cost a call each; a context that observes nothing has no use for them.
         self.operators = bool(ctx_type.operators) and not self.fast
-        # id(function) -> its twin; the hot path reads ``twins.values`` directly.
-        self.twins: WeakIdCache[FunctionType] = WeakIdCache()
+        # id(function) -> (twin, and the code, defaults and keyword defaults it was made
+        # from): a twin is only good while the function still has those.  The hot path
+        # reads ``twins.values`` directly.
+        self.twins: WeakIdCache[Twin] = WeakIdCache()
         self._primitives: WeakIdCache[bool] = WeakIdCache()  # functions that have no twin
         # id(class) -> how calling it constructs: "python", "metaclass" or "primitive".
         self.constructions: WeakIdCache[str] = WeakIdCache()
         self._codes = _rewritten.setdefault((self.operators, pass_), WeakIdCache())
-        self._scope = _scope_test(ctx_type)
+        self.in_scope = _scope_test(ctx_type)  # module name -> may its code be recursed into?
 
     def twin(self, func: FunctionType) -> FunctionType | None:
         """The overdubbed twin of ``func``, or ``None`` if it must run as a primitive."""
         key = id(func)
-        twin = self.twins.values.get(key)
-        if twin is None and key not in self._primitives.values:
-            twin = self._make_twin(func)
-            if twin is None:
-                self._primitives.set(func, True)
-            else:
-                self.twins.set(func, twin)
+        found = self.twins.values.get(key)
+        if found is not None and _made_from(found, func):
+            return found[0]
+        if key in self._primitives.values:
+            return None
+        twin = self._make_twin(func)
+        if twin is None:
+            self._primitives.set(func, True)
+        else:
+            self.twins.set(func, (twin, func.__code__, func.__defaults__, func.__kwdefaults__))
         return twin
 
     def runnable(self, f: Any) -> Callable[..., Any] | None:
         """What runs ``f``'s body overdubbed (see ``generics.runnable``), or ``None``."""
-        twin = self.twins.values.get(id(f))
-        if twin is not None:
-            return twin
         return generics.runnable(self, f)
 
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
-        if not self._scope(_module_of(func)):
+        if not self.in_scope(_module_of(func)):
             return None
         code = func.__code__
         if id(code) in self._codes.values:
@@ -128,6 +131,11 @@ class Plan:
         twin.__kwdefaults__ = func.__kwdefaults__
         twin.__qualname__ = func.__qualname__
         return twin
+
+
+def _made_from(found: Twin, func: FunctionType) -> bool:
+    _, code, defaults, kwdefaults = found
+    return func.__code__ is code and func.__defaults__ is defaults and func.__kwdefaults__ is kwdefaults
 
 
 def plan_for(ctx: Context) -> Plan:

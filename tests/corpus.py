@@ -662,6 +662,82 @@ def class_features():
     return [registry, b.v, slots, Holder.attr, h.attr, Holder[int], h.nothing, A.__mro__[1].__name__]
 
 
+class _Meta(type):
+    @classmethod
+    def __prepare__(mcls, name, bases, **kwargs):
+        ns = super().__prepare__(name, bases)
+        ns["prepared_by"] = mcls.__name__
+        return ns
+
+    def __new__(mcls, name, bases, ns, **kwargs):
+        ns["meta_kwargs"] = sorted(kwargs)
+        return super().__new__(mcls, name, bases, ns)
+
+    def __init__(cls, name, bases, ns, **kwargs):
+        super().__init__(name, bases, ns)
+
+
+@case(given=st.tuples(small_ints))
+def class_bodies(a):
+    outer = a * 2
+
+    class Body(metaclass=_Meta, flag=True):
+        x = abs(a)
+        y = [i * outer for i in range(3)]
+        z = {k: len(k) for k in ("ab", "c")}
+        names_so_far = sorted(locals())
+        also_vars = sorted(vars())
+        try:
+            int("bad")
+        except ValueError as e:
+            error = str(e)
+        doubled = (lambda v: v * 2)(x)
+
+        class Inner:
+            where = __qualname__
+
+            def who(self):
+                return type(self).__qualname__
+
+        def method(self):
+            return super().__repr__()[:7], __class__.__name__
+
+        @property
+        def prop(self):
+            return self.x + outer
+
+        @staticmethod
+        def static(v):
+            return v + 1
+
+        @classmethod
+        def make(cls):
+            return cls()
+
+        temporary = 1
+        del temporary
+
+    b = Body.make()
+    return [Body.x, Body.y, Body.z, Body.names_so_far, Body.also_vars, Body.error, Body.doubled,
+            Body.Inner.where, Body.Inner().who(), b.method(), b.prop, Body.static(a), Body.prepared_by,
+            Body.meta_kwargs, Body.__qualname__, Body.__module__, type(Body).__name__]
+
+
+@case(1)
+def class_body_comprehension_and_method_share_a_free_variable(a):
+    # 3.13 inlines the comprehension into the class body, so ``outer`` is there both a
+    # fast local and a free variable.
+    outer = a * 2
+
+    class Body:
+        y = [i * outer for i in range(3)]
+
+        def get(self):
+            return outer
+
+    return Body.y, Body().get()
+
+
 # --------------------------------------------------------------------------------------
 # callables: instances, partial, static/class methods, properties
 
@@ -1433,6 +1509,34 @@ def except_star_uncaught():
         pass
 '''
 
+_PEP695_SOURCE = """
+def pep695_generics(n):
+    def first[T](items: list[T]) -> T:
+        return items[0]
+
+    class Box[T]:
+        def __init__(self, item: T):
+            self.item = item
+
+        def get(self) -> T:
+            return self.item
+
+        def kind(self):
+            return super().__repr__()[:6]
+
+    class IntBox(Box[int]):
+        def get(self):
+            return super().get() + 1
+
+    type Pair[K] = tuple[K, K]
+    return [first([n, 2]), Box(n).get(), IntBox(n).get(), Box(1).kind(), [t.__name__ for t in Box.__type_params__],
+            Pair.__name__, str(Pair.__value__), first.__type_params__[0].__name__, IntBox.__orig_bases__[0].__args__]
+"""
+
+if sys.version_info >= (3, 12):
+    exec(compile(_PEP695_SOURCE, "<corpus pep695>", "exec"), globals())
+    case(3, name="pep695_generics", min_version=(3, 12))(globals()["pep695_generics"])
+
 if sys.version_info >= (3, 11):
     exec(compile(_EXCEPT_STAR_SOURCE, "<corpus except*>", "exec"), globals())
     case(3, name="except_star_groups", min_version=(3, 11))(globals()["except_star_groups"])
@@ -2202,6 +2306,76 @@ def user_class_operators(a, b):
     return out
 
 
+class _Reflecting:
+    """Only reflected dunders: ``[1] + r`` reaches ``__radd__`` because list has no nb_add."""
+
+    def __radd__(self, other):
+        return ("radd", other)
+
+    def __rmul__(self, other):
+        return ("rmul", other)
+
+
+@case()
+def operators_reflected_after_sequence_concat_and_repeat():
+    out = [[1] + _Reflecting(), "s" + _Reflecting(), (1,) + _Reflecting(), [1] * _Reflecting()]
+    x = [1]
+    x += _Reflecting()
+    out.append(x)
+    return out
+
+
+class _StaticDunders:
+    __add__ = staticmethod(lambda other: ("static add", other))
+    __neg__ = staticmethod(lambda: "static neg")
+    __eq__ = staticmethod(lambda other: ("static eq", other))
+    __getitem__ = staticmethod(lambda key: ("static getitem", key))
+
+
+class _ClassmethodRadd:
+    @classmethod
+    def __radd__(cls, other):
+        return ("classmethod radd", cls.__name__, type(other).__name__)
+
+
+class _DeclinesAdd:
+    def __add__(self, other):
+        return NotImplemented
+
+
+@case()
+def operators_with_staticmethod_and_classmethod_dunders():
+    s = _StaticDunders()
+    return [s + 1, -s, s == 2, s[3], _DeclinesAdd() + _ClassmethodRadd()]
+
+
+class _AbcOperand(abc.ABC):
+    def __add__(self, other):
+        return "AbcOperand.__add__"
+
+    def __lt__(self, other):
+        return "AbcOperand.__lt__"
+
+
+class _RegisteredOperand:
+    def __radd__(self, other):
+        return "RegisteredOperand.__radd__"
+
+    def __gt__(self, other):
+        return "RegisteredOperand.__gt__"
+
+
+_AbcOperand.register(_RegisteredOperand)
+
+
+@case()
+def operator_priority_ignores_virtual_subclasses():
+    # The reflected method of the right operand goes first only for a *real* subclass;
+    # an ABC-registered class is not one.
+    a, r = _AbcOperand(), _RegisteredOperand()
+    return [issubclass(_RegisteredOperand, _AbcOperand), a + r, a < r]
+
+
 class Node:
     def __init__(self, value):
         self.value = value
@@ -2753,7 +2927,7 @@ def unittest_mock(a):
     from unittest import mock
 
     m = mock.Mock(return_value=a)
-    out = [m(1, k=2), m.method(a), m.call_args, m.method.call_args_list, m.call_count]
+    out = [m(1, k=2), type(m.method(a)).__name__, m.call_args, m.method.call_args_list, m.call_count]
     m.assert_called_once_with(1, k=2)
     mm = mock.MagicMock()
     mm.__len__.return_value = 7

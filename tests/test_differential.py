@@ -13,6 +13,10 @@ context), or the exception -- type, message, cause and context -- and the user f
 its traceback as ``(function name, line number)``, leaving out cassette_hook's own frames
 and this file's.  Rewriting a corpus function must also not fall back to running it
 uninstrumented (the engine's ``cannot rewrite`` warning).
+
+``test_prehook_sees_every_call_of_the_probe`` checks the other direction on a few corpus
+functions: every call of ``corpus._probe`` that runs is seen by a prehook, whatever the
+shape of its call site (star calls, methods, partials, C callbacks, class bodies ...).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import warnings
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -98,6 +102,48 @@ def run_overdubbed(case: corpus.Case, args: tuple[Any, ...], ctx: ch.Context) ->
     return outcome(run)
 
 
+_UNINSTRUMENTED: dict[str, list[str]] = {}
+
+
+# -- documented differences ----------------------------------------------------------------
+# Where docs/internals.md ("Known limitations") says the overdubbed program differs, the
+# test asserts that documented behaviour instead of equality, so a change either way shows.
+
+def _extra_frames(ctx_type: type[ch.Context]) -> bool:
+    """cassette_hook's frames sit between user frames: on 3.10, and with hooks on 3.11+."""
+    return sys.version_info < (3, 11) or ctx_type is not Null
+
+
+OWN_FRAME_NAMES = {"call", "overdubbed"}
+
+
+def _walk_meets_our_frames(plain: Any, overdubbed: Any) -> bool:
+    """The innermost frame is right; walking outwards meets one of cassette_hook's."""
+    names = overdubbed[1]
+    return names[0] == plain[1][0] and bool(OWN_FRAME_NAMES & set(names[1:]))
+
+
+def _log_caller_is_our_frame(plain: Any, overdubbed: Any) -> bool:
+    """The records are the same but for the caller: logging's walk stops at our frame."""
+    same_messages = [r[2] for r in overdubbed[1]] == [r[2] for r in plain[1]]
+    return same_messages and {r[0] for r in overdubbed[1]} <= OWN_FRAME_NAMES
+
+
+DOCUMENTED: dict[str, tuple[Any, Any]] = {  # case -> (when it applies, what holds instead)
+    "getframe_f_back_walk": (_extra_frames, _walk_meets_our_frames),
+    "inspect_stack_names": (_extra_frames, _walk_meets_our_frames),
+    "logging_records_caller": (_extra_frames, _log_caller_is_our_frame),
+    # A twin runs a rewritten copy of the function's code.
+    "running_code_is_the_functions_code": (
+        lambda ctx_type: True, lambda plain, overdubbed: plain[1] is True and overdubbed[1] is False),
+}
+# bytecode 0.19 cannot decode a 3.13 class body whose inlined comprehension shares a free
+# variable with a method; that class body runs unrewritten (with a warning), the rest of
+# the function rewritten.
+UNREWRITABLE_CLASS_BODIES = {"class_bodies", "class_body_comprehension_and_method_share_a_free_variable"} \
+    if sys.version_info >= (3, 13) else set()
+
+
 def check(case: corpus.Case, args: tuple[Any, ...], ctx_type: type[ch.Context]) -> None:
     plain = run_plain(case, copy.deepcopy(args))
     ctx = ctx_type([0])
@@ -106,9 +152,20 @@ def check(case: corpus.Case, args: tuple[Any, ...], ctx_type: type[ch.Context]) 
         overdubbed = run_overdubbed(case, copy.deepcopy(args), ctx)
     fallbacks = [str(w.message) for w in caught
                  if "cassette_hook: cannot rewrite" in str(w.message) and "corpus" in str(w.message)]
+    if case.name in UNREWRITABLE_CLASS_BODIES:
+        assert all("Body" in message and "runs unrewritten" in message for message in fallbacks), fallbacks
+        fallbacks = []
+    applies, instead = DOCUMENTED.get(case.name, (lambda ctx_type: False, None))
+    if applies(ctx_type):
+        assert instead(plain, overdubbed), f"{case.name}: documented difference no longer holds: {overdubbed!r}"
+        return
     assert overdubbed == plain, (
         f"{case.name}{args!r} under {ctx_type.__name__}:\n  plain:      {plain!r}\n  overdubbed: {overdubbed!r}")
-    assert not fallbacks, f"corpus code ran uninstrumented: {fallbacks}"
+    # The engine warns only the first time it fails to rewrite a code object (the result
+    # is cached), so remember it: every later run of the case is uninstrumented too.
+    if fallbacks:
+        _UNINSTRUMENTED.setdefault(case.name, fallbacks)
+    assert case.name not in _UNINSTRUMENTED, f"corpus code ran uninstrumented: {_UNINSTRUMENTED[case.name]}"
 
 
 # -- the tests ----------------------------------------------------------------------------
@@ -130,8 +187,10 @@ def test_same_result_under_context(case: corpus.Case, ctx_type: type[ch.Context]
         check(case, case.args, ctx_type)
         return
 
+    # No shrinking: a failing example is printed as found (the inputs are small anyway), and
+    # shrinking a slow case under a context could take minutes.
     @settings(max_examples=case.max_examples, deadline=None, database=None,
-              suppress_health_check=list(HealthCheck))
+              phases=(Phase.explicit, Phase.generate), suppress_health_check=list(HealthCheck))
     @given(case.given)
     def run(args: tuple[Any, ...]) -> None:
         check(case, args, ctx_type)

@@ -107,7 +107,7 @@ def test_with_statement_exit_is_not_a_call_site():
     assert seen(g) == [Manager, one]
 
 
-def test_class_statement_is_not_a_call_site_but_decorators_are():
+def test_class_statement_is_not_a_call_site_but_its_body_and_decorators_are():
     def deco(cls):
         return cls
 
@@ -118,7 +118,7 @@ def test_class_statement_is_not_a_call_site_but_decorators_are():
 
         return Local.x
 
-    assert seen(g) == [deco]
+    assert seen(g) == [one, deco]
 
 
 def test_comprehension_functions_are_inlined_into_the_body():
@@ -126,6 +126,15 @@ def test_comprehension_functions_are_inlined_into_the_body():
         return [one(x) for x in xs], {two(x) for x in xs}, {x: one() for x in xs}, list(two() for x in xs)
 
     assert seen(g, [1, 2]) == [one, one, two, two, one, one, list, two, two]
+
+
+def test_locals_keep_their_compiled_order():
+    def g(a):
+        total = [v for v in range(a)]
+        name = "x"
+        return list(locals())
+
+    assert seen(g, 2) == [range, locals, list]
 
 
 def test_nested_functions_are_not_modified_and_run_overdubbed_when_called():
@@ -320,3 +329,25 @@ def test_lambdas_and_default_argument_calls():
     ctx = Calls(metadata=[])
     ch.overdub(ctx, g)
     assert ctx.metadata[0] is two and ctx.metadata[2] is one
+
+
+def test_a_nested_part_that_cannot_be_rewritten_runs_as_compiled(monkeypatch):
+    from cassette_hook import rewrite
+
+    original = rewrite.rewrite_code
+
+    def refuse_class_bodies(code, hooks, *, operators):
+        if code.co_name == "Local":
+            raise rewrite.UnsupportedCode("synthetic")
+        return original(code, hooks, operators=operators)
+
+    monkeypatch.setattr(rewrite, "rewrite_code", refuse_class_bodies)
+
+    def g():
+        class Local:
+            x = one()
+
+        return two(Local.x)
+
+    with pytest.warns(RuntimeWarning, match="cannot rewrite .*Local.*synthetic.*runs unrewritten"):
+        assert seen(g) == [two]

@@ -1,6 +1,7 @@
 """Bytecode rewriting: turn a code object's call sites into calls through cassette_hook.
 
-A rewritten call site ``f(a, k=b)`` calls ``hooks.resolve(f)(a, k=b)`` on CPython 3.11+,
+A rewritten call site ``f(a, k=b)`` calls ``hooks.resolve(f)(a, k=b)`` on CPython 3.11+
+(``hooks.resolve_star`` for a star call ``f(*a, **k)``),
 ``hooks.call(f, a, k=b)`` on 3.10 (which has no slot to resolve into; a star call runs
 ``hooks.call_ex(f, a, k)`` there).  With ``operators`` on, ``x + y`` runs
 ``hooks.operator_site(operator.add)(x, y)`` (and likewise for every overloadable operator).
@@ -12,6 +13,7 @@ module per version (``_py310`` ... ``_py313``); this module only picks one and d
 from __future__ import annotations
 
 import sys
+import warnings
 from dataclasses import dataclass
 from types import CodeType
 from typing import Callable
@@ -36,6 +38,7 @@ class Hooks:
     """What rewritten sites load as constants and call."""
 
     resolve: object
+    resolve_star: object
     call: object
     call_ex: object
     operator_site: Callable[[Callable[..., object]], object]
@@ -51,7 +54,10 @@ def rewrite_code(code: CodeType, hooks: Hooks, *, operators: bool) -> CodeType:
     items = _family.rewrite_calls(items, stack_depths(items), hooks)
     if operators:
         items = _rewrite_operators(items, hooks)
-    bc[:] = [_rewrite_nested(item, hooks, operators) for item in items]
+    bc[:] = _rewrite_nested(items, hooks, operators)
+    # ``bytecode`` numbers locals by first use after the arguments it is given; giving it
+    # all of them keeps co_varnames -- and so the order of ``locals()`` -- as compiled.
+    bc.argnames = list(code.co_varnames)
     try:
         return bc.to_code()
     except Exception as exc:  # the bytecode package's own checks: stack depth, jumps
@@ -69,12 +75,34 @@ def _rewrite_operators(items: list[object], hooks: Hooks) -> list[object]:
     return out
 
 
-def _rewrite_nested(item: object, hooks: Hooks, operators: bool) -> object:
-    if (
-        isinstance(item, Instr)
-        and item.name == "LOAD_CONST"
-        and isinstance(item.arg, CodeType)
-        and item.arg.co_name in COMPREHENSIONS
-    ):
-        return Instr("LOAD_CONST", rewrite_code(item.arg, hooks, operators=operators), location=item.location)
-    return item
+def _rewrite_part(code: CodeType, hooks: Hooks, operators: bool) -> CodeType:
+    """A nested part that cannot be rewritten runs as compiled; the rest of the body is
+    still rewritten."""
+    try:
+        return rewrite_code(code, hooks, operators=operators)
+    except Exception as exc:
+        where = f"{code.co_filename}:{code.co_firstlineno}"
+        warnings.warn(
+            f"cassette_hook: cannot rewrite {code.co_qualname if hasattr(code, 'co_qualname') else code.co_name} "
+            f"({where}): {exc}; it runs unrewritten (its calls are not overdubbed)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return code
+
+
+def _rewrite_nested(items: list[object], hooks: Hooks, operators: bool) -> list[object]:
+    """Rewrite the code constants that run as part of this body, not as functions of their
+    own: comprehensions and generator expressions, and the body of a ``class`` statement
+    (the first code constant after ``LOAD_BUILD_CLASS``)."""
+    out: list[object] = []
+    class_body_next = False
+    for item in items:
+        if isinstance(item, Instr) and item.name == "LOAD_BUILD_CLASS":
+            class_body_next = True
+        elif isinstance(item, Instr) and item.name == "LOAD_CONST" and isinstance(item.arg, CodeType):
+            if item.arg.co_name in COMPREHENSIONS or class_body_next:
+                item = Instr("LOAD_CONST", _rewrite_part(item.arg, hooks, operators), location=item.location)
+            class_body_next = False
+        out.append(item)
+    return out

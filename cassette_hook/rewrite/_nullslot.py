@@ -84,7 +84,7 @@ class NullSlotFamily:
 
     def rewrite_calls(self, items: list[object], depths: Sequence[int | None], hooks: Hooks) -> list[object]:
         paired = pair_by_depth(items, depths, self.producer_depth, self.consumer_depth)
-        resolving: dict[int, tuple[int, object]] = {}  # resolve sequence's place -> (callee position, location)
+        resolving: dict[int, tuple[object, int, object]] = {}  # place -> (resolver, callee position, location)
         defined: set[int] = set()  # ends of what a decorator applies to: functions, classes, decorations
         for index, item in enumerate(items):
             if not isinstance(item, Instr):
@@ -96,15 +96,16 @@ class NullSlotFamily:
                 if any(self._builds_class(items, p) for p in producers):
                     defined.add(self._call_end(items, index))
                 else:
-                    resolving[self._resolution_point(items, index)] = (self.callee_position(item), item.location)
+                    resolve = hooks.resolve_star if item.name == "CALL_FUNCTION_EX" else hooks.resolve
+                    resolving[self._resolution_point(items, index)] = (resolve, self.callee_position(item), item.location)
             elif self.consumer_depth(item, 0) is not None and self._is_decoration(items, index, defined):
                 # A decoration ``deco(obj)`` is ``[deco, obj]``: its callee is the lower slot.
                 defined.add(self._call_end(items, index))
-                resolving[self._resolution_point(items, index)] = (2, item.location)
+                resolving[self._resolution_point(items, index)] = (hooks.resolve, 2, item.location)
         out: list[object] = []
         for index, item in enumerate(items):
             if index in resolving:
-                out += self._resolve_callee(hooks.resolve, *resolving[index])
+                out += self._resolve_callee(*resolving[index])
             if isinstance(item, Instr) and self.is_method_load(item):
                 out += self._load_with_null(item)
             else:

@@ -1,0 +1,222 @@
+"""Calling C code as the plain program would.
+
+Most primitives are just called.  A few builtins behave differently when called from
+cassette_hook's frames rather than the user's, or need their Python callbacks
+overdubbed, and are handled here, found by identity (``id``: these builtins live as long
+as the interpreter, and an ``id`` lookup works for any callee, hashable or not):
+
+- frame-sensitive builtins (``locals()``, ``super()``, ``sys._getframe()``,
+  ``warnings.warn`` ...) are evaluated against the user's frame;
+- higher-order builtins (``map``, ``sorted(key=)``, ``re.sub`` ...) get their Python
+  callbacks wrapped as call sites, so C code calling back into Python is overdubbed;
+- ``sys.getrecursionlimit``/``setrecursionlimit`` read and set the limit the program
+  set, not the one raised for the extra frames of overdubbed calls.
+
+On CPython 3.11+ a fast context calls primitives straight from the user's frame, where
+the frame-sensitive ones need no help; see ``callable_for``.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import operator
+import re
+import sys
+import warnings
+from types import BuiltinFunctionType, FrameType, FunctionType, MethodType
+from typing import Any, Callable
+
+from . import _context
+
+Handler = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (f, args, kwargs) -> result
+
+
+def call_primitive(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Call ``f(*args, **kwargs)`` as the plain program would, from the user's frame."""
+    handler = _SPECIAL.get(id(f))
+    if handler is None and type(f) is BuiltinFunctionType and f.__name__ in INDIRECT_NAMES:
+        unbound = getattr(type(f.__self__), f.__name__, None)  # a bound method: ``items.sort``
+        handler = _SPECIAL.get(id(unbound))
+        if handler is not None:
+            f, args = unbound, (f.__self__, *args)
+    if handler is not None:
+        return handler(f, args, kwargs)
+    return f(*args, **kwargs)
+
+
+def primitive(f: Any, /, *args: Any, **kwargs: Any) -> Any:
+    return call_primitive(f, args, kwargs)
+
+
+def callable_for(f: Any) -> Any:
+    """What the user's frame calls for the primitive ``f``: ``f`` itself, unless it is
+    one of the builtins that must not be called directly even from there."""
+    if id(f) in _INDIRECT or (type(f) is BuiltinFunctionType and f.__name__ in INDIRECT_NAMES):
+        return functools.partial(primitive, f)
+    return f
+
+
+# -- frames ----------------------------------------------------------------------------
+
+def user_frame() -> FrameType:
+    """The innermost frame that is not cassette_hook's own."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and _is_own(frame):
+        frame = frame.f_back
+    assert frame is not None
+    return frame
+
+
+def _is_own(frame: FrameType) -> bool:
+    name = frame.f_globals.get("__name__") or ""
+    return name == "cassette_hook" or name.startswith("cassette_hook.")
+
+
+def _outer_frame(frame: FrameType, depth: int) -> FrameType:
+    """``depth`` user frames above ``frame``, not counting cassette_hook's own frames."""
+    for _ in range(depth):
+        up = frame.f_back
+        while up is not None and _is_own(up):
+            up = up.f_back
+        if up is None:
+            raise ValueError("call stack is not deep enough")
+        frame = up
+    return frame
+
+
+def _locals_of(frame: FrameType) -> dict[str, Any]:
+    found = frame.f_locals
+    return found if type(found) is dict else dict(found)  # 3.13: a snapshot, as locals() gives
+
+
+def _on_user_frame(emulate: Callable[[FrameType, tuple[Any, ...]], Any]) -> Handler:
+    """A handler that runs ``emulate(user_frame, args)`` when the call has no keyword
+    arguments and matches ``emulate``'s case, else the builtin itself."""
+
+    def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not kwargs:
+            result = emulate(user_frame(), args)
+            if result is not _NOT_MINE:
+                return result
+        return f(*args, **kwargs)
+
+    return handler
+
+
+_NOT_MINE: Any = object()
+
+
+def _no_args(emulate: Callable[[FrameType], Any]) -> Handler:
+    return _on_user_frame(lambda frame, args: _NOT_MINE if args else emulate(frame))
+
+
+def _namespaced(frame: FrameType, args: tuple[Any, ...]) -> Any:
+    """``eval``/``exec`` arguments with the user's namespaces where the call left them out."""
+    return (args[0], frame.f_globals, _locals_of(frame)) if len(args) == 1 else _NOT_MINE
+
+
+def _super(frame: FrameType) -> Any:
+    code = frame.f_code
+    if code.co_argcount == 0:
+        raise RuntimeError("super(): no arguments")
+    if "__class__" not in code.co_freevars:
+        raise RuntimeError("super(): __class__ cell not found")
+    names = _locals_of(frame)
+    return super(names["__class__"], names[code.co_varnames[0]])
+
+
+def _getframe(frame: FrameType, args: tuple[Any, ...]) -> Any:
+    return _outer_frame(frame, operator.index(args[0]) if args else 0)
+
+
+def _warn(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``warnings.warn`` with its ``stacklevel`` counted in user frames."""
+    kwargs = dict(kwargs)
+    args, level = list(args), kwargs.pop("stacklevel", None)
+    if level is None:
+        level = args.pop(2) if len(args) > 2 else 1
+    try:
+        target: FrameType | None = _outer_frame(user_frame(), max(level, 1) - 1)
+    except ValueError:
+        target = None
+    frame, raw = sys._getframe(0), 1
+    while frame is not None and frame is not target:
+        frame, raw = frame.f_back, raw + 1  # type: ignore[assignment]
+    return f(*args, stacklevel=raw if target is not None else sys.maxsize, **kwargs)
+
+
+_FRAME_SENSITIVE: dict[Any, Handler] = {
+    locals: _no_args(_locals_of), vars: _no_args(_locals_of),
+    dir: _no_args(lambda frame: sorted(_locals_of(frame))),
+    globals: _no_args(lambda frame: frame.f_globals), super: _no_args(_super),
+    eval: _on_user_frame(lambda frame, args: eval(*n) if (n := _namespaced(frame, args)) is not _NOT_MINE else n),
+    exec: _on_user_frame(lambda frame, args: exec(*n) if (n := _namespaced(frame, args)) is not _NOT_MINE else n),
+    sys._getframe: _on_user_frame(_getframe), warnings.warn: _warn,
+}
+if sys.version_info >= (3, 12):
+    _FRAME_SENSITIVE[sys._getframemodulename] = _on_user_frame(
+        lambda frame, args: _outer_frame(frame, args[0] if args else 0).f_globals.get("__name__")
+    )
+
+
+# -- callbacks from C ------------------------------------------------------------------
+
+def _overdubbed(callback: Any) -> Any:
+    """``callback`` as a call site: C code calling it back is overdubbed like a call would be."""
+    if type(callback) in (FunctionType, MethodType, functools.partial):
+        return functools.partial(callsite.call, callback)
+    return callback
+
+
+def _callbacks(*positions: int, keyword: str | None = None, nargs: int = 0) -> Handler:
+    """Overdub the callbacks at these positions (only in calls with ``nargs`` or more)."""
+
+    def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if len(args) >= nargs and any(p < len(args) for p in positions):
+            args = tuple(_overdubbed(a) if i in positions else a for i, a in enumerate(args))
+        if keyword is not None and keyword in kwargs:
+            kwargs = {**kwargs, keyword: _overdubbed(kwargs[keyword])}
+        return f(*args, **kwargs)
+
+    return handler
+
+
+_HIGHER_ORDER: dict[Any, Handler] = {
+    map: _callbacks(0), filter: _callbacks(0), functools.reduce: _callbacks(0),
+    sorted: _callbacks(keyword="key"), min: _callbacks(keyword="key"), max: _callbacks(keyword="key"),
+    list.sort: _callbacks(keyword="key"), functools.cmp_to_key: _callbacks(0),
+    iter: _callbacks(0, nargs=2),  # iter(callable, sentinel)
+    itertools.starmap: _callbacks(0), itertools.takewhile: _callbacks(0),
+    itertools.dropwhile: _callbacks(0), itertools.filterfalse: _callbacks(0),
+    itertools.groupby: _callbacks(1, keyword="key"), itertools.accumulate: _callbacks(1, keyword="func"),
+    re.Pattern.sub: _callbacks(1), re.Pattern.subn: _callbacks(1),
+}
+
+
+# -- the recursion limit ---------------------------------------------------------------
+
+def _getrecursionlimit(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return _context.recursion_budget.limit() if not args and not kwargs else f(*args, **kwargs)
+
+
+def _setrecursionlimit(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if len(args) != 1 or kwargs:
+        return f(*args, **kwargs)
+    return _context.recursion_budget.set_limit(args[0])
+
+
+_RECURSION_LIMIT: dict[Any, Handler] = {
+    sys.getrecursionlimit: _getrecursionlimit, sys.setrecursionlimit: _setrecursionlimit,
+}
+
+# Builtins the user's frame must not call directly (see ``callable_for``), and their
+# names, which the hot path checks before anything else.
+_INDIRECT = {id(f) for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT)}
+INDIRECT_NAMES = frozenset(f.__name__ for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT))
+_SPECIAL: dict[int, Handler] = {
+    id(f): handler for f, handler in {**_FRAME_SENSITIVE, **_HIGHER_ORDER, **_RECURSION_LIMIT}.items()
+}
+
+# Last: callsite imports this module (and its callbacks call callsite.call).
+from . import callsite  # noqa: E402
