@@ -30,13 +30,16 @@ def resolve(f: Any, /) -> Any:
         return f
     plan = entry.plan
     if plan.fast:
-        found = plan.twins.values.get(id(f))
-        if found is not None:  # f is that function; its twin holds while f keeps these:
+        func = f.__func__ if type(f) is MethodType else f
+        found = plan.twins.values.get(id(func))
+        if found is not None:  # func is that function; its twin holds while func keeps these:
             twin, code, defaults, kwdefaults = found
-            if f.__code__ is code and f.__defaults__ is defaults and f.__kwdefaults__ is kwdefaults:
-                return twin
-        kind = type(f)
-        if kind is BuiltinFunctionType and f.__name__ not in _INDIRECT_NAMES:
+            if func.__code__ is code and func.__defaults__ is defaults and func.__kwdefaults__ is kwdefaults:
+                return twin if func is f else MethodType(twin, f.__self__)
+        constructor = plan.constructors.values.get(id(f))
+        if constructor is not None:
+            return constructor
+        if type(f) is BuiltinFunctionType and f.__name__ not in _INDIRECT_NAMES:
             return f  # C code with no callbacks: nothing to overdub
         run = plan.runnable(f)
         return primitives.callable_for(f) if run is None else run
@@ -121,7 +124,7 @@ def site(entry: _context.Entry, f: Any) -> Any:
         if plan.overdub or plan.execute:
             out = _overloaded(entry, callee, args, kwargs)
         if out is generics.OverdubInstead:
-            run = plan.runnable(callee)
+            run = plan.runnable(callee)  # a twin, or None for a primitive
             out = generics.recurse_in(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
         if posthook is not None:
             token = _set_active(below)

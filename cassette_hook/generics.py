@@ -9,6 +9,7 @@ overdubbed, or hands a callee without a Python body to ``fallback``, which calls
 from __future__ import annotations
 
 import functools
+import weakref
 from types import FunctionType, MethodType
 from typing import Any, Callable
 
@@ -166,6 +167,8 @@ def _construction(plan: _plan.Plan, cls: type) -> Callable[..., Any] | None:
     if how is None:
         how = _how_to_construct(plan, cls)
         plan.constructions.set(cls, how)
+        if how == "python":
+            plan.constructors.set(cls, functools.partial(_construct_by_ref, weakref.ref(cls)))
     if how == "metaclass":  # a metaclass with its own __call__
         twin = plan.twin(type(cls).__call__)  # type: ignore[arg-type]
         return None if twin is None else MethodType(twin, cls)
@@ -181,6 +184,10 @@ def _how_to_construct(plan: _plan.Plan, cls: type) -> str:
     if meta_call is type.__call__ and (type(cls.__new__) is FunctionType or type(cls.__init__) is FunctionType):
         return "python"
     return "primitive"  # nothing Python-level happens in constructing it
+
+
+def _construct_by_ref(ref: weakref.ref[type], /, *args: Any, **kwargs: Any) -> Any:
+    return construct(ref(), *args, **kwargs)  # type: ignore[arg-type]  # alive: it is being called
 
 
 def construct(cls: type, /, *args: Any, **kwargs: Any) -> Any:

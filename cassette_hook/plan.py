@@ -69,7 +69,8 @@ class Plan:
 
     __slots__ = ("ctx_type", "pass_", "fast", "prehook", "posthook", "prehook_call", "posthook_call",
                  "overdub", "execute",
-                 "fallback", "operators", "twins", "constructions", "in_scope", "_primitives", "_codes")
+                 "fallback", "operators", "twins", "constructions", "constructors", "in_scope", "_primitives",
+                 "_codes")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
         self.ctx_type = ctx_type
@@ -92,8 +93,11 @@ class Plan:
         # reads ``twins.values`` directly.
         self.twins: WeakIdCache[Twin] = WeakIdCache()
         self._primitives: WeakIdCache[bool] = WeakIdCache()  # functions that have no twin
-        # id(class) -> how calling it constructs: "python", "metaclass" or "primitive".
+        # id(class) -> how calling it constructs: "python", "metaclass" or "primitive";
+        # and for "python" classes, the callable the hot path returns for them (it holds
+        # the class weakly, so the cache does not keep the class alive).
         self.constructions: WeakIdCache[str] = WeakIdCache()
+        self.constructors: WeakIdCache[Callable[..., Any]] = WeakIdCache()
         self._codes = _rewritten.setdefault((self.operators, pass_), WeakIdCache())
         self.in_scope = _scope_test(ctx_type)  # module name -> may its code be recursed into?
 
