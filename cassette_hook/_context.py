@@ -161,12 +161,14 @@ def pop(ctx: Context) -> None:
 class _RecursionBudget:
     """Raise the recursion limit while any context is active anywhere in the process.
 
-    An overdubbed call runs the callee's body one to three frames deeper than the plain
-    program would (the call-site hook, and with hooks the dispatch), so a program that
-    recursed close to the limit plain would fail under a context.
+    An overdubbed call runs the callee's body up to five frames deeper than the plain
+    program would (the call-site closure with hooks; with an ``overdub`` overload that
+    recurses, the overload and ``recurse`` too), so a program that recursed close to the
+    limit plain would fail under a context.  The raise is invisible to overdubbed code
+    (see ``primitives``).
     """
 
-    FACTOR = 4
+    FACTOR = 8
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

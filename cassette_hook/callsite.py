@@ -3,8 +3,8 @@
 On CPython 3.11+ a rewritten call site ``f(*args)`` becomes ``resolve(f)(*args)``: the
 user's frame still makes the call, to whatever :func:`resolve` picked.  With no context
 that is ``f``.  With a *fast* plan (the context overloads nothing, so there is nothing to
-observe) a Python function resolves to its cached twin -- one dict lookup, no allocation,
-no extra frame, and CPython inlines the call.  With hooks or overloads it is
+observe) a Python function resolves to its cached twin -- one dict lookup, no allocation
+(a bound method: one), no extra frame, and CPython inlines the call.  With hooks or overloads it is
 :func:`site`'s closure for the call, which runs prehook, overdub and posthook.
 
 :func:`call` is the same thing in one step, ``resolve(f)(*args)`` from this frame: what
@@ -124,7 +124,7 @@ def site(entry: _context.Entry, f: Any) -> Any:
         if plan.overdub or plan.execute:
             out = _overloaded(entry, callee, args, kwargs)
         if out is generics.OverdubInstead:
-            run = plan.runnable(callee)  # a twin, or None for a primitive
+            run = plan.twin(callee) if type(callee) is FunctionType else plan.runnable(callee)
             out = generics.recurse_in(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
         if posthook is not None:
             token = _set_active(below)
@@ -142,7 +142,11 @@ def _overloaded(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: di
     for generic, default in ((generics.overdub, _default_overdub), (generics.execute, _default_execute)):
         method = generic.resolve((entry.ctx, f, *args))
         if method is not default:
-            out = generics.run_popped(entry, method, (entry.ctx, f, *args), kwargs)
+            token = _set_active(entry.below)  # generics.run_popped, one frame less per level
+            try:
+                out = method(entry.ctx, f, *args, **kwargs)
+            finally:
+                _reset_active(token)
             if generic is generics.overdub or out is not generics.OverdubInstead:
                 return out
     return generics.OverdubInstead

@@ -126,14 +126,22 @@ def _binary(forward: str, reflected: str, symbol: str, a: Any, b: Any) -> Body |
     order = [(ref, a), (fwd, b)] if right_first else [(fwd, b), (ref, a)]
 
     def run(a: Any, b: Any) -> Any:
-        for method, other in order:
-            if method is not None:
-                result = method(other)
-                if result is not NotImplemented:
-                    return result
-        raise TypeError(f"unsupported operand type(s) for {symbol}: '{left.__name__}' and '{right.__name__}'")
+        result = _first_implemented(order)
+        if result is NotImplemented:
+            raise TypeError(f"unsupported operand type(s) for {symbol}: '{left.__name__}' and '{right.__name__}'")
+        return result
 
     return run
+
+
+def _first_implemented(order: list[tuple[Any, Any]]) -> Any:
+    """The first result that is not ``NotImplemented`` of ``method(other)`` in ``order``."""
+    for method, other in order:
+        if method is not None:
+            result = method(other)
+            if result is not NotImplemented:
+                return result
+    return NotImplemented
 
 
 def _defines(right: type, name: str, left: type) -> bool:
@@ -161,11 +169,9 @@ def _compare(forward: str, reflected: str, symbol: str, a: Any, b: Any) -> Body 
     order = [(ref, a), (fwd, b)] if _subclass(right, left) else [(fwd, b), (ref, a)]
 
     def run(a: Any, b: Any) -> Any:
-        for method, other in order:
-            if method is not None:
-                result = method(other)
-                if result is not NotImplemented:
-                    return result
+        result = _first_implemented(order)
+        if result is not NotImplemented:
+            return result
         if symbol == "==":
             return a is b
         if symbol == "!=":

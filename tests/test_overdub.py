@@ -556,6 +556,34 @@ def test_deep_recursion_that_works_plain_works_under_a_context():
     assert ch.overdub(Seen(metadata=[]), depth, n) == n
 
 
+def test_deep_recursion_works_under_an_overdub_overload_that_recurses():
+    class Recursing(ch.Context):
+        pass
+
+    def depth(n):
+        return 0 if n == 0 else 1 + depth(n - 1)
+
+    @ch.overdub.register
+    def _(ctx: Recursing, f, *args, **kwargs):
+        return ch.recurse(ctx, f, *args, **kwargs)
+
+    n = sys.getrecursionlimit() - 60
+    assert ch.overdub(Recursing(), depth, n) == n
+
+
+def test_recursion_limit_reads_as_the_program_set_it():
+    def limits():
+        before = sys.getrecursionlimit()
+        sys.setrecursionlimit(before + 5)
+        after = sys.getrecursionlimit()
+        sys.setrecursionlimit(before)
+        return before, after
+
+    outside = sys.getrecursionlimit()
+    assert ch.overdub(Null(), limits) == (outside, outside + 5)
+    assert sys.getrecursionlimit() == outside
+
+
 def test_recursion_limit_is_restored_after_the_context_ends():
     before = sys.getrecursionlimit()
     ch.overdub(Null(), abs, 1)

@@ -27,22 +27,12 @@ BINARY: dict[str, Operator] = {
     "INPLACE_AND": operator.iand, "INPLACE_OR": operator.ior, "INPLACE_XOR": operator.ixor,
 }
 
-# CPython 3.10 names the same operations with one opcode each.
+# CPython 3.10 names the same operations with one opcode each (and says MODULO).
 BINARY_310: dict[str, Operator] = {
-    "BINARY_ADD": operator.add, "BINARY_SUBTRACT": operator.sub,
-    "BINARY_MULTIPLY": operator.mul, "BINARY_MATRIX_MULTIPLY": operator.matmul,
-    "BINARY_TRUE_DIVIDE": operator.truediv, "BINARY_FLOOR_DIVIDE": operator.floordiv,
-    "BINARY_MODULO": operator.mod, "BINARY_POWER": operator.pow,
-    "BINARY_LSHIFT": operator.lshift, "BINARY_RSHIFT": operator.rshift,
-    "BINARY_AND": operator.and_, "BINARY_OR": operator.or_, "BINARY_XOR": operator.xor,
-    "INPLACE_ADD": operator.iadd, "INPLACE_SUBTRACT": operator.isub,
-    "INPLACE_MULTIPLY": operator.imul, "INPLACE_MATRIX_MULTIPLY": operator.imatmul,
-    "INPLACE_TRUE_DIVIDE": operator.itruediv, "INPLACE_FLOOR_DIVIDE": operator.ifloordiv,
-    "INPLACE_MODULO": operator.imod, "INPLACE_POWER": operator.ipow,
-    "INPLACE_LSHIFT": operator.ilshift, "INPLACE_RSHIFT": operator.irshift,
-    "INPLACE_AND": operator.iand, "INPLACE_OR": operator.ior, "INPLACE_XOR": operator.ixor,
-    "BINARY_SUBSCR": operator.getitem,
+    ("" if name.startswith("INPLACE_") else "BINARY_") + name.replace("REMAINDER", "MODULO"): op
+    for name, op in BINARY.items()
 }
+BINARY_310["BINARY_SUBSCR"] = operator.getitem
 
 UNARY: dict[str, Operator] = {
     "UNARY_NEGATIVE": operator.neg, "UNARY_INVERT": operator.invert,
