@@ -1,13 +1,15 @@
-"""Where the time of an overdubbed call goes: the hot path against its floor.
+"""Where the time of an overdubbed call goes: the hot path, piece by piece.
 
-Recursive ``fib(18)`` is nothing but calls, so it shows the per-call cost alone:
+Recursive ``fib(18)`` is nothing but calls, so it shows the per-call cost alone.  Each
+``+ ...`` variant is fib rewritten by hand so that every call site first calls a small
+Python function ``r(fib)`` that returns the recursive twin, doing a little more each time:
 
-- ``plain``: the function as compiled;
-- ``floor``: the same function rewritten by hand so that each call site first calls a
-  Python function that returns its argument, ``passthrough(fib)(n - 1)`` -- the least any
-  design pays that runs Python code at every call site;
-- ``model``: ``passthrough`` replaced by the essence of ``callsite.resolve`` (read the
-  context variable, look the twin up by ``id``, check it is current);
+- ``+ call``: nothing but the call (the least any design pays that runs Python code at
+  every call site);
+- ``+ contextvar``: reads the active context (``ContextVar.get``);
+- ``+ id lookup``: looks the twin up in a dict by ``id``;
+- ``+ staleness``: checks the function's ``__code__``, ``__defaults__``, ``__kwdefaults__``;
+- ``resolve model``: all of the above, as ``callsite.resolve``'s fast path does them;
 - ``overdub``: ``ch.overdub(Null(), fib, 18)``, the real thing;
 - ``monitoring``: a counting ``sys.monitoring`` CALL callback (3.12+), for scale.
 
@@ -19,7 +21,6 @@ from __future__ import annotations
 import argparse
 import sys
 from contextvars import ContextVar
-from types import FunctionType
 from typing import Any, Callable
 
 import cassette_hook as ch
@@ -32,32 +33,23 @@ def fib(n: int) -> int:
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 
 
-def passthrough(f: Any) -> Any:
-    return f
-
-
-def floor_fib(n: int) -> int:
-    return n if n < 2 else passthrough(floor_fib)(n - 1) + passthrough(floor_fib)(n - 2)
-
-
 _active: ContextVar[Any] = ContextVar("model", default=None)
-_twins: dict[int, tuple[FunctionType, Any, Any, Any]] = {}
+_twins: dict[int, Any] = {}
+PIECES = {
+    "+ call": "",
+    "+ contextvar": "entry = active.get()",
+    "+ id lookup": "found = twins.get(id(f))",
+    "+ staleness": "code, defaults, kwdefaults = f.__code__, f.__defaults__, f.__kwdefaults__",
+}
+PIECES["resolve model"] = "; ".join(body for body in PIECES.values() if body)
 
 
-def model_resolve(f: Any) -> Any:
-    entry = _active.get()
-    if entry is None:
-        return f
-    found = _twins.get(id(f))
-    if found is not None:
-        twin, code, defaults, kwdefaults = found
-        if f.__code__ is code and f.__defaults__ is defaults and f.__kwdefaults__ is kwdefaults:
-            return twin
-    return f
-
-
-def model_fib(n: int) -> int:
-    return n if n < 2 else model_resolve(fib)(n - 1) + model_resolve(fib)(n - 2)
+def with_resolver(body: str) -> Callable[[int], int]:
+    """fib whose call sites run ``r(fib)`` first; ``r`` runs ``body`` and returns the twin."""
+    namespace = {"active": _active, "twins": _twins, "fib": fib}
+    exec(f"def r(f):\n    {body or 'pass'}\n    return twin\n"
+         "def twin(n):\n    return n if n < 2 else r(fib)(n - 1) + r(fib)(n - 2)\n", namespace)
+    return namespace["twin"]
 
 
 class Null(ch.Context):
@@ -92,15 +84,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=21)
     rounds = parser.parse_args().rounds
-    _twins[id(fib)] = (model_fib, fib.__code__, fib.__defaults__, fib.__kwdefaults__)
+    _twins[id(fib)] = (fib, fib.__code__, fib.__defaults__, fib.__kwdefaults__)
     token = _active.set(object())
     try:
-        variants: dict[str, Callable[[], object]] = {
-            "plain": lambda: fib(N),
-            "floor": lambda: floor_fib(N),
-            "model": lambda: model_fib(N),
-            "overdub": lambda: ch.overdub(Null(), fib, N),
-        }
+        variants: dict[str, Callable[[], object]] = {"plain": lambda: fib(N)}
+        for name, body in PIECES.items():
+            variants[name] = (lambda twin: lambda: twin(N))(with_resolver(body))
+        variants["overdub"] = lambda: ch.overdub(Null(), fib, N)
         watched = monitored(lambda: fib(N))
         if watched is not None:
             variants["monitoring"] = watched
@@ -109,7 +99,7 @@ def main() -> None:
         _active.reset(token)
     print(f"Python {sys.version.split()[0]}, fib({N}), {rounds} interleaved rounds")
     for name in variants:
-        print(f"  {name:<11} {result.median(name) / 1e6:8.2f} ms   {result.ratio(name):5.2f} x plain")
+        print(f"  {name:<14} {result.median(name) / 1e6:8.2f} ms   {result.ratio(name):5.2f} x plain")
 
 
 if __name__ == "__main__":

@@ -20,16 +20,21 @@ HOOK_METHODS = ("prehook", "posthook", "overdub", "fallback", "execute")
 
 
 class Entry:
-    """One level of the active context stack."""
+    """One level of the active context stack.
 
-    __slots__ = ("ctx", "plan", "below")
+    ``fast_twins`` is the plan's table of twins when the plan is fast (nothing to observe),
+    else ``None``: the one attribute the hot path reads for the common case.
+    """
+
+    __slots__ = ("ctx", "plan", "below", "fast_twins")
 
     def __init__(self, ctx: Context, below: Entry | None) -> None:
         from .plan import plan_for
 
         self.ctx = ctx
-        self.plan = plan_for(ctx)
+        self.plan = plan = plan_for(ctx)
         self.below = below
+        self.fast_twins = plan.twins.values if plan.fast else None
 
 
 active: ContextVar[Entry | None] = ContextVar("cassette_hook.active", default=None)

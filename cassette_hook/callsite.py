@@ -28,22 +28,30 @@ def resolve(f: Any, /) -> Any:
     entry = _active_get()
     if entry is None:
         return f
-    plan = entry.plan
-    if plan.fast:
-        func = f.__func__ if type(f) is MethodType else f
-        found = plan.twins.values.get(id(func))
-        if found is not None:  # func is that function; its twin holds while func keeps these:
-            twin, code, defaults, kwdefaults = found
-            if func.__code__ is code and func.__defaults__ is defaults and func.__kwdefaults__ is kwdefaults:
-                return twin if func is f else MethodType(twin, f.__self__)
-        constructor = plan.constructors.values.get(id(f))
-        if constructor is not None:
-            return constructor
-        if type(f) is BuiltinFunctionType and f.__name__ not in _INDIRECT_NAMES:
-            return f  # C code with no callbacks: nothing to overdub
-        run = plan.runnable(f)
-        return primitives.callable_for(f) if run is None else run
-    return site(entry, f)
+    twins = entry.fast_twins
+    if twins is None:
+        return site(entry, f)
+    found = twins.get(id(f))
+    if found is not None:  # f is that function; its twin holds while f keeps these:
+        twin, code, defaults, kwdefaults = found
+        if f.__code__ is code and f.__defaults__ is defaults and f.__kwdefaults__ is kwdefaults:
+            return twin
+    return _resolve_fast(entry.plan, f)
+
+
+def _resolve_fast(plan: Any, f: Any) -> Any:
+    """``resolve`` under a fast plan, past the twin table: methods, classes, primitives."""
+    kind = type(f)
+    if kind is MethodType:
+        twin = plan.twin(f.__func__) if type(f.__func__) is FunctionType else None
+        return f if twin is None else MethodType(twin, f.__self__)
+    constructor = plan.constructors.values.get(id(f))
+    if constructor is not None:
+        return constructor
+    if kind is BuiltinFunctionType and f.__name__ not in _INDIRECT_NAMES:
+        return f  # C code with no callbacks: nothing to overdub
+    run = generics.runnable(plan, f)
+    return primitives.callable_for(f) if run is None else run
 
 
 def resolve_star(f: Any, /) -> Any:
@@ -124,7 +132,7 @@ def site(entry: _context.Entry, f: Any) -> Any:
         if plan.overdub or plan.execute:
             out = _overloaded(entry, callee, args, kwargs)
         if out is generics.OverdubInstead:
-            run = plan.twin(callee) if type(callee) is FunctionType else plan.runnable(callee)
+            run = plan.twin(callee) if type(callee) is FunctionType else generics.runnable(plan, callee)
             out = generics.recurse_in(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
         if posthook is not None:
             token = _set_active(below)

@@ -13,8 +13,7 @@ import weakref
 from types import FunctionType, MethodType
 from typing import Any, Callable
 
-from . import _context
-from . import dispatch, plan as _plan
+from . import _context, dispatch, plan as _plan
 
 
 class _OverdubInstead:
@@ -100,7 +99,7 @@ def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     top = _context.active.get()
     entry = top if top is not None and top.ctx is ctx else _context.push(ctx)
     try:
-        run = entry.plan.runnable(f)  # recurse_in's first step, inlined: a frame less per level
+        run = runnable(entry.plan, f)  # recurse_in's first step, inlined: a frame less per level
         return run(*args, **kwargs) if run is not None else recurse_in(entry, f, args, kwargs)
     finally:
         if entry is not top:
@@ -109,7 +108,7 @@ def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
 
 def canrecurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> bool:
     """Does ``recurse(ctx, f, *args)`` run a Python body (rather than ``fallback``)?"""
-    return (_plan.plan_for(ctx).runnable(f) or operators.body(f, args)) is not None
+    return (runnable(_plan.plan_for(ctx), f) or operators.body(f, args)) is not None
 
 
 canoverdub = canrecurse
@@ -117,7 +116,7 @@ canoverdub = canrecurse
 
 def recurse_in(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``recurse`` with ``entry`` already the top of the stack."""
-    run = entry.plan.runnable(f) or operators.body(f, args)
+    run = runnable(entry.plan, f) or operators.body(f, args)
     if run is not None:
         return run(*args, **kwargs)
     if entry.plan.fallback:
@@ -143,7 +142,8 @@ def runnable(plan: _plan.Plan, f: Any) -> Callable[..., Any] | None:
     """A callable that runs ``f``'s own body with its calls overdubbed, or ``None``.
 
     Called with ``f``'s arguments.  ``None`` means ``f`` is a primitive: no Python body,
-    or one outside the context's scope.  (``Plan.runnable`` caches this.)
+    or one outside the context's scope.  Twins and construction kinds are cached in the
+    plan.
     """
     kind = type(f)
     if kind is FunctionType:
@@ -172,7 +172,7 @@ def _construction(plan: _plan.Plan, cls: type) -> Callable[..., Any] | None:
     if how == "metaclass":  # a metaclass with its own __call__
         twin = plan.twin(type(cls).__call__)  # type: ignore[arg-type]
         return None if twin is None else MethodType(twin, cls)
-    return functools.partial(construct, cls) if how == "python" else None
+    return plan.constructors.values.get(id(cls))  # "python": construct it; else None
 
 
 def _how_to_construct(plan: _plan.Plan, cls: type) -> str:

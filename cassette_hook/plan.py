@@ -105,8 +105,10 @@ class Plan:
         """The overdubbed twin of ``func``, or ``None`` if it must run as a primitive."""
         key = id(func)
         found = self.twins.values.get(key)
-        if found is not None and _made_from(found, func):
-            return found[0]
+        if found is not None:  # current while func keeps the code and defaults it was made from
+            twin, code, defaults, kwdefaults = found
+            if func.__code__ is code and func.__defaults__ is defaults and func.__kwdefaults__ is kwdefaults:
+                return twin
         if key in self._primitives.values:
             return None
         twin = self._make_twin(func)
@@ -115,10 +117,6 @@ class Plan:
         else:
             self.twins.set(func, (twin, func.__code__, func.__defaults__, func.__kwdefaults__))
         return twin
-
-    def runnable(self, f: Any) -> Callable[..., Any] | None:
-        """What runs ``f``'s body overdubbed (see ``generics.runnable``), or ``None``."""
-        return generics.runnable(self, f)
 
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
         if not self.in_scope(_module_of(func)):
@@ -135,11 +133,6 @@ class Plan:
         twin.__kwdefaults__ = func.__kwdefaults__
         twin.__qualname__ = func.__qualname__
         return twin
-
-
-def _made_from(found: Twin, func: FunctionType) -> bool:
-    _, code, defaults, kwdefaults = found
-    return func.__code__ is code and func.__defaults__ is defaults and func.__kwdefaults__ is kwdefaults
 
 
 def plan_for(ctx: Context) -> Plan:
