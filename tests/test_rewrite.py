@@ -351,3 +351,47 @@ def test_a_nested_part_that_cannot_be_rewritten_runs_as_compiled(monkeypatch):
 
     with pytest.warns(RuntimeWarning, match="cannot rewrite .*Local.*synthetic.*runs unrewritten"):
         assert seen(g) == [two]
+
+
+def _code_objects(module):
+    """Every code object defined in ``module`` (functions, methods, nested code)."""
+    import types
+
+    found, todo = [], [value.__code__ for value in vars(module).values() if isinstance(value, types.FunctionType)]
+    for value in vars(module).values():
+        if isinstance(value, type):
+            todo += [v.__code__ for v in vars(value).values() if isinstance(v, types.FunctionType)]
+    while todo:
+        code = todo.pop()
+        if code.co_filename == getattr(module, "__file__", None):
+            found.append(code)
+            todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+    return found
+
+
+@pytest.mark.parametrize("module_name", ["corpus", "json.encoder", "json.decoder", "collections", "asyncio.tasks",
+                                         "argparse", "dataclasses", "inspect", "typing"])
+@pytest.mark.parametrize("operators", [False, True])
+def test_declared_stack_size_covers_what_the_rewritten_code_needs(module_name, operators):
+    import importlib
+    import os
+
+    from bytecode import Bytecode, ControlFlowGraph
+
+    from cassette_hook.callsite import HOOKS
+    from cassette_hook.rewrite import rewrite_code
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    module = importlib.import_module(module_name)
+    codes = _code_objects(module)
+    assert codes
+    for code in codes:
+        try:
+            rewritten = rewrite_code(code, HOOKS, operators=operators)
+        except Exception:  # noqa: BLE001 -- shapes the rewriter refuses are tested elsewhere
+            continue
+        def estimate(c):  # bytecode's estimate errs high, and alike for both versions
+            return ControlFlowGraph.from_bytecode(Bytecode.from_code(c)).compute_stacksize()
+
+        added = estimate(rewritten) - estimate(code)
+        assert added <= rewritten.co_stacksize - code.co_stacksize, code.co_name

@@ -59,7 +59,11 @@ def rewrite_code(code: CodeType, hooks: Hooks, *, operators: bool) -> CodeType:
     # all of them keeps co_varnames -- and so the order of ``locals()`` -- as compiled.
     bc.argnames = list(code.co_varnames)
     try:
-        return bc.to_code()
+        # Every rewrite is stack-balanced and needs one slot more at most, for a moment,
+        # and keeps the exception handlers' depths: nothing for ``bytecode`` to recompute
+        # (which would be most of the rewriting time).
+        return bc.to_code(stacksize=code.co_stacksize + 2, compute_exception_stack_depths=False,
+                          check_pre_and_post=False)
     except Exception as exc:  # the bytecode package's own checks: stack depth, jumps
         raise UnsupportedCode(f"rewritten {code.co_name} does not assemble: {exc}") from exc
 
