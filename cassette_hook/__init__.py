@@ -14,8 +14,9 @@ what every call in it does::
 This module is the whole public API.  The submodules are internal: ``_context`` (contexts
 and the active stack), ``dispatch`` (generic functions with multiple dispatch),
 ``generics`` (overdub and the hooks), ``plan`` (twins of functions), ``callsite`` (the
-hot path of rewritten call sites) and ``rewrite`` (bytecode rewriting, one module per
-CPython version).
+hot path of rewritten call sites), ``operators`` (recursing into Python dunders),
+``primitives`` (calling C code as the plain program would) and ``rewrite`` (bytecode
+rewriting, one module per CPython version).
 """
 
 from __future__ import annotations

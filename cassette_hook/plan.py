@@ -67,14 +67,11 @@ _plans: dict[tuple[type, Any, bool], Plan] = {}
 class Plan:
     """Per context class: which overloads exist, and the twins its contexts run."""
 
-    __slots__ = ("ctx_type", "pass_", "fast", "prehook", "posthook", "prehook_call", "posthook_call",
-                 "overdub", "execute",
-                 "fallback", "operators", "twins", "constructions", "constructors", "in_scope", "_primitives",
-                 "_codes")
+    __slots__ = ("fast", "prehook", "posthook", "overdub", "execute", "fallback", "prehook_call",
+                 "posthook_call", "operators", "twins", "constructions", "constructors", "in_scope",
+                 "_primitives", "_codes")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
-        self.ctx_type = ctx_type
-        self.pass_ = pass_
         self.prehook = hooks_enabled and generics.prehook.has_methods_for(ctx_type)
         self.posthook = hooks_enabled and generics.posthook.has_methods_for(ctx_type)
         self.overdub = generics.overdub.has_methods_for(ctx_type)

@@ -651,6 +651,13 @@ def test_asyncio_tasks_inherit_the_context_active_where_created():
     assert asyncio.run(main(ctx)) == (ctx, None)
 
 
+def test_a_pass_is_refused_until_passes_exist():
+    with pytest.raises(NotImplementedError, match="passes"):
+        Null(pass_=object())
+    with pytest.raises(NotImplementedError, match="passes"):
+        ch.similarcontext(Null(), pass_=object())
+
+
 def test_with_block_activates_and_restores():
     ctx = Null()
     assert ch.current_context() is None
@@ -665,14 +672,19 @@ def test_with_block_activates_and_restores():
 # -- twins -----------------------------------------------------------------------------
 
 def test_a_collected_function_releases_its_twin():
+    from cassette_hook.plan import plan_for
+
+    twins = plan_for(Null()).twins
     namespace = {}
     exec("def temporary(x):\n    return abs(x)\n", namespace)
     fn = namespace.pop("temporary")
     assert ch.overdub(Null(), lambda: fn(-1)) == 1
-    ref = weakref.ref(fn)
+    assert twins.get(fn) is not None
+    before, ref = len(twins), weakref.ref(fn)
     del fn
     gc.collect()
     assert ref() is None
+    assert len(twins) == before - 1
 
 
 def test_functions_that_cannot_be_rewritten_run_as_primitives_with_one_warning(monkeypatch):
