@@ -181,9 +181,10 @@ def _how_to_construct(plan: _plan.Plan, cls: type) -> str:
     meta_call = type(cls).__call__
     if type(meta_call) is FunctionType:
         return "metaclass"
-    if meta_call is type.__call__ and (type(cls.__new__) is FunctionType or type(cls.__init__) is FunctionType):
+    python = [m for m in (cls.__new__, cls.__init__) if type(m) is FunctionType and plan.in_scope(m.__module__ or "")]
+    if meta_call is type.__call__ and python:
         return "python"
-    return "primitive"  # nothing Python-level happens in constructing it
+    return "primitive"  # nothing in scope happens in Python when constructing it
 
 
 def _construct_by_ref(ref: weakref.ref[type], /, *args: Any, **kwargs: Any) -> Any:

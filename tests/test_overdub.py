@@ -614,6 +614,35 @@ def test_include_bounds_recursion_to_matching_modules():
     assert [f for f, _, _ in ctx.metadata] == [json.dumps]
 
 
+def test_classes_outside_the_scope_are_constructed_as_primitives():
+    import threading
+
+    class Scoped(SeenCalls):
+        include = (__name__,)
+
+    def g():
+        threading.Event()
+        Scoped()
+
+    ctx = Scoped(metadata=[])
+    ch.overdub(ctx, g)
+    # Neither __init__ is in scope (threading's, and cassette_hook's own Context.__init__).
+    assert [f for f, _, _ in ctx.metadata] == [threading.Event, Scoped]
+
+
+def test_generics_have_names_hooks_can_print():
+    names = []
+
+    class Named(ch.Context):
+        operators = False
+
+        def prehook(self, f, *args, **kwargs):
+            names.append(f.__name__)
+
+    ch.overdub(Named(), lambda: ch.overdub(Null(), abs, -1))
+    assert names == ["Null", "overdub"]
+
+
 def test_cassette_hook_never_recurses_into_itself():
     assert not ch.canrecurse(Null(), ch.overdub, Null(), abs, 1)
 
