@@ -17,7 +17,7 @@ import functools
 from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any
 
-from . import _context, generics, primitives, rewrite
+from . import _context, generics, operators, primitives, rewrite
 
 _active_get = _context.active.get
 _INDIRECT_NAMES = primitives.INDIRECT_NAMES
@@ -101,7 +101,8 @@ def operator_site(op: Any) -> Any:
 
 _operator_sites: dict[Any, Any] = {}
 HOOKS = rewrite.Hooks(resolve=resolve, resolve_star=resolve_star, call=call, call_ex=call_ex,
-                      operator_site=operator_site)
+                      operator_site=operator_site,
+                      yield_from=lambda obj: operators.yield_from_operand(obj))  # late: operators imports us
 
 
 def site(entry: _context.Entry, f: Any) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from types import FunctionType
+from types import CoroutineType, FunctionType, GeneratorType
 from typing import Any, Callable
 
 Body = Callable[..., Any]
@@ -97,6 +97,17 @@ def body(op: Any, args: tuple[Any, ...]) -> Body | None:
         method = _special(args[0], "__contains__")
         return (lambda container, item: bool(method(item))) if _python(method) else None
     return None
+
+
+def iterated(obj: Any) -> Any:
+    """``obj``, or ``iter(obj)`` as a call site when its class defines ``__iter__`` in Python."""
+    return call(iter, obj) if _python(_special(obj, "__iter__")) else obj
+
+
+def yield_from_operand(obj: Any) -> Any:
+    """What ``yield from obj`` iterates: ``iter(obj)`` as a call site, except for generators
+    and coroutines, which the instruction takes as they are (with its own checks)."""
+    return obj if type(obj) in (GeneratorType, CoroutineType) else call(iter, obj)
 
 
 def _iterator(result: Any) -> Any:

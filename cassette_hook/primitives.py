@@ -8,7 +8,9 @@ as the interpreter, and an ``id`` lookup works for any callee, hashable or not):
 - frame-sensitive builtins (``locals()``, ``super()``, ``sys._getframe()``,
   ``warnings.warn`` ...) are evaluated against the user's frame;
 - higher-order builtins (``map``, ``sorted(key=)``, ``re.sub`` ...) get their Python
-  callbacks wrapped as call sites, so C code calling back into Python is overdubbed;
+  callbacks wrapped as call sites, so C code calling back into Python is overdubbed, and
+  builtins that iterate an argument (``sum``, ``list``, ``str.join`` ...) iterate it
+  through ``iter()`` as a call site when its class defines ``__iter__`` in Python;
 - ``sys.getrecursionlimit``/``setrecursionlimit`` read and set the limit the program
   set, not the one raised for the extra frames of overdubbed calls.
 
@@ -169,28 +171,52 @@ def _overdubbed(callback: Any) -> Any:
     return callback
 
 
-def _callbacks(*positions: int, keyword: str | None = None, nargs: int = 0) -> Handler:
-    """Overdub the callbacks at these positions (only in calls with ``nargs`` or more)."""
+def _arguments(*callbacks: int, keyword: str | None = None, nargs: int = 0,
+               iterates: tuple[int, ...] = (), iterates_alone: bool = False) -> Handler:
+    """A builtin whose arguments lead back into Python.
+
+    ``callbacks`` (positions) and ``keyword`` are Python callbacks: they become call sites,
+    so C code calling them back is overdubbed (only in calls with ``nargs`` or more
+    positional arguments).  ``iterates`` are positions the builtin iterates at once: when
+    the class of such an argument defines ``__iter__`` in Python, that ``iter()`` becomes a
+    call site first (``iterates_alone``: only when it is the only positional argument, as
+    ``max(xs)`` but not ``max(a, b)``).
+    """
 
     def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if len(args) >= nargs and any(p < len(args) for p in positions):
-            args = tuple(_overdubbed(a) if i in positions else a for i, a in enumerate(args))
+        if len(args) >= nargs and any(p < len(args) for p in callbacks):
+            args = tuple(_overdubbed(a) if i in callbacks else a for i, a in enumerate(args))
         if keyword is not None and keyword in kwargs:
             kwargs = {**kwargs, keyword: _overdubbed(kwargs[keyword])}
+        if iterates and not (iterates_alone and len(args) != 1):
+            args = tuple(operators.iterated(a) if i in iterates else a for i, a in enumerate(args))
         return f(*args, **kwargs)
 
     return handler
 
 
+_EVERY = tuple(range(64))  # every positional argument (zip, map's iterables)
+
 _HIGHER_ORDER: dict[Any, Handler] = {
-    map: _callbacks(0), filter: _callbacks(0), functools.reduce: _callbacks(0),
-    sorted: _callbacks(keyword="key"), min: _callbacks(keyword="key"), max: _callbacks(keyword="key"),
-    list.sort: _callbacks(keyword="key"), functools.cmp_to_key: _callbacks(0),
-    iter: _callbacks(0, nargs=2),  # iter(callable, sentinel)
-    itertools.starmap: _callbacks(0), itertools.takewhile: _callbacks(0),
-    itertools.dropwhile: _callbacks(0), itertools.filterfalse: _callbacks(0),
-    itertools.groupby: _callbacks(1, keyword="key"), itertools.accumulate: _callbacks(1, keyword="func"),
-    re.Pattern.sub: _callbacks(1), re.Pattern.subn: _callbacks(1),
+    map: _arguments(0, iterates=_EVERY[1:]), filter: _arguments(0, iterates=(1,)),
+    functools.reduce: _arguments(0, iterates=(1,)),
+    sorted: _arguments(keyword="key", iterates=(0,)), list.sort: _arguments(keyword="key"),
+    min: _arguments(keyword="key", iterates=(0,), iterates_alone=True),
+    max: _arguments(keyword="key", iterates=(0,), iterates_alone=True),
+    functools.cmp_to_key: _arguments(0),
+    iter: _arguments(0, nargs=2),  # iter(callable, sentinel)
+    itertools.starmap: _arguments(0, iterates=(1,)), itertools.takewhile: _arguments(0, iterates=(1,)),
+    itertools.dropwhile: _arguments(0, iterates=(1,)), itertools.filterfalse: _arguments(0, iterates=(1,)),
+    itertools.groupby: _arguments(1, keyword="key", iterates=(0,)),
+    itertools.accumulate: _arguments(1, keyword="func", iterates=(0,)),
+    re.Pattern.sub: _arguments(1), re.Pattern.subn: _arguments(1),
+}
+# Builtins that iterate an argument but take no callbacks (not called from the hot path
+# through a wrapper: only contexts with hooks, whose primitives run here, reach into them).
+_CONSUMERS: dict[Any, Handler] = {
+    **{f: _arguments(iterates=(0,)) for f in (sum, any, all, list, tuple, set, frozenset, enumerate,
+                                              list.extend)},
+    zip: _arguments(iterates=_EVERY), str.join: _arguments(iterates=(1,)),
 }
 
 
@@ -215,8 +241,9 @@ _RECURSION_LIMIT: dict[Any, Handler] = {
 _INDIRECT = {id(f) for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT)}
 INDIRECT_NAMES = frozenset(f.__name__ for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT))
 _SPECIAL: dict[int, Handler] = {
-    id(f): handler for f, handler in {**_FRAME_SENSITIVE, **_HIGHER_ORDER, **_RECURSION_LIMIT}.items()
+    id(f): handler
+    for f, handler in {**_CONSUMERS, **_FRAME_SENSITIVE, **_HIGHER_ORDER, **_RECURSION_LIMIT}.items()
 }
 
 # Last: callsite imports this module (and its callbacks call callsite.call).
-from . import callsite  # noqa: E402
+from . import callsite, operators  # noqa: E402

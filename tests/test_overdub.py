@@ -279,6 +279,24 @@ def test_for_loops_call_iter_and_recurse_into_a_python_iter():
     assert calls[calls.index(iter):][:2] == [iter, Countdown.__iter__]
 
 
+def test_builtins_that_iterate_reach_a_python_iter():
+    class Countdown:
+        def __init__(self, n):
+            self.n = n
+
+        def __iter__(self):
+            for i in range(self.n, 0, -1):
+                yield abs(-i)
+
+    def g():
+        c = Countdown(3)
+        return sum(c), list(c), sorted(c), max(c), max(1, 2), ",".join(map(str, c)), list(zip(c, c))
+
+    ctx = SeenCalls(metadata=[])
+    assert ch.overdub(ctx, g) == g()
+    assert [f for f, _, _ in ctx.metadata].count(Countdown.__iter__) == 7
+
+
 def test_iter_returning_a_non_iterator_fails_as_in_plain_python():
     class Broken:
         def __iter__(self):

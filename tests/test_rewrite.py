@@ -395,3 +395,44 @@ def test_declared_stack_size_covers_what_the_rewritten_code_needs(module_name, o
 
         added = estimate(rewritten) - estimate(code)
         assert added <= rewritten.co_stacksize - code.co_stacksize, code.co_name
+
+
+def test_yield_from_calls_iter_and_recurses_into_a_python_iter():
+    class Tree:
+        def __init__(self, *children):
+            self.children = children
+
+        def __iter__(self):
+            yield one()
+            for child in self.children:
+                yield from child
+
+    def g():
+        return [x for x in Tree(Tree(), Tree())]  # a for loop: iter() is a call site
+
+    calls = seen(g, ctx_type=CallsAndOperators)
+    assert calls.count(Tree.__iter__) == 3 and calls.count(one) == 3
+
+
+def test_yield_from_a_generator_or_coroutine_is_left_to_the_instruction():
+    import types
+
+    def inner():
+        yield 1
+        return 2
+
+    def outer():
+        result = yield from inner()
+        return result
+
+    @types.coroutine
+    def awaiting():
+        yield from asyncio.sleep(0).__await__()
+        return 3
+
+    assert seen(lambda: list(outer()), ctx_type=CallsAndOperators)[:2] == [outer, list]
+    assert asyncio.run(ch.overdub(CallsAndOperators(metadata=[]), lambda: _await(awaiting()))) == 3
+
+
+async def _await(awaitable):
+    return await awaitable

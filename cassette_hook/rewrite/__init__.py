@@ -42,6 +42,7 @@ class Hooks:
     call: object
     call_ex: object
     operator_site: Callable[[Callable[..., object]], object]
+    yield_from: object  # run on the operand of ``yield from`` before the instruction itself
 
 
 def rewrite_code(code: CodeType, hooks: Hooks, *, operators: bool) -> CodeType:

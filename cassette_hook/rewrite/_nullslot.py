@@ -163,6 +163,8 @@ class NullSlotFamily:
             return self._unary(hooks.operator_site(UNARY[name]), loc)
         if name == "GET_ITER":  # ``for x in obj`` starts with ``iter(obj)``
             return self._unary(hooks.operator_site(iter), loc)
+        if name == "GET_YIELD_FROM_ITER":  # ``yield from obj``: ``iter(obj)`` unless a generator
+            return [*self._unary(hooks.yield_from, loc), instr]
         if name == "COMPARE_OP":
             op, cast = compare_op(instr.arg)
             out = self._binary(hooks.operator_site(op), loc)

@@ -88,6 +88,8 @@ def operator_site(instr: Instr, hooks: "Hooks") -> list[Instr] | None:
     if name in UNARY or name == "GET_ITER":  # ``for x in obj`` starts with ``iter(obj)``
         op = UNARY.get(name, iter)
         return [*_under(hooks.operator_site(op), 2, instr), Instr("CALL_FUNCTION", 1, location=loc)]
+    if name == "GET_YIELD_FROM_ITER":  # ``yield from obj``: ``iter(obj)`` unless a generator
+        return [*_under(hooks.yield_from, 2, instr), Instr("CALL_FUNCTION", 1, location=loc), instr]
     if name == "COMPARE_OP":
         return _binary(hooks.operator_site(compare_op(instr.arg)[0]), instr)
     if name == "CONTAINS_OP":  # ``a in b`` is ``operator.contains(b, a)``
