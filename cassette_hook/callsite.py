@@ -110,23 +110,22 @@ def site(entry: _context.Entry, f: Any) -> Any:
 
     A closure rather than a partial: the user's frame calls it like any Python function,
     which CPython inlines, so deep recursion under hooks costs Python frames (the budget
-    in ``_context`` covers them) but no C stack.  Everything it needs is bound up front;
-    hooks run with the context popped (``active`` set to the entry below).
+    in ``_context`` covers them) but no C stack.  It captures only ``entry`` and ``f`` (a
+    cell each, made per call) and reads the rest from the entry.  Hooks run with the
+    context popped (``active`` set to the entry below).
     """
-    plan, ctx, below = entry.plan, entry.ctx, entry.below
-    prehook, posthook = plan.prehook_call, plan.posthook_call
 
     def overdubbed(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        callee = f
+        plan, callee = entry.plan, f
         if type(callee) is MethodType:  # seen as (type(obj).m, obj, ...)
             args, callee = (callee.__self__, *args), callee.__func__
         elif type(callee) is BuiltinFunctionType:
             callee, args = present(callee, args)
-        if prehook is not None:
-            token = _set_active(below)
+        if plan.prehook_call is not None:
+            token = _set_active(entry.below)
             try:
-                prehook(ctx, callee, *args, **kwargs)
+                plan.prehook_call(entry.ctx, callee, *args, **kwargs)
             finally:
                 _reset_active(token)
         out: Any = generics.OverdubInstead
@@ -135,10 +134,10 @@ def site(entry: _context.Entry, f: Any) -> Any:
         if out is generics.OverdubInstead:
             run = plan.twin(callee) if type(callee) is FunctionType else generics.runnable(plan, callee)
             out = generics.recurse_in(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
-        if posthook is not None:
-            token = _set_active(below)
+        if plan.posthook_call is not None:
+            token = _set_active(entry.below)
             try:
-                posthook(ctx, out, callee, *args, **kwargs)
+                plan.posthook_call(entry.ctx, out, callee, *args, **kwargs)
             finally:
                 _reset_active(token)
         return out
