@@ -24,6 +24,7 @@ from contextvars import ContextVar
 from typing import Any, Callable
 
 import cassette_hook as ch
+import common
 import harness
 
 N = 18
@@ -56,30 +57,6 @@ class Null(ch.Context):
     pass
 
 
-def monitored(run: Callable[[], object]) -> Callable[[], object] | None:
-    monitoring = getattr(sys, "monitoring", None)
-    if monitoring is None:
-        return None
-    tool = monitoring.PROFILER_ID
-    count = [0]
-
-    def on_call(*args: object) -> None:
-        count[0] += 1
-
-    def variant() -> object:
-        monitoring.use_tool_id(tool, "bench_hotpath")
-        monitoring.register_callback(tool, monitoring.events.CALL, on_call)
-        monitoring.set_events(tool, monitoring.events.CALL)
-        try:
-            return run()
-        finally:
-            monitoring.set_events(tool, 0)
-            monitoring.register_callback(tool, monitoring.events.CALL, None)
-            monitoring.free_tool_id(tool)
-
-    return variant
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=21)
@@ -91,9 +68,8 @@ def main() -> None:
         for name, body in PIECES.items():
             variants[name] = (lambda twin: lambda: twin(N))(with_resolver(body))
         variants["overdub"] = lambda: ch.overdub(Null(), fib, N)
-        watched = monitored(lambda: fib(N))
-        if watched is not None:
-            variants["monitoring"] = watched
+        if hasattr(sys, "monitoring"):
+            variants["monitoring"] = lambda: common.with_monitoring(lambda: fib(N))
         result = harness.measure("fib", variants, rounds=rounds)
     finally:
         _active.reset(token)
