@@ -133,7 +133,7 @@ def site(entry: _context.Entry, f: Any) -> Any:
             out = _overloaded(entry, callee, args, kwargs)
         if out is generics.OverdubInstead:
             run = plan.twin(callee) if type(callee) is FunctionType else generics.runnable(plan, callee)
-            out = generics.recurse_in(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
+            out = generics.without_body(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
         if plan.posthook_call is not None:
             token = _set_active(entry.below)
             try:

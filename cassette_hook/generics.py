@@ -99,8 +99,8 @@ def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     top = _context.active.get()
     entry = top if top is not None and top.ctx is ctx else _context.push(ctx)
     try:
-        run = runnable(entry.plan, f)  # recurse_in's first step, inlined: a frame less per level
-        return run(*args, **kwargs) if run is not None else recurse_in(entry, f, args, kwargs)
+        run = runnable(entry.plan, f)
+        return run(*args, **kwargs) if run is not None else without_body(entry, f, args, kwargs)
     finally:
         if entry is not top:
             _context.pop(ctx)
@@ -114,9 +114,10 @@ def canrecurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> b
 canoverdub = canrecurse
 
 
-def recurse_in(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``recurse`` with ``entry`` already the top of the stack."""
-    run = runnable(entry.plan, f) or operators.body(f, args)
+def without_body(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``recurse`` into a callee ``runnable`` found no Python body for (``entry`` is the top
+    of the stack): an operator's protocol through Python dunders, else ``fallback``."""
+    run = operators.body(f, args)
     if run is not None:
         return run(*args, **kwargs)
     if entry.plan.fallback:
