@@ -15,13 +15,17 @@ This module is the whole public API.  The submodules are internal: ``_context`` 
 and the active stack), ``dispatch`` (generic functions with multiple dispatch),
 ``generics`` (overdub and the hooks), ``plan`` (twins of functions), ``callsite`` (the
 hot path of rewritten call sites), ``operators`` (recursing into Python dunders),
-``primitives`` (calling C code as the plain program would) and ``rewrite`` (bytecode
-rewriting, one module per CPython version).
+``primitives`` (calling C code as the plain program would), ``rewrite`` (bytecode
+rewriting, one module per CPython version), ``importhook`` (the import hook and
+``instrument``), ``_switch`` and ``_pyc`` (its runtime switch and code cache),
+``_specs`` and ``_process`` (contexts named from the command line or the environment)
+and ``__main__`` (the command line).
 """
 
 from __future__ import annotations
 
 from ._context import Context, context, current_context, disablehooks, similarcontext
+from ._process import install_from_env
 from .dispatch import AmbiguityError, Generic, Is, NoMethodError
 from .generics import (
     OverdubInstead,
@@ -34,6 +38,7 @@ from .generics import (
     prehook,
     recurse,
 )
+from .importhook import install, instrument, uninstall
 
 __version__ = "0.1.0"
 
@@ -51,9 +56,13 @@ __all__ = [
     "disablehooks",
     "execute",
     "fallback",
+    "install",
+    "install_from_env",
+    "instrument",
     "overdub",
     "posthook",
     "prehook",
     "recurse",
     "similarcontext",
+    "uninstall",
 ]

@@ -35,9 +35,15 @@ class Entry:
         self.plan = plan = plan_for(ctx)
         self.below = below
         self.fast_twins = plan.twins.values if plan.fast else None
+        _switch.entry_made()
+
+    def __del__(self) -> None:
+        _switch.entry_gone()
 
 
 active: ContextVar[Entry | None] = ContextVar("cassette_hook.active", default=None)
+
+from . import _switch  # noqa: E402  (it reads ``active``)
 
 
 class Context:

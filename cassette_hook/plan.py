@@ -22,6 +22,7 @@ from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from . import generics, rewrite
+from .rewrite import _dual
 
 if TYPE_CHECKING:
     from ._context import Context
@@ -69,7 +70,7 @@ class Plan:
 
     __slots__ = ("fast", "prehook", "posthook", "overdub", "execute", "fallback", "prehook_call",
                  "posthook_call", "operators", "twins", "constructions", "constructors", "in_scope",
-                 "_primitives", "_codes")
+                 "_primitives", "_codes", "_modules")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
         self.prehook = hooks_enabled and generics.prehook.has_methods_for(ctx_type)
@@ -97,6 +98,14 @@ class Plan:
         self.constructors: WeakIdCache[Callable[..., Any]] = WeakIdCache()
         self._codes = _rewritten.setdefault((self.operators, pass_), WeakIdCache())
         self.in_scope = _scope_test(ctx_type)  # module name -> may its code be recursed into?
+        self._modules: dict[str, bool] = {}  # in_scope's answers, for switched code
+
+    def runs_module(self, module: str) -> bool:
+        """May code of ``module`` run rewritten (the import hook's switch asks, per call)?"""
+        known = self._modules.get(module)
+        if known is None:
+            known = self._modules[module] = self.in_scope(module)
+        return known
 
     def twin(self, func: FunctionType) -> FunctionType | None:
         """The overdubbed twin of ``func``, or ``None`` if it must run as a primitive."""
@@ -119,7 +128,9 @@ class Plan:
         if not self.in_scope(_module_of(func)):
             return None
         code = func.__code__
-        if id(code) in self._codes.values:
+        if _dual.is_switched(code):  # loaded by the import hook: rewritten already
+            twin_code: CodeType | None = code
+        elif id(code) in self._codes.values:
             twin_code = self._codes.values[id(code)]
         else:
             twin_code = _rewrite_or_warn(func, code, self.operators)
@@ -152,7 +163,7 @@ def _module_of(func: FunctionType) -> str:
     return getattr(func, "__module__", None) or func.__globals__.get("__name__") or ""
 
 
-def _matches(module: str, pattern: str) -> bool:
+def matches_pattern(module: str, pattern: str) -> bool:
     if any(ch in pattern for ch in "*?["):
         return fnmatch.fnmatchcase(module, pattern)
     return module == pattern or module.startswith(pattern + ".")
@@ -162,11 +173,11 @@ def _scope_test(ctx_type: type[Context]) -> Callable[[str], bool]:
     include, exclude = ctx_type.include, tuple(ctx_type.exclude)
 
     def in_scope(module: str) -> bool:
-        if _matches(module, "cassette_hook"):
+        if matches_pattern(module, "cassette_hook"):
             return False  # cassette_hook never instruments itself
-        if include is not None and not any(_matches(module, p) for p in include):
+        if include is not None and not any(matches_pattern(module, p) for p in include):
             return False
-        return not any(_matches(module, p) for p in exclude)
+        return not any(matches_pattern(module, p) for p in exclude)
 
     return in_scope
 

@@ -31,7 +31,8 @@ elif sys.version_info >= (3, 11):
 else:
     from . import _py310 as _family
 
-__all__ = ["Hooks", "UnsupportedCode", "rewrite_code"]
+__all__ = ["GlobalName", "Hooks", "UnsupportedCode", "assemble", "rewrite_code", "rewritten"]
+
 
 @dataclass(frozen=True)
 class Hooks:
@@ -45,28 +46,55 @@ class Hooks:
     yield_from: object  # run on the operand of ``yield from`` before the instruction itself
 
 
+class GlobalName(str):
+    """A hook loaded by name (``LOAD_GLOBAL``) rather than as a constant.
+
+    Code written to a ``.pyc`` file can only hold constants ``marshal`` knows, so the
+    import hook's code finds its hooks among the builtins under these names.
+    """
+
+
+Nested = Callable[[CodeType, bool], CodeType]  # (code constant, runs as part of this body?) -> replacement
+
+
 def rewrite_code(code: CodeType, hooks: Hooks, *, operators: bool) -> CodeType:
     """Return a copy of ``code`` whose call (and operator) sites go through ``hooks``.
 
     Raises ``UnsupportedCode`` when the code has a shape the rewriter does not handle.
     """
+    bc = rewritten(code, hooks, operators=operators, nested=_twin_nested(hooks, operators))
+    return assemble(bc, code.co_stacksize + 2, code.co_name)
+
+
+def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested) -> Bytecode:
+    """``code`` decoded, with its sites rewritten and its code constants mapped by ``nested``."""
     bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
     items = list(bc)
     items = _family.rewrite_calls(items, stack_depths(items), hooks)
     if operators:
         items = _rewrite_operators(items, hooks)
-    bc[:] = _rewrite_nested(items, hooks, operators)
+    bc[:] = [_load_hook(item) for item in _rewrite_nested(items, nested)]
     # ``bytecode`` numbers locals by first use after the arguments it is given; giving it
     # all of them keeps co_varnames -- and so the order of ``locals()`` -- as compiled.
     bc.argnames = list(code.co_varnames)
+    return bc
+
+
+def assemble(bc: Bytecode, stacksize: int, name: str) -> CodeType:
+    """``bc`` as a code object, with the stack size given rather than recomputed."""
     try:
         # Every rewrite is stack-balanced and needs one slot more at most, for a moment,
         # and keeps the exception handlers' depths: nothing for ``bytecode`` to recompute
         # (which would be most of the rewriting time).
-        return bc.to_code(stacksize=code.co_stacksize + 2, compute_exception_stack_depths=False,
-                          check_pre_and_post=False)
+        return bc.to_code(stacksize=stacksize, compute_exception_stack_depths=False, check_pre_and_post=False)
     except Exception as exc:  # the bytecode package's own checks: stack depth, jumps
-        raise UnsupportedCode(f"rewritten {code.co_name} does not assemble: {exc}") from exc
+        raise UnsupportedCode(f"rewritten {name} does not assemble: {exc}") from exc
+
+
+def _load_hook(item: object) -> object:
+    if isinstance(item, Instr) and item.name == "LOAD_CONST" and type(item.arg) is GlobalName:
+        return _family.load_global(str(item.arg), item.location)
+    return item
 
 
 def _rewrite_operators(items: list[object], hooks: Hooks) -> list[object]:
@@ -80,11 +108,21 @@ def _rewrite_operators(items: list[object], hooks: Hooks) -> list[object]:
     return out
 
 
-def _rewrite_part(code: CodeType, hooks: Hooks, operators: bool) -> CodeType:
+def _twin_nested(hooks: Hooks, operators: bool) -> Nested:
+    """A twin's nested functions stay as compiled (they get twins of their own when
+    called); the parts of its body are rewritten with it."""
+
+    def nested(code: CodeType, part: bool) -> CodeType:
+        return rewrite_part(code, lambda: rewrite_code(code, hooks, operators=operators)) if part else code
+
+    return nested
+
+
+def rewrite_part(code: CodeType, rewrite: Callable[[], CodeType]) -> CodeType:
     """A nested part that cannot be rewritten runs as compiled; the rest of the body is
     still rewritten."""
     try:
-        return rewrite_code(code, hooks, operators=operators)
+        return rewrite()
     except Exception as exc:
         where = f"{code.co_filename}:{code.co_firstlineno}"
         warnings.warn(
@@ -96,18 +134,20 @@ def _rewrite_part(code: CodeType, hooks: Hooks, operators: bool) -> CodeType:
         return code
 
 
-def _rewrite_nested(items: list[object], hooks: Hooks, operators: bool) -> list[object]:
-    """Rewrite the code constants that run as part of this body, not as functions of their
-    own: comprehensions and generator expressions, and the body of a ``class`` statement
-    (the first code constant after ``LOAD_BUILD_CLASS``)."""
+def _rewrite_nested(items: list[object], nested: Nested) -> list[object]:
+    """Map the code constants: comprehensions and generator expressions, and the body of a
+    ``class`` statement (the first code constant after ``LOAD_BUILD_CLASS``), run as part
+    of this body; the others are the bodies of functions it defines."""
     out: list[object] = []
     class_body_next = False
     for item in items:
         if isinstance(item, Instr) and item.name == "LOAD_BUILD_CLASS":
             class_body_next = True
         elif isinstance(item, Instr) and item.name == "LOAD_CONST" and isinstance(item.arg, CodeType):
-            if item.arg.co_name in COMPREHENSIONS or class_body_next:
-                item = Instr("LOAD_CONST", _rewrite_part(item.arg, hooks, operators), location=item.location)
+            part = item.arg.co_name in COMPREHENSIONS or class_body_next
+            replacement = nested(item.arg, part)
+            if replacement is not item.arg:
+                item = Instr("LOAD_CONST", replacement, location=item.location)
             class_body_next = False
         out.append(item)
     return out

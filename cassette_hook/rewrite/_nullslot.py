@@ -25,7 +25,7 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING, Sequence
 
-from bytecode import Instr
+from bytecode import Instr, Label
 
 from ._operators import UNARY, binary_op, compare_op
 from ._stack import pair_by_depth
@@ -44,6 +44,12 @@ class NullSlotFamily:
     def call(self, nargs: int, loc: object) -> list[Instr]:
         """The instructions of a plain positional ``CALL nargs``."""
         return [Instr("CALL", nargs, location=loc)]
+
+    def jump_if_true(self, target: Label, loc: object) -> Instr:
+        return Instr("POP_JUMP_IF_TRUE", target, location=loc)
+
+    def jump_back(self, target: Label, loc: object) -> Instr:
+        return Instr("JUMP_BACKWARD", target, location=loc)
 
     def is_method_load(self, instr: Instr) -> bool:
         return instr.name in ("LOAD_ATTR", "LOAD_SUPER_ATTR") and instr.arg[0]
@@ -66,6 +72,13 @@ class NullSlotFamily:
         """How far below the top of the stack (1 = top) the callee is at ``instr``."""
         above = {"CALL": instr.arg, "CALL_KW": instr.arg + 1, "CALL_FUNCTION_EX": 1 + (instr.arg & 1)}
         return above[instr.name] + (2 if self.null_after_callee else 1)
+
+    def load_global(self, name: str, loc: object) -> Instr:
+        return Instr("LOAD_GLOBAL", (False, name), location=loc)
+
+    def load_global_callee(self, name: str, loc: object) -> Instr:
+        """Load a global to call, with its ``NULL`` slot."""
+        return Instr("LOAD_GLOBAL", (True, name), location=loc)
 
     # -- the scheme ------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import operator
 from types import CodeType
 from typing import TYPE_CHECKING, Sequence
 
-from bytecode import Instr
+from bytecode import Instr, Label
 
 from ._operators import BINARY_310, UNARY, compare_op
 from ._stack import COMPREHENSIONS, pair_by_depth
@@ -110,3 +110,26 @@ def operator_site(instr: Instr, hooks: "Hooks") -> list[Instr] | None:
 
 def _binary(site: object, at: Instr) -> list[Instr]:
     return [*_under(site, 3, at), Instr("CALL_FUNCTION", 2, location=at.location)]
+
+
+def load_global(name: str, loc: object) -> Instr:
+    return Instr("LOAD_GLOBAL", name, location=loc)
+
+
+class switch:
+    """The instructions the import hook's mode switch is made of (see ``_dual``)."""
+
+    load_global = staticmethod(load_global)
+    load_global_callee = staticmethod(load_global)
+
+    @staticmethod
+    def call(nargs: int, loc: object) -> list[Instr]:
+        return [Instr("CALL_FUNCTION", nargs, location=loc)]
+
+    @staticmethod
+    def jump_if_true(target: Label, loc: object) -> Instr:
+        return Instr("POP_JUMP_IF_TRUE", target, location=loc)
+
+    @staticmethod
+    def jump_back(target: Label, loc: object) -> Instr:
+        return Instr("JUMP_ABSOLUTE", target, location=loc)

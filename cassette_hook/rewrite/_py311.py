@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bytecode import Instr
+from bytecode import Instr, Label
 
 from ._nullslot import NullSlotFamily
 
@@ -10,6 +10,9 @@ from ._nullslot import NullSlotFamily
 class _Py311(NullSlotFamily):
     def call(self, nargs: int, loc: object) -> list[Instr]:
         return [Instr("PRECALL", nargs, location=loc), Instr("CALL", nargs, location=loc)]
+
+    def jump_if_true(self, target: Label, loc: object) -> Instr:
+        return Instr("POP_JUMP_FORWARD_IF_TRUE", target, location=loc)
 
     def consumer_depth(self, instr: Instr, depth: int) -> int | None:
         # PRECALL n carries the stack effect of the arguments; the CALL after it sees less.
@@ -30,3 +33,5 @@ class _Py311(NullSlotFamily):
 _family = _Py311()
 rewrite_calls = _family.rewrite_calls
 operator_site = _family.operator_site
+load_global = _family.load_global
+switch = _family

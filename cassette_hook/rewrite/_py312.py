@@ -29,3 +29,5 @@ class _Py312(NullSlotFamily):
 _family = _Py312()
 rewrite_calls = _family.rewrite_calls
 operator_site = _family.operator_site
+load_global = _family.load_global
+switch = _family

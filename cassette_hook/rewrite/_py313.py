@@ -18,3 +18,5 @@ class _Py313(_Py312):
 _family = _Py313()
 rewrite_calls = _family.rewrite_calls
 operator_site = _family.operator_site
+load_global = _family.load_global
+switch = _family

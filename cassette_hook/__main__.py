@@ -1,0 +1,197 @@
+"""``python -m cassette_hook``: run a program as ``python`` would, instrumented.
+
+    python -m cassette_hook [--include P]... [--exclude P]... [--context SPEC]...
+                            [--output FILE] [--subprocesses]
+                            (script.py | -m module | -c code) [args...]
+
+The program sees what it would see under ``python``: ``sys.argv``, ``sys.path[0]``,
+``__main__``, ``__file__``; its exit status, ``sys.exit``, uncaught exceptions (the
+traceback, without cassette_hook's frames, then status 1) and ``KeyboardInterrupt`` are
+``python``'s.  The contexts are active for the whole run; their reports are written at
+exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import types
+from typing import NoReturn, Sequence
+
+from . import __version__, _process, _specs, importhook
+
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
+_WITH_VALUE = {"--include", "--exclude", "--context", "--output"}
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m cassette_hook",
+        usage="%(prog)s [options] (script.py | -m module | -c code) [args...]",
+        description="Run a Python program with its modules instrumented and contexts active.",
+        epilog="By default the script's directory (for -m, the module's top package; for -c, the current "
+               "directory) is instrumented. Standard library and site-packages modules are instrumented "
+               "only when named by --include.",
+    )
+    parser.add_argument("--include", action="append", default=[], metavar="P",
+                        help="instrument modules matching P: a module name (with its submodules), "
+                             "a glob over module names, or a directory (repeatable)")
+    parser.add_argument("--exclude", action="append", default=[], metavar="P",
+                        help="do not instrument modules matching P (repeatable)")
+    parser.add_argument("--context", action="append", default=[], metavar="SPEC",
+                        help="activate a context for the whole run: NAME (see --list-contexts) or "
+                             "module:attr, optionally followed by ,key=value options (repeatable; "
+                             "the last is innermost)")
+    parser.add_argument("--output", metavar="FILE", help="where the contexts write their reports (default: stderr)")
+    parser.add_argument("--subprocesses", action="store_true",
+                        help="instrument child Python processes the same way (subprocess, multiprocessing)")
+    parser.add_argument("--list-contexts", action="store_true", help="list the contexts --context can name and exit")
+    parser.add_argument("--version", action="version", version=f"cassette_hook {__version__}")
+    parser.add_argument("-m", dest="module", metavar="module", help="run a library module as a script")
+    parser.add_argument("-c", dest="code", metavar="code", help="run a program passed in as a string")
+    parser.add_argument("script", nargs="?", help="the program to run")
+    return parser
+
+
+def _split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Our options and the program's target, then the program's own arguments.
+
+    Like ``python``, everything after the script, ``-m module`` or ``-c code`` belongs to
+    the program, even if it looks like one of our options.
+    """
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        if arg in ("-m", "-c"):
+            return list(argv[: index + 2]), list(argv[index + 2:])
+        if arg == "--":
+            return list(argv[:index]) + list(argv[index + 1: index + 2]), list(argv[index + 2:])
+        if not arg.startswith("-"):
+            return list(argv[: index + 1]), list(argv[index + 1:])
+        index += 2 if arg in _WITH_VALUE else 1
+    return list(argv), []
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    own, program_args = _split(sys.argv[1:] if argv is None else argv)
+    options = parser.parse_args(own)
+    if options.list_contexts:
+        _list_contexts()
+        return 0
+    targets = [t for t in (options.script, options.module, options.code) if t is not None]
+    if len(targets) != 1:
+        parser.error("give exactly one of: a script, -m module, -c code")
+    try:
+        contexts = [_specs.make(spec, options.output) for spec in options.context]
+    except Exception as exc:  # a bad name, option or constructor: the error, not our traceback
+        parser.error(f"--context: {exc}" if isinstance(exc, _specs.SpecError) else
+                     f"--context: cannot make the context: {type(exc).__name__}: {exc}")
+    include = options.include or [_default_include(options)]
+    if options.subprocesses:
+        from . import _subprocesses
+
+        _subprocesses.propagate(include, options.exclude, options.context, options.output)
+    importhook.install(include, options.exclude)
+    _process.activate(contexts)
+    return _run(options, program_args)
+
+
+def _default_include(options: argparse.Namespace) -> str:
+    if options.module is not None:
+        return options.module.partition(".")[0]
+    if options.code is not None:
+        return os.getcwd()
+    return os.path.dirname(os.path.realpath(options.script))
+
+
+def _list_contexts() -> None:
+    for name, entry_point in sorted(_specs.available().items()):
+        try:
+            doc = (entry_point.load().__doc__ or "").strip().splitlines()[0]
+        except Exception as exc:  # a broken third-party entry point: say so, list the rest
+            doc = f"(cannot load {entry_point.value}: {exc})"
+        print(f"{name:12} {doc}")
+
+
+def _run(options: argparse.Namespace, args: list[str]) -> int:
+    try:
+        if options.module is not None:
+            import runpy
+
+            sys.argv = [options.module, *args]  # runpy puts the module's file in argv[0]
+            sys.modules["__main__"] = _fresh_main()  # what runpy runs the module in
+            runpy._run_module_as_main(options.module, alter_argv=True)  # type: ignore[attr-defined]
+        elif options.code is not None:
+            sys.argv = ["-c", *args]
+            sys.path[0] = ""
+            _exec_main(compile(options.code, "<string>", "exec", dont_inherit=True), None)
+        else:
+            _run_script(options.script, args)
+    except SystemExit:
+        raise
+    except BaseException as exc:  # what python would print, then its exit status
+        _print_uncaught(exc)
+        if isinstance(exc, KeyboardInterrupt):
+            _die_of_sigint()
+        return 1
+    return 0
+
+
+def _run_script(script: str, args: list[str]) -> None:
+    path = os.path.abspath(script)
+    try:
+        with open(path, "rb") as file:
+            source = file.read()
+    except OSError as exc:
+        print(f"{sys.executable}: can't open file {path!r}: [Errno {exc.errno}] {exc.strerror}", file=sys.stderr)
+        sys.exit(2)
+    sys.argv = [script, *args]
+    sys.path[0] = os.path.dirname(os.path.realpath(script))
+    _exec_main(compile(source, path, "exec", dont_inherit=True), path)
+
+
+def _fresh_main() -> types.ModuleType:
+    import builtins
+
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__builtins__=builtins, __spec__=None, __package__=None, __cached__=None)
+    return main
+
+
+def _exec_main(code: types.CodeType, path: str | None) -> None:
+    main = _fresh_main()
+    if path is not None:
+        from importlib.machinery import SourceFileLoader
+
+        main.__file__ = path
+        main.__loader__ = SourceFileLoader("__main__", path)
+    sys.modules["__main__"] = main
+    exec(importhook.switch_or_warn(code, "__main__"), main.__dict__)
+
+
+def _print_uncaught(exc: BaseException) -> None:
+    """Print ``exc`` as Python would at exit, starting at the program's first frame."""
+    tb = exc.__traceback__
+    while tb is not None and _is_ours(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    sys.excepthook(type(exc), exc.with_traceback(tb), tb)  # 3.12 prints exc.__traceback__
+
+
+def _is_ours(filename: str) -> bool:
+    return filename.startswith(_OWN_DIR) or os.path.basename(filename) == "runpy.py"
+
+
+def _die_of_sigint() -> NoReturn:
+    """End as python does after an uncaught ``KeyboardInterrupt``: killed by SIGINT."""
+    _process.write_reports()
+    sys.stdout.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+    sys.exit(130)  # not reached where SIGINT kills
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Contexts active for a whole process: the command line's, and ``install_from_env``'s.
+
+They are pushed once, in the main thread, and never popped; their reports are written
+by an ``atexit`` handler, which runs after the program's other threads have finished
+(so their work is in the report) and also after ``sys.exit`` or an uncaught exception.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+from typing import Iterable, Mapping
+
+from . import _context, _specs, importhook
+
+INCLUDE, EXCLUDE, CONTEXT, OUTPUT = (
+    "CASSETTE_HOOK_INCLUDE", "CASSETTE_HOOK_EXCLUDE", "CASSETTE_HOOK_CONTEXT", "CASSETTE_HOOK_OUTPUT")
+
+_active: list[_context.Context] = []
+
+
+def activate(contexts: Iterable[_context.Context]) -> None:
+    """Push ``contexts`` (the last one innermost) for the rest of the process."""
+    if not _active:
+        atexit.register(write_reports)
+    for ctx in contexts:
+        _context.push(ctx)
+        _active.append(ctx)
+
+
+def write_reports() -> None:
+    """Have each process-wide context that reports write its report, once."""
+    while _active:
+        ctx = _active.pop()
+        write_report = getattr(ctx, "write_report", None)
+        if write_report is None:
+            continue
+        try:
+            write_report()
+        except Exception as exc:  # one broken report must not hide the others
+            print(f"cassette_hook: {type(ctx).__name__} could not write its report: {type(exc).__name__}: {exc}",
+                  file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def split(value: str | None, separator: str = ",") -> list[str]:
+    return [part.strip() for part in (value or "").split(separator) if part.strip()]
+
+
+def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
+    """Instrument this process as the environment says; for a ``sitecustomize.py``.
+
+    ``CASSETTE_HOOK_INCLUDE`` and ``CASSETTE_HOOK_EXCLUDE`` hold comma-separated module
+    patterns for :func:`~cassette_hook.install`; ``CASSETTE_HOOK_CONTEXT`` holds context
+    specs as for ``--context``, separated by ``;`` (a spec's own options use commas), made
+    active for the whole process, their reports going to ``CASSETTE_HOOK_OUTPUT`` (where
+    ``{pid}`` stands for the process id).  Returns whether anything was installed.  A bad
+    spec raises ``SpecError``, naming it and what is available.
+    """
+    environ = os.environ if environ is None else environ
+    include, exclude = split(environ.get(INCLUDE)), split(environ.get(EXCLUDE))
+    specs = split(environ.get(CONTEXT), ";")
+    output = environ.get(OUTPUT) or None
+    if output is not None:
+        output = output.replace("{pid}", str(os.getpid()))
+    contexts = [_specs.make(spec, output) for spec in specs]
+    if include:
+        importhook.install(include, exclude)
+    activate(contexts)
+    return bool(include or contexts)

@@ -1,0 +1,80 @@
+"""The import hook's code cache: ``__pycache__/<name>.<tag>.cassette_hook.pyc``.
+
+Rewriting a module costs about a millisecond per function, so its result is cached next
+to CPython's own ``.pyc`` (never in it: CPython's file stays CPython's).  The file name
+carries CPython's cache tag and optimization level (``importlib.util.cache_from_source``
+also honours ``sys.pycache_prefix``); the header carries everything else the code depends
+on -- the source's size and modification time, the cassette_hook version, the module name
+baked into the code, and the rewriting options -- as one digest.  A file whose header does
+not match, or that does not unmarshal to a code object, is ignored and rewritten.  Writes
+go to a temporary file renamed into place, so concurrent importers never read half a file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import marshal
+import os
+import sys
+import tempfile
+from importlib.util import MAGIC_NUMBER, cache_from_source
+from types import CodeType
+
+FORMAT = b"cassette_hook pyc 1\n"
+_SUFFIX = ".cassette_hook.pyc"
+
+
+def path_for(source_path: str) -> str | None:
+    """Where the rewritten code of ``source_path`` is cached, or ``None`` if nowhere."""
+    try:
+        return cache_from_source(source_path).removesuffix(".pyc") + _SUFFIX
+    except (NotImplementedError, ValueError):  # no cache tag, or an odd path
+        return None
+
+
+def key(source: os.stat_result, module: str, options: str) -> bytes:
+    """The header a cache file must carry to be used for this source and these options."""
+    from . import __version__
+
+    digest = hashlib.sha256(repr((source.st_size, source.st_mtime_ns, module, options, __version__)).encode())
+    return MAGIC_NUMBER + FORMAT + digest.digest()
+
+
+def read(path: str, expected: bytes) -> CodeType | None:
+    """The cached code at ``path`` if its header is ``expected``; ``None`` if absent or bad."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError:
+        return None
+    if not data.startswith(expected):
+        return None
+    try:
+        code = marshal.loads(memoryview(data)[len(expected):])
+    except (EOFError, ValueError, TypeError):  # truncated or corrupt
+        return None
+    return code if isinstance(code, CodeType) else None
+
+
+def write(path: str, header: bytes, code: CodeType, source_mode: int) -> None:
+    """Cache ``code`` at ``path`` atomically; quietly do nothing where that is impossible
+    (a read-only tree, ``sys.dont_write_bytecode``), as CPython does for its own files."""
+    if sys.dont_write_bytecode:
+        return
+    directory = os.path.dirname(path)
+    try:
+        os.makedirs(directory, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".", suffix=".tmp")
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as file:
+            file.write(header)
+            file.write(marshal.dumps(code))
+        os.chmod(temporary, (source_mode & 0o777) | 0o200)  # as CPython does: the source's mode, writable
+        os.replace(temporary, path)
+    except (OSError, ValueError):  # disk full, or a constant marshal cannot write
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass

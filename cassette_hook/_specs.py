@@ -1,0 +1,84 @@
+"""Naming contexts from outside Python: ``--context SPEC`` and ``CASSETTE_HOOK_CONTEXT``.
+
+A spec is ``NAME`` -- a context registered in the entry-point group
+``cassette_hook.contexts`` (the built-in ``null``, ``trace`` and ``profile`` are) -- or
+``module:attr``, a ``Context`` subclass or instance; either may be followed by options,
+``NAME,key=value,key=value``, which a class takes through its ``from_options(options,
+output)`` classmethod (see ``cassette_hook.contexts``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import importlib_metadata
+
+from ._context import Context
+
+GROUP = "cassette_hook.contexts"
+
+
+class SpecError(ValueError):
+    """A context spec names nothing usable; the message says what and lists the choices."""
+
+
+def available() -> dict[str, importlib_metadata.EntryPoint]:
+    """The contexts installed under the entry-point group, by name."""
+    return {ep.name: ep for ep in importlib_metadata.entry_points(group=GROUP)}
+
+
+def parse(spec: str) -> tuple[str, dict[str, str]]:
+    """``"trace,depth=3"`` -> ``("trace", {"depth": "3"})``."""
+    target, *pairs = spec.split(",")
+    options: dict[str, str] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise SpecError(f"context option {pair!r} in {spec!r} is not key=value")
+        options[key.strip()] = value
+    if not target.strip():
+        raise SpecError(f"context spec {spec!r} names no context")
+    return target.strip(), options
+
+
+def make(spec: str, output: str | None = None) -> Context:
+    """The context ``spec`` describes, made ready to activate.
+
+    Raises ``SpecError`` for a spec that names nothing usable, and whatever the context's
+    own construction raises (a bad option value, say) as it is.
+    """
+    target, options = parse(spec)
+    found = _load(target)
+    if isinstance(found, Context):
+        if options:
+            raise SpecError(f"{target!r} is a context instance: it takes no options")
+        return found
+    if not (isinstance(found, type) and issubclass(found, Context)):
+        raise SpecError(f"{target!r} is {type(found).__name__} {found!r}, not a cassette_hook Context class or instance")
+    from_options = getattr(found, "from_options", None)
+    if from_options is not None:
+        return from_options(options, output)  # type: ignore[no-any-return]
+    if options:
+        raise SpecError(f"context {target!r} takes no options (it has no from_options), got {sorted(options)}")
+    return found()
+
+
+def _load(target: str) -> Any:
+    if ":" in target:
+        module_name, _, attr = target.partition(":")
+        try:
+            obj: Any = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise SpecError(f"cannot import {module_name!r} for context {target!r}: {exc}") from None
+        for part in attr.split("."):
+            try:
+                obj = getattr(obj, part)
+            except AttributeError:
+                raise SpecError(f"module {module_name!r} has no attribute {attr!r} (context {target!r})") from None
+        return obj
+    contexts = available()
+    if target not in contexts:
+        names = ", ".join(sorted(contexts)) or "none"
+        raise SpecError(f"unknown context {target!r} (available: {names}; or give module:attr)")
+    return contexts[target].load()

@@ -1,0 +1,81 @@
+"""The runtime side of the import hook's mode switch (see ``rewrite._dual``).
+
+Code the import hook loaded first reads one builtin, ``__cassette_hook_active__``: true
+while any context is active anywhere in the process.  It is kept true while any
+:class:`~cassette_hook._context.Entry` of the active stack lives, not just while a
+``with`` block is open: an asyncio task or a copied ``contextvars.Context`` may hold an
+entry after the block that pushed it has ended, and must still see its context.  Only
+then does the code ask :func:`enter` whether *this* thread or task has a context whose
+scope covers the module -- so a thread with no context runs the plain body even while
+another thread runs under one.
+"""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import threading
+from typing import Any
+
+from . import _context
+from .rewrite import _dual
+
+_lock = threading.RLock()  # re-entrant: an entry may die in a collection inside entry_made
+_live_entries = 0
+setattr(builtins, _dual.ACTIVE, False)
+
+
+def entry_made() -> None:
+    global _live_entries
+    with _lock:
+        _live_entries += 1
+        if _live_entries == 1:
+            setattr(builtins, _dual.ACTIVE, True)
+
+
+def entry_gone() -> None:
+    global _live_entries
+    with _lock:
+        _live_entries -= 1
+        if _live_entries == 0:
+            setattr(builtins, _dual.ACTIVE, False)
+
+
+_active_get = _context.active.get
+
+
+def enter(module: str) -> bool:
+    """Should a switched body of ``module`` run rewritten here and now?"""
+    entry = _active_get()
+    return entry is not None and entry.plan.runs_module(module)
+
+
+def install_builtins() -> None:
+    """Put the hooks switched code loads by name among the builtins (idempotent)."""
+    from . import callsite
+
+    hooks = _dual.HOOKS
+    names: dict[str, Any] = {
+        _dual.ENTER: enter,
+        hooks.resolve: callsite.resolve,
+        hooks.resolve_star: callsite.resolve_star,
+        hooks.call: callsite.call,
+        hooks.call_ex: callsite.call_ex,
+        hooks.yield_from: callsite.HOOKS.yield_from,
+    }
+    for op in _dual.OPERATORS:
+        names[_dual.operator_name(op)] = functools.partial(_operator_call, op)
+    for name, value in names.items():
+        if getattr(builtins, name, None) is None:
+            setattr(builtins, name, value)
+
+
+def _operator_call(op: Any, /, *args: Any) -> Any:
+    """An operator in switched code: a call site if the context counts operators as calls."""
+    __tracebackhide__ = True
+    entry = _active_get()
+    if entry is None or not entry.plan.operators:
+        return op(*args)
+    from .callsite import call
+
+    return call(op, *args)

@@ -1,0 +1,315 @@
+"""Instrumenting code without calling ``overdub``: the import hook and ``instrument``.
+
+:func:`install` puts a finder at the front of ``sys.meta_path``.  For a module it is told
+to instrument, it asks the finders behind it for the module's spec and swaps in a loader
+that hands out *switched* code (``rewrite._dual``): every body twice, plain and rewritten,
+behind a check of whether a context is active.  The rewritten code is cached on disk
+(``_pyc``).  :func:`instrument` gives objects imported before the hook the same code.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import sysconfig
+import warnings
+from importlib.abc import Loader, MetaPathFinder
+from importlib.machinery import ModuleSpec, SourceFileLoader, SourcelessFileLoader
+from types import CodeType, FunctionType, MethodType, ModuleType
+from typing import Any, Iterable, Sequence, TypeVar
+
+from . import _pyc, _switch
+from .plan import matches_pattern
+from .rewrite import _dual
+
+# What the hook never rewrites: itself and what it runs on.  Rewritten code calls into
+# cassette_hook, which must not call back into rewritten code of its own.
+NEVER = ("cassette_hook", "bytecode", "importlib_metadata", "zipp")
+OPTIONS = "switched operators"  # what the rewritten code depends on besides its source
+
+T = TypeVar("T")
+
+
+class Patterns:
+    """Which modules to instrument: include and exclude patterns.
+
+    A pattern is a module name -- ``"pkg"`` means ``pkg`` and everything in it -- or a
+    glob over module names (``"pkg.*.io"``), or a directory (anything with a path
+    separator, or ``.``): the modules whose files lie under it.  Modules of the standard
+    library and of ``site-packages`` are instrumented only when a name pattern (not a
+    directory, not a glob starting with a wildcard) includes them, so that including a
+    project's directory does not take in the virtual environment inside it.
+    """
+
+    def __init__(self, include: Iterable[str], exclude: Iterable[str] = ()) -> None:
+        self.include, self.exclude = _check_patterns(include, "include"), _check_patterns(exclude, "exclude")
+        self._library = tuple(os.path.join(os.path.realpath(p), "") for p in _library_paths())
+
+    def __repr__(self) -> str:
+        return f"Patterns(include={list(self.include)!r}, exclude={list(self.exclude)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Patterns) and (self.include, self.exclude) == (other.include, other.exclude)
+
+    def may_match(self, name: str) -> bool:
+        """Can ``name`` match without knowing its file?  (Saves a spec lookup if not.)"""
+        if _matches_any(name, NEVER) or _matches_any(name, [p for p in self.exclude if not _is_path(p)]):
+            return False
+        return any(_is_path(p) or matches_pattern(name, p) for p in self.include)
+
+    def matches(self, name: str, origin: str | None) -> bool:
+        if not self.may_match(name):
+            return False
+        path = os.path.realpath(origin) if origin else None
+        if path and any(_is_path(p) and _under(path, p) for p in self.exclude):
+            return False
+        named = any(not _is_path(p) and matches_pattern(name, p) for p in self.include)
+        if path and path.startswith(self._library):
+            return any(not _is_path(p) and not p[0] in "*?[" and matches_pattern(name, p) for p in self.include)
+        return named or bool(path) and any(_is_path(p) and _under(path, p) for p in self.include)
+
+
+class SwitchingFinder(MetaPathFinder):
+    """The meta-path finder :func:`install` puts first."""
+
+    def __init__(self, patterns: Patterns) -> None:
+        self.patterns = patterns
+
+    def __repr__(self) -> str:
+        return f"<cassette_hook finder {self.patterns!r}>"
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
+        if not self.patterns.may_match(fullname):
+            return None
+        spec = _spec_from_others(self, fullname, path, target)
+        if spec is None or not self.patterns.matches(fullname, spec.origin):
+            return spec
+        loader = switching_loader(spec.loader)
+        if loader is not None:
+            spec.loader = loader
+        return spec
+
+    def invalidate_caches(self) -> None:
+        pass  # nothing cached here; the finders behind this one keep their own
+
+
+def _spec_from_others(me: object, fullname: str, path: Sequence[str] | None,
+                      target: ModuleType | None) -> ModuleSpec | None:
+    for finder in list(sys.meta_path):
+        if finder is me or isinstance(finder, SwitchingFinder):
+            continue
+        find_spec = getattr(finder, "find_spec", None)
+        spec = None if find_spec is None else find_spec(fullname, path, target)
+        if spec is not None:
+            return spec
+    return None
+
+
+class _SwitchingSource(SourceFileLoader):
+    """A ``SourceFileLoader`` (so code checking for one still finds one) handing out
+    switched code, cached beside CPython's own ``.pyc``."""
+
+    def get_code(self, fullname: str) -> CodeType:
+        source_path = self.get_filename(fullname)
+        cache = _pyc.path_for(source_path)
+        try:
+            source = os.stat(source_path)
+        except OSError:
+            cache = None
+        if cache is not None:
+            header = _pyc.key(source, fullname, OPTIONS)
+            code = _pyc.read(cache, header)
+            if code is not None:
+                return code
+        plain = super().get_code(fullname)  # CPython's own .pyc, read or written as usual
+        assert plain is not None  # a source file always compiles to code, or raises
+        code = switch_or_warn(plain, fullname)
+        if cache is not None and code is not plain:
+            _pyc.write(cache, header, code, source.st_mode)
+        return code
+
+
+class _SwitchingSourceless(SourcelessFileLoader):
+    """A ``.pyc`` without its source: rewritten at every import (there is nothing to key
+    a cache on that the file itself does not already hold)."""
+
+    def get_code(self, fullname: str) -> CodeType:
+        plain = super().get_code(fullname)
+        assert plain is not None
+        return switch_or_warn(plain, fullname)
+
+
+class _SwitchingLoader(Loader):
+    """Any other loader that gives code (a zip import, say): its code, switched.
+    Everything else -- resources, source, ``is_package`` -- is the wrapped loader's."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        create = getattr(self.loader, "create_module", None)
+        return None if create is None else create(spec)
+
+    def get_code(self, fullname: str) -> CodeType | None:
+        plain = self.loader.get_code(fullname)
+        return None if plain is None else switch_or_warn(plain, fullname)
+
+    def exec_module(self, module: ModuleType) -> None:
+        code = self.get_code(module.__name__)
+        if code is None:
+            raise ImportError(f"cannot load {module.__name__!r}: its loader gives no code", name=module.__name__)
+        exec(code, module.__dict__)
+
+
+def switching_loader(loader: Any) -> Loader | None:
+    """A loader giving switched code for what ``loader`` loads, or ``None`` if it has no
+    code to give (namespace packages, extension modules, builtins)."""
+    if type(loader) is SourceFileLoader:
+        return _SwitchingSource(loader.name, loader.path)
+    if type(loader) is SourcelessFileLoader:
+        return _SwitchingSourceless(loader.name, loader.path)
+    if type(loader).__name__ in ("NamespaceLoader", "_NamespaceLoader"):
+        return None  # a namespace package has no code of its own
+    if callable(getattr(loader, "get_code", None)) and callable(getattr(loader, "exec_module", None)):
+        return _SwitchingLoader(loader)
+    return None
+
+
+def switch_or_warn(code: CodeType, module: str) -> CodeType:
+    """``code`` switched; on failure, ``code`` itself, with one warning naming the module."""
+    _switch.install_builtins()
+    try:
+        return _dual.switched(code, module)
+    except Exception as exc:  # never break an import: run it as compiled
+        warnings.warn(f"cassette_hook: cannot instrument module {module!r}: {exc}; it is imported unrewritten",
+                      RuntimeWarning, stacklevel=2)
+        return code
+
+
+# -- installing ------------------------------------------------------------------------
+
+def install(include: Iterable[str] = (), exclude: Iterable[str] = ()) -> SwitchingFinder:
+    """Instrument the modules matching ``include`` and not ``exclude`` as they are imported.
+
+    Installing again replaces the patterns (the finder stays single).  Modules imported
+    before stay as they are: :func:`instrument` them.  Returns the finder.
+    """
+    patterns = Patterns(include, exclude)
+    _switch.install_builtins()
+    for finder in sys.meta_path:
+        if isinstance(finder, SwitchingFinder):
+            finder.patterns = patterns
+            return finder
+    finder = SwitchingFinder(patterns)
+    sys.meta_path.insert(0, finder)
+    return finder
+
+
+def uninstall() -> None:
+    """Remove the import hook; modules it instrumented stay instrumented (and idle, cheap)."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, SwitchingFinder)]
+
+
+def installed() -> Patterns | None:
+    """The patterns of the installed hook, or ``None``."""
+    return next((f.patterns for f in sys.meta_path if isinstance(f, SwitchingFinder)), None)
+
+
+# -- instrumenting objects already imported --------------------------------------------
+
+def instrument(obj: T) -> T:
+    """Give ``obj`` -- a module, class or function imported before the hook -- switched
+    code, in place, and return it.
+
+    A module's functions and classes (those defined in it), a class's methods, static and
+    class methods, properties and nested classes, and the functions a function defines
+    when it runs later, all get it.  Objects of cassette_hook itself are refused.
+    """
+    _switch.install_builtins()
+    if isinstance(obj, ModuleType):
+        _refuse_own(obj.__name__, obj)
+        for value in list(vars(obj).values()):
+            if getattr(value, "__module__", None) == obj.__name__ and isinstance(value, (type, FunctionType)):
+                _instrument_member(value, set())
+    elif isinstance(obj, (type, FunctionType, MethodType, staticmethod, classmethod, property)):
+        _instrument_member(obj, set())
+    else:
+        raise TypeError(f"instrument() takes a module, class or function, not {type(obj).__name__}: {obj!r}")
+    return obj
+
+
+def _instrument_member(obj: Any, seen: set[int]) -> None:
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, (MethodType, staticmethod, classmethod)):
+        _instrument_member(obj.__func__, seen)
+    elif isinstance(obj, property):
+        for accessor in (obj.fget, obj.fset, obj.fdel):
+            if accessor is not None:
+                _instrument_member(accessor, seen)
+    elif isinstance(obj, FunctionType):
+        _instrument_function(obj)
+    elif isinstance(obj, type):
+        _refuse_own(obj.__module__, obj)
+        for value in list(vars(obj).values()):
+            if isinstance(value, type) and not value.__qualname__.startswith(obj.__qualname__ + "."):
+                continue  # a class merely referenced from this one
+            if isinstance(value, (type, FunctionType, staticmethod, classmethod, property)):
+                _instrument_member(value, seen)
+
+
+_switched_codes: dict[int, tuple[CodeType, CodeType]] = {}  # id(plain) -> (plain, switched)
+
+
+def _instrument_function(func: FunctionType) -> None:
+    module = func.__module__ if isinstance(func.__module__, str) else "?"
+    _refuse_own(module, func)
+    code = func.__code__
+    if _dual.is_switched(code):
+        return
+    known = _switched_codes.get(id(code))
+    if known is None:
+        known = _switched_codes[id(code)] = (code, switch_or_warn(code, module))
+    func.__code__ = known[1]
+
+
+def _refuse_own(module: str, obj: object) -> None:
+    if _matches_any(module, NEVER):
+        raise ValueError(f"cassette_hook does not instrument its own code or what it runs on: {obj!r}")
+
+
+# -- patterns --------------------------------------------------------------------------
+
+def _check_patterns(patterns: Iterable[str], what: str) -> tuple[str, ...]:
+    if isinstance(patterns, str):
+        raise TypeError(f"{what} takes a list of patterns, not the string {patterns!r}")
+    checked = tuple(patterns)
+    for pattern in checked:
+        if not isinstance(pattern, str) or not pattern:
+            raise ValueError(f"{what}: a pattern must be a non-empty string, not {pattern!r}")
+    return tuple(os.path.realpath(p) if _is_path(p) else p for p in checked)
+
+
+def _is_path(pattern: str) -> bool:
+    return os.sep in pattern or "/" in pattern or pattern in (".", "..")
+
+
+def _under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(os.path.join(directory, ""))
+
+
+def _matches_any(module: str, patterns: Iterable[str]) -> bool:
+    return any(matches_pattern(module, p) for p in patterns)
+
+
+def _library_paths() -> set[str]:
+    paths = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+    import site
+
+    paths.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
+    paths.add(site.getusersitepackages())
+    return {p for p in paths if p}

@@ -1,0 +1,471 @@
+"""The import hook, the code cache and ``instrument``: modules instrumented without ``overdub``."""
+
+from __future__ import annotations
+
+import importlib
+import marshal
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import traceback
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import cassette_hook as ch
+from cassette_hook import _pyc, importhook
+from cassette_hook.rewrite import UnsupportedCode, _dual
+
+MODULE = """
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+def twice(f, x):
+    return f(f(x))
+
+class Box:
+    def __init__(self, value):
+        self.value = value
+
+    def bigger(self, by):
+        return Box(self.value + by)
+
+def make_adder(k):
+    def add(x):
+        return x + k
+    return add
+
+def boom():
+    return {}["missing"]
+"""
+
+
+class Seen(ch.Context):
+    def prehook(self, f, *args, **kwargs):
+        self.metadata.append(getattr(f, "__name__", repr(f)))
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """A directory on sys.path for throwaway packages; the hook and the modules are
+    removed afterwards."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # whatever PYTHONDONTWRITEBYTECODE says
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    before = set(sys.modules)
+    yield tmp_path
+    ch.uninstall()
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+def write(root: Path, relative: str, source: str) -> Path:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def cache_file(source: Path) -> Path:
+    return Path(_pyc.path_for(str(source)))
+
+
+def test_included_module_gets_switched_code(tree):
+    write(tree, "hooked_a.py", MODULE)
+    ch.install(include=["hooked_a"])
+    import hooked_a
+
+    assert _dual.is_switched(hooked_a.fib.__code__)
+
+
+def test_module_not_included_is_loaded_as_compiled(tree):
+    write(tree, "hooked_b.py", MODULE)
+    write(tree, "other_b.py", MODULE)
+    ch.install(include=["hooked_b"])
+    import other_b
+
+    assert not _dual.is_switched(other_b.fib.__code__)
+
+
+def test_excluded_module_is_loaded_as_compiled(tree):
+    write(tree, "pkg_c/__init__.py", "")
+    write(tree, "pkg_c/inner.py", MODULE)
+    write(tree, "pkg_c/skipped.py", MODULE)
+    ch.install(include=["pkg_c"], exclude=["pkg_c.skipped"])
+    from pkg_c import inner, skipped
+
+    assert _dual.is_switched(inner.fib.__code__)
+    assert not _dual.is_switched(skipped.fib.__code__)
+
+
+def test_glob_and_directory_patterns_include_modules(tree):
+    write(tree, "glob_d/__init__.py", "")
+    write(tree, "glob_d/io_x.py", MODULE)
+    write(tree, "sub_d/by_path_d.py", MODULE)
+    ch.install(include=["glob_d.io_*", str(tree / "sub_d")])
+    sys.path.insert(0, str(tree / "sub_d"))
+    try:
+        import by_path_d
+        from glob_d import io_x
+    finally:
+        sys.path.remove(str(tree / "sub_d"))
+    assert _dual.is_switched(io_x.fib.__code__)
+    assert _dual.is_switched(by_path_d.fib.__code__)
+
+
+def test_idle_instrumented_module_behaves_as_compiled(tree):
+    write(tree, "hooked_e.py", MODULE)
+    ch.install(include=["hooked_e"])
+    import hooked_e
+
+    assert hooked_e.fib(15) == 610
+    assert hooked_e.twice(hooked_e.make_adder(3), 1) == 7
+    assert hooked_e.Box(1).bigger(2).value == 3
+
+
+def test_active_context_sees_the_calls_inside_an_instrumented_module(tree):
+    write(tree, "hooked_f.py", MODULE)
+    ch.install(include=["hooked_f"])
+    import hooked_f
+
+    seen = Seen([])
+    with seen:
+        hooked_f.fib(2)  # the call from this (plain) test is not a call site; fib's own are
+    assert seen.metadata == ["lt", "sub", "fib", "lt", "sub", "fib", "lt", "add"]
+
+
+def test_callbacks_from_c_into_instrumented_code_are_overdubbed(tree):
+    write(tree, "hooked_g.py", """
+        def key(x):
+            return abs(x)
+    """)
+    ch.install(include=["hooked_g"])
+    import hooked_g
+
+    seen = Seen([])
+    with seen:
+        sorted([3, -1, 2], key=hooked_g.key)
+    assert seen.metadata == ["abs", "abs", "abs"]
+
+
+def test_context_scope_bounds_instrumented_modules_too(tree):
+    write(tree, "hooked_h.py", MODULE)
+    ch.install(include=["hooked_h"])
+    import hooked_h
+
+    class Elsewhere(Seen):
+        include = ["somewhere_else"]
+
+    seen = Elsewhere([])
+    with seen:
+        hooked_h.fib(3)
+    assert seen.metadata == []
+
+
+def test_thread_without_a_context_runs_plain_while_another_has_one(tree):
+    write(tree, "hooked_i.py", MODULE)
+    ch.install(include=["hooked_i"])
+    import hooked_i
+
+    seen, started, results = Seen([]), threading.Event(), []
+
+    def other_thread():
+        started.wait()
+        results.append(hooked_i.fib(12))
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    with seen:
+        started.set()
+        worker.join()
+    assert results == [144]
+    assert seen.metadata == []
+
+
+def test_asyncio_task_keeps_the_context_it_was_created_in(tree):
+    write(tree, "hooked_j.py", """
+        import asyncio
+
+        async def later(gate):
+            await gate.wait()
+            return abs(-4)
+    """)
+    ch.install(include=["hooked_j"])
+    import asyncio
+
+    import hooked_j
+
+    seen = Seen([])
+
+    async def main():
+        gate = asyncio.Event()
+        with seen:
+            task = asyncio.ensure_future(hooked_j.later(gate))
+        gate.set()
+        return await task
+
+    assert asyncio.run(main()) == 4
+    assert "abs" in seen.metadata
+
+
+def test_traceback_of_instrumented_code_has_the_same_lines(tree):
+    path = write(tree, "hooked_k.py", MODULE)
+    ch.install(include=["hooked_k"])
+    import hooked_k
+
+    with pytest.raises(KeyError) as info:
+        hooked_k.boom()
+    line = path.read_text().splitlines().index('    return {}["missing"]') + 1
+    frame = traceback.extract_tb(info.value.__traceback__)[-1]
+    assert (frame.filename, frame.lineno, frame.line) == (str(path), line, 'return {}["missing"]')
+    with Seen([]), pytest.raises(KeyError) as info:  # (under a context, cassette_hook's frames join in)
+        hooked_k.twice(lambda _: hooked_k.boom(), 0)
+    assert (str(path), line) in [(f.filename, f.lineno) for f in traceback.extract_tb(info.value.__traceback__)]
+
+
+def test_install_twice_keeps_one_finder_with_the_new_patterns():
+    try:
+        ch.install(include=["first"])
+        ch.install(include=["second"])
+        finders = [f for f in sys.meta_path if isinstance(f, importhook.SwitchingFinder)]
+        assert len(finders) == 1 and finders[0].patterns.include == ("second",)
+    finally:
+        ch.uninstall()
+    assert not any(isinstance(f, importhook.SwitchingFinder) for f in sys.meta_path)
+
+
+def test_install_rejects_a_string_of_patterns():
+    with pytest.raises(TypeError, match="list of patterns"):
+        ch.install(include="pkg")
+
+
+def test_cassette_hook_itself_is_never_instrumented():
+    patterns = importhook.Patterns(include=["*", "cassette_hook"])
+    assert not patterns.matches("cassette_hook.callsite", importhook.__file__)
+    assert not patterns.matches("bytecode", None)
+
+
+def test_standard_library_is_instrumented_only_when_named():
+    json_file = importlib.import_module("json").__file__
+    assert not importhook.Patterns(include=["*"]).matches("json", json_file)
+    assert not importhook.Patterns(include=[os.path.dirname(os.path.dirname(json_file))]).matches("json", json_file)
+    assert importhook.Patterns(include=["json"]).matches("json", json_file)
+
+
+def test_namespace_package_modules_are_instrumented(tree):
+    write(tree, "ns_l/part.py", MODULE)  # no __init__.py
+    ch.install(include=["ns_l"])
+    from ns_l import part
+
+    assert _dual.is_switched(part.fib.__code__) and part.fib(10) == 55
+
+
+def test_module_from_a_sourceless_pyc_is_instrumented(tree):
+    source = write(tree, "compiled_m.py", MODULE)
+    (tree / "compiled_m.pyc").write_bytes(_plain_pyc(source))
+    source.unlink()
+    ch.install(include=["compiled_m"])
+    import compiled_m
+
+    assert _dual.is_switched(compiled_m.fib.__code__) and compiled_m.fib(10) == 55
+
+
+def test_module_from_a_zip_archive_is_instrumented(tree):
+    archive = tree / "bundle.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("zipped_n.py", MODULE)
+    sys.path.insert(0, str(archive))
+    try:
+        ch.install(include=["zipped_n"])
+        import zipped_n
+    finally:
+        sys.path.remove(str(archive))
+    assert _dual.is_switched(zipped_n.fib.__code__) and zipped_n.fib(10) == 55
+
+
+def test_module_that_cannot_be_rewritten_is_imported_plain_with_one_warning(tree, monkeypatch):
+    write(tree, "broken_o.py", MODULE)
+
+    def fail(code, module):
+        raise UnsupportedCode("a shape the rewriter does not handle")
+
+    monkeypatch.setattr(_dual, "switched", fail)
+    ch.install(include=["broken_o"])
+    with pytest.warns(RuntimeWarning, match="'broken_o'.*a shape the rewriter does not handle") as record:
+        import broken_o
+    assert len(record) == 1
+    assert broken_o.fib(10) == 55 and not _dual.is_switched(broken_o.fib.__code__)
+
+
+# -- the cache -------------------------------------------------------------------------
+
+def test_rewritten_code_is_cached_beside_cpythons_own_pyc(tree):
+    source = write(tree, "cached_p.py", MODULE)
+    ch.install(include=["cached_p"])
+    import cached_p  # noqa: F401
+
+    ours = cache_file(source)
+    assert ours.exists() and ours.name.startswith("cached_p.") and ours.name.endswith(".cassette_hook.pyc")
+    cpython = Path(importlib.util.cache_from_source(str(source)))
+    assert not _dual.is_switched(_first_function(_code_in(cpython)))
+
+
+def test_cached_code_is_reused_without_rewriting(tree, monkeypatch):
+    write(tree, "cached_q.py", MODULE)
+    ch.install(include=["cached_q"])
+    import cached_q  # noqa: F401
+
+    del sys.modules["cached_q"]
+    monkeypatch.setattr(_dual, "switched", lambda code, module: pytest.fail("rewrote despite the cache"))
+    import cached_q as again
+
+    assert _dual.is_switched(again.fib.__code__)
+
+
+def test_cache_is_rewritten_when_the_source_changes(tree):
+    source = write(tree, "cached_r.py", "def f():\n    return abs(-1)\n")
+    ch.install(include=["cached_r"])
+    import cached_r
+
+    assert cached_r.f() == 1
+    del sys.modules["cached_r"]
+    source.write_text("def f():\n    return abs(-2) + 0\n")
+    os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 2_000_000_000))
+    import cached_r as edited
+
+    assert edited.f() == 2
+
+
+def test_corrupt_cache_file_is_ignored_and_rewritten(tree):
+    source = write(tree, "cached_s.py", MODULE)
+    ch.install(include=["cached_s"])
+    import cached_s  # noqa: F401
+
+    ours = cache_file(source)
+    data = ours.read_bytes()
+    ours.write_bytes(data[: len(data) // 2])  # right header, truncated code
+    del sys.modules["cached_s"]
+    import cached_s as again
+
+    assert again.fib(10) == 55 and _dual.is_switched(again.fib.__code__)
+    assert ours.read_bytes() == data
+
+
+def test_unwritable_cache_directory_still_imports(tree):
+    write(tree, "ro_t/__init__.py", "")
+    write(tree, "ro_t/mod.py", MODULE)
+    (tree / "ro_t" / "__pycache__").write_text("a file where the cache directory would be")
+    ch.install(include=["ro_t"])
+    from ro_t import mod
+
+    assert mod.fib(10) == 55 and _dual.is_switched(mod.fib.__code__)
+
+
+def test_dont_write_bytecode_writes_no_cache(tree, monkeypatch):
+    source = write(tree, "nowrite_u.py", MODULE)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    ch.install(include=["nowrite_u"])
+    import nowrite_u
+
+    assert _dual.is_switched(nowrite_u.fib.__code__)
+    assert not cache_file(source).exists()
+
+
+def test_pycache_prefix_holds_the_cache(tree, monkeypatch):
+    source = write(tree, "prefixed_v.py", MODULE)
+    monkeypatch.setattr(sys, "pycache_prefix", str(tree / "prefix"))
+    ch.install(include=["prefixed_v"])
+    import prefixed_v  # noqa: F401
+
+    assert cache_file(source).is_relative_to(tree / "prefix") and cache_file(source).exists()
+    assert not (tree / "__pycache__" / cache_file(source).name).exists()
+
+
+def test_concurrent_imports_from_processes_leave_a_good_cache_file(tree):
+    source = write(tree, "raced_w.py", MODULE * 20)
+    program = (f"import sys; sys.path.insert(0, {str(tree)!r}); import cassette_hook as ch; "
+               "ch.install(include=['raced_w']); import raced_w; assert raced_w.fib(10) == 55")
+    processes = [subprocess.Popen([sys.executable, "-c", program]) for _ in range(4)]
+    assert [p.wait(timeout=120) for p in processes] == [0, 0, 0, 0]
+    code = _pyc.read(str(cache_file(source)), _pyc.key(source.stat(), "raced_w", importhook.OPTIONS))
+    assert code is not None and _dual.is_switched(_first_function(code))
+    assert not [p for p in cache_file(source).parent.iterdir() if p.name.endswith(".tmp")]
+
+
+# -- instrument ------------------------------------------------------------------------
+
+def test_instrument_a_function_in_place(tree):
+    write(tree, "late_x.py", MODULE)
+    import late_x
+
+    fib = late_x.fib
+    assert ch.instrument(fib) is fib and _dual.is_switched(fib.__code__)
+    seen = Seen([])
+    with seen:
+        fib(1)
+    assert seen.metadata == ["lt"]
+
+
+def test_instrument_a_class_covers_its_methods_and_properties():
+    class Thing:
+        def method(self):
+            return abs(-1)
+
+        @staticmethod
+        def static():
+            return abs(-2)
+
+        @classmethod
+        def klass(cls):
+            return abs(-3)
+
+        @property
+        def prop(self):
+            return abs(-4)
+
+    ch.instrument(Thing)
+    for function in (Thing.method, Thing.static, Thing.klass.__func__, Thing.prop.fget):
+        assert _dual.is_switched(function.__code__)
+    seen = Seen([])
+    with seen:
+        assert Thing().prop == 4  # a property getter, called by C code
+    assert seen.metadata == ["abs"]
+
+
+def test_instrument_a_module_covers_functions_defined_later(tree):
+    write(tree, "late_y.py", MODULE)
+    import late_y
+
+    ch.instrument(late_y)
+    adder = late_y.make_adder(1)  # made after instrumenting, from the instrumented code
+    assert _dual.is_switched(adder.__code__) and adder(1) == 2
+    assert _dual.is_switched(late_y.Box.bigger.__code__)
+
+
+def test_instrument_refuses_cassette_hooks_own_code():
+    with pytest.raises(ValueError, match="its own code"):
+        ch.instrument(ch.importhook)
+
+
+def test_instrument_rejects_other_objects():
+    with pytest.raises(TypeError, match="module, class or function, not int"):
+        ch.instrument(3)
+
+
+def _plain_pyc(source: Path) -> bytes:
+    import importlib._bootstrap_external as external
+
+    code = compile(source.read_text(), str(source), "exec")
+    return bytes(external._code_to_timestamp_pyc(code, int(source.stat().st_mtime), source.stat().st_size))
+
+
+def _code_in(pyc: Path):
+    return marshal.loads(pyc.read_bytes()[16:])
+
+
+def _first_function(module_code):
+    return next(c for c in module_code.co_consts if hasattr(c, "co_code"))
