@@ -1,0 +1,159 @@
+"""``python -m cassette_hook``: a program runs as under ``python``, instrumented."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import cassette_hook as ch
+
+PROBE = """
+import sys
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+print(__name__, repr(__file__) if "__file__" in dir() else None, sys.argv, sys.path[0], fib(12))
+print("switched:", "__cassette_hook_enter__" in fib.__code__.co_names, file=sys.stderr)
+"""
+
+
+def run(*args: str, cwd: Path, instrumented: bool = True, **kwargs) -> subprocess.CompletedProcess[str]:
+    prefix = [sys.executable, "-m", "cassette_hook"] if instrumented else [sys.executable]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # find cassette_hook from anywhere
+    return subprocess.run([*prefix, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=120, **kwargs)
+
+
+def script(tmp_path: Path, source: str, name: str = "prog.py") -> Path:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def test_script_sees_what_python_gives_it(tmp_path):
+    script(tmp_path, PROBE)
+    plain, hooked = run("prog.py", "a", "-v", cwd=tmp_path, instrumented=False), run("prog.py", "a", "-v", cwd=tmp_path)
+    assert hooked.stdout == plain.stdout and hooked.returncode == plain.returncode == 0
+    assert "switched: True" in hooked.stderr
+
+
+def test_module_run_with_dash_m_sees_what_python_gives_it(tmp_path):
+    script(tmp_path, PROBE, "pkg/__main__.py")
+    script(tmp_path, "", "pkg/__init__.py")
+    plain, hooked = run("-m", "pkg", "x", cwd=tmp_path, instrumented=False), run("-m", "pkg", "x", cwd=tmp_path)
+    assert hooked.stdout == plain.stdout and hooked.returncode == 0
+    assert "switched: True" in hooked.stderr
+
+
+def test_code_run_with_dash_c_sees_what_python_gives_it(tmp_path):
+    code = textwrap.dedent(PROBE)
+    plain, hooked = run("-c", code, "--include", cwd=tmp_path, instrumented=False), run("-c", code, "--include", cwd=tmp_path)
+    assert hooked.stdout == plain.stdout and "switched: True" in hooked.stderr
+
+
+def test_exit_status_of_sys_exit_is_kept(tmp_path):
+    script(tmp_path, "import sys\nprint('partial', end='')\nsys.exit(3)\n")
+    result = run("prog.py", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (3, "partial")
+
+
+def test_uncaught_exception_prints_pythons_traceback_and_exits_1(tmp_path):
+    script(tmp_path, """
+        def inner():
+            raise ValueError("bad value")
+        inner()
+    """)
+    plain, hooked = run("prog.py", cwd=tmp_path, instrumented=False), run("prog.py", cwd=tmp_path)
+    assert hooked.returncode == plain.returncode == 1
+    assert hooked.stderr == plain.stderr
+
+
+def test_keyboard_interrupt_ends_the_process_as_python_does(tmp_path):
+    script(tmp_path, "raise KeyboardInterrupt\n")
+    plain, hooked = run("prog.py", cwd=tmp_path, instrumented=False), run("prog.py", cwd=tmp_path)
+    assert hooked.returncode == plain.returncode == -signal.SIGINT
+    assert hooked.stderr == plain.stderr
+
+
+def test_missing_script_gives_pythons_message_and_status(tmp_path):
+    plain, hooked = run("absent.py", cwd=tmp_path, instrumented=False), run("absent.py", cwd=tmp_path)
+    assert (hooked.returncode, hooked.stderr) == (plain.returncode, plain.stderr) == (2, plain.stderr)
+
+
+def test_missing_module_gives_pythons_message_and_status(tmp_path):
+    plain, hooked = run("-m", "absent_mod", cwd=tmp_path, instrumented=False), run("-m", "absent_mod", cwd=tmp_path)
+    assert (hooked.returncode, hooked.stderr) == (plain.returncode, plain.stderr)
+
+
+def test_arguments_after_the_script_belong_to_the_program(tmp_path):
+    script(tmp_path, "import sys; print(sys.argv[1:])")
+    assert run("prog.py", "--context", "nope", "-m", cwd=tmp_path).stdout == "['--context', 'nope', '-m']\n"
+
+
+def test_unknown_context_lists_the_available_ones_with_status_2(tmp_path):
+    script(tmp_path, "print('ran')")
+    result = run("--context", "nope", "prog.py", cwd=tmp_path)
+    assert result.returncode == 2 and "ran" not in result.stdout
+    assert "unknown context 'nope'" in result.stderr and "null" in result.stderr and "trace" in result.stderr
+
+
+def test_context_that_fails_to_construct_reports_the_error_not_a_traceback(tmp_path):
+    script(tmp_path, """
+        import cassette_hook as ch
+        class Fussy(ch.Context):
+            def __init__(self):
+                raise RuntimeError("needs a licence key")
+    """, "fussy.py")
+    script(tmp_path, "print('ran')")
+    result = run("--context", "fussy:Fussy", "prog.py", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "RuntimeError: needs a licence key" in result.stderr
+
+
+def test_context_given_as_module_attr_is_active_for_the_whole_run(tmp_path):
+    script(tmp_path, """
+        import atexit, cassette_hook as ch
+        class Counting(ch.Context):
+            def prehook(self, f, *args, **kwargs):
+                self.metadata.append(getattr(f, "__name__", "?"))
+        counting = Counting([])
+        atexit.register(lambda: print(sorted(set(counting.metadata))))
+    """, "counting.py")
+    script(tmp_path, "def double(x):\n    return abs(x) * 2\nprint(double(-2))\n")
+    result = run("--context", "counting:counting", "prog.py", cwd=tmp_path)
+    assert result.stdout.splitlines() == ["4", "['abs', 'double', 'mul', 'print']"]
+
+
+def test_list_contexts_names_the_built_in_ones(tmp_path):
+    result = run("--list-contexts", cwd=tmp_path)
+    assert result.returncode == 0
+    assert [line.split()[0] for line in result.stdout.splitlines()][:3] == ["null", "profile", "trace"]
+
+
+def test_version_and_help(tmp_path):
+    assert run("--version", cwd=tmp_path).stdout.strip() == f"cassette_hook {ch.__version__}"
+    help_text = run("--help", cwd=tmp_path).stdout
+    assert "--include" in help_text and "--context" in help_text and "-m" in help_text
+
+
+def test_no_program_is_a_usage_error(tmp_path):
+    result = run("--include", "x", cwd=tmp_path)
+    assert result.returncode == 2 and "give exactly one of" in result.stderr
+
+
+def test_include_option_replaces_the_default(tmp_path):
+    script(tmp_path, "import helper\nprint('__cassette_hook_enter__' in helper.f.__code__.co_names)\n")
+    script(tmp_path, "def f():\n    return len([])\n", "helper.py")
+    assert run("--include", "helper", "prog.py", cwd=tmp_path).stdout == "True\n"
+    assert run("--include", "other", "prog.py", cwd=tmp_path).stdout == "False\n"
+
+
+def test_directory_of_the_script_is_instrumented_by_default(tmp_path):
+    script(tmp_path, "import helper\nprint('__cassette_hook_enter__' in helper.f.__code__.co_names)\n")
+    script(tmp_path, "def f():\n    return len([])\n", "helper.py")
+    assert run("prog.py", cwd=tmp_path).stdout == "True\n"
