@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from ._context import Context, context, current_context, disablehooks, similarcontext
 from ._process import install_from_env
+from .contexts import NullContext, ProfileContext, TraceContext
 from .dispatch import AmbiguityError, Generic, Is, NoMethodError
 from .generics import (
     OverdubInstead,
@@ -48,7 +49,10 @@ __all__ = [
     "Generic",
     "Is",
     "NoMethodError",
+    "NullContext",
     "OverdubInstead",
+    "ProfileContext",
+    "TraceContext",
     "canoverdub",
     "canrecurse",
     "context",

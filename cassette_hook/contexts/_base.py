@@ -1,0 +1,132 @@
+"""``ReportingContext``: how the command line builds a context and collects its report.
+
+``python -m cassette_hook --context 'NAME,key=value,...' --output FILE`` knows nothing
+about the context it runs except this protocol, so a third-party context that follows
+it is as usable from the command line as the built-in ones.  The option values arrive as
+strings; each context says how to parse its own, and a bad one is refused before the
+program starts, with a message that names it and lists the valid keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any, Callable, ClassVar, Iterator, Mapping, TextIO, TypeVar, Union
+
+from .._context import Context
+
+Output = Union[str, "os.PathLike[str]", TextIO, None]
+"""Where a report goes: a path, an open text stream, or ``None`` for ``sys.stderr``."""
+
+R = TypeVar("R", bound="ReportingContext")
+
+
+class ReportingContext(Context):
+    """A context that can be built from command-line options and writes a report at exit.
+
+    The command line (and anything else driving a whole run) does::
+
+        ctx = cls.from_options({"key": "value", ...}, output)   # output: a path or None
+        with ctx:
+            ...                                                   # run the program
+        ctx.write_report()                                        # even after an error
+
+    A subclass lists its options in :attr:`option_parsers`, one constructor keyword
+    argument each, and overrides :meth:`write_report`.  Its constructor takes the report's
+    destination as its first argument, ``output``.
+    """
+
+    option_parsers: ClassVar[Mapping[str, Callable[[str], Any]]] = {}
+    """Option key -> a function parsing its string value (raising ``ValueError`` if it is
+    bad).  Each key is also the name of a keyword argument of the constructor."""
+
+    def __init__(self, output: Output = None, *, metadata: Any = None, pass_: Any = None) -> None:
+        super().__init__(metadata, pass_)
+        self.output = output
+
+    @classmethod
+    def from_options(cls: type[R], options: Mapping[str, str], output: str | None = None) -> R:
+        """Build a context from ``--context NAME,key=value,...`` options (all strings) and
+        ``--output`` (``None``: standard error).  Raises ``ValueError`` naming the bad key
+        or value and listing the valid keys."""
+        valid = ", ".join(sorted(cls.option_parsers)) or "none"
+        kwargs: dict[str, Any] = {}
+        for key, value in options.items():
+            parse = cls.option_parsers.get(key)
+            if parse is None:
+                raise ValueError(f"{cls.__name__}: unknown option {key!r} (valid options: {valid})")
+            try:
+                kwargs[key] = parse(value)
+            except ValueError as exc:
+                raise ValueError(f"{cls.__name__}: bad value for option {key}={value!r}: {exc} "
+                                 f"(valid options: {valid})") from None
+        return cls(output, **kwargs)
+
+    def write_report(self) -> None:
+        """Write what the context gathered to :attr:`output`.  Nothing, by default."""
+
+
+# -- parsing option values -------------------------------------------------------------
+
+def whole_number(text: str) -> int:
+    """An integer >= 0."""
+    if not text.strip().isdigit():
+        raise ValueError("expected a whole number (0, 1, 2 ...)")
+    return int(text)
+
+
+def positive_number(text: str) -> int:
+    """An integer >= 1."""
+    number = whole_number(text)
+    if number < 1:
+        raise ValueError("expected a number >= 1")
+    return number
+
+
+def patterns(text: str) -> tuple[str, ...]:
+    """Module patterns separated by ``+`` (a character shells leave alone and module names
+    never contain), for instance ``mypkg+other.sub+tests.*``."""
+    found = tuple(p.strip() for p in text.split("+"))
+    if not all(found):
+        raise ValueError("expected module patterns separated by '+', such as mypkg+other.*")
+    return found
+
+
+def path(text: str) -> str:
+    """A file name (``{pid}`` in it becomes the process id)."""
+    if not text.strip():
+        raise ValueError("expected a file name")
+    return text
+
+
+def choice(*names: str) -> Callable[[str], str]:
+    """One of ``names``."""
+
+    def parse(text: str) -> str:
+        if text not in names:
+            raise ValueError(f"expected one of {', '.join(names)}")
+        return text
+
+    return parse
+
+
+# -- writing reports -------------------------------------------------------------------
+
+def expand(file: str | os.PathLike[str]) -> str:
+    """A report's file name, with ``{pid}`` replaced by this process's id: the processes of
+    one run (a parent and its children, each with the same options) write apart."""
+    return os.fspath(file).replace("{pid}", str(os.getpid()))
+
+
+@contextlib.contextmanager
+def text_output(output: Output) -> Iterator[TextIO]:
+    """A text stream for ``output``: the stream itself, ``sys.stderr`` for ``None``, or the
+    named file, opened for writing (UTF-8) and closed afterwards."""
+    if output is None:
+        yield sys.stderr
+    elif isinstance(output, (str, os.PathLike)):
+        with open(expand(output), "w", encoding="utf-8") as stream:
+            yield stream
+    else:
+        yield output

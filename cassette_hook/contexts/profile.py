@@ -1,0 +1,192 @@
+"""``ProfileContext``: how often each function is called and where the time goes.
+
+It overloads ``overdub`` as a method and times the call around ``recurse`` in a
+``finally``: ``posthook`` is not called when a call raises, and a profile must still
+count it.  Every call site the context sees is timed, C functions and builtin methods
+included, with ``time.perf_counter_ns``; the time of a call includes the cost of
+overdubbing the calls inside it, so a profile measures the program as it runs under
+cassette_hook.
+
+The calls are recorded in a call tree per thread (see ``_calltree``); the reports --
+the table, speedscope JSON, collapsed stacks, a Graphviz call graph and an SVG flame
+graph -- are all made from it.  ``dump`` and ``merge`` move it between processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from time import perf_counter_ns
+from typing import Any, Iterable, TextIO
+
+from ..generics import recurse
+from . import _flamegraph, _reports
+from ._base import Output, ReportingContext, choice, expand, path, text_output, whole_number
+from ._calltree import FunctionStats, Node, ThreadTree, dump, function_stats, load
+from ._names import location_of, name_of
+
+
+class ProfileContext(ReportingContext):
+    """Count and time every call: per function, its calls, self time and cumulative time.
+
+    ``output`` receives the table (a path, an open text stream, or ``None`` for
+    ``sys.stderr``), sorted by ``sort`` (``"self"``, ``"cumulative"``, ``"calls"`` or
+    ``"name"``), at most ``limit`` rows (``None``: all).  :meth:`write_report` also writes
+    each of these files that is given a path (``{pid}`` in a path becomes the process id):
+    ``speedscope`` (JSON for https://www.speedscope.app), ``collapsed`` (collapsed stacks
+    for flamegraph.pl, inferno or speedscope), ``dot`` (a Graphviz call graph),
+    ``flamegraph`` (an SVG flame graph) and ``raw`` (the data, for :meth:`merge`).
+
+    Functions are named ``module.qualname`` (``builtins.len``; methods of builtin types
+    as ``list.append``).  Each thread has its own call stack; the statistics add the
+    threads up, and the files show each thread apart.  Only calls that have returned (or
+    raised) are counted: a report written while a thread is inside a call does not count
+    that call yet.
+    """
+
+    option_parsers = {"sort": choice(*_reports.SORT_KEYS), "limit": whole_number, "speedscope": path,
+                      "collapsed": path, "dot": path, "flamegraph": path, "raw": path}
+
+    def __init__(self, output: Output = None, *, sort: str = "self", limit: int | None = None,
+                 speedscope: str | os.PathLike[str] | None = None, collapsed: str | os.PathLike[str] | None = None,
+                 dot: str | os.PathLike[str] | None = None, flamegraph: str | os.PathLike[str] | None = None,
+                 raw: str | os.PathLike[str] | None = None, metadata: Any = None, pass_: Any = None) -> None:
+        super().__init__(output, metadata=metadata, pass_=pass_)
+        if sort not in _reports.SORT_KEYS:
+            raise ValueError(f"ProfileContext: sort must be one of {', '.join(_reports.SORT_KEYS)}, not {sort!r}")
+        self.sort, self.limit = sort, limit
+        self.files = {"speedscope": speedscope, "collapsed": collapsed, "dot": dot,
+                      "flamegraph": flamegraph, "raw": raw}
+        self.title = "cassette_hook profile"
+        self._trees: list[ThreadTree] = []
+        self._locations: dict[str, tuple[str, int]] = {}
+        self._threads = threading.local()
+        self._lock = threading.Lock()
+
+    def overdub(self, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Run the call (``recurse``), counting it and timing it even if it raises."""
+        try:
+            stack = self._threads.tree.stack
+        except AttributeError:
+            stack = self._new_thread().stack
+        name = name_of(f)
+        node = stack[-1].children.get(name)
+        if node is None:
+            node = self._new_node(stack[-1], name, f)
+        stack.append(node)
+        start = perf_counter_ns()
+        try:
+            return recurse(self, f, *args, **kwargs)
+        finally:
+            node.total += perf_counter_ns() - start
+            node.calls += 1
+            stack.pop()
+
+    def _new_thread(self) -> ThreadTree:
+        tree = self._threads.tree = ThreadTree(threading.current_thread().name)
+        with self._lock:
+            self._trees.append(tree)
+        return tree
+
+    def _new_node(self, parent: Node, name: str, f: Any) -> Node:
+        node = parent.children[name] = Node(name)
+        if name not in self._locations:
+            location = location_of(f)
+            if location is not None:
+                self._locations[name] = location
+        return node
+
+    # -- the data --------------------------------------------------------------------
+
+    def stats(self) -> dict[str, FunctionStats]:
+        """Per function name: calls, self and cumulative time (ns), all threads added up."""
+        return function_stats(self._trees_now(), self._locations)
+
+    def threads(self) -> list[str]:
+        """The names of the threads that made calls, in the order they started."""
+        return [t.name for t in self._trees_now()]
+
+    def _trees_now(self) -> list[ThreadTree]:
+        with self._lock:
+            return list(self._trees)
+
+    def dump(self, file: str | os.PathLike[str]) -> None:
+        """Save the raw data as JSON, for :meth:`merge` (``{pid}`` becomes the process id)."""
+        data = dump(self._trees_now(), self._locations, os.getpid())
+        with open(expand(file), "w", encoding="utf-8") as stream:
+            json.dump(data, stream, separators=(",", ":"))
+
+    @classmethod
+    def merge(cls, files: Iterable[str | os.PathLike[str]], output: Output = None, **options: Any) -> ProfileContext:
+        """A profile made of the dumps of several processes (:meth:`dump`, or the ``raw``
+        option), to write their reports together; ``options`` are the constructor's.
+        Threads are renamed ``name (pid N)`` when the dumps come from several processes."""
+        loaded = []
+        for file in files:
+            with open(file, encoding="utf-8") as stream:
+                loaded.append(load(json.load(stream)))
+        merged = cls(output, **options)
+        several = len({pid for _, _, pid in loaded}) > 1
+        for trees, locations, pid in loaded:
+            for tree in trees:
+                if several:
+                    tree.name = f"{tree.name} (pid {pid})"
+                merged._trees.append(tree)
+            for name, location in locations.items():
+                merged._locations.setdefault(name, location)
+        return merged
+
+    # -- reports ---------------------------------------------------------------------
+
+    def write_report(self) -> None:
+        """Write the table to ``output`` and each file given to the constructor."""
+        self.write_table(self.output)
+        writers = {"speedscope": self.write_speedscope, "collapsed": self.write_collapsed,
+                   "dot": self.write_dot, "flamegraph": self.write_flamegraph, "raw": self.dump}
+        for key, file in self.files.items():
+            if file is not None:
+                writers[key](file)
+
+    def table(self, sort: str | None = None, limit: int | None = None) -> str:
+        """The table as text: calls, self and cumulative time per function."""
+        return _reports.table(self.stats(), self._trees_now(), sort or self.sort,
+                              self.limit if limit is None else limit)
+
+    def write_table(self, output: Output = None) -> None:
+        """Write :meth:`table` to a path, a text stream or (``None``) ``sys.stderr``."""
+        with text_output(output) as stream:
+            stream.write(self.table())
+
+    def collapsed(self) -> str:
+        """Collapsed stacks: ``frame;frame;frame nanoseconds`` per line."""
+        return _reports.collapsed(self._trees_now())
+
+    def write_collapsed(self, file: str | os.PathLike[str] | TextIO) -> None:
+        with text_output(file) as stream:
+            stream.write(self.collapsed())
+
+    def speedscope(self) -> dict[str, Any]:
+        """The profile in speedscope's file format (a JSON-able dict)."""
+        return _reports.speedscope(self._trees_now(), self._locations, self.title)
+
+    def write_speedscope(self, file: str | os.PathLike[str] | TextIO) -> None:
+        with text_output(file) as stream:
+            json.dump(self.speedscope(), stream)
+
+    def dot(self) -> str:
+        """The call graph in Graphviz's DOT language."""
+        trees = self._trees_now()
+        return _reports.dot(function_stats(trees, self._locations), trees, self.title)
+
+    def write_dot(self, file: str | os.PathLike[str] | TextIO) -> None:
+        with text_output(file) as stream:
+            stream.write(self.dot())
+
+    def flamegraph(self) -> str:
+        """An SVG flame graph, drawn by cassette_hook itself (no other tool needed)."""
+        return _flamegraph.render(_reports.stacks(self._trees_now()), self.title)
+
+    def write_flamegraph(self, file: str | os.PathLike[str] | TextIO) -> None:
+        with text_output(file) as stream:
+            stream.write(self.flamegraph())

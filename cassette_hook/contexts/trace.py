@@ -1,0 +1,222 @@
+"""``TraceContext``: an indented call tree with arguments, results and exceptions.
+
+It overloads ``overdub`` rather than the hooks because ``posthook`` is not called when a
+call raises, and a trace must show the exception that ended a call.  The trace is
+written as the program runs; to keep it short, a call that shows no call of its own is
+written as one line when it ends, ``name(args) -> result``, and a call that does is
+opened by its first shown callee and closed by ``name -> result``.
+
+Tracing must not change what the program does: values are shown through a
+``reprlib``-style abbreviator whose failures become a placeholder, the overload re-raises
+exactly what the call raised, and a stream that cannot be written to stops the trace,
+not the program.
+"""
+
+from __future__ import annotations
+
+import array
+import collections
+import itertools
+import os
+import reprlib
+import sys
+import threading
+from typing import Any, Sequence, TextIO
+
+from ..generics import recurse
+from ._base import Output, ReportingContext, expand, patterns, positive_number
+from ._names import ModuleFilter, module_and_qualname, name_of
+
+
+class TraceContext(ReportingContext):
+    """Write the call tree of the code it runs: one line per call, indented by depth.
+
+    ``output``: a path, an open text stream, or ``None`` for ``sys.stderr`` (looked up at
+    each line, so redirection works).  ``depth``: how many levels of calls to show
+    (``None``: all).  ``include`` / ``exclude``: module patterns (as for
+    ``Context.include``) choosing the calls shown by their callee's module -- for
+    instance ``exclude=("operator",)`` hides operators; hidden calls still run, and the
+    calls inside them are shown in their place.  ``width``: how many characters a value
+    may take.
+
+    The trace streams as the program runs; :meth:`write_report` flushes it (and closes
+    ``output`` if it is a file the context opened).  Each thread has its own indentation;
+    lines from threads other than the first one to trace are prefixed ``[thread name]``.
+    """
+
+    option_parsers = {"depth": positive_number, "include": patterns, "exclude": patterns,
+                      "width": positive_number}
+
+    def __init__(self, output: Output = None, *, depth: int | None = None,
+                 include: Sequence[str] | None = None, exclude: Sequence[str] = (),
+                 width: int = 60, metadata: Any = None, pass_: Any = None) -> None:
+        super().__init__(output, metadata=metadata, pass_=pass_)
+        if depth is not None and depth < 1:
+            raise ValueError(f"TraceContext: depth must be at least 1 (or None), not {depth!r}")
+        self.depth = depth
+        self.filter = ModuleFilter(include, exclude)
+        self.abbreviate = Abbreviator(width)
+        self._threads = threading.local()
+        self._lock = threading.Lock()
+        self._first_thread: int | None = None
+        self._stream: TextIO | None = None  # None: sys.stderr at each line
+        self._owned = isinstance(output, (str, os.PathLike))
+        self._closed = False
+        if self._owned:
+            self._stream = open(expand(output), "w", encoding="utf-8")  # type: ignore[arg-type]
+        elif output is not None:
+            self._stream = output  # type: ignore[assignment]
+
+    def overdub(self, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Run the call (``recurse``) and write it, its result or its exception."""
+        shown = self._shown()
+        if (self.depth is not None and len(shown) >= self.depth) or not (
+                self.filter.everything or self.filter.shows(module_and_qualname(f)[0])):
+            return recurse(self, f, *args, **kwargs)
+        call = _Call(name_of(f), self._arguments(args, kwargs))
+        shown.append(call)
+        try:
+            out = recurse(self, f, *args, **kwargs)
+        except BaseException as exc:
+            shown.pop()
+            self._end(shown, call, "!!", exc)
+            raise
+        shown.pop()
+        self._end(shown, call, "->", out)
+        return out
+
+    def write_report(self) -> None:
+        """Flush the trace; close ``output`` if the context opened it (later calls are
+        then not written)."""
+        with self._lock:
+            stream = self._stream if self._stream is not None else sys.stderr
+            try:
+                stream.flush()
+                if self._owned:
+                    stream.close()
+            except (OSError, ValueError):
+                pass
+            self._closed = self._owned
+
+    # -- the tree --------------------------------------------------------------------
+
+    def _shown(self) -> list[_Call]:
+        """This thread's calls being shown, outermost first."""
+        try:
+            return self._threads.shown  # type: ignore[no-any-return]
+        except AttributeError:
+            self._threads.shown = []
+            return self._threads.shown  # type: ignore[no-any-return]
+
+    def _arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        texts = [self.abbreviate(a) for a in args]
+        texts.extend(f"{k}={self.abbreviate(v)}" for k, v in kwargs.items())
+        return ", ".join(texts)
+
+    def _end(self, outer: list[_Call], call: _Call, arrow: str, value: Any) -> None:
+        """Write a call that ended, opening its outer calls first if they are not yet."""
+        if call.opened:
+            self._line(len(outer), f"{call.name} {arrow} {self.abbreviate(value)}")
+            return
+        self._open(outer)
+        self._line(len(outer), f"{call.name}({call.arguments}) {arrow} {self.abbreviate(value)}")
+
+    def _open(self, outer: list[_Call]) -> None:
+        for depth, call in enumerate(outer):
+            if not call.opened:
+                call.opened = True
+                self._line(depth, f"{call.name}({call.arguments})")
+
+    def _line(self, depth: int, text: str) -> None:
+        line = "  " * depth + text + "\n"
+        with self._lock:
+            if self._closed:
+                return
+            ident = threading.get_ident()
+            if self._first_thread is None:
+                self._first_thread = ident
+            elif ident != self._first_thread:
+                line = f"[{threading.current_thread().name}] {line}"
+            stream = self._stream if self._stream is not None else sys.stderr
+            try:
+                stream.write(line)
+            except UnicodeEncodeError:  # a stream that cannot take some character of a value
+                stream.write(line.encode("ascii", "backslashreplace").decode("ascii"))
+            except (OSError, ValueError):  # closed or broken: stop tracing, not the program
+                self._closed = True
+
+
+class _Call:
+    """A call being shown: its text, and whether its opening line was written."""
+
+    __slots__ = ("name", "arguments", "opened")
+
+    def __init__(self, name: str, arguments: str) -> None:
+        self.name = name
+        self.arguments = arguments
+        self.opened = False
+
+
+class Abbreviator(reprlib.Repr):
+    """``reprlib.Repr`` made safe to call on anything a program passes around.
+
+    It dispatches on exact builtin types only (``reprlib`` goes by the type's *name*, so a
+    user class called ``dict`` would be taken for one), keeps dictionaries and sets in
+    their own order (``reprlib`` sorts them, calling the elements' ``__lt__``), and turns a
+    ``__repr__`` that raises into ``<Type object at 0x...>``.  Every result is at most
+    ``width`` characters.
+    """
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.width = width
+        self.maxstring = self.maxother = self.maxlong = width
+        self.maxlevel = 3
+
+    def __call__(self, value: Any) -> str:
+        text = self.repr(value)
+        return text if len(text) <= self.width else text[: max(self.width - 3, 1)] + "..."
+
+    def repr1(self, x: Any, level: int) -> str:
+        method = _BY_TYPE.get(type(x), Abbreviator.repr_instance)
+        try:
+            return method(self, x, level)
+        except Exception:
+            return f"<{type(x).__qualname__} object at {id(x):#x}>"
+
+    def repr_instance(self, x: Any, level: int) -> str:
+        text = repr(x)  # may raise: repr1 catches it
+        if len(text) > self.maxother:
+            text = text[: max(self.maxother - 3, 1)] + "..."
+        return text
+
+    def repr_dict(self, x: dict[Any, Any], level: int) -> str:
+        if not x:
+            return "{}"
+        if level <= 0:
+            return "{...}"
+        items = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}"
+                 for k, v in itertools.islice(x.items(), self.maxdict)]
+        return "{" + ", ".join(items + ["..."] * (len(x) > self.maxdict)) + "}"
+
+    def repr_set(self, x: set[Any], level: int) -> str:
+        return self._unsorted(x, level, "{", "}", "set()")
+
+    def repr_frozenset(self, x: frozenset[Any], level: int) -> str:
+        return self._unsorted(x, level, "frozenset({", "})", "frozenset()")
+
+    def _unsorted(self, x: Any, level: int, left: str, right: str, empty: str) -> str:
+        if not x:
+            return empty
+        if level <= 0:
+            return left + "..." + right
+        items = [self.repr1(v, level - 1) for v in itertools.islice(x, self.maxset)]
+        return left + ", ".join(items + ["..."] * (len(x) > self.maxset)) + right
+
+
+_BY_TYPE = {
+    tuple: reprlib.Repr.repr_tuple, list: reprlib.Repr.repr_list, str: reprlib.Repr.repr_str,
+    int: reprlib.Repr.repr_int, array.array: reprlib.Repr.repr_array,
+    collections.deque: reprlib.Repr.repr_deque, dict: Abbreviator.repr_dict,
+    set: Abbreviator.repr_set, frozenset: Abbreviator.repr_frozenset,
+}
