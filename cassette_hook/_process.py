@@ -32,20 +32,25 @@ def activate(contexts: Iterable[_context.Context]) -> None:
 def write_reports() -> None:
     """Have each process-wide context that reports write its report, once."""
     while _active:
-        ctx = _active.pop()
-        write_report = getattr(ctx, "write_report", None)
-        if write_report is None:
-            continue
-        try:
-            write_report()
-        except Exception as exc:  # one broken report must not hide the others
-            print(f"cassette_hook: {type(ctx).__name__} could not write its report: {type(exc).__name__}: {exc}",
-                  file=sys.stderr)
+        write_report(_active.pop())
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError, AttributeError):
             pass
+
+
+def write_report(ctx: _context.Context) -> None:
+    """Have ``ctx`` write its report if it makes one; a failure is printed, not raised,
+    so that one broken report does not hide the others."""
+    write = getattr(ctx, "write_report", None)
+    if write is None:
+        return
+    try:
+        write()
+    except Exception as exc:
+        print(f"cassette_hook: {type(ctx).__name__} could not write its report: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
 
 
 def split(value: str | None, separator: str = ",") -> list[str]:

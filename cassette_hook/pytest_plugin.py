@@ -1,0 +1,95 @@
+"""The pytest plugin (entry point ``pytest11``): instrument the package under test, and
+activate contexts for a session or a single test.
+
+    pytest --cassette-include mypkg [--cassette-exclude mypkg.vendored] [--cassette-context trace]
+
+The options do nothing unless given, so having cassette_hook installed costs a pytest
+run nothing.  The ``cassette_context`` fixture activates a context for one test::
+
+    def test_rates_are_mocked(cassette_context):
+        cassette_context(FixedRates(metadata={"EUR": 1.0}))   # active until the test ends
+        assert mypkg.convert(10, "EUR") == 10
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from . import _context, _process, _specs, importhook
+
+_session_contexts: list[_context.Context] = []
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("cassette_hook", "cassette_hook instrumentation")
+    group.addoption("--cassette-include", action="append", default=[], metavar="PATTERN",
+                    help="instrument modules matching PATTERN (a module name, a glob, or a directory) "
+                         "as they are imported; repeatable")
+    group.addoption("--cassette-exclude", action="append", default=[], metavar="PATTERN",
+                    help="do not instrument modules matching PATTERN; repeatable")
+    group.addoption("--cassette-context", action="append", default=[], metavar="SPEC",
+                    help="activate a context (a name from python -m cassette_hook --list-contexts, or "
+                         "module:attr, with ,key=value options) for the whole session; repeatable")
+    group.addoption("--cassette-output", metavar="FILE", help="where session contexts write their reports")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """Install the hook before conftest files import the package under test."""
+    include = early_config.known_args_namespace.cassette_include
+    if not include:
+        return
+    exclude = early_config.known_args_namespace.cassette_exclude
+    finder = importhook.install(include, exclude)
+    # A plugin may have imported part of the package already: give those modules the
+    # same code in place.
+    for name, module in list(sys.modules.items()):
+        if module is not None and finder.patterns.matches(name, getattr(module, "__file__", None)):
+            importhook.instrument(module)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    specs = config.getoption("cassette_context")
+    if not specs:
+        return
+    try:
+        contexts = [_specs.make(spec, config.getoption("cassette_output")) for spec in specs]
+    except Exception as exc:
+        raise pytest.UsageError(f"--cassette-context: {exc}") from None
+    for ctx in contexts:
+        _context.push(ctx)
+        _session_contexts.append(ctx)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    while _session_contexts:
+        ctx = _session_contexts.pop()
+        if _context.current_context() is ctx:  # else a test left one of its own active
+            _context.pop(ctx)
+        _process.write_report(ctx)
+    if config.getoption("cassette_include"):
+        importhook.uninstall()
+
+
+@pytest.fixture
+def cassette_context() -> Iterator[Callable[..., _context.Context]]:
+    """Activate contexts for the rest of this test: ``cassette_context(ctx)`` pushes
+    ``ctx`` (a context, a context class to make with the other arguments, or a spec
+    string as for ``--cassette-context``) and returns it; each is popped when the test ends."""
+    pushed: list[_context.Context] = []
+
+    def activate(ctx: Any, *args: Any, **kwargs: Any) -> _context.Context:
+        if isinstance(ctx, str):
+            ctx = _specs.make(ctx)
+        elif isinstance(ctx, type) and issubclass(ctx, _context.Context):
+            ctx = ctx(*args, **kwargs)
+        _context.push(ctx)
+        pushed.append(ctx)
+        return ctx
+
+    yield activate
+    for ctx in reversed(pushed):
+        _context.pop(ctx)

@@ -1,0 +1,117 @@
+"""The pytest plugin: ``--cassette-include``, ``--cassette-context`` and the ``cassette_context`` fixture."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+PACKAGE = """
+def convert(amount, currency):
+    return amount * rate(currency)
+
+def rate(currency):
+    raise LookupError("no network in tests")
+"""
+
+COUNTING = """
+import cassette_hook as ch
+
+class Counting(ch.Context):
+    def prehook(self, f, *args, **kwargs):
+        self.metadata.append(getattr(f, "__name__", "?"))
+
+    def write_report(self):
+        print("calls seen:", len(self.metadata))
+
+def from_options(options, output):
+    return Counting([])
+
+Counting.from_options = staticmethod(from_options)
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> pytest.Pytester:
+    pytester.makepyfile(money=PACKAGE, counting=COUNTING)
+    pytester.syspathinsert()
+    return pytester
+
+
+def test_included_package_is_instrumented_for_the_tests(project):
+    project.makepyfile(test_it="""
+        import money
+        def test_switched():
+            assert "__cassette_hook_enter__" in money.convert.__code__.co_names
+    """)
+    project.runpytest_subprocess("--cassette-include", "money").assert_outcomes(passed=1)
+
+
+def test_without_the_option_nothing_is_instrumented(project):
+    project.makepyfile(test_it="""
+        import money
+        def test_plain():
+            assert "__cassette_hook_enter__" not in money.convert.__code__.co_names
+    """)
+    project.runpytest_subprocess().assert_outcomes(passed=1)
+
+
+def test_cassette_context_fixture_scopes_a_mock_to_one_test(project):
+    project.makepyfile(test_it="""
+        import cassette_hook as ch
+        import money
+        import pytest
+
+        class FixedRates(ch.Context):
+            pass
+
+        @ch.overdub.register
+        def _(ctx: FixedRates, f: ch.Is[money.rate], currency):
+            return ctx.metadata[currency]
+
+        def test_mocked(cassette_context):
+            cassette_context(FixedRates({"EUR": 2}))
+            assert money.convert(10, "EUR") == 20
+
+        def test_not_mocked_afterwards():
+            with pytest.raises(LookupError):
+                money.convert(10, "EUR")
+            assert ch.current_context() is None
+    """)
+    project.runpytest_subprocess("--cassette-include", "money").assert_outcomes(passed=2)
+
+
+def test_cassette_context_fixture_makes_a_context_from_a_class(project):
+    project.makepyfile(test_it="""
+        import money
+        from counting import Counting
+
+        def test_counted(cassette_context):
+            ctx = cassette_context(Counting, [])
+            try:
+                money.convert(1, "EUR")
+            except LookupError:
+                pass
+            assert ctx.metadata == ["rate", "LookupError"]
+    """)
+    project.runpytest_subprocess("--cassette-include", "money").assert_outcomes(passed=1)
+
+
+def test_session_context_is_active_in_every_test_and_reports_at_the_end(project):
+    project.makepyfile(test_it="""
+        import cassette_hook as ch
+        def test_one():
+            assert type(ch.current_context()).__name__ == "Counting"
+        def test_two():
+            assert type(ch.current_context()).__name__ == "Counting"
+    """)
+    result = project.runpytest_subprocess("--cassette-include", "money", "--cassette-context", "counting:Counting", "-s")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["calls seen: *"])
+
+
+def test_unknown_session_context_is_a_usage_error(project):
+    project.makepyfile(test_it="def test_never(): pass")
+    result = project.runpytest_subprocess("--cassette-context", "nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown context 'nope'*available*"])
