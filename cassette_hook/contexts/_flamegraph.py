@@ -40,7 +40,10 @@ def render(stacks: Iterable[tuple[Sequence[str], int]], title: str, unit: float 
         node = root
         node.value += weight
         for name in frames:
-            node = node.children.setdefault(name, _Frame(name))
+            child = node.children.get(name)
+            if child is None:
+                child = node.children[name] = _Frame(name)
+            node = child
             node.value += weight
     total = root.value
     boxes: list[tuple[_Frame, float, int, float]] = []  # frame, x, depth, width

@@ -75,7 +75,9 @@ def stacks(trees: list[ThreadTree]) -> Iterator[tuple[list[str], int]]:
 
 
 def collapsed(trees: list[ThreadTree]) -> str:
-    return "".join(f"{';'.join(frame_name(f) for f in frames)} {weight}\n" for frames, weight in stacks(trees))
+    frames: dict[str, str] = {}  # name -> frame_name(name): deep stacks repeat names many times
+    return "".join(f"{';'.join([frames.get(n) or frames.setdefault(n, frame_name(n)) for n in names])} {weight}\n"
+                   for names, weight in stacks(trees))
 
 
 SPEEDSCOPE_SCHEMA = "https://www.speedscope.app/file-format-schema.json"

@@ -182,7 +182,7 @@ class Abbreviator(reprlib.Repr):
         try:
             return method(self, x, level)
         except Exception:
-            return f"<{type(x).__qualname__} object at {id(x):#x}>"
+            return f"<{type(x).__name__} object at {id(x):#x}>"
 
     def repr_instance(self, x: Any, level: int) -> str:
         text = repr(x)  # may raise: repr1 catches it

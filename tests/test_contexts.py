@@ -1,0 +1,378 @@
+"""The built-in contexts' common protocol, ``null`` and ``trace``.
+
+``tests/test_contexts_profile.py`` has the profile and its report files.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import threading
+
+import pytest
+
+import cassette_hook as ch
+from cassette_hook.contexts import NullContext, ProfileContext, ReportingContext, TraceContext
+
+M = __name__  # the module name the trace shows for this file's functions
+
+
+def times(x, y):
+    return x * y
+
+
+def check(x):
+    if x < 0:
+        raise ValueError("negative")
+    return x
+
+
+def program(x, y, z):
+    try:
+        check(-1)
+    except ValueError:
+        pass
+    return times(x, y) + times(y, z)
+
+
+PROGRAM_TRACE = f"""\
+{M}.program(2, 3, 4)
+  {M}.check(-1)
+    operator.lt(-1, 0) -> True
+    builtins.ValueError('negative') -> ValueError('negative')
+  {M}.check !! ValueError('negative')
+  {M}.times(2, 3)
+    operator.mul(2, 3) -> 6
+  {M}.times -> 6
+  {M}.times(3, 4)
+    operator.mul(3, 4) -> 12
+  {M}.times -> 12
+  operator.add(6, 12) -> 18
+{M}.program -> 18
+"""
+
+
+def trace(f, *args, **options):
+    out = io.StringIO()
+    ctx = TraceContext(out, **options)
+    result = ch.overdub(ctx, f, *args)
+    ctx.write_report()
+    return result, out.getvalue()
+
+
+# -- the protocol ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("cls", [NullContext, TraceContext, ProfileContext])
+def test_builtin_contexts_are_reporting_contexts_exported_by_the_package(cls):
+    assert issubclass(cls, ReportingContext)
+    assert getattr(ch, cls.__name__) is cls
+    assert cls.__name__ in ch.__all__
+
+
+@pytest.mark.parametrize("name, cls", [("null", NullContext), ("trace", TraceContext), ("profile", ProfileContext)])
+def test_entry_points_name_the_builtin_contexts(name, cls):
+    importlib_metadata = pytest.importorskip("importlib_metadata")
+    found = {ep.name: ep for ep in importlib_metadata.entry_points(group="cassette_hook.contexts")}
+    if name not in found:
+        pytest.skip("cassette_hook is not installed, so its entry points are not registered")
+    assert found[name].load() is cls
+
+
+def test_from_options_parses_values_into_constructor_arguments():
+    ctx = TraceContext.from_options({"depth": "3", "include": "pkg+other.*", "exclude": "operator", "width": "20"}, None)
+    assert ctx.depth == 3
+    assert ctx.filter.include == ("pkg", "other.*")
+    assert ctx.filter.exclude == ("operator",)
+    assert ctx.abbreviate.width == 20
+    assert ctx.output is None
+
+
+def test_from_options_passes_output_through(tmp_path):
+    ctx = ProfileContext.from_options({"sort": "calls", "limit": "5", "dot": "g.dot"}, str(tmp_path / "t.txt"))
+    assert (ctx.output, ctx.sort, ctx.limit, ctx.files["dot"]) == (str(tmp_path / "t.txt"), "calls", 5, "g.dot")
+
+
+@pytest.mark.parametrize("cls, options, message", [
+    (TraceContext, {"depht": "3"}, "unknown option 'depht' (valid options: depth, exclude, include, width)"),
+    (TraceContext, {"depth": "three"}, "bad value for option depth='three': expected a whole number"),
+    (TraceContext, {"depth": "0"}, "bad value for option depth='0': expected a number >= 1"),
+    (TraceContext, {"include": "a++b"}, "bad value for option include='a++b': expected module patterns separated by '+'"),
+    (ProfileContext, {"sort": "speed"}, "bad value for option sort='speed': expected one of self, cumulative, calls, name"),
+    (ProfileContext, {"dot": ""}, "bad value for option dot='': expected a file name"),
+    (NullContext, {"depth": "1"}, "unknown option 'depth' (valid options: none)"),
+])
+def test_from_options_refuses_bad_options_naming_them_and_the_valid_keys(cls, options, message):
+    with pytest.raises(ValueError) as info:
+        cls.from_options(options, None)
+    assert message in str(info.value)
+    assert str(info.value).startswith(cls.__name__)
+    if "unknown" not in message:
+        assert "(valid options: " in str(info.value)
+
+
+def test_a_third_party_reporting_context_gets_from_options_from_the_base():
+    class Counting(ReportingContext):
+        option_parsers = {"start": int}
+
+        def __init__(self, output=None, *, start=0):
+            super().__init__(output)
+            self.count = start
+
+        def prehook(self, f, *args, **kwargs):
+            self.count += 1
+
+        def write_report(self):
+            print(self.count, file=self.output)
+
+    out = io.StringIO()
+    ctx = Counting.from_options({"start": "10"}, out)
+    ch.overdub(ctx, program, 1, 2, 3)
+    ctx.write_report()
+    assert out.getvalue() == "18\n"
+
+
+def test_contexts_keep_metadata_and_refuse_passes():
+    assert TraceContext(metadata={"a": 1}).metadata == {"a": 1}
+    assert ProfileContext().metadata is None
+    with pytest.raises(NotImplementedError):
+        NullContext(pass_=object())
+
+
+# -- null --------------------------------------------------------------------------------
+
+def test_null_context_gives_the_same_results():
+    assert ch.overdub(NullContext(), program, 2, 3, 4) == program(2, 3, 4) == 18
+    with NullContext() as ctx:
+        assert ch.overdub(ctx, sorted, [3, 1, 2], key=lambda v: -v) == [3, 2, 1]
+
+
+def test_null_context_overloads_nothing():
+    for generic in (ch.prehook, ch.posthook, ch.overdub, ch.fallback, ch.execute):
+        assert not generic.has_methods_for(NullContext)
+
+
+def test_null_context_reports_nothing(capsys):
+    NullContext.from_options({}, None).write_report()
+    assert capsys.readouterr() == ("", "")
+
+
+# -- trace: the tree -------------------------------------------------------------------
+
+def test_trace_shows_the_call_tree_with_arguments_results_and_exceptions():
+    assert trace(program, 2, 3, 4) == (18, PROGRAM_TRACE)
+
+
+def test_trace_under_with_is_the_same():
+    out = io.StringIO()
+    with TraceContext(out) as ctx:
+        assert ch.overdub(ctx, program, 2, 3, 4) == 18
+    assert out.getvalue() == PROGRAM_TRACE
+
+
+def test_trace_depth_limits_the_levels_shown():
+    assert trace(program, 2, 3, 4, depth=2)[1] == f"""\
+{M}.program(2, 3, 4)
+  {M}.check(-1) !! ValueError('negative')
+  {M}.times(2, 3) -> 6
+  {M}.times(3, 4) -> 12
+  operator.add(6, 12) -> 18
+{M}.program -> 18
+"""
+
+
+def by_negation(items):
+    return sorted(items, key=lambda v: times(v, -1))
+
+
+def test_trace_exclude_hides_calls_but_not_the_calls_inside_them():
+    assert trace(by_negation, [1, 2], exclude=["builtins", "operator"])[1] == f"""\
+{M}.by_negation([1, 2])
+  {M}.by_negation.<locals>.<lambda>(1)
+    {M}.times(1, -1) -> -1
+  {M}.by_negation.<locals>.<lambda> -> -1
+  {M}.by_negation.<locals>.<lambda>(2)
+    {M}.times(2, -1) -> -2
+  {M}.by_negation.<locals>.<lambda> -> -2
+{M}.by_negation -> [2, 1]
+"""
+
+
+def test_trace_include_shows_only_matching_modules():
+    assert trace(program, 2, 3, 4, include=["operator"])[1] == """\
+operator.lt(-1, 0) -> True
+operator.mul(2, 3) -> 6
+operator.mul(3, 4) -> 12
+operator.add(6, 12) -> 18
+"""
+
+
+def test_trace_names_builtin_methods_classes_and_keyword_arguments():
+    class Box:
+        def __init__(self, items):
+            self.items = items
+
+        def __repr__(self):
+            return f"Box({self.items})"
+
+    def use():
+        box = Box(items=[])
+        box.items.append(1)
+        ", ".join(["a", "b"])
+        return box
+
+    box_object, text = trace(use, exclude=["operator"])
+    box = f"{M}.test_trace_names_builtin_methods_classes_and_keyword_arguments.<locals>.Box"
+    assert text.splitlines()[1:-1] == [
+        f"  {box}(items=[])",
+        f"    {box}.__init__(<Box object at 0x{id(box_object):x}>, items=[]) -> None",  # no repr before __init__
+        f"  {box} -> Box([])",
+        "  list.append([], 1) -> None",
+        "  str.join(', ', ['a', 'b']) -> 'a, b'",
+    ]
+
+
+def test_trace_abbreviates_values_to_the_width():
+    def take(*values):
+        return len(values)
+
+    def call():
+        return take("x" * 500, list(range(1000)), {i: i for i in range(100)}, {1, 2, 3})
+
+    text = trace(call, width=30, exclude=["builtins", "operator"])[1]
+    line = text.splitlines()[1]
+    args = line[line.index("(") + 1: line.rindex(")")]
+    assert args == "'xxxxxxxxxxxx...xxxxxxxxxxxxx', [0, 1, 2, 3, 4, 5, ...], {0: 0, 1: 1, 2: 2, 3: 3, ...}, {1, 2, 3}"
+
+
+def test_trace_survives_reprs_that_raise():
+    class Bad:
+        def __repr__(self):
+            raise RuntimeError("no repr")
+
+    def use(x):
+        return [x]
+
+    result, text = trace(use, Bad())
+    assert len(result) == 1
+    assert text == f"{M}.test_trace_survives_reprs_that_raise.<locals>.use(<Bad object at 0x{id(result[0]):x}>) " \
+                   f"-> [<Bad object at 0x{id(result[0]):x}>]\n"
+
+
+def test_trace_survives_a_class_named_like_a_builtin():
+    class dict:  # noqa: A001 -- reprlib would dispatch on the name
+        def __repr__(self):
+            return "mine"
+
+    assert trace(len, [dict()]) == (1, "builtins.len([mine]) -> 1\n")
+    assert TraceContext().abbreviate(dict()) == "mine"
+
+
+def test_trace_does_not_change_exceptions():
+    error = KeyError("k")
+
+    def fail():
+        raise error
+
+    def outer():
+        return fail()
+
+    ctx = TraceContext(io.StringIO())
+    with pytest.raises(KeyError) as info:
+        ch.overdub(ctx, outer)
+    assert info.value is error
+
+
+def test_trace_passes_keyword_arguments_named_like_its_own_parameters():
+    def kw(self, f):
+        return self - f
+
+    def call():
+        return kw(f=1, self=3)
+
+    assert trace(call, exclude=["operator"])[1].splitlines()[1] == f"  {M}.test_trace_passes_keyword_arguments_named_like_its_own_parameters.<locals>.kw(f=1, self=3) -> 2"
+
+
+def test_trace_to_a_broken_stream_stops_the_trace_not_the_program():
+    out = io.StringIO()
+    out.close()
+    ctx = TraceContext(out)
+    assert ch.overdub(ctx, program, 2, 3, 4) == 18
+    ctx.write_report()
+
+
+def test_trace_to_a_stream_that_cannot_encode_a_value_escapes_it():
+    raw = io.BytesIO()
+    out = io.TextIOWrapper(raw, encoding="ascii")
+    ctx = TraceContext(out)
+    assert ch.overdub(ctx, str.upper, "é") == "É"
+    assert ch.overdub(ctx, lambda s: s.upper(), "é") == "É"
+    ctx.write_report()
+    assert raw.getvalue().decode("ascii").endswith("str.upper('\\xe9') -> '\\xc9'\n<lambda> -> '\\xc9'\n".replace("<lambda>", f"{M}.test_trace_to_a_stream_that_cannot_encode_a_value_escapes_it.<locals>.<lambda>"))
+
+
+def test_trace_writes_a_file_and_closes_it_at_write_report(tmp_path):
+    ctx = TraceContext.from_options({}, str(tmp_path / "trace-{pid}.txt"))
+    ch.overdub(ctx, program, 2, 3, 4)
+    ctx.write_report()
+    ch.overdub(ctx, program, 2, 3, 4)  # after the report: not written, no error
+    [file] = tmp_path.iterdir()
+    assert file.name == f"trace-{__import__('os').getpid()}.txt"
+    assert file.read_text(encoding="utf-8") == PROGRAM_TRACE
+
+
+def test_trace_defaults_to_stderr_at_the_time_of_writing(capsys):
+    ctx = TraceContext()
+    ch.overdub(ctx, abs, -2)
+    ctx.write_report()
+    assert capsys.readouterr() == ("", "builtins.abs(-2) -> 2\n")
+
+
+def test_trace_of_deep_recursion_does_not_hit_the_recursion_limit():
+    def down(n):
+        return 0 if n == 0 else 1 + down(n - 1)
+
+    n = sys.getrecursionlimit() - 60
+    assert down(n) == n
+    result, text = trace(down, n, exclude=["operator"])
+    assert result == n
+    assert len(text.splitlines()) == 2 * n + 1
+
+
+# -- trace: threads ----------------------------------------------------------------------
+
+def test_trace_keeps_each_threads_tree_and_names_the_other_threads():
+    out = io.StringIO()
+    ctx = TraceContext(out)
+    barrier = threading.Barrier(3)
+
+    def run():
+        barrier.wait()
+        ch.overdub(ctx, program, 2, 3, 4)
+
+    threads = [threading.Thread(target=run, name=f"worker-{i}") for i in range(3)]
+    ch.overdub(ctx, abs, -1)  # the first thread to trace: its lines are not prefixed
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "builtins.abs(-1) -> 1"
+    for t in threads:
+        prefix = f"[{t.name}] "
+        mine = [line[len(prefix):] for line in lines if line.startswith(prefix)]
+        assert "\n".join(mine) + "\n" == PROGRAM_TRACE
+    assert len(lines) == 1 + 3 * len(PROGRAM_TRACE.splitlines())
+
+
+def test_threads_started_under_a_context_do_not_inherit_it():
+    out = io.StringIO()
+    ctx = TraceContext(out, exclude=["operator", "threading"])
+
+    def start():
+        t = threading.Thread(target=times, args=(1, 2))
+        t.start()
+        t.join()
+
+    ch.overdub(ctx, start)
+    assert f"{M}.times(" not in out.getvalue()
+    assert out.getvalue().endswith(f"{M}.test_threads_started_under_a_context_do_not_inherit_it.<locals>.start -> None\n")
