@@ -93,7 +93,7 @@ def test_from_options_passes_output_through(tmp_path):
 
 
 @pytest.mark.parametrize("cls, options, message", [
-    (TraceContext, {"depht": "3"}, "unknown option 'depht' (valid options: depth, exclude, include, width)"),
+    (TraceContext, {"depht": "3"}, "unknown option 'depht' (valid options: depth, exclude, include, operators, width)"),
     (TraceContext, {"depth": "three"}, "bad value for option depth='three': expected a whole number"),
     (TraceContext, {"depth": "0"}, "bad value for option depth='0': expected a number >= 1"),
     (TraceContext, {"include": "a++b"}, "bad value for option include='a++b': expected module patterns separated by '+'"),
@@ -376,3 +376,62 @@ def test_threads_started_under_a_context_do_not_inherit_it():
     ch.overdub(ctx, start)
     assert f"{M}.times(" not in out.getvalue()
     assert out.getvalue().endswith(f"{M}.test_threads_started_under_a_context_do_not_inherit_it.<locals>.start -> None\n")
+
+
+# -- options shared by trace and profile, and child processes ------------------------------
+
+@pytest.mark.parametrize("cls", [TraceContext, ProfileContext])
+def test_operators_option_makes_a_variant_of_the_class(cls):
+    plain = cls.from_options({"operators": "no"}, None)
+    assert isinstance(plain, cls) and type(plain) is not cls
+    assert type(plain).__name__ == cls.__name__ and repr(plain) == f"{cls.__name__}(metadata=None)"
+    assert type(plain).operators is False and cls.operators is True
+    assert type(cls(operators=False)) is type(plain)  # made once
+    assert type(cls(operators=True)) is cls
+
+
+def test_trace_without_operators_shows_only_calls():
+    assert trace(program, 2, 3, 4, operators=False)[1] == f"""\
+{M}.program(2, 3, 4)
+  {M}.check(-1)
+    builtins.ValueError('negative') -> ValueError('negative')
+  {M}.check !! ValueError('negative')
+  {M}.times(2, 3) -> 6
+  {M}.times(3, 4) -> 12
+{M}.program -> 18
+"""
+
+
+def test_separate_gives_report_files_the_process_id(tmp_path):
+    profile = ProfileContext.from_options({"dot": str(tmp_path / "g.dot"), "raw": str(tmp_path / "r-{pid}.json")},
+                                          str(tmp_path / "table.txt"))
+    profile.separate()
+    assert profile.output == str(tmp_path / "table.{pid}.txt")
+    assert profile.files["dot"] == str(tmp_path / "g.{pid}.dot")
+    assert profile.files["raw"] == str(tmp_path / "r-{pid}.json")
+    assert profile.files["flamegraph"] is None
+    stream = io.StringIO()
+    trace_to_stream = TraceContext(stream)
+    trace_to_stream.separate()
+    assert trace_to_stream.output is stream
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_traces_to_a_file_of_its_own(tmp_path):
+    import os
+
+    ctx = TraceContext(tmp_path / "trace.txt")
+    ch.overdub(ctx, abs, -1)
+    pid = os.fork()
+    if pid == 0:  # the child
+        try:
+            ctx.separate()
+            ch.overdub(ctx, abs, -2)
+            ctx.write_report()
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    ch.overdub(ctx, abs, -3)
+    ctx.write_report()
+    assert (tmp_path / "trace.txt").read_text(encoding="utf-8") == "builtins.abs(-1) -> 1\nbuiltins.abs(-3) -> 3\n"
+    assert (tmp_path / f"trace.{pid}.txt").read_text(encoding="utf-8") == "builtins.abs(-2) -> 2\n"

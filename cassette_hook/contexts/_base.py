@@ -10,6 +10,7 @@ program starts, with a message that names it and lists the valid keys.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 from typing import Any, Callable, ClassVar, Iterator, Mapping, TextIO, TypeVar, Union
@@ -35,14 +36,25 @@ class ReportingContext(Context):
     A subclass lists its options in :attr:`option_parsers`, one constructor keyword
     argument each, and overrides :meth:`write_report`.  Its constructor takes the report's
     destination as its first argument, ``output``.
+
+    The constructor also takes ``operators=True`` or ``False``, overriding the class option
+    ``operators`` (are operators call sites?) for this context.  That option belongs to
+    the class, because the rewritten code is shared per class, so such a context is an
+    instance of a subclass made for it (its name is the same; ``isinstance`` holds).
     """
 
     option_parsers: ClassVar[Mapping[str, Callable[[str], Any]]] = {}
     """Option key -> a function parsing its string value (raising ``ValueError`` if it is
     bad).  Each key is also the name of a keyword argument of the constructor."""
 
-    def __init__(self, output: Output = None, *, metadata: Any = None, pass_: Any = None) -> None:
-        super().__init__(metadata, pass_)
+    def __new__(cls, *args: Any, operators: bool | None = None, **kwargs: Any) -> ReportingContext:
+        if operators is not None and bool(operators) != bool(cls.operators):
+            cls = _variant(cls, bool(operators))
+        return super().__new__(cls)
+
+    def __init__(self, output: Output = None, *, operators: bool | None = None, metadata: Any = None,
+                 pass_: Any = None) -> None:
+        super().__init__(metadata, pass_)  # operators: taken by __new__
         self.output = output
 
     @classmethod
@@ -66,6 +78,23 @@ class ReportingContext(Context):
     def write_report(self) -> None:
         """Write what the context gathered to :attr:`output`.  Nothing, by default."""
 
+    def separate(self) -> None:
+        """Make this process's reports go to files of its own: called in a child process
+        that has a copy of its parent's context (after a fork), so that the child does not
+        overwrite the parent's reports.  Each report file ``name.ext`` becomes
+        ``name.{pid}.ext`` (a name that has ``{pid}`` already is left as it is); a stream
+        stays as it is.  Subclasses that write files or hold locks extend it."""
+        if isinstance(self.output, (str, os.PathLike)):
+            self.output = per_process(self.output)
+
+
+@functools.lru_cache(maxsize=None)
+def _variant(cls: type[R], operators: bool) -> type[R]:
+    """``cls`` with the class option ``operators`` set (made once per class and value)."""
+    namespace = {"operators": operators, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                 "__doc__": cls.__doc__}
+    return type(cls.__name__, (cls,), namespace)
+
 
 # -- parsing option values -------------------------------------------------------------
 
@@ -82,6 +111,15 @@ def positive_number(text: str) -> int:
     if number < 1:
         raise ValueError("expected a number >= 1")
     return number
+
+
+def yes_no(text: str) -> bool:
+    """``yes``/``no`` (or ``true``/``false``, ``on``/``off``, ``1``/``0``)."""
+    answer = {"yes": True, "true": True, "on": True, "1": True,
+              "no": False, "false": False, "off": False, "0": False}.get(text.strip().lower())
+    if answer is None:
+        raise ValueError("expected yes or no")
+    return answer
 
 
 def patterns(text: str) -> tuple[str, ...]:
@@ -117,6 +155,15 @@ def expand(file: str | os.PathLike[str]) -> str:
     """A report's file name, with ``{pid}`` replaced by this process's id: the processes of
     one run (a parent and its children, each with the same options) write apart."""
     return os.fspath(file).replace("{pid}", str(os.getpid()))
+
+
+def per_process(file: str | os.PathLike[str]) -> str:
+    """``name.ext`` -> ``name.{pid}.ext``, unless the name has ``{pid}`` already."""
+    name = os.fspath(file)
+    if "{pid}" in name:
+        return name
+    stem, suffix = os.path.splitext(name)
+    return f"{stem}.{{pid}}{suffix}"
 
 
 @contextlib.contextmanager

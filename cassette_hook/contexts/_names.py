@@ -48,7 +48,7 @@ def _cache_key(f: Any) -> Any:
         return f.__code__
     if kind in _UNBOUND or isinstance(f, type):
         return f
-    if kind is BuiltinFunctionType and (f.__self__ is None or isinstance(f.__self__, (ModuleType, type))):
+    if isinstance(f, BuiltinFunctionType) and (f.__self__ is None or isinstance(f.__self__, (ModuleType, type))):
         return f  # bound to a module or a class, not to an instance
     return None
 
@@ -76,7 +76,7 @@ def _describe(f: Any) -> tuple[str, str]:
         return _describe(f.__func__)
     if isinstance(f, type):
         return _public(_module_of(f), f.__qualname__, f), f.__qualname__
-    if kind is BuiltinFunctionType:
+    if isinstance(f, BuiltinFunctionType):  # with its subclass builtin_method (a C method taking its class)
         owner = f.__self__
         if owner is None or isinstance(owner, ModuleType):  # len, math.sqrt, operator.add
             module = _text(f.__module__) or getattr(owner, "__name__", None) or "builtins"

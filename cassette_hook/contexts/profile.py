@@ -22,7 +22,7 @@ from typing import Any, Iterable, TextIO
 
 from ..generics import recurse
 from . import _flamegraph, _reports
-from ._base import Output, ReportingContext, choice, expand, path, text_output, whole_number
+from ._base import Output, ReportingContext, choice, expand, path, per_process, text_output, whole_number, yes_no
 from ._calltree import FunctionStats, Node, ThreadTree, dump, function_stats, load
 from ._names import location_of, name_of
 
@@ -37,6 +37,9 @@ class ProfileContext(ReportingContext):
     ``speedscope`` (JSON for https://www.speedscope.app), ``collapsed`` (collapsed stacks
     for flamegraph.pl, inferno or speedscope), ``dot`` (a Graphviz call graph),
     ``flamegraph`` (an SVG flame graph) and ``raw`` (the data, for :meth:`merge`).
+    ``operators=False`` leaves operators out: faster and less noisy, but the Python
+    methods behind operators (``__add__``, ``__getitem__`` ...) are then not seen, nor
+    the calls they make (see :class:`ReportingContext`).
 
     Functions are named ``module.qualname`` (``builtins.len``; methods of builtin types
     as ``list.append``).  Each thread has its own call stack; the statistics add the
@@ -46,13 +49,14 @@ class ProfileContext(ReportingContext):
     """
 
     option_parsers = {"sort": choice(*_reports.SORT_KEYS), "limit": whole_number, "speedscope": path,
-                      "collapsed": path, "dot": path, "flamegraph": path, "raw": path}
+                      "collapsed": path, "dot": path, "flamegraph": path, "raw": path, "operators": yes_no}
 
     def __init__(self, output: Output = None, *, sort: str = "self", limit: int | None = None,
                  speedscope: str | os.PathLike[str] | None = None, collapsed: str | os.PathLike[str] | None = None,
                  dot: str | os.PathLike[str] | None = None, flamegraph: str | os.PathLike[str] | None = None,
-                 raw: str | os.PathLike[str] | None = None, metadata: Any = None, pass_: Any = None) -> None:
-        super().__init__(output, metadata=metadata, pass_=pass_)
+                 raw: str | os.PathLike[str] | None = None, operators: bool | None = None,
+                 metadata: Any = None, pass_: Any = None) -> None:
+        super().__init__(output, operators=operators, metadata=metadata, pass_=pass_)
         if sort not in _reports.SORT_KEYS:
             raise ValueError(f"ProfileContext: sort must be one of {', '.join(_reports.SORT_KEYS)}, not {sort!r}")
         self.sort, self.limit = sort, limit
@@ -96,6 +100,13 @@ class ProfileContext(ReportingContext):
             if location is not None:
                 self._locations[name] = location
         return node
+
+    def separate(self) -> None:
+        """A forked child's profile: its files get its process id too (see
+        :meth:`ReportingContext.separate`).  It keeps what was recorded before the fork."""
+        super().separate()
+        self.files = {key: None if file is None else per_process(file) for key, file in self.files.items()}
+        self._lock = threading.Lock()  # the fork may have copied it held by another thread
 
     # -- the data --------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ import threading
 from typing import Any, Sequence, TextIO
 
 from ..generics import recurse
-from ._base import Output, ReportingContext, expand, patterns, positive_number
+from ._base import Output, ReportingContext, expand, patterns, positive_number, yes_no
 from ._names import ModuleFilter, module_and_qualname, name_of
 
 
@@ -37,7 +37,10 @@ class TraceContext(ReportingContext):
     ``Context.include``) choosing the calls shown by their callee's module -- for
     instance ``exclude=("operator",)`` hides operators; hidden calls still run, and the
     calls inside them are shown in their place.  ``width``: how many characters a value
-    may take.
+    may take.  ``operators``: ``False`` makes operators plain operations rather than
+    calls (see :class:`ReportingContext`): they are neither shown nor slowed down, but the
+    Python methods behind them (``__add__``, ``__getitem__`` ...) and their calls are not
+    seen either.
 
     The trace streams as the program runs; :meth:`write_report` flushes it (and closes
     ``output`` if it is a file the context opened).  Each thread has its own indentation;
@@ -45,12 +48,13 @@ class TraceContext(ReportingContext):
     """
 
     option_parsers = {"depth": positive_number, "include": patterns, "exclude": patterns,
-                      "width": positive_number}
+                      "width": positive_number, "operators": yes_no}
 
     def __init__(self, output: Output = None, *, depth: int | None = None,
                  include: Sequence[str] | None = None, exclude: Sequence[str] = (),
-                 width: int = 60, metadata: Any = None, pass_: Any = None) -> None:
-        super().__init__(output, metadata=metadata, pass_=pass_)
+                 width: int = 60, operators: bool | None = None, metadata: Any = None,
+                 pass_: Any = None) -> None:
+        super().__init__(output, operators=operators, metadata=metadata, pass_=pass_)
         if depth is not None and depth < 1:
             raise ValueError(f"TraceContext: depth must be at least 1 (or None), not {depth!r}")
         self.depth = depth
@@ -63,7 +67,7 @@ class TraceContext(ReportingContext):
         self._owned = isinstance(output, (str, os.PathLike))
         self._closed = False
         if self._owned:
-            self._stream = open(expand(output), "w", encoding="utf-8")  # type: ignore[arg-type]
+            self._stream = self._open_file()
         elif output is not None:
             self._stream = output  # type: ignore[assignment]
 
@@ -97,6 +101,23 @@ class TraceContext(ReportingContext):
             except (OSError, ValueError):
                 pass
             self._closed = self._owned
+
+    def separate(self) -> None:
+        """A forked child's trace goes on in a file of its own (see
+        :meth:`ReportingContext.separate`); a stream is shared with the parent."""
+        super().separate()
+        self._lock = threading.Lock()  # the fork may have copied it held by another thread
+        if self._owned and not self._closed:
+            try:
+                self._stream.close()  # type: ignore[union-attr]  # line-buffered: nothing of the parent's is left in it
+            except (OSError, ValueError):
+                pass
+            self._stream = self._open_file()
+
+    def _open_file(self) -> TextIO:
+        """The trace file, line-buffered: a line is in the file once written, even if the
+        process ends abruptly or forks."""
+        return open(expand(self.output), "w", encoding="utf-8", buffering=1)  # type: ignore[arg-type]
 
     # -- the tree --------------------------------------------------------------------
 
