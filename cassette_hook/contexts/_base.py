@@ -78,6 +78,12 @@ class ReportingContext(Context):
     def write_report(self) -> None:
         """Write what the context gathered to :attr:`output`.  Nothing, by default."""
 
+    def open_output(self) -> contextlib.AbstractContextManager[TextIO]:
+        """``with self.open_output() as stream:`` -- a text stream for :attr:`output`: the
+        stream itself, ``sys.stderr`` for ``None``, or the named file, opened for writing
+        (UTF-8, ``{pid}`` replaced by the process id) and closed at the end of the block."""
+        return text_output(self.output)
+
     def separate(self) -> None:
         """Make this process's reports go to files of its own: called in a child process
         that has a copy of its parent's context (after a fork), so that the child does not

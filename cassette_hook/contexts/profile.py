@@ -174,6 +174,7 @@ class ProfileContext(ReportingContext):
         return _reports.collapsed(self._trees_now())
 
     def write_collapsed(self, file: str | os.PathLike[str] | TextIO) -> None:
+        """Write :meth:`collapsed` to a path or a text stream."""
         with text_output(file) as stream:
             stream.write(self.collapsed())
 
@@ -182,6 +183,7 @@ class ProfileContext(ReportingContext):
         return _reports.speedscope(self._trees_now(), self._locations, self.title)
 
     def write_speedscope(self, file: str | os.PathLike[str] | TextIO) -> None:
+        """Write :meth:`speedscope` as JSON to a path or a text stream."""
         with text_output(file) as stream:
             json.dump(self.speedscope(), stream)
 
@@ -191,6 +193,7 @@ class ProfileContext(ReportingContext):
         return _reports.dot(function_stats(trees, self._locations), trees, self.title)
 
     def write_dot(self, file: str | os.PathLike[str] | TextIO) -> None:
+        """Write :meth:`dot` to a path or a text stream."""
         with text_output(file) as stream:
             stream.write(self.dot())
 
@@ -199,5 +202,6 @@ class ProfileContext(ReportingContext):
         return _flamegraph.render(_reports.stacks(self._trees_now()), self.title)
 
     def write_flamegraph(self, file: str | os.PathLike[str] | TextIO) -> None:
+        """Write :meth:`flamegraph` to a path or a text stream."""
         with text_output(file) as stream:
             stream.write(self.flamegraph())
