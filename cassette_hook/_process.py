@@ -29,6 +29,11 @@ def activate(contexts: Iterable[_context.Context]) -> None:
         _active.append(ctx)
 
 
+def contexts() -> list[_context.Context]:
+    """The process-wide contexts, outermost first."""
+    return list(_active)
+
+
 def write_reports() -> None:
     """Have each process-wide context that reports write its report, once."""
     while _active:
