@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from ._calltree import FunctionStats, ThreadTree, edges, paths
+from ._calltree import FunctionStats, ThreadTree, edges, events, paths
 
 SORT_KEYS = {
     "self": lambda s: (-s.self_ns, s.name),
@@ -89,19 +89,22 @@ def speedscope(trees: list[ThreadTree], locations: dict[str, tuple[str, int]], t
     profiles = []
     for tree in trees:
         samples, weights = [], []
-        for names, node in paths(tree.root):
-            weight = node.self_time()
-            if not weight:
+        stack: list[int] = []  # frame indices of the path being visited
+        for entering, node in events(tree.root):
+            if not entering:
+                stack.pop()
                 continue
-            for name in names:
-                if name not in index:
-                    index[name] = len(frames)
-                    frame: dict[str, Any] = {"name": name}
-                    if name in locations:
-                        frame["file"], frame["line"] = locations[name]
-                    frames.append(frame)
-            samples.append([index[n] for n in names])
-            weights.append(weight)
+            if node.name not in index:
+                index[node.name] = len(frames)
+                frame: dict[str, Any] = {"name": node.name}
+                if node.name in locations:
+                    frame["file"], frame["line"] = locations[node.name]
+                frames.append(frame)
+            stack.append(index[node.name])
+            weight = node.self_time()
+            if weight:
+                samples.append(stack.copy())
+                weights.append(weight)
         profiles.append({"type": "sampled", "name": tree.name, "unit": "nanoseconds",
                          "startValue": 0, "endValue": sum(weights), "samples": samples, "weights": weights})
     from .. import __version__  # here: the package imports this module before it sets it
