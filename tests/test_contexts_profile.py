@@ -179,7 +179,6 @@ def test_table_lists_functions_sorted_by_self_time():
     assert lines[2].split() == ["calls", "self", "ms", "self", "%", "cum", "ms", "cum", "%", "function"]
     rows = [line.split() for line in lines[3:]]
     assert [float(r[1]) for r in rows] == sorted((float(r[1]) for r in rows), reverse=True)
-    assert rows[0][-1] == "time.sleep"
     assert {r[-1] for r in rows} == set(profile(program).stats())
 
 
