@@ -10,7 +10,6 @@ program starts, with a message that names it and lists the valid keys.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import sys
 from typing import Any, Callable, ClassVar, Iterator, Mapping, TextIO, TypeVar, Union
@@ -94,12 +93,17 @@ class ReportingContext(Context):
             self.output = per_process(self.output)
 
 
-@functools.lru_cache(maxsize=None)
+_variants: dict[tuple[type, bool], type] = {}
+
+
 def _variant(cls: type[R], operators: bool) -> type[R]:
     """``cls`` with the class option ``operators`` set (made once per class and value)."""
-    namespace = {"operators": operators, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
-                 "__doc__": cls.__doc__}
-    return type(cls.__name__, (cls,), namespace)
+    variant = _variants.get((cls, operators))
+    if variant is None:
+        namespace = {"operators": operators, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
+                     "__doc__": cls.__doc__}
+        variant = _variants.setdefault((cls, operators), type(cls.__name__, (cls,), namespace))
+    return variant
 
 
 # -- parsing option values -------------------------------------------------------------

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import fnmatch
 import sys
-from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
+from types import (BuiltinFunctionType, ClassMethodDescriptorType, FunctionType, MethodDescriptorType, MethodType,
+                   MethodWrapperType, ModuleType, WrapperDescriptorType)
 from typing import Any, Sequence
 
-_DESCRIPTORS = (type(list.append), type(object.__init__), type(dict.__dict__["fromkeys"]),
-                type(object().__init__))  # method, wrapper and classmethod descriptors, method-wrapper
-
-_UNBOUND = _DESCRIPTORS[:3]  # not method-wrappers: they hold a receiver
+_UNBOUND = (MethodDescriptorType, WrapperDescriptorType, ClassMethodDescriptorType)  # list.append, object.__init__
+_DESCRIPTORS = (*_UNBOUND, MethodWrapperType)  # and a method-wrapper, bound to its receiver
 _cache: dict[Any, tuple[str, str]] = {}
 
 

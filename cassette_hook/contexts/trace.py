@@ -21,7 +21,7 @@ import os
 import reprlib
 import sys
 import threading
-from typing import Any, Sequence, TextIO
+from typing import Any, Callable, Sequence, TextIO, cast
 
 from ..generics import recurse
 from ._base import Output, ReportingContext, expand, patterns, positive_number, yes_no
@@ -63,13 +63,10 @@ class TraceContext(ReportingContext):
         self._threads = threading.local()
         self._lock = threading.Lock()
         self._first_thread: int | None = None
-        self._stream: TextIO | None = None  # None: sys.stderr at each line
         self._owned = isinstance(output, (str, os.PathLike))
         self._closed = False
-        if self._owned:
-            self._stream = self._open_file()
-        elif output is not None:
-            self._stream = output  # type: ignore[assignment]
+        # None: sys.stderr, looked up at each line
+        self._stream = self._open_file() if self._owned else cast("TextIO | None", output)
 
     def overdub(self, f: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Run the call (``recurse``) and write it, its result or its exception."""
@@ -117,7 +114,7 @@ class TraceContext(ReportingContext):
     def _open_file(self) -> TextIO:
         """The trace file, line-buffered: a line is in the file once written, even if the
         process ends abruptly or forks."""
-        return open(expand(self.output), "w", encoding="utf-8", buffering=1)  # type: ignore[arg-type]
+        return open(expand(cast("str | os.PathLike[str]", self.output)), "w", encoding="utf-8", buffering=1)
 
     # -- the tree --------------------------------------------------------------------
 
@@ -235,7 +232,7 @@ class Abbreviator(reprlib.Repr):
         return left + ", ".join(items + ["..."] * (len(x) > self.maxset)) + right
 
 
-_BY_TYPE = {
+_BY_TYPE: dict[type, Callable[[Any, Any, int], str]] = {
     tuple: reprlib.Repr.repr_tuple, list: reprlib.Repr.repr_list, str: reprlib.Repr.repr_str,
     int: reprlib.Repr.repr_int, array.array: reprlib.Repr.repr_array,
     collections.deque: reprlib.Repr.repr_deque, dict: Abbreviator.repr_dict,
