@@ -1,0 +1,581 @@
+#!/usr/bin/env python3
+"""Real-world check: other projects' test suites, plain and instrumented.
+
+For each peer project (pinned below) this script
+
+1. downloads its sdist from the registry with ``pip download --no-deps --no-binary :all:``
+   into a cache directory (reused when present, checked against the pinned sha256),
+2. unpacks it and installs the project from the unpacked sdist into the running
+   environment (non-editable; the test dependencies come from ``peers/requirements.txt``),
+3. runs the project's test suite three times, each in a fresh working directory and
+   its own subprocess::
+
+       plain       python -m pytest ARGS
+       nocontext   python -m cassette_hook --include P... -m pytest ARGS
+       null        python -m cassette_hook --include P... --context null -m pytest ARGS
+
+4. reads each run's counts from its ``--junitxml`` report (passed, failed, errors,
+   skipped, xfailed; xpassed comes from pytest's summary line, because a JUnit report
+   records an xpass as a pass) and prints a table.
+
+It exits non-zero if any project's three runs differ (in the counts, or in which test
+had which outcome) or if any run produced no results. Each run's output is kept in a
+log file; on a mismatch the script prints the tests that differ and the logs' tails.
+
+Run it through tox (``python -m tox run -e peers``): it installs packages into the
+environment it runs in, so outside a virtual environment it refuses to install (see
+``--no-install``). Standard library only; CPython 3.10-3.13.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+HERE = Path(__file__).resolve().parent
+REQUIREMENTS = HERE / "requirements.txt"
+DEFAULT_CACHE = HERE / ".cache"
+
+MODES = ("plain", "nocontext", "null")
+COUNT_KEYS = ("passed", "failed", "errors", "skipped", "xfailed", "xpassed")
+# pytest >= 9 runs unittest's subTest()s as subtests and counts them in its summary line
+# only ("3 passed, 120 subtests passed"): those counts are compared too.
+SUBTEST_KEYS = ("subtests passed", "subtests failed", "subtests skipped", "subtests xfailed")
+
+# Options every run gets. No cache plugin: a run must not see what an earlier run left.
+COMMON_PYTEST_ARGS = ["-q", "-p", "no:cacheprovider"]
+
+
+# --------------------------------------------------------------------------- projects
+# Each project's setup gets (sdist tree, fresh working directory, installed package
+# directories by import name) and returns (cwd, pytest arguments) for a run. Whatever
+# it returns is used identically by the three runs.
+
+
+def _setup_more_itertools(src: Path, work: Path, installed: dict[str, Path]):
+    # The suite is tests/ (unittest TestCases, which pytest collects) plus the doctests
+    # of more_itertools.more and more_itertools.recipes, which the test modules add
+    # through unittest's load_tests protocol. pytest does not call load_tests, so the
+    # doctests are collected with --doctest-modules from the installed modules.
+    # The tests are copied out of the sdist so that `import more_itertools` finds the
+    # installed package, not the sdist's copy next to tests/. An empty pytest.ini makes
+    # the working directory the rootdir and stops pytest's search for a configuration
+    # file in the directories above (it would find this repository's setup.cfg).
+    # --doctest-modules also collects the docstring of the class IterOnlyRange in
+    # tests/test_more.py, which describes the class with >>> lines that are not meant to
+    # run (it raises TypeError by design) and that upstream's DocTestSuite never runs:
+    # that item is not part of the suite, so it is deselected.
+    shutil.copytree(src / "tests", work / "tests")
+    (work / "pytest.ini").write_text("[pytest]\n")
+    pkg = installed["more_itertools"]
+    return work, [
+        "tests", "--doctest-modules", str(pkg / "more.py"), str(pkg / "recipes.py"),
+        "--deselect", "tests/test_more.py::tests.test_more.IterOnlyRange",
+    ]
+
+
+def _setup_toolz(src: Path, work: Path, installed: dict[str, Path]):
+    # The tests ship inside the package (toolz/tests, toolz/sandbox/tests) and are
+    # installed with it: run them from the installed package, with the sdist's pytest
+    # configuration (filterwarnings = error, xfail_strict, ...). The rootdir is
+    # site-packages so that test ids read toolz/tests/test_*.py as upstream.
+    pkg = installed["toolz"]
+    return work, ["-c", str(src / "pyproject.toml"), "--rootdir", str(pkg.parent), str(pkg)]
+
+
+def _setup_attrs(src: Path, work: Path, installed: dict[str, Path]):
+    # attrs' own configuration (pyproject.toml) uses --import-mode=importlib with a src/
+    # layout, so tests/ imports the installed attr and attrs; run in a copy of the sdist.
+    # Hypothesis gets a fixed seed so that the three runs draw the same examples, and
+    # each run starts without a .hypothesis/ example database (fresh copy).
+    tree = work / src.name
+    shutil.copytree(src, tree)
+    return tree, ["tests", "--hypothesis-seed=0"]
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str  # distribution name on the registry
+    version: str
+    sha256: str  # of the sdist
+    packages: tuple[str, ...]  # import names: --include prefixes, and what gets located
+    setup: Callable[[Path, Path, dict[str, Path]], tuple[Path, list[str]]] = field(repr=False)
+    # Test ids deselected in all three runs, each with the reason it cannot run here.
+    deselect: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def sdist_name(self) -> str:
+        return f"{re.sub(r'[-_.]+', '_', self.name).lower()}-{self.version}.tar.gz"
+
+
+# The pins: the newest releases (at the time of pinning) that support CPython 3.10-3.13.
+# more-itertools 11.2 requires Python >= 3.11, so it is pinned at 11.1.0.
+PROJECTS = (
+    Project(
+        "more-itertools", "11.1.0",
+        "48e8f4d9e7e5878571ecf6f2b4e57634f93cd474cc8cfbd2376f2d11b396e30d",
+        ("more_itertools",), _setup_more_itertools,
+    ),
+    Project(
+        "toolz", "1.2.0",
+        "9667a038e9d6ecba37995e26cb2f59ec6420b6ad8dd9677de59db9b956b08490",
+        ("toolz", "tlz"), _setup_toolz,
+    ),
+    Project(
+        "attrs", "26.1.0",
+        "d03ceb89cb322a8fd706d4fb91940737b6642aa36998fe130a9bc96c985eff32",
+        ("attr", "attrs"), _setup_attrs,
+    ),
+)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def log(msg: str = "") -> None:
+    print(msg, flush=True)
+
+
+def run_checked(cmd: list[str], **kw) -> None:
+    log("$ " + " ".join(cmd))
+    subprocess.run(cmd, check=True, **kw)
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def fetch_sdist(project: Project, cache: Path) -> Path:
+    sdists = cache / "sdist"
+    path = sdists / project.sdist_name
+    if not path.exists():
+        sdists.mkdir(parents=True, exist_ok=True)
+        run_checked([
+            sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+            "--disable-pip-version-check", "-d", str(sdists),
+            f"{project.name}=={project.version}",
+        ])
+        if not path.exists():
+            raise SystemExit(f"pip download did not produce {path}")
+    digest = sha256_of(path)
+    if digest != project.sha256:
+        raise SystemExit(
+            f"{path}: sha256 {digest} does not match the pinned {project.sha256};"
+            " delete the file to download it again"
+        )
+    return path
+
+
+def unpack(sdist: Path, dest_root: Path) -> Path:
+    with tarfile.open(sdist) as tar:
+        tops = {m.name.split("/", 1)[0] for m in tar.getmembers()}
+        if len(tops) != 1:
+            raise SystemExit(f"{sdist}: expected one top-level directory, got {sorted(tops)}")
+        dest = dest_root / tops.pop()
+        if dest.exists():
+            shutil.rmtree(dest)
+        dest_root.mkdir(parents=True, exist_ok=True)
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest_root, filter="data")
+        else:  # CPython 3.10.x before 3.10.12
+            tar.extractall(dest_root)
+    return dest
+
+
+def locate_installed(project: Project, cwd: Path) -> dict[str, Path]:
+    """Where the environment's python imports the project's packages from (and check
+    that it is the pinned version, installed, not a source tree)."""
+    code = (
+        "import importlib.util, importlib.metadata, json, sys\n"
+        f"names = {list(project.packages)!r}\n"
+        "locs = {n: importlib.util.find_spec(n).submodule_search_locations[0] for n in names}\n"
+        f"print(json.dumps([importlib.metadata.version({project.name!r}), locs]))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=cwd, check=True, capture_output=True, text=True
+    ).stdout
+    version, locs = json.loads(out.strip().splitlines()[-1])
+    if version != project.version:
+        raise SystemExit(f"{project.name}: installed version is {version}, not {project.version}")
+    found = {n: Path(p).resolve() for n, p in locs.items()}
+    for n, p in found.items():
+        if cwd.resolve() in p.parents or not any(
+            part in ("site-packages", "dist-packages") for part in p.parts
+        ):
+            raise SystemExit(f"{project.name}: {n} is imported from {p}, not an installed copy")
+    return found
+
+
+def check_instrumented(project: Project, cwd: Path) -> str:
+    """Does ``python -m cassette_hook --include ...`` instrument the project's packages?
+    (Otherwise the instrumented runs would compare nothing.) Empty if so, else why not.
+    It checks that each package was loaded by one of cassette_hook's loaders."""
+    code = (
+        "import importlib\n"
+        f"names = {list(project.packages)!r}\n"
+        "loaders = {n: type(importlib.import_module(n).__spec__.loader) for n in names}\n"
+        "bad = [f'{n} ({l.__module__}.{l.__qualname__})' for n, l in loaders.items()\n"
+        "       if not l.__module__.startswith('cassette_hook')]\n"
+        "print('not instrumented: ' + ', '.join(bad) if bad else 'ok')\n"
+    )
+    cmd = [sys.executable, "-m", "cassette_hook", *include_args(project), "-c", code]
+    proc = subprocess.run(cmd, cwd=cwd, env=clean_env(), capture_output=True, text=True)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode == 0 and lines and lines[-1] == "ok":
+        return ""
+    return (lines[-1] if proc.returncode == 0 and lines else
+            f"`{' '.join(cmd[:-1])} -c ...` exited with {proc.returncode}: {proc.stderr.strip()[-500:]}")
+
+
+def include_args(project: Project) -> list[str]:
+    args = []
+    for prefix in project.packages:
+        args += ["--include", prefix]
+    return args
+
+
+def install(project: Project, src: Path) -> None:
+    run_checked([
+        sys.executable, "-m", "pip", "install", "--disable-pip-version-check", "-q",
+        "--no-deps", "--force-reinstall", str(src),
+    ])
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class Result:
+    mode: str
+    returncode: int | None
+    seconds: float
+    log: Path
+    counts: dict[str, int] | None = None  # None: no results
+    warnings: int = 0  # shown, not compared
+    outcomes: Counter | None = None  # (test id, outcome) -> n
+    problem: str = ""
+
+
+_SUMMARY_LINE = re.compile(r"^=*\s*(\d+ [a-z]+.*) in [\d.]+s( \([\d:]+\))?\s*=*\s*$")
+_SUMMARY_ITEM = re.compile(r"(\d+) ((?:subtests )?[a-z]+)")
+
+
+def terminal_counts(log_path: Path) -> dict[str, int] | None:
+    """The counts from pytest's closing summary line ("3 passed, 1 skipped in 0.1s")."""
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines[-50:]):
+        m = _SUMMARY_LINE.match(line.strip())
+        if m:
+            counts = {}
+            for n, word in _SUMMARY_ITEM.findall(m.group(1)):
+                word = {"error": "errors", "warning": "warnings"}.get(word, word)
+                counts[word] = counts.get(word, 0) + int(n)
+            return counts
+    return None
+
+
+def junit_outcomes(xml_path: Path) -> Counter:
+    """(test id, outcome) for every outcome the JUnit report records. A test whose call
+    failed and whose teardown errored has two, as pytest counts it."""
+    outcomes: Counter = Counter()
+    root = ET.parse(xml_path).getroot()
+    for case in root.iter("testcase"):
+        test_id = f"{case.get('classname', '')}::{case.get('name', '')}"
+        recorded = False
+        for child in case:
+            if child.tag == "failure":
+                outcomes[test_id, "failed"] += 1
+            elif child.tag == "error":
+                outcomes[test_id, "errors"] += 1
+            elif child.tag == "skipped":
+                kind = "xfailed" if child.get("type") == "pytest.xfail" else "skipped"
+                outcomes[test_id, kind] += 1
+            else:
+                continue
+            recorded = True
+        if not recorded:
+            outcomes[test_id, "passed"] += 1  # or xpassed: the report does not tell
+    return outcomes
+
+
+def read_results(result: Result, xml_path: Path) -> None:
+    if result.returncode not in (0, 1):
+        result.problem = f"pytest exited with {result.returncode}"
+        return
+    if not xml_path.exists():
+        result.problem = "no JUnit report"
+        return
+    try:
+        outcomes = junit_outcomes(xml_path)
+    except ET.ParseError as exc:
+        result.problem = f"unreadable JUnit report: {exc}"
+        return
+    if not outcomes:
+        result.problem = "the JUnit report has no tests"
+        return
+    counts = dict.fromkeys(COUNT_KEYS, 0)
+    for (_, outcome), n in outcomes.items():
+        counts[outcome] += n
+    term = terminal_counts(result.log)
+    if term is None:
+        result.problem = "no pytest summary line in the log"
+        return
+    counts["xpassed"] = term.get("xpassed", 0)
+    counts["passed"] -= counts["xpassed"]
+    mismatch = [k for k in COUNT_KEYS if term.get(k, 0) != counts[k]]
+    if mismatch:
+        result.problem = (
+            "JUnit report and summary line disagree on "
+            + ", ".join(f"{k} ({counts[k]} vs {term.get(k, 0)})" for k in mismatch)
+        )
+    for key in SUBTEST_KEYS:
+        if key in term:
+            counts[key] = term[key]
+    result.warnings = term.get("warnings", 0)
+    result.counts = counts
+    result.outcomes = outcomes
+
+
+def tail(path: Path, n: int = 40) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError as exc:
+        return f"    (cannot read {path}: {exc})"
+    return "\n".join("    " + line for line in lines[-n:])
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def clean_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CASSETTE_HOOK_")}
+    # Same hash seed in every run: set iteration order is then the same in all three.
+    env["PYTHONHASHSEED"] = "0"
+    env.pop("PYTEST_ADDOPTS", None)
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def run_suite(
+    project: Project, mode: str, src: Path, installed: dict[str, Path], cache: Path,
+    extra: list[str], timeout: float,
+) -> Result:
+    slug = f"{project.name}-{project.version}"
+    work = cache / "work" / slug / mode
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
+    cwd, args = project.setup(src, work, installed)
+    logs = cache / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log_path = logs / f"{slug}-{mode}.log"
+    xml_path = logs / f"{slug}-{mode}.xml"
+    xml_path.unlink(missing_ok=True)
+
+    cmd = [sys.executable]
+    if mode != "plain":
+        cmd += ["-m", "cassette_hook", *include_args(project)]
+        if mode == "null":
+            cmd += ["--context", "null"]
+    cmd += ["-m", "pytest", *COMMON_PYTEST_ARGS, f"--junitxml={xml_path}"]
+    for test_id, _reason in project.deselect:
+        cmd += ["--deselect", test_id]
+    cmd += [*args, *extra]
+
+    log(f"[{slug} {mode}] {' '.join(cmd)}  (cwd {cwd})")
+    start = time.monotonic()
+    with open(log_path, "w") as out:
+        out.write(f"$ cd {cwd}\n$ {' '.join(cmd)}\n")
+        out.flush()
+        proc = subprocess.Popen(
+            cmd, cwd=cwd, env=clean_env(), stdout=out, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        try:
+            returncode = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            returncode = None
+    seconds = time.monotonic() - start
+    result = Result(mode, returncode, seconds, log_path)
+    if returncode is None:
+        result.problem = f"timed out after {timeout:.0f}s"
+    else:
+        read_results(result, xml_path)
+    shown = result.counts if result.counts else result.problem
+    log(f"[{slug} {mode}] {seconds:.1f}s exit {returncode}: {shown}")
+    return result
+
+
+def compare(project: Project, results: list[Result]) -> list[str]:
+    """What is wrong with one project's runs (empty: all produced the same results)."""
+    problems = []
+    for r in results:
+        if r.counts is None:
+            problems.append(f"{r.mode}: no results ({r.problem})")
+        elif r.problem:
+            problems.append(f"{r.mode}: {r.problem}")
+    good = [r for r in results if r.counts is not None]
+    if good:
+        ref = good[0]
+        for r in good[1:]:
+            if r.counts != ref.counts:
+                problems.append(f"{r.mode}: counts differ from {ref.mode}")
+            if r.outcomes != ref.outcomes:
+                diff = sorted((r.outcomes - ref.outcomes) + (ref.outcomes - r.outcomes))
+                tests = sorted({t for t, _ in diff})
+                lines = []
+                for t in tests[:30]:
+                    a = sorted(o for (tt, o) in ref.outcomes.elements() if tt == t)
+                    b = sorted(o for (tt, o) in r.outcomes.elements() if tt == t)
+                    lines.append(f"      {t}: {ref.mode} {a or '-'}, {r.mode} {b or '-'}")
+                if len(tests) > 30:
+                    lines.append(f"      ... and {len(tests) - 30} more")
+                problems.append(
+                    f"{r.mode}: {len(tests)} test(s) with other outcomes than in {ref.mode}:\n"
+                    + "\n".join(lines)
+                )
+    return problems
+
+
+def print_table(rows: list[tuple[Project, list[Result]]]) -> None:
+    """Counts per run. "subtests" is the passed subtests; failed or skipped subtests, if
+    any, are listed after the time."""
+    columns = (*COUNT_KEYS, "subtests", "warnings")
+    head = f"{'project':22} {'run':10}" + "".join(f"{k:>9}" for k in columns) + f"{'time':>9}"
+    log(head)
+    log("-" * len(head))
+    for project, results in rows:
+        for r in results:
+            label = f"{project.name} {project.version}" if r is results[0] else ""
+            if r.counts is None:
+                log(f"{label:22} {r.mode:10}  no results: {r.problem}  ({r.seconds:.1f}s)")
+                continue
+            values = [r.counts[k] for k in COUNT_KEYS]
+            values += [r.counts.get("subtests passed", 0), r.warnings]
+            cells = "".join(f"{v:>9}" for v in values)
+            others = ", ".join(
+                f"{r.counts[k]} {k}" for k in SUBTEST_KEYS[1:] if r.counts.get(k)
+            )
+            log(f"{label:22} {r.mode:10}{cells}{r.seconds:>8.1f}s" + (f"  {others}" if others else ""))
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    names = [p.name for p in PROJECTS]
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="Arguments after -- go to every pytest run.",
+    )
+    parser.add_argument("--project", action="append", choices=names,
+                        help="run only this project (repeatable; default: all)")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"comma-separated subset of {','.join(MODES)} (default: all)")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
+                        help="downloads, unpacked sdists, working directories and logs"
+                             " (default: peers/.cache)")
+    parser.add_argument("--no-install", action="store_true",
+                        help="use what the environment has; install nothing")
+    parser.add_argument("--timeout", type=float, default=3600,
+                        help="seconds one test run may take (default: 3600)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1:]
+    opts = parser.parse_args(argv)
+    modes = [m.strip() for m in opts.modes.split(",") if m.strip()]
+    if not modes or any(m not in MODES for m in modes):
+        parser.error(f"--modes takes a comma-separated subset of {','.join(MODES)}")
+    projects = [p for p in PROJECTS if not opts.project or p.name in opts.project]
+    cache = opts.cache.resolve()
+    cache.mkdir(parents=True, exist_ok=True)
+
+    if not opts.no_install and sys.prefix == sys.base_prefix:
+        log("run_peers.py installs packages into the environment it runs in; this python"
+            f" ({sys.executable}) is not in a virtual environment. Use"
+            " `python -m tox run -e peers`, a virtual environment, or --no-install.")
+        return 2
+
+    log(f"python {sys.version.split()[0]} ({sys.executable})")
+    total_start = time.monotonic()
+    if not opts.no_install:
+        run_checked([sys.executable, "-m", "pip", "install", "--disable-pip-version-check",
+                     "-q", "-r", str(REQUIREMENTS)])
+
+    rows = []
+    failed = False
+    timings = []
+    for project in projects:
+        p_start = time.monotonic()
+        log(f"\n=== {project.name} {project.version}")
+        sdist = fetch_sdist(project, cache)
+        src = unpack(sdist, cache / "src")
+        if not opts.no_install:
+            install(project, src)
+        neutral = cache / "work"
+        neutral.mkdir(parents=True, exist_ok=True)
+        installed = locate_installed(project, neutral)
+        for n, p in installed.items():
+            log(f"{n}: {p}")
+        preflight = ""
+        if any(m != "plain" for m in modes):
+            preflight = check_instrumented(project, neutral)
+            log(f"instrumented by python -m cassette_hook: {preflight or 'yes'}")
+        results = [
+            run_suite(project, mode, src, installed, cache, extra, opts.timeout)
+            for mode in modes
+        ]
+        rows.append((project, results))
+        timings.append((project, time.monotonic() - p_start))
+        problems = compare(project, results)
+        if preflight:
+            problems.insert(0, f"the packages are not instrumented: {preflight}")
+        if problems:
+            failed = True
+            log(f"\n{project.name}: MISMATCH")
+            for problem in problems:
+                log("  " + problem)
+            for r in results:
+                log(f"\n  tail of {r.log}:")
+                log(tail(r.log))
+
+    log("")
+    print_table(rows)
+    log("")
+    for project, seconds in timings:
+        log(f"{project.name}: {seconds:.1f}s in all (download, install, {len(modes)} runs)")
+    log(f"total: {time.monotonic() - total_start:.1f}s")
+    if failed:
+        log("\nFAIL: the runs of some project differ or produced no results (see above)")
+        return 1
+    log(f"\nOK: identical results in the {len(modes)} runs of every project")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
