@@ -14,8 +14,9 @@ from typing import Iterable, Mapping
 
 from . import _context, _specs, importhook
 
-INCLUDE, EXCLUDE, CONTEXT, OUTPUT = (
-    "CASSETTE_HOOK_INCLUDE", "CASSETTE_HOOK_EXCLUDE", "CASSETTE_HOOK_CONTEXT", "CASSETTE_HOOK_OUTPUT")
+INCLUDE, EXCLUDE, CONTEXT, OUTPUT, SEPARATE = (
+    "CASSETTE_HOOK_INCLUDE", "CASSETTE_HOOK_EXCLUDE", "CASSETTE_HOOK_CONTEXT", "CASSETTE_HOOK_OUTPUT",
+    "CASSETTE_HOOK_SEPARATE")
 
 _active: list[_context.Context] = []
 
@@ -43,6 +44,14 @@ def write_reports() -> None:
             stream.flush()
         except (OSError, ValueError, AttributeError):
             pass
+
+
+def separate(contexts: Iterable[_context.Context]) -> None:
+    """Send the reports of ``contexts`` to files of this process's own (``name.<pid>.ext``)."""
+    for ctx in contexts:
+        rename = getattr(ctx, "separate", None)
+        if rename is not None:
+            rename()
 
 
 def write_report(ctx: _context.Context) -> None:
@@ -79,6 +88,8 @@ def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
     if output is not None:
         output = output.replace("{pid}", str(os.getpid()))
     contexts = [_specs.make(spec, output) for spec in specs]
+    if environ.get(SEPARATE):  # a child of ``--subprocesses``: keep off the parent's files
+        separate(contexts)
     if include:
         importhook.install(include, exclude)
     activate(contexts)

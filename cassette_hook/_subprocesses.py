@@ -23,25 +23,17 @@ from . import _process
 _SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 
 
-def child_output(output: str | None) -> str | None:
-    """``report.txt`` -> ``report.{pid}.txt``: where each child writes its report."""
-    if output is None:
-        return None
-    stem, suffix = os.path.splitext(output)
-    return f"{stem}.{{pid}}{suffix}"
-
-
 def propagate(include: Sequence[str], exclude: Sequence[str], specs: Sequence[str], output: str | None) -> None:
     """Set up this process's environment (inherited by its children) and its fork handler."""
     environ = os.environ
     environ[_process.INCLUDE] = ",".join(include)
     environ[_process.EXCLUDE] = ",".join(exclude)
     environ[_process.CONTEXT] = ";".join(specs)
-    output = child_output(os.path.abspath(output) if output else None)
     if output is None:
         environ.pop(_process.OUTPUT, None)
     else:
-        environ[_process.OUTPUT] = output
+        environ[_process.OUTPUT] = os.path.abspath(output)
+    environ[_process.SEPARATE] = "1"  # children rename their report files (``separate``)
     environ["PYTHONPATH"] = os.pathsep.join([_SITE, *filter(None, [environ.get("PYTHONPATH")])])
     os.register_at_fork(after_in_child=_forked)
     from multiprocessing import util
@@ -51,10 +43,7 @@ def propagate(include: Sequence[str], exclude: Sequence[str], specs: Sequence[st
 
 def _forked() -> None:
     """In a forked child: its reports go to files of its own."""
-    for ctx in _process.contexts():
-        separate = getattr(ctx, "separate", None)
-        if separate is not None:
-            separate()
+    _process.separate(_process.contexts())
 
 
 def _at_multiprocessing_exit(_: object) -> None:

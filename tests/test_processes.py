@@ -67,11 +67,6 @@ def test_sitecustomize_instruments_a_plain_python_child(tmp_path):
     assert result.stdout == "True 6\n", result.stderr
 
 
-def test_child_output_names_each_process_apart():
-    assert _subprocesses.child_output("/r/report.txt") == "/r/report.{pid}.txt"
-    assert _subprocesses.child_output(None) is None
-
-
 @pytest.mark.parametrize("how", ["subprocess", "spawn", "fork"])
 def test_subprocesses_option_carries_contexts_into_children(tmp_path, how):
     write(tmp_path, "worker.py", WORK)
@@ -92,8 +87,8 @@ def test_subprocesses_option_carries_contexts_into_children(tmp_path, how):
                 process.join()
                 assert process.exitcode == 0
     """)
-    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context", "profile",
-                             "--output", "report.txt", "prog.py"], cwd=tmp_path, env=env_for(tmp_path),
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context",
+                             "profile,collapsed=stacks.txt", "--output", "report.txt", "prog.py"], cwd=tmp_path, env=env_for(tmp_path),
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     parent = (tmp_path / "report.txt").read_text()
@@ -102,5 +97,7 @@ def test_subprocesses_option_carries_contexts_into_children(tmp_path, how):
     # (spawn also starts multiprocessing's resource tracker, a Python child with a report of its own)
     assert any("builtins.abs" in child.read_text() for child in children)  # the calls inside work()
     assert all(child.name.split(".")[1].isdigit() for child in children)
+    assert "worker.work" in (tmp_path / "stacks.txt").read_text()  # a child's files do not replace the parent's
+    assert len(list(tmp_path.glob("stacks.*.txt"))) == len(children)
 
 
