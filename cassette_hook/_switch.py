@@ -67,7 +67,9 @@ def install_builtins() -> None:
         names[_dual.operator_name(op)] = functools.partial(_operator_call, op)
     for name, value in names.items():
         if getattr(builtins, name, None) is None:
-            setattr(builtins, name, value)
+            # An exact str: one key of a str subclass would turn the builtins dict into a
+            # general dict, and CPython stops specializing every builtin lookup.
+            setattr(builtins, str(name), value)
 
 
 def _operator_call(op: Any, /, *args: Any) -> Any:

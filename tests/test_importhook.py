@@ -469,3 +469,14 @@ def _code_in(pyc: Path):
 
 def _first_function(module_code):
     return next(c for c in module_code.co_consts if hasattr(c, "co_code"))
+
+
+def test_hooks_among_the_builtins_keep_its_keys_exact_strings():
+    # One key of a str subclass turns the builtins dict into a general dict, and CPython
+    # then stops specializing every builtin lookup of the process.
+    import builtins
+
+    from cassette_hook import _switch
+
+    _switch.install_builtins()
+    assert all(type(key) is str for key in vars(builtins))
