@@ -412,12 +412,18 @@ def run_suite(
             cmd, cwd=cwd, env=clean_env(), stdout=out, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
+        returncode = None
         try:
             returncode = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            returncode = None
+            pass
+        finally:  # timed out, or we are interrupted or terminated: end the run's tree too
+            if returncode is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                proc.wait()
     seconds = time.monotonic() - start
     result = Result(mode, returncode, seconds, log_path)
     if returncode is None:
@@ -485,7 +491,14 @@ def print_table(rows: list[tuple[Project, list[Result]]]) -> None:
 # --------------------------------------------------------------------------- main
 
 
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
+    # The test runs are in sessions of their own (so that a timeout can end everything a
+    # run started); SIGTERM (tox, CI) unwinds through run_suite, which ends them.
+    signal.signal(signal.SIGTERM, _terminated)
     names = [p.name for p in PROJECTS]
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
