@@ -20,6 +20,10 @@ rewriting, one module per CPython version), ``importhook`` (the import hook and
 ``instrument``), ``_switch`` and ``_pyc`` (its runtime switch and code cache),
 ``_specs`` and ``_process`` (contexts named from the command line or the environment)
 and ``__main__`` (the command line).
+
+PYTEST_DONT_REWRITE: pytest must not try to rewrite this package's assertions; its plugin
+imports it before pytest could, and the warning that would give is an error in suites
+run with ``filterwarnings = error``.
 """
 
 from __future__ import annotations

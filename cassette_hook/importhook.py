@@ -48,9 +48,6 @@ class Patterns:
     def __repr__(self) -> str:
         return f"Patterns(include={list(self.include)!r}, exclude={list(self.exclude)!r})"
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Patterns) and (self.include, self.exclude) == (other.include, other.exclude)
-
     def may_match(self, name: str) -> bool:
         """Can ``name`` match without knowing its file?  (Saves a spec lookup if not.)"""
         if _matches_any(name, NEVER) or _matches_any(name, [p for p in self.exclude if not _is_path(p)]):

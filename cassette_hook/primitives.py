@@ -61,9 +61,12 @@ def callable_for(f: Any) -> Any:
 
 # -- frames ----------------------------------------------------------------------------
 
+_frame_at = sys._getframe  # bound now: a program may delete sys._getframe (attrs tests do)
+
+
 def user_frame() -> FrameType:
     """The innermost frame that is not cassette_hook's own."""
-    frame: FrameType | None = sys._getframe(1)
+    frame: FrameType | None = _frame_at(1)
     while frame is not None and _is_own(frame):
         frame = frame.f_back
     assert frame is not None
@@ -142,7 +145,7 @@ def _warn(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         target: FrameType | None = _outer_frame(user_frame(), max(level, 1) - 1)
     except ValueError:
         target = None
-    frame, raw = sys._getframe(0), 1
+    frame, raw = _frame_at(0), 1
     while frame is not None and frame is not target:
         frame, raw = frame.f_back, raw + 1  # type: ignore[assignment]
     return f(*args, stacklevel=raw if target is not None else sys.maxsize, **kwargs)

@@ -756,3 +756,12 @@ def test_functions_that_cannot_be_rewritten_run_as_primitives_with_one_warning(m
     messages = [str(w.message) for w in caught if "victim" in str(w.message)]
     assert len(messages) == 1 and "synthetic failure" in messages[0]
     assert [f for f, _, _ in ctx.metadata] == [victim, victim]  # seen, not recursed into
+
+
+def test_eval_under_a_context_works_after_the_program_deletes_sys_getframe(monkeypatch):
+    def run():
+        return eval("1 + 1", {}, {})
+
+    ctx = ch.context("Plain")()
+    monkeypatch.delattr(sys, "_getframe")
+    assert ch.overdub(ctx, run) == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -115,3 +117,12 @@ def test_unknown_session_context_is_a_usage_error(project):
     result = project.runpytest_subprocess("--cassette-context", "nope")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unknown context 'nope'*available*"])
+
+
+def test_suite_that_makes_warnings_errors_runs_under_the_command_line(project):
+    # python -m cassette_hook imports cassette_hook before pytest loads it as a plugin;
+    # pytest must not warn that it cannot rewrite it (toolz's suite makes that an error).
+    project.makeini("[pytest]\nfilterwarnings = error\n")
+    project.makepyfile(test_it="def test_fine(): pass")
+    result = project.run(sys.executable, "-m", "cassette_hook", "--include", "money", "-m", "pytest", "-q")
+    result.assert_outcomes(passed=1)
