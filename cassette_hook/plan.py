@@ -7,7 +7,11 @@ The user's function object is never modified.
 
 Twins are cached per (plan, function), rewritten code per (variant, code object); both
 caches are keyed by ``id`` and emptied by weak-reference callbacks, so a function or code
-object that is garbage collected releases its twin.  A :class:`Plan` is shared by all
+object that is garbage collected releases its twin.  A twin shares its function's closure
+cells, and a cell may lead back to the function (a recursive inner function, a method's
+``__class__`` cell): the cache would then keep the function alive for ever.  So every full
+garbage collection starts by dropping all twins, letting such cycles go; the survivors' twins
+are remade on their next call, from the cached rewritten code.  A :class:`Plan` is shared by all
 contexts of one class with the same pass and hooks switch, and is recomputed after any
 overload registration on the context generics.
 """
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import fnmatch
 import functools
+import gc
 import warnings
 import weakref
 from types import CodeType, FunctionType
@@ -56,6 +61,10 @@ class WeakIdCache(Generic[V]):
         self.values.pop(key, None)
         self._refs.pop(key, None)
 
+    def clear(self) -> None:
+        self.values.clear()
+        self._refs.clear()
+
     def __len__(self) -> int:
         return len(self.values)
 
@@ -70,7 +79,7 @@ class Plan:
 
     __slots__ = ("fast", "prehook", "posthook", "overdub", "execute", "fallback", "prehook_call",
                  "posthook_call", "operators", "twins", "constructions", "constructors", "in_scope",
-                 "_primitives", "_codes", "_modules")
+                 "_primitives", "_codes", "_modules", "__weakref__")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
         self.prehook = hooks_enabled and generics.prehook.has_methods_for(ctx_type)
@@ -99,6 +108,7 @@ class Plan:
         self._codes = _rewritten.setdefault((self.operators, pass_), WeakIdCache())
         self.in_scope = _scope_test(ctx_type)  # module name -> may its code be recursed into?
         self._modules: dict[str, bool] = {}  # in_scope's answers, for switched code
+        _every_plan.add(self)
 
     def runs_module(self, module: str) -> bool:
         """May code of ``module`` run rewritten (the import hook's switch asks, per call)?"""
@@ -141,6 +151,19 @@ class Plan:
         twin.__kwdefaults__ = func.__kwdefaults__
         twin.__qualname__ = func.__qualname__
         return twin
+
+
+_every_plan: weakref.WeakSet[Plan] = weakref.WeakSet()  # including invalidated plans still in use
+
+
+def _drop_twins_before_full_collections(phase: str, info: dict[str, int]) -> None:
+    """Let a full collection free functions that only their twins' closure cells kept alive."""
+    if phase == "start" and info["generation"] == 2:
+        for plan in list(_every_plan):
+            plan.twins.clear()
+
+
+gc.callbacks.append(_drop_twins_before_full_collections)
 
 
 def plan_for(ctx: Context) -> Plan:

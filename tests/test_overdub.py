@@ -765,3 +765,21 @@ def test_eval_under_a_context_works_after_the_program_deletes_sys_getframe(monke
     ctx = ch.context("Plain")()
     monkeypatch.delattr(sys, "_getframe")
     assert ch.overdub(ctx, run) == 2
+
+
+def test_a_function_whose_closure_leads_back_to_it_is_collected_while_its_context_is_active():
+    def make():
+        def countdown(n):
+            return n if n <= 0 else countdown(n - 1)  # countdown's cell holds countdown
+
+        return countdown
+
+    from cassette_hook.plan import plan_for
+
+    fn, ctx = make(), Null()
+    assert ch.overdub(ctx, fn, 3) == 0
+    assert plan_for(ctx).twins.get(fn) is not None
+    ref = weakref.ref(fn)
+    del fn
+    gc.collect()
+    assert ref() is None
