@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import marshal
 import os
@@ -225,6 +226,49 @@ def test_traceback_of_instrumented_code_has_the_same_lines(tree):
     with Seen([]), pytest.raises(KeyError) as info:  # (under a context, cassette_hook's frames join in)
         hooked_k.twice(lambda _: hooked_k.boom(), 0)
     assert (str(path), line) in [(f.filename, f.lineno) for f in traceback.extract_tb(info.value.__traceback__)]
+
+
+GENERATORS = """
+def pair(x):
+    yield x
+    yield abs(x)
+
+def leaks_stop_iteration():
+    yield 1
+    raise StopIteration
+"""
+
+
+def test_a_tracer_sees_a_switched_generator_start_before_the_switch_runs(tree):
+    write(tree, "hooked_gen_a.py", GENERATORS)
+    ch.install(include=["hooked_gen_a"])
+    import hooked_gen_a
+
+    events = []
+
+    def tracer(frame, event, arg):
+        events.append((frame.f_code.co_name, event))
+        return tracer
+
+    with Seen([]):
+        generator = hooked_gen_a.pair(-2)
+        sys.settrace(tracer)
+        try:
+            assert list(generator) == [-2, 2]
+        finally:
+            sys.settrace(None)
+    assert events[0] == ("pair", "call")  # not the switch's hook, called from a frame not yet started
+
+
+@pytest.mark.parametrize("active", [False, True], ids=["idle", "under a context"])
+def test_stop_iteration_raised_in_a_switched_generator_becomes_runtime_error(tree, active):
+    write(tree, "hooked_gen_b.py", GENERATORS)
+    ch.install(include=["hooked_gen_b"])
+    import hooked_gen_b
+
+    seen = Seen([])
+    with seen if active else contextlib.nullcontext(), pytest.raises(RuntimeError, match="StopIteration"):
+        list(hooked_gen_b.leaks_stop_iteration())
 
 
 def test_install_twice_keeps_one_finder_with_the_new_patterns():

@@ -31,7 +31,7 @@ from __future__ import annotations
 import operator as _operator
 from types import CodeType
 
-from bytecode import Bytecode, Instr, Label
+from bytecode import Bytecode, Instr, Label, TryBegin
 
 from . import GlobalName, Hooks, _family, assemble, rewritten
 from ._operators import BINARY, COMPARE, UNARY
@@ -131,6 +131,10 @@ class _Switcher:
         plain = Bytecode.from_code(plain_code, conserve_exception_block_stackdepth=True)
         items, rewritten_items = list(plain), list(body)
         start, rewritten_start = _prefix_length(items), _prefix_length(rewritten_items)
+        # Only one of the two RESUMEs may run, but a try block opened in the prefix (3.12+
+        # generators) covers the whole body, so the instrumented body opens its own.
+        instrumented_body = [*(i for i in rewritten_items[:rewritten_start] if isinstance(i, TryBegin)),
+                             *rewritten_items[rewritten_start:]]
         first = next((i for i in items[start:] if isinstance(i, Instr)), items[start - 1])
         loc = first.location  # the first line of the body: no line event of its own
         plain_label, check, instrumented = Label(), Label(), Label()
@@ -148,7 +152,7 @@ class _Switcher:
             switch.jump_if_true(instrumented, loc),
             switch.jump_back(plain_label, loc),
             instrumented,
-            *rewritten_items[rewritten_start:],
+            *instrumented_body,
         ]
         plain.argnames = list(plain_code.co_varnames)
         # The switch needs three slots, at an empty stack; each body what it needed.
@@ -156,8 +160,15 @@ class _Switcher:
 
 
 def _prefix_length(items: list[object]) -> int:
-    """How many leading items set up the frame (cells, generator) and must stay first."""
+    """How many leading items set up the frame (cells, generator) and must stay first.
+
+    The switch goes after RESUME: that is where a frame starts for tracers and
+    ``sys.monitoring`` (``call``/``PY_START``), and the hook it may call must not run earlier.
+    A 3.12+ generator opens a try block (StopIteration to RuntimeError) just before RESUME.
+    """
     for index, item in enumerate(items):
+        if isinstance(item, TryBegin):
+            continue
         if not isinstance(item, Instr) or item.name not in _PREFIX:
             return index
         if item.name == "RESUME":
