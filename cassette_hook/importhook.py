@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import sysconfig
+import threading
 import warnings
 from importlib.abc import Loader, MetaPathFinder
 from importlib.machinery import ModuleSpec, SourceFileLoader, SourcelessFileLoader
@@ -90,16 +91,29 @@ class SwitchingFinder(MetaPathFinder):
         pass  # nothing cached here; the finders behind this one keep their own
 
 
+_asking = threading.local()  # .names: the modules this thread is asking the other finders about
+
+
 def _spec_from_others(me: object, fullname: str, path: Sequence[str] | None,
                       target: ModuleType | None) -> ModuleSpec | None:
-    for finder in list(sys.meta_path):
-        if finder is me or isinstance(finder, SwitchingFinder):
-            continue
-        find_spec = getattr(finder, "find_spec", None)
-        spec = None if find_spec is None else find_spec(fullname, path, target)
-        if spec is not None:
-            return spec
-    return None
+    """The spec the finders behind ``me`` give.  Another finder may do the same (ask every
+    finder but itself); when it asks us back about the module we are asking it about, we
+    answer ``None`` rather than asking it again, for ever."""
+    asking = _asking.__dict__.setdefault("names", set())
+    if fullname in asking:
+        return None
+    asking.add(fullname)
+    try:
+        for finder in list(sys.meta_path):
+            if finder is me or isinstance(finder, SwitchingFinder):
+                continue
+            find_spec = getattr(finder, "find_spec", None)
+            spec = None if find_spec is None else find_spec(fullname, path, target)
+            if spec is not None:
+                return spec
+        return None
+    finally:
+        asking.discard(fullname)
 
 
 class _SwitchingSource(SourceFileLoader):

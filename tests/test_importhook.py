@@ -12,6 +12,7 @@ import textwrap
 import threading
 import traceback
 import zipfile
+from importlib.abc import MetaPathFinder
 from pathlib import Path
 
 import pytest
@@ -269,6 +270,32 @@ def test_stop_iteration_raised_in_a_switched_generator_becomes_runtime_error(tre
     seen = Seen([])
     with seen if active else contextlib.nullcontext(), pytest.raises(RuntimeError, match="StopIteration"):
         list(hooked_gen_b.leaks_stop_iteration())
+
+
+class AskEveryOtherFinder(MetaPathFinder):
+    """A finder like ours: it asks all the others (but itself) for the spec."""
+
+    def __init__(self):
+        self.asked = []
+
+    def find_spec(self, fullname, path, target=None):
+        self.asked.append(fullname)
+        for finder in sys.meta_path:
+            if finder is not self and hasattr(finder, "find_spec"):
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    return spec
+        return None
+
+
+def test_another_finder_that_asks_every_other_finder_does_not_recurse_for_ever(tree, monkeypatch):
+    write(tree, "hooked_asked.py", MODULE)
+    ch.install(include=["hooked_asked"])
+    other = AskEveryOtherFinder()
+    monkeypatch.setattr(sys, "meta_path", [sys.meta_path[0], other, *sys.meta_path[1:]])
+    import hooked_asked
+
+    assert other.asked == ["hooked_asked"] and _dual.is_switched(hooked_asked.fib.__code__)
 
 
 def test_install_twice_keeps_one_finder_with_the_new_patterns():
