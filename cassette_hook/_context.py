@@ -35,10 +35,14 @@ class Entry:
         self.plan = plan = plan_for(ctx)
         self.below = below
         self.fast_twins = plan.twins.values if plan.fast else None
-        _switch.entry_made()
+        _switch.entry_made(plan.operators)
 
     def __del__(self) -> None:
-        _switch.entry_gone()
+        try:
+            operators = self.plan.operators
+        except AttributeError:  # __init__ failed before the entry was counted
+            return
+        _switch.entry_gone(operators)
 
 
 active: ContextVar[Entry | None] = ContextVar("cassette_hook.active", default=None)

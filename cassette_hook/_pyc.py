@@ -4,15 +4,14 @@ Rewriting a module costs about a millisecond per function, so its result is cach
 to CPython's own ``.pyc`` (never in it: CPython's file stays CPython's).  The file name
 carries CPython's cache tag and optimization level (``importlib.util.cache_from_source``
 also honours ``sys.pycache_prefix``); the header carries everything else the code depends
-on -- the source's size and modification time, the cassette_hook version, the module name
-baked into the code, and the rewriting options -- as one digest.  A file whose header does
+on -- the source's size and modification time, the cassette_hook version, the rewriting
+options and the module name baked into the code -- as one line of text.  A file whose header does
 not match, or that does not unmarshal to a code object, is ignored and rewritten.  Writes
 go to a temporary file renamed into place, so concurrent importers never read half a file.
 """
 
 from __future__ import annotations
 
-import hashlib
 import marshal
 import os
 import sys
@@ -20,7 +19,7 @@ import tempfile
 from importlib.util import MAGIC_NUMBER, cache_from_source
 from types import CodeType
 
-FORMAT = b"cassette_hook pyc 1\n"
+FORMAT = b"cassette_hook pyc 2\n"
 _SUFFIX = ".cassette_hook.pyc"
 
 
@@ -36,8 +35,8 @@ def key(source: os.stat_result, module: str, options: str) -> bytes:
     """The header a cache file must carry to be used for this source and these options."""
     from . import __version__
 
-    digest = hashlib.sha256(repr((source.st_size, source.st_mtime_ns, module, options, __version__)).encode())
-    return MAGIC_NUMBER + FORMAT + digest.digest()
+    stamp = f"{source.st_size} {source.st_mtime_ns} {__version__} {options} {module}\n"
+    return MAGIC_NUMBER + FORMAT + stamp.encode()
 
 
 def read(path: str, expected: bytes) -> CodeType | None:

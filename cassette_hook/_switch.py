@@ -22,23 +22,40 @@ from .rewrite import _dual
 
 _lock = threading.RLock()  # re-entrant: an entry may die in a collection inside entry_made
 _live_entries = 0
+_live_operator_entries = 0  # of those, entries whose context counts operators as calls
 setattr(builtins, _dual.ACTIVE, False)
 
 
-def entry_made() -> None:
-    global _live_entries
+def entry_made(operators: bool) -> None:
+    global _live_entries, _live_operator_entries
     with _lock:
         _live_entries += 1
         if _live_entries == 1:
             setattr(builtins, _dual.ACTIVE, True)
+        if operators:
+            _live_operator_entries += 1
+            if _live_operator_entries == 1:
+                _bind_operators(True)
 
 
-def entry_gone() -> None:
-    global _live_entries
+def entry_gone(operators: bool) -> None:
+    global _live_entries, _live_operator_entries
     with _lock:
         _live_entries -= 1
         if _live_entries == 0:
             setattr(builtins, _dual.ACTIVE, False)
+        if operators:
+            _live_operator_entries -= 1
+            if _live_operator_entries == 0:
+                _bind_operators(False)
+
+
+def _bind_operators(observed: bool) -> None:
+    """Operator sites of switched code call the ``operator`` function itself unless some
+    context that counts operators lives: a context that does not (``null``, most
+    observers of calls) then pays for a C call per operator, not a Python one."""
+    for op in _dual.OPERATORS:
+        setattr(builtins, str(_dual.operator_name(op)), functools.partial(_operator_call, op) if observed else op)
 
 
 _active_get = _context.active.get
@@ -63,13 +80,14 @@ def install_builtins() -> None:
         hooks.call_ex: callsite.call_ex,
         hooks.yield_from: callsite.HOOKS.yield_from,
     }
-    for op in _dual.OPERATORS:
-        names[_dual.operator_name(op)] = functools.partial(_operator_call, op)
     for name, value in names.items():
         if getattr(builtins, name, None) is None:
             # An exact str: one key of a str subclass would turn the builtins dict into a
             # general dict, and CPython stops specializing every builtin lookup.
             setattr(builtins, str(name), value)
+    with _lock:
+        if getattr(builtins, _dual.operator_name(_dual.OPERATORS[0]), None) is None:
+            _bind_operators(_live_operator_entries > 0)
 
 
 def _operator_call(op: Any, /, *args: Any) -> Any:

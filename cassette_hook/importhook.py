@@ -44,27 +44,47 @@ class Patterns:
 
     def __init__(self, include: Iterable[str], exclude: Iterable[str] = ()) -> None:
         self.include, self.exclude = _check_patterns(include, "include"), _check_patterns(exclude, "exclude")
+        # The finder asks for every import in the process, so the patterns are sorted once:
+        self._names = tuple(p for p in self.include if not _is_path(p) and p[0] not in "*?[")  # library too
+        self._wild = tuple(p for p in self.include if not _is_path(p) and p[0] in "*?[")
+        self._directories = tuple(p for p in self.include if _is_path(p))
+        self._excluded = (*NEVER, *(p for p in self.exclude if not _is_path(p)))
+        self._excluded_directories = tuple(p for p in self.exclude if _is_path(p))
         self._library = tuple(os.path.join(os.path.realpath(p), "") for p in _library_paths())
+        self._real_directories: dict[str, str] = {}  # realpath per directory, asked once
 
     def __repr__(self) -> str:
         return f"Patterns(include={list(self.include)!r}, exclude={list(self.exclude)!r})"
 
     def may_match(self, name: str) -> bool:
         """Can ``name`` match without knowing its file?  (Saves a spec lookup if not.)"""
-        if _matches_any(name, NEVER) or _matches_any(name, [p for p in self.exclude if not _is_path(p)]):
+        if _matches_any(name, self._excluded):
             return False
-        return any(_is_path(p) or matches_pattern(name, p) for p in self.include)
+        return bool(self._directories) or _matches_any(name, self._names) or _matches_any(name, self._wild)
 
     def matches(self, name: str, origin: str | None) -> bool:
         if not self.may_match(name):
             return False
-        path = os.path.realpath(origin) if origin else None
-        if path and any(_is_path(p) and _under(path, p) for p in self.exclude):
+        named = _matches_any(name, self._names)
+        if named and not self._excluded_directories:
+            return True  # (where its file is does not matter)
+        path = self._realpath(origin) if origin else None
+        if path and any(_under(path, p) for p in self._excluded_directories):
             return False
-        named = any(not _is_path(p) and matches_pattern(name, p) for p in self.include)
+        if named:
+            return True
         if path and path.startswith(self._library):
-            return any(not _is_path(p) and not p[0] in "*?[" and matches_pattern(name, p) for p in self.include)
-        return named or bool(path) and any(_is_path(p) and _under(path, p) for p in self.include)
+            return False
+        return _matches_any(name, self._wild) or bool(path) and any(_under(path, p) for p in self._directories)
+
+    def _realpath(self, origin: str) -> str:
+        """``os.path.realpath(origin)``, resolving each directory once per process."""
+        directory, base = os.path.split(origin)
+        real = self._real_directories.get(directory)
+        if real is None:
+            real = self._real_directories[directory] = os.path.realpath(directory)
+        path = os.path.join(real, base)
+        return os.path.realpath(path) if os.path.islink(path) else path
 
 
 class SwitchingFinder(MetaPathFinder):

@@ -72,9 +72,11 @@ def _setup_more_itertools(src: Path, work: Path, installed: dict[str, Path]):
     # through unittest's load_tests protocol. pytest does not call load_tests, so the
     # doctests are collected with --doctest-modules from the installed modules.
     # The tests are copied out of the sdist so that `import more_itertools` finds the
-    # installed package, not the sdist's copy next to tests/. An empty pytest.ini makes
-    # the working directory the rootdir and stops pytest's search for a configuration
-    # file in the directories above (it would find this repository's setup.cfg).
+    # installed package, not the sdist's copy next to tests/. An empty pytest.ini, named
+    # with -c, and --rootdir make the working directory the rootdir and keep pytest from
+    # searching the directories above for a configuration: the arguments include the
+    # installed package, and their common ancestor can be this repository (a tox env in
+    # .tox/), whose setup.cfg would otherwise become the configuration and the rootdir.
     # --doctest-modules also collects the docstring of the class IterOnlyRange in
     # tests/test_more.py, which describes the class with >>> lines that are not meant to
     # run (it raises TypeError by design) and that upstream's DocTestSuite never runs:
@@ -83,7 +85,7 @@ def _setup_more_itertools(src: Path, work: Path, installed: dict[str, Path]):
     (work / "pytest.ini").write_text("[pytest]\n")
     pkg = installed["more_itertools"]
     return work, [
-        "tests", "--doctest-modules", str(pkg / "more.py"), str(pkg / "recipes.py"),
+        "-c", str(work / "pytest.ini"), "--rootdir", str(work), "tests", "--doctest-modules", str(pkg / "more.py"), str(pkg / "recipes.py"),
         "--deselect", "tests/test_more.py::tests.test_more.IterOnlyRange",
     ]
 

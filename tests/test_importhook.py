@@ -140,6 +140,29 @@ def test_active_context_sees_the_calls_inside_an_instrumented_module(tree):
     assert seen.metadata == ["lt", "sub", "fib", "lt", "sub", "fib", "lt", "add"]
 
 
+def test_operator_sites_call_the_operator_itself_while_no_live_context_counts_operators(tree):
+    import builtins
+    import operator
+
+    write(tree, "hooked_ops.py", MODULE)
+    ch.install(include=["hooked_ops"])
+    import hooked_ops
+
+    site = _dual.operator_name(operator.add)
+    assert getattr(builtins, site) is operator.add
+    with ch.NullContext():  # observes nothing, so counts no operators
+        assert getattr(builtins, site) is operator.add
+        assert hooked_ops.fib(10) == 55
+    seen = Seen([])
+    with seen:
+        assert getattr(builtins, site) is not operator.add
+        with ch.NullContext():  # the observing context still lives, and still counts them
+            hooked_ops.fib(2)
+        hooked_ops.fib(2)
+    assert getattr(builtins, site) is operator.add
+    assert seen.metadata == ["lt", "sub", "fib", "lt", "sub", "fib", "lt", "add"]
+
+
 def test_callbacks_from_c_into_instrumented_code_are_overdubbed(tree):
     write(tree, "hooked_g.py", """
         def key(x):
@@ -325,6 +348,27 @@ def test_standard_library_is_instrumented_only_when_named():
     assert not importhook.Patterns(include=["*"]).matches("json", json_file)
     assert not importhook.Patterns(include=[os.path.dirname(os.path.dirname(json_file))]).matches("json", json_file)
     assert importhook.Patterns(include=["json"]).matches("json", json_file)
+
+
+def test_standard_library_is_instrumented_by_a_glob_that_names_its_package():
+    json_file = importlib.import_module("json.decoder").__file__
+    assert importhook.Patterns(include=["json.*"]).matches("json.decoder", json_file)
+
+
+def test_an_excluded_directory_wins_over_an_included_name(tmp_path):
+    origin = str(write(tmp_path, "vendored/pkg_e/mod.py", ""))
+    assert importhook.Patterns(include=["pkg_e"]).matches("pkg_e.mod", origin)
+    assert not importhook.Patterns(include=["pkg_e"], exclude=[str(tmp_path / "vendored")]).matches("pkg_e.mod", origin)
+
+
+def test_directory_patterns_see_through_symbolic_links(tmp_path):
+    origin = write(tmp_path, "real/mod_l.py", "")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    (tmp_path / "file_link.py").symlink_to(origin)
+    patterns = importhook.Patterns(include=[str(tmp_path / "real")])
+    assert patterns.matches("mod_l", str(tmp_path / "link" / "mod_l.py"))
+    assert patterns.matches("file_link", str(tmp_path / "file_link.py"))
+    assert not importhook.Patterns(include=[str(tmp_path / "elsewhere")]).matches("mod_l", str(origin))
 
 
 def test_namespace_package_modules_are_instrumented(tree):
