@@ -20,12 +20,13 @@ from types import CodeType, FunctionType, MethodType, ModuleType
 from typing import Any, Iterable, Sequence, TypeVar
 
 from . import _pyc, _switch
-from .plan import matches_pattern
+from ._patterns import ModulePatterns, is_glob
 from .rewrite import _dual
 
 # What the hook never rewrites: itself and what it runs on.  Rewritten code calls into
 # cassette_hook, which must not call back into rewritten code of its own.
 NEVER = ("cassette_hook", "bytecode", "importlib_metadata", "zipp")
+_NEVER = ModulePatterns(NEVER)
 OPTIONS = "switched operators"  # what the rewritten code depends on besides its source
 
 T = TypeVar("T")
@@ -45,10 +46,11 @@ class Patterns:
     def __init__(self, include: Iterable[str], exclude: Iterable[str] = ()) -> None:
         self.include, self.exclude = _check_patterns(include, "include"), _check_patterns(exclude, "exclude")
         # The finder asks for every import in the process, so the patterns are sorted once:
-        self._names = tuple(p for p in self.include if not _is_path(p) and p[0] not in "*?[")  # library too
-        self._wild = tuple(p for p in self.include if not _is_path(p) and p[0] in "*?[")
+        named = [p for p in self.include if not _is_path(p)]
+        self._names = ModulePatterns(p for p in named if not is_glob(p[0]))  # the library too
+        self._wild = ModulePatterns(p for p in named if is_glob(p[0]))  # a glob starting with a wildcard
         self._directories = tuple(p for p in self.include if _is_path(p))
-        self._excluded = (*NEVER, *(p for p in self.exclude if not _is_path(p)))
+        self._excluded = ModulePatterns((*NEVER, *(p for p in self.exclude if not _is_path(p))))
         self._excluded_directories = tuple(p for p in self.exclude if _is_path(p))
         self._library = tuple(os.path.join(os.path.realpath(p), "") for p in _library_paths())
         self._real_directories: dict[str, str] = {}  # realpath per directory, asked once
@@ -58,14 +60,14 @@ class Patterns:
 
     def may_match(self, name: str) -> bool:
         """Can ``name`` match without knowing its file?  (Saves a spec lookup if not.)"""
-        if _matches_any(name, self._excluded):
+        if self._excluded.matches(name):
             return False
-        return bool(self._directories) or _matches_any(name, self._names) or _matches_any(name, self._wild)
+        return bool(self._directories) or self._names.matches(name) or self._wild.matches(name)
 
     def matches(self, name: str, origin: str | None) -> bool:
         if not self.may_match(name):
             return False
-        named = _matches_any(name, self._names)
+        named = self._names.matches(name)
         if named and not self._excluded_directories:
             return True  # (where its file is does not matter)
         path = self._realpath(origin) if origin else None
@@ -75,7 +77,7 @@ class Patterns:
             return True
         if path and path.startswith(self._library):
             return False
-        return _matches_any(name, self._wild) or bool(path) and any(_under(path, p) for p in self._directories)
+        return self._wild.matches(name) or bool(path) and any(_under(path, p) for p in self._directories)
 
     def _realpath(self, origin: str) -> str:
         """``os.path.realpath(origin)``, resolving each directory once per process."""
@@ -309,7 +311,7 @@ def _instrument_function(func: FunctionType) -> None:
 
 
 def _refuse_own(module: str, obj: object) -> None:
-    if _matches_any(module, NEVER):
+    if _NEVER.matches(module):
         raise ValueError(f"cassette_hook does not instrument its own code or what it runs on: {obj!r}")
 
 
@@ -331,10 +333,6 @@ def _is_path(pattern: str) -> bool:
 
 def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(os.path.join(directory, ""))
-
-
-def _matches_any(module: str, patterns: Iterable[str]) -> bool:
-    return any(matches_pattern(module, p) for p in patterns)
 
 
 def _library_paths() -> set[str]:

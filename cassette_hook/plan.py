@@ -18,7 +18,6 @@ overload registration on the context generics.
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 import gc
 import warnings
@@ -27,6 +26,7 @@ from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from . import generics, rewrite
+from ._patterns import ModulePatterns
 from .rewrite import _dual
 
 if TYPE_CHECKING:
@@ -186,21 +186,15 @@ def _module_of(func: FunctionType) -> str:
     return getattr(func, "__module__", None) or func.__globals__.get("__name__") or ""
 
 
-def matches_pattern(module: str, pattern: str) -> bool:
-    if any(ch in pattern for ch in "*?["):
-        return fnmatch.fnmatchcase(module, pattern)
-    return module == pattern or module.startswith(pattern + ".")
-
-
 def _scope_test(ctx_type: type[Context]) -> Callable[[str], bool]:
-    include, exclude = ctx_type.include, tuple(ctx_type.exclude)
+    own = ModulePatterns(["cassette_hook"])  # cassette_hook never instruments itself
+    include = None if ctx_type.include is None else ModulePatterns(ctx_type.include)
+    exclude = ModulePatterns(ctx_type.exclude)
 
     def in_scope(module: str) -> bool:
-        if matches_pattern(module, "cassette_hook"):
-            return False  # cassette_hook never instruments itself
-        if include is not None and not any(matches_pattern(module, p) for p in include):
+        if own.matches(module) or include is not None and not include.matches(module):
             return False
-        return not any(matches_pattern(module, p) for p in exclude)
+        return not exclude.matches(module)
 
     return in_scope
 

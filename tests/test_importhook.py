@@ -343,6 +343,16 @@ def test_cassette_hook_itself_is_never_instrumented():
     assert not patterns.matches("bytecode", None)
 
 
+@pytest.mark.parametrize(("module", "expected"), [
+    ("pkg", True), ("pkg.sub.mod", True), ("pkgx", False), ("other.pkg", False),
+    ("lib.fast_io", True), ("lib.io", False), ("lib.x.fast_io", True), ("tool7", True), ("tool77", False),
+])
+def test_module_patterns_are_names_with_their_submodules_or_globs(module, expected):
+    from cassette_hook._patterns import ModulePatterns
+
+    assert ModulePatterns(["pkg", "lib.*fast_io", "tool?"]).matches(module) is expected
+
+
 def test_standard_library_is_instrumented_only_when_named():
     json_file = importlib.import_module("json").__file__
     assert not importhook.Patterns(include=["*"]).matches("json", json_file)

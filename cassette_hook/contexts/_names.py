@@ -12,11 +12,12 @@ cache never keeps a receiver or a short-lived object alive.
 
 from __future__ import annotations
 
-import fnmatch
 import sys
 from types import (BuiltinFunctionType, ClassMethodDescriptorType, FunctionType, MethodDescriptorType, MethodType,
                    MethodWrapperType, ModuleType, WrapperDescriptorType)
 from typing import Any, Sequence
+
+from .._patterns import ModulePatterns
 
 _UNBOUND = (MethodDescriptorType, WrapperDescriptorType, ClassMethodDescriptorType)  # list.append, object.__init__
 _DESCRIPTORS = (*_UNBOUND, MethodWrapperType)  # and a method-wrapper, bound to its receiver
@@ -105,13 +106,6 @@ def _public(module: str, name: str, obj: object) -> str:
     return module
 
 
-def matches_pattern(module: str, pattern: str) -> bool:
-    """``Context.include``'s syntax: ``"pkg"`` is ``pkg`` and its submodules; ``*?[`` make a glob."""
-    if any(c in pattern for c in "*?["):
-        return fnmatch.fnmatchcase(module, pattern)
-    return module == pattern or module.startswith(pattern + ".")
-
-
 class ModuleFilter:
     """Which callees a report shows, by their module: ``include`` patterns (``None``: all)
     and ``exclude`` patterns."""
@@ -120,9 +114,11 @@ class ModuleFilter:
         self.include = None if include is None else tuple(include)
         self.exclude = tuple(exclude)
         self.everything = self.include is None and not self.exclude
+        self._include = None if include is None else ModulePatterns(self.include)
+        self._exclude = ModulePatterns(self.exclude)
 
     def shows(self, module: str) -> bool:
-        if self.include is not None and not any(matches_pattern(module, p) for p in self.include):
+        if self._include is not None and not self._include.matches(module):
             return False
-        return not any(matches_pattern(module, p) for p in self.exclude)
+        return not self._exclude.matches(module)
 
