@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from cassette_hook.dispatch import Generic, Is  # noqa: E402
+from cassette_hook.dispatch import Generic, Is
 
 Call = tuple[str, dict[str, object]]  # a statement to time, and the names it uses
 

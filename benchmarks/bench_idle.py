@@ -302,7 +302,8 @@ def explain(copies: dict[str, ModuleType], name: str) -> list[object]:
         for key, opname in ops.items():
             if key in ran:
                 seen[opname] = seen.get(opname, 0) + 1
-        return " ".join(f"{k.removeprefix('LOAD_GLOBAL').lstrip('_') or 'generic'}:{v}" for k, v in sorted(seen.items()))
+        return " ".join(f"{k.removeprefix('LOAD_GLOBAL').lstrip('_') or 'generic'}:{v}"
+                        for k, v in sorted(seen.items()))
 
     return [name, f"{plain['bytecodes']:,}", f"{traced['checks']:,}", f"{added:,}",
             f"{added / plain['bytecodes']:.1%}", f"{plain['builtin_loads']:,}",

@@ -79,7 +79,8 @@ for name in modules:
             if isinstance(f, types.FunctionType) and f.__module__ == name:
                 total += 1
                 switched += _dual.is_switched(f.__code__)
-print(json.dumps({"import_s": t5 - t4, "cpu_s": c5 - c4, "ch_s": (t1 - t0) + (t3 - t2), "switched": switched, "functions": total,
+print(json.dumps({"import_s": t5 - t4, "cpu_s": c5 - c4, "ch_s": (t1 - t0) + (t3 - t2),
+                  "switched": switched, "functions": total,
                   "outside": sorted(m for m in sys.modules if m.split(".")[0] != package)}))
 """
 
@@ -170,7 +171,8 @@ def breakdown(root: Path, modules: list[str]) -> dict[str, float]:
     theirs = [p.read_bytes() for p in cache_files(root, False)]
     patterns = importhook.Patterns([PACKAGE])
     out = {
-        "unmarshal CPython's .pyc (plain does this too)": ms(lambda: [marshal.loads(memoryview(d)[16:]) for d in theirs]),
+        "unmarshal CPython's .pyc (plain does this too)":
+            ms(lambda: [marshal.loads(memoryview(d)[16:]) for d in theirs]),
         "unmarshal ours (two bodies per function)": ms(lambda: [marshal.loads(d) for d in ours]),
         "Patterns.may_match, twice per module": ms(lambda: [patterns.may_match(m) for m in modules * 2]),
         "Patterns.matches(name, origin)": ms(lambda: [patterns.matches(m, str(sources[m])) for m in modules]),
@@ -204,7 +206,8 @@ def main() -> None:
         child(root, "first", deps, modules)  # writes our cache
         ours, theirs = cache_files(root, True), cache_files(root, False)
         print(f"Python {sys.version.split()[0]}; {PACKAGE} = stdlib {SOURCE}: {len(modules)} modules, "
-              f"{lines:,} lines; {rounds} rounds ({firsts} with a first import); outside modules it imports that importing cassette_hook "
+              f"{lines:,} lines; {rounds} rounds ({firsts} with a first import); "
+              "outside modules it imports that importing cassette_hook "
               f"had not (imported untimed first): {len(deps)}")
         print(f"cache bytes: CPython .pyc {sum(p.stat().st_size for p in theirs):,}, "
               f"cassette_hook .pyc {sum(p.stat().st_size for p in ours):,} ({len(ours)} files)\n")

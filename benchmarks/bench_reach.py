@@ -43,7 +43,7 @@ def key(code: CodeType) -> Key:
     return (code.co_filename, code.co_firstlineno, getattr(code, "co_qualname", code.co_name))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def start_offset(code: CodeType) -> int:
     """f_lasti of a frame of ``code`` that has not run yet (3.11+: its first RESUME)."""
     if sys.version_info < (3, 11):

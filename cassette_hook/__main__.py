@@ -101,10 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _default_include(options: argparse.Namespace) -> str:
     if options.module is not None:
-        return options.module.partition(".")[0]
+        return str(options.module.partition(".")[0])
     if options.code is not None:
         return os.getcwd()
-    return os.path.dirname(os.path.realpath(options.script))
+    return str(os.path.dirname(os.path.realpath(options.script)))
 
 
 def _list_contexts() -> None:
@@ -123,7 +123,7 @@ def _run(options: argparse.Namespace, args: list[str]) -> int:
 
             sys.argv = [options.module, *args]  # runpy puts the module's file in argv[0]
             sys.modules["__main__"] = _fresh_main()  # what runpy runs the module in
-            runpy._run_module_as_main(options.module, alter_argv=True)  # type: ignore[attr-defined]
+            runpy._run_module_as_main(options.module, alter_argv=True)  # type: ignore[attr-defined]  # private: what -m uses
         elif options.code is not None:
             sys.argv = ["-c", *args]
             sys.path[0] = ""

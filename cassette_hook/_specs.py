@@ -55,10 +55,11 @@ def make(spec: str, output: str | None = None) -> Context:
             raise SpecError(f"{target!r} is a context instance: it takes no options")
         return found
     if not (isinstance(found, type) and issubclass(found, Context)):
-        raise SpecError(f"{target!r} is {type(found).__name__} {found!r}, not a cassette_hook Context class or instance")
+        raise SpecError(
+            f"{target!r} is {type(found).__name__} {found!r}, not a cassette_hook Context class or instance")
     from_options = getattr(found, "from_options", None)
     if from_options is not None:
-        return from_options(options, output)  # type: ignore[no-any-return]
+        return from_options(options, output)  # type: ignore[no-any-return]  # the class's own constructor
     if options:
         raise SpecError(f"context {target!r} takes no options (it has no from_options), got {sorted(options)}")
     return found()

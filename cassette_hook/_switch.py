@@ -72,7 +72,7 @@ def install_builtins() -> None:
     from . import callsite
 
     hooks = _dual.HOOKS
-    names: dict[str, Any] = {
+    names: dict[object, Any] = {  # the hooks' names are GlobalName strings
         _dual.ENTER: enter,
         hooks.resolve: callsite.resolve,
         hooks.resolve_star: callsite.resolve_star,
@@ -81,7 +81,7 @@ def install_builtins() -> None:
         hooks.yield_from: callsite.HOOKS.yield_from,
     }
     for name, value in names.items():
-        if getattr(builtins, name, None) is None:
+        if getattr(builtins, str(name), None) is None:
             # An exact str: one key of a str subclass would turn the builtins dict into a
             # general dict, and CPython stops specializing every builtin lookup.
             setattr(builtins, str(name), value)

@@ -65,7 +65,7 @@ def resolve_star(f: Any, /) -> Any:
         qualname, module = getattr(f, "__qualname__", None), getattr(f, "__module__", None)
         if type(qualname) is str:  # not, say, a Mock's attribute
             run.__qualname__ = qualname
-            run.__module__ = module if type(module) is str else None
+            run.__module__ = module if type(module) is str else None  # type: ignore[assignment]  # typeshed says str; None is valid
     return run
 
 
@@ -88,7 +88,7 @@ def call_ex(f: Any, args: Any, kwargs: Any = None, /) -> Any:
 
 def _iterable(obj: object) -> bool:
     try:
-        iter(obj)  # type: ignore[call-overload]
+        iter(obj)  # type: ignore[call-overload]  # probing: TypeError is the answer
     except TypeError:
         return False
     return True

@@ -242,7 +242,7 @@ def _annotation_namespace(globals_: dict[str, Any]) -> dict[str, Any]:
     """Where string annotations resolve: the function's globals, and -- when it is being
     registered from a function of the same module -- that function's local names, so
     ``from __future__ import annotations`` works for locally defined classes too."""
-    frame = sys._getframe(2)
+    frame: types.FrameType | None = sys._getframe(2)
     while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("cassette_hook"):
         frame = frame.f_back
     if frame is None or frame.f_globals is not globals_:
@@ -304,11 +304,11 @@ class _Method:
         n = len(args)
         if n < self.required or (n > len(self.params) and self.varargs is None):
             return False
-        return all(self.pattern(i).matches(a) for i, a in enumerate(args))  # type: ignore[union-attr]
+        return all(self.pattern(i).matches(a) for i, a in enumerate(args))  # type: ignore[union-attr]  # arity checked: no None
 
     def le_at(self, other: _Method, n: int) -> bool:
         """Position by position over a call of arity ``n`` (both apply to it), self <= other."""
-        return all(self.pattern(i) <= other.pattern(i) for i in range(n))  # type: ignore[operator]
+        return all(self.pattern(i) <= other.pattern(i) for i in range(n))  # type: ignore[operator]  # both apply at arity n: no None
 
     def covered_by(self, other: _Method) -> bool:
         """Every argument tuple self accepts, other accepts too (signature subtyping).
@@ -321,7 +321,7 @@ class _Method:
         if other.varargs is None and (self.varargs is not None or len(self.params) > len(other.params)):
             return False
         reach = len(self.params) if self.varargs is None else max(len(self.params), len(other.params)) + 1
-        return all(self.pattern(i) <= other.pattern(i) for i in range(reach))  # type: ignore[operator]
+        return all(self.pattern(i) <= other.pattern(i) for i in range(reach))  # type: ignore[operator]  # reach is within both: no None
 
 
 def _more_specific(a: _Method, b: _Method, n: int) -> bool:
@@ -336,7 +336,7 @@ def _describe(func: object) -> str:
     """``qualname (file:line)``, for error messages that must lead to the source."""
     name = getattr(func, "__qualname__", None) or repr(func)
     try:
-        code = getattr(inspect.unwrap(func), "__code__", None)  # type: ignore[arg-type]
+        code = getattr(inspect.unwrap(func), "__code__", None)  # type: ignore[arg-type]  # any object unwraps
     except ValueError:  # a __wrapped__ cycle
         code = None
     return f"{name} ({code.co_filename}:{code.co_firstlineno})" if code else name
@@ -388,7 +388,7 @@ def _walk(roots: list[Any], args: tuple[object, ...]) -> Any:
     return node
 
 
-class _Refiner(functools.partial):  # type: ignore[type-arg]
+class _Refiner(functools.partial):  # type: ignore[type-arg]  # results vary by call
     """Type-cache entry for argument types where an ``Is`` or ``Parametric`` can matter.
 
     It stands where a method would, so calls whose types decide alone pay nothing for
@@ -428,7 +428,7 @@ class _Refiner(functools.partial):  # type: ignore[type-arg]
 # Why a ``functools.partial``: calls then go through C (vectorcall) straight into the
 # ``dispatch`` closure. A Python ``__call__`` would add a bound method and a repack of
 # the arguments to every call, which is most of the cost of a cached dispatch.
-class Generic(functools.partial):  # type: ignore[type-arg]
+class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by method
     """A function with methods chosen by the types of all its positional arguments.
 
     The ``default`` is the fallback when no method applies: lowest priority, never

@@ -88,7 +88,7 @@ that has no Python body to recurse into (a C function, or one outside the contex
 scope).  By default it calls ``f``, with the context still active so that callbacks
 from C (``sorted(key=...)``, ``map``) are overdubbed.""")
 
-DEFAULTS = {
+DEFAULTS: dict[str, Callable[..., Any]] = {
     "prehook": _no_hook, "posthook": _no_hook, "execute": _default_execute,
     "overdub": _default_overdub, "fallback": _default_fallback,
 }
@@ -156,7 +156,7 @@ def runnable(plan: _plan.Plan, f: Any) -> Callable[..., Any] | None:
         return functools.partial(call, f.func, *f.args, **f.keywords)
     if isinstance(f, type):
         return _construction(plan, f)
-    call_method = getattr(kind, "__call__", None)
+    call_method = getattr(kind, "__call__", None)  # noqa: B004 -- the method itself, not a callable() test
     if type(call_method) is FunctionType:  # a callable instance of a Python class
         twin = plan.twin(call_method)
         return None if twin is None else MethodType(twin, f)
@@ -171,12 +171,12 @@ def _construction(plan: _plan.Plan, cls: type) -> Callable[..., Any] | None:
         if how == "python":
             plan.constructors.set(cls, functools.partial(_construct_by_ref, weakref.ref(cls)))
     if how == "metaclass":  # a metaclass with its own __call__
-        twin = plan.twin(type(cls).__call__)  # type: ignore[arg-type]
+        twin = plan.twin(type(cls).__call__)  # type: ignore[arg-type]  # a FunctionType: see _how_to_construct
         return None if twin is None else MethodType(twin, cls)
     return plan.constructors.values.get(id(cls))  # "python": construct it; else None
 
 
-def _how_to_construct(plan: _plan.Plan, cls: type) -> str:
+def _how_to_construct(plan: _plan.Plan, cls: type[Any]) -> str:
     if not plan.in_scope(getattr(cls, "__module__", None) or ""):
         return "primitive"
     meta_call = type(cls).__call__
@@ -192,9 +192,9 @@ def _construct_by_ref(ref: weakref.ref[type], /, *args: Any, **kwargs: Any) -> A
     return construct(ref(), *args, **kwargs)  # type: ignore[arg-type]  # alive: it is being called
 
 
-def construct(cls: type, /, *args: Any, **kwargs: Any) -> Any:
+def construct(cls: type[Any], /, *args: Any, **kwargs: Any) -> Any:
     """``type.__call__`` with Python ``__new__`` and ``__init__`` as overdubbed calls."""
-    new = cls.__new__
+    new: Callable[..., Any] = cls.__new__  # the class's own, not type.__new__
     if new is object.__new__:
         obj = new(cls)  # only Python __init__ takes the arguments (else we would not be here)
     elif type(new) is FunctionType:

@@ -77,7 +77,7 @@ class Patterns:
             return True
         if path and path.startswith(self._library):
             return False
-        return self._wild.matches(name) or bool(path) and any(_under(path, p) for p in self._directories)
+        return self._wild.matches(name) or bool(path and any(_under(path, p) for p in self._directories))
 
     def _realpath(self, origin: str) -> str:
         """``os.path.realpath(origin)``, resolving each directory once per process."""
@@ -98,7 +98,9 @@ class SwitchingFinder(MetaPathFinder):
     def __repr__(self) -> str:
         return f"<cassette_hook finder {self.patterns!r}>"
 
-    def find_spec(self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None) -> ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> ModuleSpec | None:
         if not self.patterns.may_match(fullname):
             return None
         spec = _spec_from_others(self, fullname, path, target)
@@ -130,7 +132,7 @@ def _spec_from_others(me: object, fullname: str, path: Sequence[str] | None,
             if finder is me or isinstance(finder, SwitchingFinder):
                 continue
             find_spec = getattr(finder, "find_spec", None)
-            spec = None if find_spec is None else find_spec(fullname, path, target)
+            spec: ModuleSpec | None = None if find_spec is None else find_spec(fullname, path, target)
             if spec is not None:
                 return spec
         return None

@@ -90,7 +90,8 @@ class Plan:
         # What a call site calls for each hook, or None: the hook does nothing for this type.
         # A hook that does not depend on the call's arguments is called without dispatch.
         self.prehook_call = (generics.prehook.sole_method(ctx_type, 2) or generics.prehook) if self.prehook else None
-        self.posthook_call = (generics.posthook.sole_method(ctx_type, 3) or generics.posthook) if self.posthook else None
+        self.posthook_call = ((generics.posthook.sole_method(ctx_type, 3) or generics.posthook)
+                              if self.posthook else None)
         # Nothing is observed or replaced: calls only need to be recursed into.
         self.fast = not (self.prehook or self.posthook or self.overdub or self.execute or self.fallback)
         # Operator sites cost a call each; a context that observes nothing has no use for them.
@@ -121,6 +122,7 @@ class Plan:
         """The overdubbed twin of ``func``, or ``None`` if it must run as a primitive."""
         key = id(func)
         found = self.twins.values.get(key)
+        twin: FunctionType | None
         if found is not None:  # current while func keeps the code and defaults it was made from
             twin, code, defaults, kwdefaults = found
             if func.__code__ is code and func.__defaults__ is defaults and func.__kwdefaults__ is kwdefaults:

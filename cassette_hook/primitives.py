@@ -138,17 +138,17 @@ def _getframe(frame: FrameType, args: tuple[Any, ...]) -> Any:
 def _warn(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``warnings.warn`` with its ``stacklevel`` counted in user frames."""
     kwargs = dict(kwargs)
-    args, level = list(args), kwargs.pop("stacklevel", None)
+    positional, level = list(args), kwargs.pop("stacklevel", None)
     if level is None:
-        level = args.pop(2) if len(args) > 2 else 1
+        level = positional.pop(2) if len(positional) > 2 else 1
     try:
         target: FrameType | None = _outer_frame(user_frame(), max(level, 1) - 1)
     except ValueError:
         target = None
     frame, raw = _frame_at(0), 1
     while frame is not None and frame is not target:
-        frame, raw = frame.f_back, raw + 1  # type: ignore[assignment]
-    return f(*args, stacklevel=raw if target is not None else sys.maxsize, **kwargs)
+        frame, raw = frame.f_back, raw + 1  # type: ignore[assignment]  # None ends the loop
+    return f(*positional, stacklevel=raw if target is not None else sys.maxsize, **kwargs)
 
 
 _FRAME_SENSITIVE: dict[Any, Handler] = {

@@ -88,7 +88,7 @@ def cassette_context() -> Iterator[Callable[..., _context.Context]]:
             ctx = ctx(*args, **kwargs)
         _context.push(ctx)
         pushed.append(ctx)
-        return ctx
+        return pushed[-1]
 
     yield activate
     for ctx in reversed(pushed):

@@ -85,7 +85,8 @@ def _setup_more_itertools(src: Path, work: Path, installed: dict[str, Path]):
     (work / "pytest.ini").write_text("[pytest]\n")
     pkg = installed["more_itertools"]
     return work, [
-        "-c", str(work / "pytest.ini"), "--rootdir", str(work), "tests", "--doctest-modules", str(pkg / "more.py"), str(pkg / "recipes.py"),
+        "-c", str(work / "pytest.ini"), "--rootdir", str(work), "tests",
+        "--doctest-modules", str(pkg / "more.py"), str(pkg / "recipes.py"),
         "--deselect", "tests/test_more.py::tests.test_more.IterOnlyRange",
     ]
 

@@ -937,7 +937,7 @@ def comprehension_scopes():
     except NameError as e:
         class_level.append(str(e))
     try:
-        [undefined_name_xyz for _ in range(1)]  # noqa: F821
+        [undefined_name_xyz for _ in range(1)]
     except NameError as e:
         class_level.append(str(e))
     return x, names, C.vals, class_level
@@ -1378,13 +1378,13 @@ def try_except_finally_else(n):
         try:
             raise RuntimeError("lost")
         finally:
-            return "finally wins"  # noqa: B012
+            return "finally wins"
 
     def finally_overrides_return():
         try:
             return "try"
         finally:
-            return "finally"  # noqa: B012
+            return "finally"
 
     def reraise():
         try:
@@ -1417,10 +1417,10 @@ def try_except_finally_else(n):
     e = "rebound"
     try:
         raise OSError
-    except OSError as e:  # noqa: F811
+    except OSError as e:
         pass
     try:
-        e  # noqa: B018
+        e
         out.append("e still bound")
     except NameError:
         out.append("e unbound after except")

@@ -9,8 +9,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
-
 import cassette_hook as ch
 
 PROBE = """
@@ -52,7 +50,8 @@ def test_module_run_with_dash_m_sees_what_python_gives_it(tmp_path):
 
 def test_code_run_with_dash_c_sees_what_python_gives_it(tmp_path):
     code = textwrap.dedent(PROBE)
-    plain, hooked = run("-c", code, "--include", cwd=tmp_path, instrumented=False), run("-c", code, "--include", cwd=tmp_path)
+    plain = run("-c", code, "--include", cwd=tmp_path, instrumented=False)
+    hooked = run("-c", code, "--include", cwd=tmp_path)
     assert hooked.stdout == plain.stdout and "switched: True" in hooked.stderr
 
 

@@ -79,7 +79,8 @@ def test_entry_points_name_the_builtin_contexts(name, cls):
 
 
 def test_from_options_parses_values_into_constructor_arguments():
-    ctx = TraceContext.from_options({"depth": "3", "include": "pkg+other.*", "exclude": "operator", "width": "20"}, None)
+    options = {"depth": "3", "include": "pkg+other.*", "exclude": "operator", "width": "20"}
+    ctx = TraceContext.from_options(options, None)
     assert ctx.depth == 3
     assert ctx.filter.include == ("pkg", "other.*")
     assert ctx.filter.exclude == ("operator",)
@@ -96,8 +97,10 @@ def test_from_options_passes_output_through(tmp_path):
     (TraceContext, {"depht": "3"}, "unknown option 'depht' (valid options: depth, exclude, include, operators, width)"),
     (TraceContext, {"depth": "three"}, "bad value for option depth='three': expected a whole number"),
     (TraceContext, {"depth": "0"}, "bad value for option depth='0': expected a number >= 1"),
-    (TraceContext, {"include": "a++b"}, "bad value for option include='a++b': expected module patterns separated by '+'"),
-    (ProfileContext, {"sort": "speed"}, "bad value for option sort='speed': expected one of self, cumulative, calls, name"),
+    (TraceContext, {"include": "a++b"},
+     "bad value for option include='a++b': expected module patterns separated by '+'"),
+    (ProfileContext, {"sort": "speed"},
+     "bad value for option sort='speed': expected one of self, cumulative, calls, name"),
     (ProfileContext, {"dot": ""}, "bad value for option dot='': expected a file name"),
     (NullContext, {"depth": "1"}, "unknown option 'depth' (valid options: none)"),
 ])
@@ -289,7 +292,8 @@ def test_trace_passes_keyword_arguments_named_like_its_own_parameters():
     def call():
         return kw(f=1, self=3)
 
-    assert trace(call, exclude=["operator"])[1].splitlines()[1] == f"  {M}.test_trace_passes_keyword_arguments_named_like_its_own_parameters.<locals>.kw(f=1, self=3) -> 2"
+    name = f"{M}.test_trace_passes_keyword_arguments_named_like_its_own_parameters.<locals>.kw"
+    assert trace(call, exclude=["operator"])[1].splitlines()[1] == f"  {name}(f=1, self=3) -> 2"
 
 
 def test_trace_to_a_broken_stream_stops_the_trace_not_the_program():
@@ -307,7 +311,8 @@ def test_trace_to_a_stream_that_cannot_encode_a_value_escapes_it():
     assert ch.overdub(ctx, str.upper, "é") == "É"
     assert ch.overdub(ctx, lambda s: s.upper(), "é") == "É"
     ctx.write_report()
-    assert raw.getvalue().decode("ascii").endswith("str.upper('\\xe9') -> '\\xc9'\n<lambda> -> '\\xc9'\n".replace("<lambda>", f"{M}.test_trace_to_a_stream_that_cannot_encode_a_value_escapes_it.<locals>.<lambda>"))
+    lambda_ = f"{M}.test_trace_to_a_stream_that_cannot_encode_a_value_escapes_it.<locals>.<lambda>"
+    assert raw.getvalue().decode("ascii").endswith(f"str.upper('\\xe9') -> '\\xc9'\n{lambda_} -> '\\xc9'\n")
 
 
 def test_trace_writes_a_file_and_closes_it_at_write_report(tmp_path):
@@ -375,7 +380,8 @@ def test_threads_started_under_a_context_do_not_inherit_it():
 
     ch.overdub(ctx, start)
     assert f"{M}.times(" not in out.getvalue()
-    assert out.getvalue().endswith(f"{M}.test_threads_started_under_a_context_do_not_inherit_it.<locals>.start -> None\n")
+    name = f"{M}.test_threads_started_under_a_context_do_not_inherit_it.<locals>.start"
+    assert out.getvalue().endswith(f"{name} -> None\n")
 
 
 # -- options shared by trace and profile, and child processes ------------------------------

@@ -143,7 +143,8 @@ def test_profile_of_deep_recursion_does_not_hit_the_recursion_limit(tmp_path):
 
     n = sys.getrecursionlimit() - 60
     ctx = profile(down, n)
-    assert ctx.stats()[f"{M}.test_profile_of_deep_recursion_does_not_hit_the_recursion_limit.<locals>.down"].calls == n + 1
+    down = f"{M}.test_profile_of_deep_recursion_does_not_hit_the_recursion_limit.<locals>.down"
+    assert ctx.stats()[down].calls == n + 1
     for key in ("speedscope", "collapsed", "dot", "flamegraph", "raw"):
         ctx.files[key] = tmp_path / key
     ctx.write_report()

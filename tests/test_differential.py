@@ -33,8 +33,8 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-import cassette_hook as ch  # noqa: E402
-import corpus  # noqa: E402
+import cassette_hook as ch
+import corpus
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(ch.__file__)) + os.sep
 THIS_FILE = os.path.abspath(__file__)

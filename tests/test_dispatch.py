@@ -324,7 +324,8 @@ def test_a_smaller_is_set_is_more_specific() -> None:
 # --- unions, Optional, None ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("annotation", [int | str, Union[int, str], Union[int, "str"]], ids=["pipe", "Union", "forward"])
+@pytest.mark.parametrize("annotation", [int | str, Union[int, str], Union[int, "str"]],
+                         ids=["pipe", "Union", "forward"])
 def test_union_annotations_match_any_member(annotation: object) -> None:
     def method(x):  # type: ignore[no-untyped-def]
         return "member"
@@ -727,7 +728,8 @@ def test_an_unresolvable_string_annotation_is_rejected_at_registration() -> None
     def f(x: "NoSuchName") -> None:  # type: ignore[name-defined] # noqa: F821
         pass
 
-    with pytest.raises(TypeError, match=r"parameter 'x' has annotation 'NoSuchName', which does not resolve \(NameError"):
+    with pytest.raises(TypeError,
+                       match=r"parameter 'x' has annotation 'NoSuchName', which does not resolve \(NameError"):
         g.register(f)
 
 
@@ -964,7 +966,7 @@ def test_an_is_pattern_keeps_its_objects_alive_so_ids_stay_unique() -> None:
 
     thing = Thing()
 
-    def f(x: Is[thing]) -> str:  # noqa: F821 -- evaluated now, with thing in scope
+    def f(x: Is[thing]) -> str:  # evaluated now, with thing in scope
         return "thing"
 
     g.register(f)

@@ -40,7 +40,7 @@ import pytest
 if __name__ == "__main__":  # run as a script (--update): use this work tree's package
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import cassette_hook as ch  # noqa: E402
+import cassette_hook as ch
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -383,7 +383,7 @@ def test_operator_protocol_matches_plain_python():
         return "ok", result.cents if isinstance(result, Money) else result
 
     for case in cases:
-        assert outcome(lambda: ch.overdub(Seen(metadata=[]), case)) == outcome(case)
+        assert outcome(lambda: ch.overdub(Seen(metadata=[]), case)) == outcome(case)  # noqa: B023 -- called at once
 
 
 def test_slices_are_getitem_and_setitem_of_slice_objects():
@@ -483,7 +483,8 @@ def test_cmp_to_key_comparators_are_overdubbed():
         return len(a) - len(b)
 
     ctx = SeenCalls(metadata=[])
-    assert ch.overdub(ctx, lambda: sorted(["ccc", "a", "bb"], key=functools.cmp_to_key(by_length))) == ["a", "bb", "ccc"]
+    assert ch.overdub(ctx, lambda: sorted(["ccc", "a", "bb"], key=functools.cmp_to_key(by_length))) == [
+        "a", "bb", "ccc"]
     assert [f for f, _, _ in ctx.metadata].count(by_length) >= 2
 
 
@@ -725,7 +726,7 @@ def test_a_collected_function_releases_its_twin():
     namespace = {}
     exec("def temporary(x):\n    return abs(x)\n", namespace)
     fn = namespace.pop("temporary")
-    assert ch.overdub(Null(), lambda: fn(-1)) == 1
+    assert ch.overdub(Null(), lambda: fn(-1)) == 1  # noqa: F821 -- fn is deleted below, after this call
     assert twins.get(fn) is not None
     before, ref = len(twins), weakref.ref(fn)
     del fn

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _process, _subprocesses
+from cassette_hook import _subprocesses
 
 WORK = """
 def work(n):
@@ -88,7 +88,8 @@ def test_subprocesses_option_carries_contexts_into_children(tmp_path, how):
                 assert process.exitcode == 0
     """)
     result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context",
-                             "profile,collapsed=stacks.txt", "--output", "report.txt", "prog.py"], cwd=tmp_path, env=env_for(tmp_path),
+                             "profile,collapsed=stacks.txt", "--output", "report.txt", "prog.py"],
+                            cwd=tmp_path, env=env_for(tmp_path),
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     parent = (tmp_path / "report.txt").read_text()

@@ -107,7 +107,8 @@ def test_session_context_is_active_in_every_test_and_reports_at_the_end(project)
         def test_two():
             assert type(ch.current_context()).__name__ == "Counting"
     """)
-    result = project.runpytest_subprocess("--cassette-include", "money", "--cassette-context", "counting:Counting", "-s")
+    result = project.runpytest_subprocess(
+        "--cassette-include", "money", "--cassette-context", "counting:Counting", "-s")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["calls seen: *"])
 

@@ -242,7 +242,7 @@ def test_except_star_groups():
         "    return 0\n",
         namespace,
     )
-    assert seen(namespace["g"]) == [KeyError, ValueError, ExceptionGroup, one, one]
+    assert seen(namespace["g"]) == [KeyError, ValueError, ExceptionGroup, one, one]  # noqa: F821 -- 3.11+
 
 
 def test_await_inside_call_arguments():

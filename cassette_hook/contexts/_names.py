@@ -114,7 +114,7 @@ class ModuleFilter:
         self.include = None if include is None else tuple(include)
         self.exclude = tuple(exclude)
         self.everything = self.include is None and not self.exclude
-        self._include = None if include is None else ModulePatterns(self.include)
+        self._include = None if self.include is None else ModulePatterns(self.include)
         self._exclude = ModulePatterns(self.exclude)
 
     def shows(self, module: str) -> bool:

@@ -121,10 +121,10 @@ class TraceContext(ReportingContext):
     def _shown(self) -> list[_Call]:
         """This thread's calls being shown, outermost first."""
         try:
-            return self._threads.shown  # type: ignore[no-any-return]
+            return self._threads.shown  # type: ignore[no-any-return]  # threading.local is untyped
         except AttributeError:
             self._threads.shown = []
-            return self._threads.shown  # type: ignore[no-any-return]
+            return self._threads.shown  # type: ignore[no-any-return]  # threading.local is untyped
 
     def _arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         texts = [self.abbreviate(a) for a in args]
@@ -196,7 +196,7 @@ class Abbreviator(reprlib.Repr):
         return text if len(text) <= self.width else text[: max(self.width - 3, 1)] + "..."
 
     def repr1(self, x: Any, level: int) -> str:
-        method = _BY_TYPE.get(type(x), Abbreviator.repr_instance)
+        method: Callable[[Any, Any, int], str] = _BY_TYPE.get(type(x), Abbreviator.repr_instance)
         try:
             return method(self, x, level)
         except Exception:

@@ -20,7 +20,7 @@ from typing import Callable
 
 from bytecode import Bytecode, Instr
 
-from ._stack import COMPREHENSIONS, UnsupportedCode, stack_depths
+from ._stack import COMPREHENSIONS, Item, UnsupportedCode, stack_depths
 
 if sys.version_info >= (3, 13):
     from . import _py313 as _family
@@ -91,14 +91,14 @@ def assemble(bc: Bytecode, stacksize: int, name: str) -> CodeType:
         raise UnsupportedCode(f"rewritten {name} does not assemble: {exc}") from exc
 
 
-def _load_hook(item: object) -> object:
+def _load_hook(item: Item) -> Item:
     if isinstance(item, Instr) and item.name == "LOAD_CONST" and type(item.arg) is GlobalName:
         return _family.load_global(str(item.arg), item.location)
     return item
 
 
-def _rewrite_operators(items: list[object], hooks: Hooks) -> list[object]:
-    out: list[object] = []
+def _rewrite_operators(items: list[Item], hooks: Hooks) -> list[Item]:
+    out: list[Item] = []
     for item in items:
         replacement = _family.operator_site(item, hooks) if isinstance(item, Instr) else None
         if replacement is None:
@@ -134,11 +134,11 @@ def rewrite_part(code: CodeType, rewrite: Callable[[], CodeType]) -> CodeType:
         return code
 
 
-def _rewrite_nested(items: list[object], nested: Nested) -> list[object]:
+def _rewrite_nested(items: list[Item], nested: Nested) -> list[Item]:
     """Map the code constants: comprehensions and generator expressions, and the body of a
     ``class`` statement (the first code constant after ``LOAD_BUILD_CLASS``), run as part
     of this body; the others are the bodies of functions it defines."""
-    out: list[object] = []
+    out: list[Item] = []
     class_body_next = False
     for item in items:
         if isinstance(item, Instr) and item.name == "LOAD_BUILD_CLASS":

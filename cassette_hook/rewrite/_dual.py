@@ -30,11 +30,14 @@ from __future__ import annotations
 
 import operator as _operator
 from types import CodeType
+from typing import Sequence
 
-from bytecode import Bytecode, Instr, Label, TryBegin
+from bytecode import Bytecode, Instr, Label
+from bytecode.instr import TryBegin
 
 from . import GlobalName, Hooks, _family, assemble, rewritten
-from ._operators import BINARY, COMPARE, UNARY
+from ._instr import global_name
+from ._operators import BINARY, COMPARE, UNARY, Operator
 from ._stack import COMPREHENSIONS
 
 ACTIVE = "__cassette_hook_active__"
@@ -42,13 +45,13 @@ ENTER = "__cassette_hook_enter__"
 _PREFIX = frozenset({"MAKE_CELL", "COPY_FREE_VARS", "RETURN_GENERATOR", "POP_TOP", "GEN_START", "RESUME"})
 _CO_NEWLOCALS = 0x2
 
-OPERATORS = (*BINARY.values(), *UNARY.values(), *COMPARE.values(),
-             _operator.getitem, _operator.setitem, _operator.delitem, _operator.contains, iter)
+OPERATORS: tuple[Operator, ...] = (*BINARY.values(), *UNARY.values(), *COMPARE.values(),
+                                   _operator.getitem, _operator.setitem, _operator.delitem, _operator.contains, iter)
 
 
-def operator_name(op: object) -> GlobalName:
+def operator_name(op: Operator) -> GlobalName:
     """The builtin name under which an operator site for ``op`` is found."""
-    return GlobalName(f"__cassette_hook_op_{op.__name__}__")  # type: ignore[attr-defined]
+    return GlobalName(f"__cassette_hook_op_{op.__name__}__")
 
 
 HOOKS = Hooks(
@@ -120,8 +123,7 @@ class _Switcher:
         """Does the rewritten body call a hook, itself or in a part?"""
         for item in body:
             if isinstance(item, Instr) and item.name == "LOAD_GLOBAL":
-                name = item.arg[1] if isinstance(item.arg, tuple) else item.arg
-                if name.startswith("__cassette_hook_"):
+                if global_name(item).startswith("__cassette_hook_"):
                     return True
             elif isinstance(item, Instr) and item.name == "LOAD_CONST" and id(item.arg) in self._has_sites:
                 return True
@@ -135,8 +137,8 @@ class _Switcher:
         # generators) covers the whole body, so the instrumented body opens its own.
         instrumented_body = [*(i for i in rewritten_items[:rewritten_start] if isinstance(i, TryBegin)),
                              *rewritten_items[rewritten_start:]]
-        first = next((i for i in items[start:] if isinstance(i, Instr)), items[start - 1])
-        loc = first.location  # the first line of the body: no line event of its own
+        first = next((i for i in items[start:] if isinstance(i, Instr)), None)
+        loc = first.location if first is not None else None  # the first line of the body: no line event of its own
         plain_label, check, instrumented = Label(), Label(), Label()
         switch = _family.switch
         plain[:] = [
@@ -159,7 +161,7 @@ class _Switcher:
         return assemble(plain, max(stacksize + 2, 3), plain_code.co_name)
 
 
-def _prefix_length(items: list[object]) -> int:
+def _prefix_length(items: Sequence[object]) -> int:
     """How many leading items set up the frame (cells, generator) and must stay first.
 
     The switch goes after RESUME: that is where a frame starts for tracers and

@@ -25,10 +25,11 @@ from __future__ import annotations
 import operator
 from typing import TYPE_CHECKING, Sequence
 
-from bytecode import Instr, Label
+from bytecode import BinaryOp, Compare, Instr, Label
 
+from ._instr import Location, arg_of, flagged_name
 from ._operators import UNARY, binary_op, compare_op
-from ._stack import pair_by_depth
+from ._stack import Item, pair_by_depth
 
 if TYPE_CHECKING:
     from . import Hooks
@@ -41,42 +42,43 @@ class NullSlotFamily:
 
     # -- version details -------------------------------------------------------------
 
-    def call(self, nargs: int, loc: object) -> list[Instr]:
+    def call(self, nargs: int, loc: Location) -> list[Instr]:
         """The instructions of a plain positional ``CALL nargs``."""
         return [Instr("CALL", nargs, location=loc)]
 
-    def jump_if_true(self, target: Label, loc: object) -> Instr:
+    def jump_if_true(self, target: Label, loc: Location) -> Instr:
         return Instr("POP_JUMP_IF_TRUE", target, location=loc)
 
-    def jump_back(self, target: Label, loc: object) -> Instr:
+    def jump_back(self, target: Label, loc: Location) -> Instr:
         return Instr("JUMP_BACKWARD", target, location=loc)
 
     def is_method_load(self, instr: Instr) -> bool:
-        return instr.name in ("LOAD_ATTR", "LOAD_SUPER_ATTR") and instr.arg[0]
+        return instr.name in ("LOAD_ATTR", "LOAD_SUPER_ATTR") and flagged_name(instr)[0]
 
     def plain_load(self, instr: Instr) -> Instr:
         """The method load ``instr`` as a load of the bound attribute."""
-        return Instr(instr.name, (False, *instr.arg[1:]), location=instr.location)
+        return Instr(instr.name, (False, *flagged_name(instr)[1:]), location=instr.location)
 
     def consumer_depth(self, instr: Instr, depth: int) -> int | None:
         """Depth of the lower slot of the callee pair that a call-family instr consumes."""
         if instr.name == "CALL":
-            return depth - instr.arg - 2
+            return depth - arg_of(instr, int) - 2
         if instr.name == "CALL_KW":
-            return depth - instr.arg - 3
+            return depth - arg_of(instr, int) - 3
         if instr.name == "CALL_FUNCTION_EX":
-            return depth - 3 - (instr.arg & 1)
+            return depth - 3 - (arg_of(instr, int) & 1)
         return None
 
     def callee_position(self, instr: Instr) -> int:
         """How far below the top of the stack (1 = top) the callee is at ``instr``."""
-        above = {"CALL": instr.arg, "CALL_KW": instr.arg + 1, "CALL_FUNCTION_EX": 1 + (instr.arg & 1)}
+        arg = arg_of(instr, int)
+        above = {"CALL": arg, "CALL_KW": arg + 1, "CALL_FUNCTION_EX": 1 + (arg & 1)}
         return above[instr.name] + (2 if self.null_after_callee else 1)
 
-    def load_global(self, name: str, loc: object) -> Instr:
+    def load_global(self, name: str, loc: Location) -> Instr:
         return Instr("LOAD_GLOBAL", (False, name), location=loc)
 
-    def load_global_callee(self, name: str, loc: object) -> Instr:
+    def load_global_callee(self, name: str, loc: Location) -> Instr:
         """Load a global to call, with its ``NULL`` slot."""
         return Instr("LOAD_GLOBAL", (True, name), location=loc)
 
@@ -87,17 +89,17 @@ class NullSlotFamily:
         name = instr.name
         if name == "PUSH_NULL":
             return depth - 1 if self.null_after_callee else depth
-        if name == "LOAD_GLOBAL" and instr.arg[0]:
+        if name == "LOAD_GLOBAL" and flagged_name(instr)[0]:
             return depth
-        if name == "LOAD_SUPER_ATTR" and instr.arg[0]:
+        if name == "LOAD_SUPER_ATTR" and flagged_name(instr)[0]:
             return depth - 3
         if self.is_method_load(instr):
             return depth - 1
         return None
 
-    def rewrite_calls(self, items: list[object], depths: Sequence[int | None], hooks: Hooks) -> list[object]:
+    def rewrite_calls(self, items: list[Item], depths: Sequence[int | None], hooks: Hooks) -> list[Item]:
         paired = pair_by_depth(items, depths, self.producer_depth, self.consumer_depth)
-        resolving: dict[int, tuple[object, int, object]] = {}  # place -> (resolver, callee position, location)
+        resolving: dict[int, tuple[object, int, Location]] = {}  # place -> (resolver, callee position, location)
         defined: set[int] = set()  # ends of what a decorator applies to: functions, classes, decorations
         for index, item in enumerate(items):
             if not isinstance(item, Instr):
@@ -110,12 +112,13 @@ class NullSlotFamily:
                     defined.add(self._call_end(items, index))
                 else:
                     resolve = hooks.resolve_star if item.name == "CALL_FUNCTION_EX" else hooks.resolve
-                    resolving[self._resolution_point(items, index)] = (resolve, self.callee_position(item), item.location)
+                    point = self._resolution_point(items, index)
+                    resolving[point] = (resolve, self.callee_position(item), item.location)
             elif self.consumer_depth(item, 0) is not None and self._is_decoration(items, index, defined):
                 # A decoration ``deco(obj)`` is ``[deco, obj]``: its callee is the lower slot.
                 defined.add(self._call_end(items, index))
                 resolving[self._resolution_point(items, index)] = (hooks.resolve, 2, item.location)
-        out: list[object] = []
+        out: list[Item] = []
         for index, item in enumerate(items):
             if index in resolving:
                 out += self._resolve_callee(*resolving[index])
@@ -138,7 +141,7 @@ class NullSlotFamily:
         previous = index - 1
         while previous >= 0 and not isinstance(items[previous], Instr):
             previous -= 1
-        return item.arg == 0 and item.name in ("CALL", "PRECALL") and previous in defined  # type: ignore[attr-defined]
+        return isinstance(item, Instr) and item.arg == 0 and item.name in ("CALL", "PRECALL") and previous in defined
 
     def _call_end(self, items: Sequence[object], index: int) -> int:
         """The index of the instruction that finishes the call consumed at ``index``."""
@@ -150,7 +153,7 @@ class NullSlotFamily:
         item = items[neighbour] if 0 <= neighbour < len(items) else None
         return isinstance(item, Instr) and item.name == "LOAD_BUILD_CLASS"
 
-    def _resolve_callee(self, resolve: object, position: int, loc: object) -> list[Instr]:
+    def _resolve_callee(self, resolve: object, position: int, loc: Location) -> list[Instr]:
         """Replace the stack item at ``position`` (1 = top) by ``resolve(item)``."""
         swap = [Instr("SWAP", position, location=loc)] if position > 1 else []
         call = [Instr("LOAD_CONST", resolve, location=loc), Instr("SWAP", 2, location=loc), *self.call(0, loc)]
@@ -168,7 +171,7 @@ class NullSlotFamily:
     def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
         name, loc = instr.name, instr.location
         if name == "BINARY_OP":
-            op = binary_op(instr.arg)
+            op = binary_op(arg_of(instr, BinaryOp))
             return None if op is None else self._binary(hooks.operator_site(op), loc)
         if name == "BINARY_SUBSCR":
             return self._binary(hooks.operator_site(operator.getitem), loc)
@@ -179,7 +182,7 @@ class NullSlotFamily:
         if name == "GET_YIELD_FROM_ITER":  # ``yield from obj``: ``iter(obj)`` unless a generator
             return [*self._unary(hooks.yield_from, loc), instr]
         if name == "COMPARE_OP":
-            op, cast = compare_op(instr.arg)
+            op, cast = compare_op(arg_of(instr, Compare))
             out = self._binary(hooks.operator_site(op), loc)
             return out + [Instr("TO_BOOL", location=loc)] if cast else out
         if name == "CONTAINS_OP":  # ``a in b`` is ``operator.contains(b, a)``
@@ -192,10 +195,10 @@ class NullSlotFamily:
             return self._binary(hooks.operator_site(operator.delitem), loc) + [Instr("POP_TOP", location=loc)]
         return None
 
-    def negate(self, loc: object) -> list[Instr]:
+    def negate(self, loc: Location) -> list[Instr]:
         return [Instr("UNARY_NOT", location=loc)]
 
-    def _binary(self, site: object, loc: object) -> list[Instr]:
+    def _binary(self, site: object, loc: Location) -> list[Instr]:
         """[a, b] -> site(a, b): the site below both operands, called with ``a`` as self."""
         return [
             Instr("LOAD_CONST", site, location=loc),
@@ -204,10 +207,10 @@ class NullSlotFamily:
             *self.call(1, loc),
         ]
 
-    def _unary(self, site: object, loc: object) -> list[Instr]:
+    def _unary(self, site: object, loc: Location) -> list[Instr]:
         return [Instr("LOAD_CONST", site, location=loc), Instr("SWAP", 2, location=loc), *self.call(0, loc)]
 
-    def _store(self, site: object, loc: object) -> list[Instr]:
+    def _store(self, site: object, loc: Location) -> list[Instr]:
         """[v, a, i] -> site(a, i, v), result dropped."""
         return [
             Instr("LOAD_CONST", site, location=loc),

@@ -15,10 +15,11 @@ import operator
 from types import CodeType
 from typing import TYPE_CHECKING, Sequence
 
-from bytecode import Instr, Label
+from bytecode import Compare, Instr, Label
 
+from ._instr import Location, arg_of
 from ._operators import BINARY_310, UNARY, compare_op
-from ._stack import COMPREHENSIONS, pair_by_depth
+from ._stack import COMPREHENSIONS, Item, pair_by_depth
 
 if TYPE_CHECKING:
     from . import Hooks
@@ -26,15 +27,15 @@ if TYPE_CHECKING:
 def _callee_depth(instr: Instr, depth: int) -> int | None:
     name = instr.name
     if name in ("CALL_FUNCTION", "CALL_METHOD"):
-        return depth - instr.arg - (2 if name == "CALL_METHOD" else 1)
+        return depth - arg_of(instr, int) - (2 if name == "CALL_METHOD" else 1)
     if name == "CALL_FUNCTION_KW":
-        return depth - instr.arg - 2
+        return depth - arg_of(instr, int) - 2
     if name == "CALL_FUNCTION_EX":
-        return depth - 2 - (instr.arg & 1)
+        return depth - 2 - (arg_of(instr, int) & 1)
     return None
 
 
-def rewrite_calls(items: list[object], depths: Sequence[int | None], hooks: "Hooks") -> list[object]:
+def rewrite_calls(items: list[Item], depths: Sequence[int | None], hooks: Hooks) -> list[Item]:
     def compiler_callee(instr: Instr, depth: int) -> int | None:
         """The callee slot opened by a compiler-made call, which stays unrewritten."""
         index = position[id(instr)]
@@ -48,18 +49,18 @@ def rewrite_calls(items: list[object], depths: Sequence[int | None], hooks: "Hoo
 
     position = {id(item): index for index, item in enumerate(items)}
     compiler_calls = pair_by_depth(items, depths, compiler_callee, _callee_depth)
-    out: list[object] = []
+    out: list[Item] = []
     for index, item in enumerate(items):
         if not isinstance(item, Instr) or index in compiler_calls or _is_with_exit(items, index):
             out.append(item)
         elif item.name == "LOAD_METHOD":
             out.append(Instr("LOAD_ATTR", item.arg, location=item.location))
         elif item.name in ("CALL_FUNCTION", "CALL_METHOD", "CALL_FUNCTION_KW"):
-            kw = item.name == "CALL_FUNCTION_KW"
-            out += _under(hooks.call, item.arg + 2 + kw, item)
-            out.append(Instr("CALL_FUNCTION_KW" if kw else "CALL_FUNCTION", item.arg + 1, location=item.location))
+            kw, nargs = item.name == "CALL_FUNCTION_KW", arg_of(item, int)
+            out += _under(hooks.call, nargs + 2 + kw, item)
+            out.append(Instr("CALL_FUNCTION_KW" if kw else "CALL_FUNCTION", nargs + 1, location=item.location))
         elif item.name == "CALL_FUNCTION_EX":
-            nargs = 2 + (item.arg & 1)
+            nargs = 2 + (arg_of(item, int) & 1)
             out += _under(hooks.call_ex, nargs + 1, item)
             out.append(Instr("CALL_FUNCTION", nargs, location=item.location))
         else:
@@ -70,7 +71,7 @@ def rewrite_calls(items: list[object], depths: Sequence[int | None], hooks: "Hoo
 def _is_with_exit(items: Sequence[object], index: int) -> bool:
     """``LOAD_CONST None; DUP_TOP; DUP_TOP; CALL_FUNCTION 3`` is how 3.10 calls ``__exit__``."""
     tail = [getattr(item, "name", None) for item in items[max(0, index - 3) : index + 1]]
-    return tail == ["LOAD_CONST", "DUP_TOP", "DUP_TOP", "CALL_FUNCTION"] and items[index].arg == 3  # type: ignore[attr-defined]
+    return tail == ["LOAD_CONST", "DUP_TOP", "DUP_TOP", "CALL_FUNCTION"] and getattr(items[index], "arg", None) == 3
 
 
 def _under(obj: object, depth: int, at: Instr) -> list[Instr]:
@@ -81,7 +82,7 @@ def _under(obj: object, depth: int, at: Instr) -> list[Instr]:
     return [Instr("LOAD_CONST", obj, location=loc), slide]
 
 
-def operator_site(instr: Instr, hooks: "Hooks") -> list[Instr] | None:
+def operator_site(instr: Instr, hooks: Hooks) -> list[Instr] | None:
     name, loc = instr.name, instr.location
     if name in BINARY_310:
         return _binary(hooks.operator_site(BINARY_310[name]), instr)
@@ -91,7 +92,7 @@ def operator_site(instr: Instr, hooks: "Hooks") -> list[Instr] | None:
     if name == "GET_YIELD_FROM_ITER":  # ``yield from obj``: ``iter(obj)`` unless a generator
         return [*_under(hooks.yield_from, 2, instr), Instr("CALL_FUNCTION", 1, location=loc), instr]
     if name == "COMPARE_OP":
-        return _binary(hooks.operator_site(compare_op(instr.arg)[0]), instr)
+        return _binary(hooks.operator_site(compare_op(arg_of(instr, Compare))[0]), instr)
     if name == "CONTAINS_OP":  # ``a in b`` is ``operator.contains(b, a)``
         out = [Instr("ROT_TWO", location=loc), *_binary(hooks.operator_site(operator.contains), instr)]
         return out + [Instr("UNARY_NOT", location=loc)] if instr.arg else out
@@ -112,7 +113,7 @@ def _binary(site: object, at: Instr) -> list[Instr]:
     return [*_under(site, 3, at), Instr("CALL_FUNCTION", 2, location=at.location)]
 
 
-def load_global(name: str, loc: object) -> Instr:
+def load_global(name: str, loc: Location) -> Instr:
     return Instr("LOAD_GLOBAL", name, location=loc)
 
 
@@ -123,13 +124,13 @@ class switch:
     load_global_callee = staticmethod(load_global)
 
     @staticmethod
-    def call(nargs: int, loc: object) -> list[Instr]:
+    def call(nargs: int, loc: Location) -> list[Instr]:
         return [Instr("CALL_FUNCTION", nargs, location=loc)]
 
     @staticmethod
-    def jump_if_true(target: Label, loc: object) -> Instr:
+    def jump_if_true(target: Label, loc: Location) -> Instr:
         return Instr("POP_JUMP_IF_TRUE", target, location=loc)
 
     @staticmethod
-    def jump_back(target: Label, loc: object) -> Instr:
+    def jump_back(target: Label, loc: Location) -> Instr:
         return Instr("JUMP_ABSOLUTE", target, location=loc)

@@ -4,24 +4,25 @@ from __future__ import annotations
 
 from bytecode import Instr, Label
 
+from ._instr import Location, arg_of
 from ._nullslot import NullSlotFamily
 
 
 class _Py311(NullSlotFamily):
-    def call(self, nargs: int, loc: object) -> list[Instr]:
+    def call(self, nargs: int, loc: Location) -> list[Instr]:
         return [Instr("PRECALL", nargs, location=loc), Instr("CALL", nargs, location=loc)]
 
-    def jump_if_true(self, target: Label, loc: object) -> Instr:
+    def jump_if_true(self, target: Label, loc: Location) -> Instr:
         return Instr("POP_JUMP_FORWARD_IF_TRUE", target, location=loc)
 
     def consumer_depth(self, instr: Instr, depth: int) -> int | None:
         # PRECALL n carries the stack effect of the arguments; the CALL after it sees less.
         if instr.name == "PRECALL":
-            return depth - instr.arg - 2
+            return depth - arg_of(instr, int) - 2
         return None if instr.name == "CALL" else super().consumer_depth(instr, depth)
 
     def callee_position(self, instr: Instr) -> int:
-        return instr.arg + 1 if instr.name == "PRECALL" else super().callee_position(instr)
+        return arg_of(instr, int) + 1 if instr.name == "PRECALL" else super().callee_position(instr)
 
     def is_method_load(self, instr: Instr) -> bool:
         return instr.name == "LOAD_METHOD"

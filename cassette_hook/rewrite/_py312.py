@@ -6,7 +6,8 @@ import operator
 
 from typing import TYPE_CHECKING
 
-from bytecode import Instr, Intrinsic1Op
+from bytecode import Instr
+from bytecode.instr import Intrinsic1Op
 
 from ._nullslot import NullSlotFamily
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 
 class _Py312(NullSlotFamily):
-    def operator_site(self, instr: Instr, hooks: "Hooks") -> list[Instr] | None:
+    def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
         loc = instr.location
         if instr.name == "BINARY_SLICE":  # [a, i, j] -> getitem(a, slice(i, j))
             return [Instr("BUILD_SLICE", 2, location=loc), *self._binary(hooks.operator_site(operator.getitem), loc)]

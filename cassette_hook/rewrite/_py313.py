@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from bytecode import Instr
 
+from ._instr import Location
 from ._py312 import _Py312
 
 
 class _Py313(_Py312):
     null_after_callee = True
 
-    def negate(self, loc: object) -> list[Instr]:
+    def negate(self, loc: Location) -> list[Instr]:
         return [Instr("TO_BOOL", location=loc), Instr("UNARY_NOT", location=loc)]
 
 

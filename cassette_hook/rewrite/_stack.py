@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from bytecode import Instr, Label, TryBegin
+from bytecode import Instr, Label
+from bytecode.instr import SetLineno, TryBegin, TryEnd
 
 # Code objects the compiler creates for comprehensions and generator expressions: they are
 # part of the enclosing function's body (called at once, or iterated lazily), so they are
 # rewritten with it rather than treated as separate functions.
 COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
 
-Item = object  # an element of a Bytecode list: Instr, Label, SetLineno, TryBegin, TryEnd
+Item = Instr | Label | SetLineno | TryBegin | TryEnd  # an element of a Bytecode list
 
 
 class UnsupportedCode(Exception):
