@@ -20,7 +20,7 @@ import sys
 import types
 from typing import NoReturn, Sequence
 
-from . import __version__, _process, _specs, importhook
+from . import __version__, _process, _specs, _switch, importhook
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 _WITH_VALUE = {"--include", "--exclude", "--context", "--output"}
@@ -158,6 +158,7 @@ def _fresh_main() -> types.ModuleType:
 
     main = types.ModuleType("__main__")
     main.__dict__.update(__builtins__=builtins, __spec__=None, __package__=None, __cached__=None)
+    _switch.keep_at_shutdown(main)  # it runs switched code
     return main
 
 
