@@ -41,12 +41,12 @@ def key(source: os.stat_result, module: str, options: str) -> bytes:
 
 def read(path: str, expected: bytes) -> tuple[CodeType | None, str]:
     """The cached code at ``path`` if its header is ``expected``, else ``None``; and what
-    happened, in words, for ``--debug import``: ``hit``, ``absent``, ``stale``, ``corrupt``."""
+    happened, in words, for ``--debug import``: ``hit``, ``miss``, ``stale``, ``corrupt``."""
     try:
         with open(path, "rb") as file:
             data = file.read()
     except OSError:
-        return None, "absent"
+        return None, "miss"
     if not data.startswith(expected):
         return None, "stale"
     try:

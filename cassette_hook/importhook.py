@@ -132,14 +132,15 @@ class SwitchingFinder(MetaPathFinder):
                 _debug.say("import", f"{fullname}: {self.patterns.why(fullname, None)}")
             return None
         spec = _spec_from_others(self, fullname, path, target)
-        if spec is None or not self.patterns.matches(fullname, spec.origin):
+        origin = spec.origin if spec is not None and spec.has_location else None  # not "frozen", "built-in"
+        if spec is None or not self.patterns.matches(fullname, origin):
             if _debug.imports:
                 _debug.say("import", f"{fullname}: " + ("not found by the other finders" if spec is None else
-                                                        self.patterns.why(fullname, spec.origin)))
+                                                        self.patterns.why(fullname, origin)))
             return spec
         loader = switching_loader(spec.loader)
         if _debug.imports:
-            _debug.say("import", f"{fullname}: {self.patterns.why(fullname, spec.origin)}; " +
+            _debug.say("import", f"{fullname}: {self.patterns.why(fullname, origin)}; " +
                        ("rewriting" if loader is not None else _why_no_code(spec.loader)))
         if loader is not None:
             spec.loader = loader
