@@ -525,6 +525,14 @@ def test_frozen_module_under_an_included_name_imports_as_plain(tree, monkeypatch
     assert vars(module).keys() - {"__loader__", "__spec__"} == plain
 
 
+def test_directory_pattern_does_not_take_in_frozen_modules(tree, monkeypatch):
+    monkeypatch.chdir(tree)  # (a frozen module's origin, "frozen", is no file in it)
+    ch.install(include=["."])
+    module = _fresh_import(monkeypatch, "__phello__.spam")
+
+    assert module.__loader__ is importlib.machinery.FrozenImporter
+
+
 def test_module_that_cannot_be_rewritten_is_imported_plain_with_one_warning(tree, monkeypatch):
     write(tree, "broken_o.py", MODULE)
 
