@@ -1,7 +1,7 @@
 """``python -m cassette_hook``: run a program as ``python`` would, instrumented.
 
     python -m cassette_hook [--include P]... [--exclude P]... [--context SPEC]...
-                            [--output FILE] [--subprocesses]
+                            [--output FILE] [--subprocesses] [--debug CATEGORY[,CATEGORY]]
                             (script.py | -m module | -c code) [args...]
 
 The program sees what it would see under ``python``: ``sys.argv``, ``sys.path[0]``,
@@ -20,10 +20,10 @@ import sys
 import types
 from typing import NoReturn, Sequence
 
-from . import __version__, _process, _specs, importhook
+from . import __version__, _debug, _process, _specs, _switch, _unmatched, importhook
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
-_WITH_VALUE = {"--include", "--exclude", "--context", "--output"}
+_WITH_VALUE = {"--include", "--exclude", "--context", "--output", "--debug"}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--output", metavar="FILE", help="where the contexts write their reports (default: stderr)")
     parser.add_argument("--subprocesses", action="store_true",
                         help="instrument child Python processes the same way (subprocess, multiprocessing)")
+    parser.add_argument("--debug", action="append", default=[], metavar="CATEGORY[,CATEGORY]",
+                        help="say on stderr what cassette_hook decides; 'import': for each import, whether "
+                             "it was rewritten, why, and what the code cache did (repeatable)")
     parser.add_argument("--list-contexts", action="store_true", help="list the contexts --context can name and exit")
     parser.add_argument("--version", action="version", version=f"cassette_hook {__version__}")
     parser.add_argument("-m", dest="module", metavar="module", help="run a library module as a script")
@@ -89,11 +92,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:  # a bad name, option or constructor: the error, not our traceback
         parser.error(f"--context: {exc}" if isinstance(exc, _specs.SpecError) else
                      f"--context: cannot make the context: {type(exc).__name__}: {exc}")
+    try:
+        _debug.enable(options.debug)
+    except ValueError as exc:
+        parser.error(f"--debug: {exc}")
     include = options.include or [_default_include(options)]
     if options.subprocesses:
         from . import _subprocesses
 
-        _subprocesses.propagate(include, options.exclude, options.context, options.output)
+        _subprocesses.propagate(include, options.exclude, options.context, options.output, options.debug)
+    elif options.include:  # (children may import what the parent does not)
+        _unmatched.warn_at_exit(options.include, "--include")
     importhook.install(include, options.exclude)
     _process.activate(contexts)
     return _run(options, program_args)
@@ -158,6 +167,7 @@ def _fresh_main() -> types.ModuleType:
 
     main = types.ModuleType("__main__")
     main.__dict__.update(__builtins__=builtins, __spec__=None, __package__=None, __cached__=None)
+    _switch.keep_at_shutdown(main)  # it runs switched code
     return main
 
 

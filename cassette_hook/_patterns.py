@@ -20,10 +20,10 @@ def is_glob(pattern: str) -> bool:
 class ModulePatterns:
     """Does a module name match any of some patterns?  (``patterns.matches(name)``)"""
 
-    __slots__ = ("_names", "_prefixes", "_globs")
+    __slots__ = ("patterns", "_names", "_prefixes", "_globs")
 
     def __init__(self, patterns: Iterable[str]) -> None:
-        patterns = tuple(patterns)
+        self.patterns = patterns = tuple(patterns)
         names = tuple(p for p in patterns if not is_glob(p))
         globs = [fnmatch.translate(p) for p in patterns if is_glob(p)]
         self._names = frozenset(names)
@@ -33,3 +33,8 @@ class ModulePatterns:
     def matches(self, module: str) -> bool:
         return (module in self._names or module.startswith(self._prefixes)
                 or self._globs is not None and self._globs(module) is not None)
+
+    def first_match(self, module: str) -> str | None:
+        """The first pattern that matches ``module``: for messages, which name the
+        pattern (slower than :meth:`matches`, which only says whether one does)."""
+        return next((p for p in self.patterns if ModulePatterns((p,)).matches(module)), None)

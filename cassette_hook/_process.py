@@ -12,11 +12,12 @@ import os
 import sys
 from typing import Iterable, Mapping
 
-from . import _context, _specs, importhook
+from . import _context, _debug, _specs, _unmatched, importhook
 
 INCLUDE, EXCLUDE, CONTEXT, OUTPUT, SEPARATE = (
     "CASSETTE_HOOK_INCLUDE", "CASSETTE_HOOK_EXCLUDE", "CASSETTE_HOOK_CONTEXT", "CASSETTE_HOOK_OUTPUT",
     "CASSETTE_HOOK_SEPARATE")
+DEBUG = "CASSETTE_HOOK_DEBUG"
 
 _active: list[_context.Context] = []
 
@@ -78,10 +79,14 @@ def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
     patterns for :func:`~cassette_hook.install`; ``CASSETTE_HOOK_CONTEXT`` holds context
     specs as for ``--context``, separated by ``;`` (a spec's own options use commas), made
     active for the whole process, their reports going to ``CASSETTE_HOOK_OUTPUT`` (where
-    ``{pid}`` stands for the process id).  Returns whether anything was installed.  A bad
-    spec raises ``SpecError``, naming it and what is available.
+    ``{pid}`` stands for the process id).  ``CASSETTE_HOOK_DEBUG`` holds ``--debug``
+    categories.  Returns whether anything was installed.  A bad spec raises
+    ``SpecError``, naming it and what is available.  An include pattern that matched no
+    imported module is named on stderr at exit, except in the children of
+    ``--subprocesses`` (which are given the patterns of the whole tree).
     """
     environ = os.environ if environ is None else environ
+    _debug.enable(split(environ.get(DEBUG)))
     include, exclude = split(environ.get(INCLUDE)), split(environ.get(EXCLUDE))
     specs = split(environ.get(CONTEXT), ";")
     output = environ.get(OUTPUT) or None
@@ -91,6 +96,8 @@ def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
     if environ.get(SEPARATE):  # a child of ``--subprocesses``: keep off the parent's files
         separate(contexts)
     if include:
+        if not environ.get(SEPARATE):
+            _unmatched.warn_at_exit(include, INCLUDE)
         importhook.install(include, exclude)
     activate(contexts)
     return bool(include or contexts)

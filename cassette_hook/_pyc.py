@@ -39,41 +39,45 @@ def key(source: os.stat_result, module: str, options: str) -> bytes:
     return MAGIC_NUMBER + FORMAT + stamp.encode()
 
 
-def read(path: str, expected: bytes) -> CodeType | None:
-    """The cached code at ``path`` if its header is ``expected``; ``None`` if absent or bad."""
+def read(path: str, expected: bytes) -> tuple[CodeType | None, str]:
+    """The cached code at ``path`` if its header is ``expected``, else ``None``; and what
+    happened, in words, for ``--debug import``: ``hit``, ``miss``, ``stale``, ``corrupt``."""
     try:
         with open(path, "rb") as file:
             data = file.read()
     except OSError:
-        return None
+        return None, "miss"
     if not data.startswith(expected):
-        return None
+        return None, "stale"
     try:
         code = marshal.loads(memoryview(data)[len(expected):])
     except (EOFError, ValueError, TypeError):  # truncated or corrupt
-        return None
-    return code if isinstance(code, CodeType) else None
+        return None, "corrupt"
+    return (code, "hit") if isinstance(code, CodeType) else (None, "corrupt")
 
 
-def write(path: str, header: bytes, code: CodeType, source_mode: int) -> None:
+def write(path: str, header: bytes, code: CodeType, source_mode: int) -> str:
     """Cache ``code`` at ``path`` atomically; quietly do nothing where that is impossible
-    (a read-only tree, ``sys.dont_write_bytecode``), as CPython does for its own files."""
+    (a read-only tree, ``sys.dont_write_bytecode``), as CPython does for its own files.
+    Returns what happened, in words, for ``--debug import``."""
     if sys.dont_write_bytecode:
-        return
+        return "not written (sys.dont_write_bytecode)"
     directory = os.path.dirname(path)
     try:
         os.makedirs(directory, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=directory, prefix=".", suffix=".tmp")
-    except OSError:
-        return
+    except OSError as exc:
+        return f"not writable ({exc.strerror or exc})"
     try:
         with os.fdopen(fd, "wb") as file:
             file.write(header)
             file.write(marshal.dumps(code))
         os.chmod(temporary, (source_mode & 0o777) | 0o200)  # as CPython does: the source's mode, writable
         os.replace(temporary, path)
-    except (OSError, ValueError):  # disk full, or a constant marshal cannot write
+    except (OSError, ValueError) as exc:  # disk full, or a constant marshal cannot write
         try:
             os.unlink(temporary)
         except OSError:
             pass
+        return f"not written ({exc})"
+    return "written"

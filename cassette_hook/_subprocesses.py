@@ -23,12 +23,14 @@ from . import _process
 _SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 
 
-def propagate(include: Sequence[str], exclude: Sequence[str], specs: Sequence[str], output: str | None) -> None:
+def propagate(include: Sequence[str], exclude: Sequence[str], specs: Sequence[str], output: str | None,
+              debug: Sequence[str] = ()) -> None:
     """Set up this process's environment (inherited by its children) and its fork handler."""
     environ = os.environ
     environ[_process.INCLUDE] = ",".join(include)
     environ[_process.EXCLUDE] = ",".join(exclude)
     environ[_process.CONTEXT] = ";".join(specs)
+    environ[_process.DEBUG] = ",".join(debug)
     if output is None:
         environ.pop(_process.OUTPUT, None)
     else:

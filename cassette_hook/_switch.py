@@ -8,13 +8,20 @@ entry after the block that pushed it has ended, and must still see its context. 
 then does the code ask :func:`enter` whether *this* thread or task has a context whose
 scope covers the module -- so a thread with no context runs the plain body even while
 another thread runs under one.
+
+At interpreter shutdown CPython restores the builtins from a copy it took at startup,
+dropping these names, while finalizers, weakref callbacks and generators being closed
+may still run switched code: :func:`_at_shutdown` gives them what they read.
 """
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import functools
 import threading
+import weakref
+from types import FunctionType, ModuleType
 from typing import Any
 
 from . import _context
@@ -59,6 +66,7 @@ def _bind_operators(observed: bool) -> None:
 
 
 _active_get = _context.active.get
+_switched_namespaces: weakref.WeakSet[ModuleType | FunctionType] = weakref.WeakSet()  # see keep_at_shutdown
 
 
 def enter(module: str) -> bool:
@@ -99,3 +107,38 @@ def _operator_call(op: Any, /, *args: Any) -> Any:
     from .callsite import call
 
     return call(op, *args)
+
+
+def keep_at_shutdown(owner: ModuleType | FunctionType) -> None:
+    """Remember a module about to run switched code (or a function given switched code
+    by ``instrument``), so that :func:`_at_shutdown` reaches its globals."""
+    _switched_namespaces.add(owner)
+
+
+def _hook_names() -> list[str]:
+    hooks = _dual.HOOKS
+    return [_dual.ENTER, hooks.resolve, hooks.resolve_star, hooks.call, hooks.call_ex, hooks.yield_from,
+            *(_dual.operator_name(op) for op in _dual.OPERATORS)]
+
+
+def _at_shutdown() -> None:
+    """Keep switched code working through interpreter teardown.
+
+    Registered when cassette_hook is imported, so it runs after the atexit handlers
+    registered later (the program's, the contexts' reports).  From here on no context is
+    active in this thread, and every namespace switched code runs in gets a false
+    ``__cassette_hook_active__`` and the hooks, in its globals, which ``LOAD_GLOBAL``
+    reads before the builtins: once CPython has put back its startup copy of the
+    builtins, a ``__del__``, a weakref callback or a finalizer still takes the plain
+    body, and a generator suspended in the rewritten body still finds its hooks.  (When
+    CPython then clears a module's globals to ``None``, the flag stays false.)
+    """
+    _context.active.set(None)
+    names: dict[str, Any] = {str(name): getattr(builtins, name) for name in _hook_names() if hasattr(builtins, name)}
+    names[_dual.ACTIVE] = False
+    for owner in list(_switched_namespaces):
+        namespace = owner.__globals__ if isinstance(owner, FunctionType) else vars(owner)
+        namespace.update(names)
+
+
+atexit.register(_at_shutdown)

@@ -15,17 +15,19 @@ import sysconfig
 import threading
 import warnings
 from importlib.abc import Loader, MetaPathFinder
-from importlib.machinery import ModuleSpec, SourceFileLoader, SourcelessFileLoader
+from importlib.machinery import (BuiltinImporter, ExtensionFileLoader, ModuleSpec, SourceFileLoader,
+                                 SourcelessFileLoader)
+from importlib.util import LazyLoader
 from types import CodeType, FunctionType, MethodType, ModuleType
 from typing import Any, Iterable, Sequence, TypeVar
 
-from . import _pyc, _switch
+from . import _debug, _pyc, _switch
 from ._patterns import ModulePatterns, is_glob
 from .rewrite import _dual
 
 # What the hook never rewrites: itself and what it runs on.  Rewritten code calls into
 # cassette_hook, which must not call back into rewritten code of its own.
-NEVER = ("cassette_hook", "bytecode", "importlib_metadata", "zipp")
+NEVER = ("cassette_hook", "bytecode", "importlib_metadata", "zipp", "lazy_importer")
 _NEVER = ModulePatterns(NEVER)
 OPTIONS = "switched operators"  # what the rewritten code depends on besides its source
 
@@ -79,6 +81,32 @@ class Patterns:
             return False
         return self._wild.matches(name) or bool(path and any(_under(path, p) for p in self._directories))
 
+    def why(self, name: str, origin: str | None) -> str:
+        """What :meth:`matches` decides, in words naming the pattern that decided it
+        (for ``--debug import``; starts with ``included`` exactly when it matches)."""
+        never = _NEVER.first_match(name)
+        if never is not None:
+            return f"not rewritten: cassette_hook never rewrites what it runs on ({never!r})"
+        excluded = self._excluded.first_match(name)
+        if excluded is not None:
+            return f"not rewritten: excluded by {excluded!r}"
+        path = self._realpath(origin) if origin else None
+        excluded_directory = next((p for p in self._excluded_directories if path and _under(path, p)), None)
+        if excluded_directory is not None:
+            return f"not rewritten: its file is under the excluded directory {excluded_directory!r}"
+        named = self._names.first_match(name)
+        if named is not None:
+            return f"included by {named!r}"
+        if path and path.startswith(self._library):
+            return "not rewritten: in the standard library or site-packages, which only a name pattern includes"
+        wild = self._wild.first_match(name)
+        if wild is not None:
+            return f"included by {wild!r}"
+        directory = next((p for p in self._directories if path and _under(path, p)), None)
+        if directory is not None:
+            return f"included by the directory {directory!r}"
+        return "not rewritten: no include pattern matches it"
+
     def _realpath(self, origin: str) -> str:
         """``os.path.realpath(origin)``, resolving each directory once per process."""
         directory, base = os.path.split(origin)
@@ -102,11 +130,20 @@ class SwitchingFinder(MetaPathFinder):
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
         if not self.patterns.may_match(fullname):
+            if _debug.imports:
+                _debug.say("import", f"{fullname}: {self.patterns.why(fullname, None)}")
             return None
         spec = _spec_from_others(self, fullname, path, target)
-        if spec is None or not self.patterns.matches(fullname, spec.origin):
+        origin = spec.origin if spec is not None and spec.has_location else None  # not "frozen", "built-in"
+        if spec is None or not self.patterns.matches(fullname, origin):
+            if _debug.imports:
+                _debug.say("import", f"{fullname}: " + ("not found by the other finders" if spec is None else
+                                                        self.patterns.why(fullname, origin)))
             return spec
         loader = switching_loader(spec.loader)
+        if _debug.imports:
+            _debug.say("import", f"{fullname}: {self.patterns.why(fullname, origin)}; " +
+                       ("rewriting" if loader is not None else _why_no_code(spec.loader)))
         if loader is not None:
             spec.loader = loader
         return spec
@@ -153,15 +190,25 @@ class _SwitchingSource(SourceFileLoader):
             cache = None
         if cache is not None:
             header = _pyc.key(source, fullname, OPTIONS)
-            code = _pyc.read(cache, header)
+            code, found = _pyc.read(cache, header)
             if code is not None:
+                if _debug.imports:
+                    _debug.say("import", f"{fullname}: cache hit: {cache}")
                 return code
         plain = super().get_code(fullname)  # CPython's own .pyc, read or written as usual
         assert plain is not None  # a source file always compiles to code, or raises
         code = switch_or_warn(plain, fullname)
+        written = "no cache for this source"
         if cache is not None and code is not plain:
-            _pyc.write(cache, header, code, source.st_mode)
+            written = _pyc.write(cache, header, code, source.st_mode)
+        if _debug.imports and code is not plain:
+            _debug.say("import", f"{fullname}: rewritten; cache {found}, {written}: {cache}" if cache is not None
+                       else f"{fullname}: rewritten; {written}")
         return code
+
+    def exec_module(self, module: ModuleType) -> None:
+        _switch.keep_at_shutdown(module)
+        super().exec_module(module)
 
 
 class _SwitchingSourceless(SourcelessFileLoader):
@@ -171,12 +218,24 @@ class _SwitchingSourceless(SourcelessFileLoader):
     def get_code(self, fullname: str) -> CodeType:
         plain = super().get_code(fullname)
         assert plain is not None
-        return switch_or_warn(plain, fullname)
+        code = switch_or_warn(plain, fullname)
+        if _debug.imports and code is not plain:
+            _debug.say("import", f"{fullname}: rewritten; not cached (a .pyc without its source)")
+        return code
+
+    def exec_module(self, module: ModuleType) -> None:
+        _switch.keep_at_shutdown(module)
+        super().exec_module(module)
 
 
 class _SwitchingLoader(Loader):
     """Any other loader that gives code (a zip import, say): its code, switched.
-    Everything else -- resources, source, ``is_package`` -- is the wrapped loader's."""
+    Everything else -- resources, source, ``is_package`` -- is the wrapped loader's.
+
+    A loader may turn out to give no code only when asked (``get_code`` returning
+    ``None``, as ``InspectLoader``'s does for a module without source, or raising
+    ``ImportError``): the module is then the wrapped loader's to load, untouched, since
+    an import that works plain must work instrumented."""
 
     def __init__(self, loader: Any) -> None:
         self.loader = loader
@@ -193,24 +252,69 @@ class _SwitchingLoader(Loader):
         return None if plain is None else switch_or_warn(plain, fullname)
 
     def exec_module(self, module: ModuleType) -> None:
-        code = self.get_code(module.__name__)
-        if code is None:
-            raise ImportError(f"cannot load {module.__name__!r}: its loader gives no code", name=module.__name__)
+        name = module.__name__
+        try:
+            plain = self.loader.get_code(name)
+        except (ImportError, NotImplementedError):
+            plain = None  # its own exec_module knows better, or raises this again
+        if plain is None:
+            if _debug.imports:
+                _debug.say("import", f"{name}: no code: loaded by its own loader ({_loader_name(self.loader)})")
+            self._hand_back(module)
+            self.loader.exec_module(module)
+            return
+        code = switch_or_warn(plain, name)
+        if _debug.imports and code is not plain:
+            _debug.say("import", f"{name}: rewritten; not cached (loaded by {_loader_name(self.loader)})")
+        _switch.keep_at_shutdown(module)
         exec(code, module.__dict__)
+
+    def _hand_back(self, module: ModuleType) -> None:
+        """Make the wrapped loader the module's loader, as if we had never been there."""
+        if getattr(module, "__loader__", None) is self:
+            module.__loader__ = self.loader
+        spec = getattr(module, "__spec__", None)
+        if spec is not None and spec.loader is self:
+            spec.loader = self.loader
 
 
 def switching_loader(loader: Any) -> Loader | None:
     """A loader giving switched code for what ``loader`` loads, or ``None`` if it has no
-    code to give (namespace packages, extension modules, builtins)."""
+    code to give (see :func:`_why_no_code`): the module is then left to ``loader``."""
     if type(loader) is SourceFileLoader:
         return _SwitchingSource(loader.name, loader.path)
     if type(loader) is SourcelessFileLoader:
         return _SwitchingSourceless(loader.name, loader.path)
-    if type(loader).__name__ in ("NamespaceLoader", "_NamespaceLoader"):
-        return None  # a namespace package has no code of its own
+    if isinstance(loader, LazyLoader):  # a finder making modules lazy: lazy, and switched
+        inner = switching_loader(loader.loader)
+        return None if inner is None else LazyLoader(inner)
+    if _has_no_code(loader):
+        return None
     if callable(getattr(loader, "get_code", None)) and callable(getattr(loader, "exec_module", None)):
         return _SwitchingLoader(loader)
     return None
+
+
+def _has_no_code(loader: Any) -> bool:
+    """Loaders known never to give code: namespace packages, extension and built-in modules."""
+    return (loader is None or loader is BuiltinImporter or isinstance(loader, ExtensionFileLoader)
+            or type(loader).__name__ in ("NamespaceLoader", "_NamespaceLoader"))
+
+
+def _why_no_code(loader: Any) -> str:
+    """Why :func:`switching_loader` gives nothing for ``loader``, in words (``--debug import``)."""
+    if isinstance(loader, LazyLoader):
+        return _why_no_code(loader.loader)
+    if type(loader).__name__ in ("NamespaceLoader", "_NamespaceLoader"):
+        return "a namespace package: no code of its own"
+    if loader is BuiltinImporter or isinstance(loader, ExtensionFileLoader):
+        kind = "a built-in" if loader is BuiltinImporter else "an extension"
+        return f"{kind} module: no code: loaded by its own loader"
+    return f"no code: loaded by its own loader ({_loader_name(loader)})"
+
+
+def _loader_name(loader: Any) -> str:
+    return loader.__name__ if isinstance(loader, type) else type(loader).__name__
 
 
 def switch_or_warn(code: CodeType, module: str) -> CodeType:
@@ -219,6 +323,8 @@ def switch_or_warn(code: CodeType, module: str) -> CodeType:
     try:
         return _dual.switched(code, module)
     except Exception as exc:  # never break an import: run it as compiled
+        if _debug.imports:
+            _debug.say("import", f"{module}: rewrite failed: {exc}; imported unrewritten")
         warnings.warn(f"cassette_hook: cannot instrument module {module!r}: {exc}; it is imported unrewritten",
                       RuntimeWarning, stacklevel=2)
         return code
@@ -310,6 +416,7 @@ def _instrument_function(func: FunctionType) -> None:
     if known is None:
         known = _switched_codes[id(code)] = (code, switch_or_warn(code, module))
     func.__code__ = known[1]
+    _switch.keep_at_shutdown(func)  # its globals: a module's, or any dict exec gave it
 
 
 def _refuse_own(module: str, obj: object) -> None:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from . import _context, _process, _specs, importhook
+from . import _context, _debug, _process, _specs, _unmatched, importhook
 
 _session_contexts: list[_context.Context] = []
 
@@ -34,11 +34,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="activate a context (a name from python -m cassette_hook --list-contexts, or "
                          "module:attr, with ,key=value options) for the whole session; repeatable")
     group.addoption("--cassette-output", metavar="FILE", help="where session contexts write their reports")
+    group.addoption("--cassette-debug", action="append", default=[], metavar="CATEGORY[,CATEGORY]",
+                    help="say on stderr what cassette_hook decides, as python -m cassette_hook --debug "
+                         "('import': each import, rewritten or not, why, and what the code cache did)")
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """Install the hook before conftest files import the package under test."""
+    try:
+        _debug.enable(early_config.known_args_namespace.cassette_debug)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--cassette-debug: {exc}") from None
     include = early_config.known_args_namespace.cassette_include
     if not include:
         return
@@ -70,7 +77,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         if _context.current_context() is ctx:  # else a test left one of its own active
             _context.pop(ctx)
         _process.write_report(ctx)
-    if config.getoption("cassette_include"):
+    include = config.getoption("cassette_include")
+    if include:
+        _unmatched.warn(include, "--cassette-include")
         importhook.uninstall()
 
 

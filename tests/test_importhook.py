@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import marshal
 import os
 import subprocess
@@ -343,6 +346,13 @@ def test_cassette_hook_itself_is_never_instrumented():
     assert not patterns.matches("bytecode", None)
 
 
+@pytest.mark.parametrize("module", ["bytecode", "importlib_metadata", "zipp", "lazy_importer._imports"])
+def test_what_cassette_hook_runs_on_is_never_instrumented_even_when_named(module):
+    # importlib_metadata 10 imports through lazy_importer, whose proxies run when
+    # cassette_hook reads entry points: rewritten, they would call back into it.
+    assert not importhook.Patterns(include=[module]).matches(module, None)
+
+
 @pytest.mark.parametrize(("module", "expected"), [
     ("pkg", True), ("pkg.sub.mod", True), ("pkgx", False), ("other.pkg", False),
     ("lib.fast_io", True), ("lib.io", False), ("lib.x.fast_io", True), ("tool7", True), ("tool77", False),
@@ -410,6 +420,117 @@ def test_module_from_a_zip_archive_is_instrumented(tree):
     finally:
         sys.path.remove(str(archive))
     assert _dual.is_switched(zipped_n.fib.__code__) and zipped_n.fib(10) == 55
+
+
+class MadeInExecModule(importlib.abc.InspectLoader):
+    """A loader of modules made in ``exec_module``, as packages that make modules lazily
+    do: it has ``get_code`` (``InspectLoader``'s), which gives ``None`` without source."""
+
+    def get_source(self, fullname):
+        return None
+
+    def exec_module(self, module):
+        module.answer = 42
+        module.made_by = type(self).__name__
+
+
+class NoneFromGetCode(importlib.abc.Loader):
+    def get_code(self, fullname):
+        return None
+
+    def exec_module(self, module):
+        module.answer = 42
+
+
+class ExecModuleOnly(importlib.abc.Loader):
+    def exec_module(self, module):
+        module.answer = 42
+
+
+class MakesModules(MetaPathFinder):
+    """A meta-path importer behind ours, for the names under ``made_``."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def find_spec(self, fullname, path, target=None):
+        if not fullname.startswith("made_"):
+            return None
+        return importlib.util.spec_from_loader(fullname, self.loader)
+
+
+@pytest.mark.parametrize("loader", [MadeInExecModule(), NoneFromGetCode(), ExecModuleOnly()],
+                         ids=lambda loader: type(loader).__name__)
+def test_module_whose_loader_gives_no_code_is_loaded_by_its_own_loader(tree, monkeypatch, loader):
+    monkeypatch.setattr(sys, "meta_path", [*sys.meta_path, MakesModules(loader)])
+    ch.install(include=["made_q"])
+    import made_q
+
+    assert made_q.answer == 42
+    assert made_q.__loader__ is loader and made_q.__spec__.loader is loader
+
+
+def test_module_a_finder_makes_lazy_is_lazy_and_instrumented(tree, monkeypatch):
+    write(tree, "lazy_r.py", "import sys\nsys.lazy_r_ran = True\n" + MODULE)
+
+    class LazyFinder(MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            if fullname != "lazy_r":
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+            spec.loader = importlib.util.LazyLoader(spec.loader)
+            return spec
+
+    monkeypatch.delattr(sys, "lazy_r_ran", raising=False)
+    ours = ch.install(include=["lazy_r"])
+    monkeypatch.setattr(sys, "meta_path", [ours, LazyFinder(), *sys.meta_path[1:]])
+    import lazy_r
+
+    assert not hasattr(sys, "lazy_r_ran")  # not run until first used
+    assert lazy_r.fib(10) == 55 and sys.lazy_r_ran
+    assert _dual.is_switched(lazy_r.fib.__code__)
+
+
+def _fresh_import(monkeypatch, name):
+    """Import ``name`` anew (the old module is put back afterwards)."""
+    for loaded in [n for n in sys.modules if n == name or n.startswith(name.split(".")[0] + ".")]:
+        monkeypatch.delitem(sys.modules, loaded)
+    monkeypatch.delitem(sys.modules, name.split(".")[0], raising=False)
+    return importlib.import_module(name)
+
+
+def test_extension_module_under_an_included_name_is_loaded_by_its_own_loader(tree, monkeypatch):
+    ch.install(include=["_csv"])
+    module = _fresh_import(monkeypatch, "_csv")
+
+    assert type(module.__loader__) is importlib.machinery.ExtensionFileLoader
+    assert list(module.reader(["a,b"])) == [["a", "b"]]
+
+
+def test_builtin_module_under_an_included_name_is_loaded_by_its_own_loader(tree, monkeypatch):
+    assert "_symtable" in sys.builtin_module_names
+    ch.install(include=["_symtable"])
+    module = _fresh_import(monkeypatch, "_symtable")
+
+    assert module.__loader__ is importlib.machinery.BuiltinImporter and hasattr(module, "symtable")
+
+
+def test_frozen_module_under_an_included_name_imports_as_plain(tree, monkeypatch, capsys):
+    plain = vars(_fresh_import(monkeypatch, "__phello__.spam")).keys() - {"__loader__", "__spec__"}
+    printed = capsys.readouterr().out
+    ch.install(include=["__phello__"])
+    module = _fresh_import(monkeypatch, "__phello__.spam")
+
+    assert module.__spec__.origin == "frozen" and capsys.readouterr().out == printed
+    assert vars(module).keys() - {"__loader__", "__spec__"} == plain
+
+
+def test_directory_pattern_does_not_take_in_frozen_modules(tree, monkeypatch):
+    monkeypatch.chdir(tree)  # (a frozen module's origin, "frozen", is no file in it)
+    ch.install(include=["."])
+    module = _fresh_import(monkeypatch, "__phello__.spam")
+
+    assert module.__loader__ is importlib.machinery.FrozenImporter
 
 
 def test_module_that_cannot_be_rewritten_is_imported_plain_with_one_warning(tree, monkeypatch):
@@ -516,7 +637,7 @@ def test_concurrent_imports_from_processes_leave_a_good_cache_file(tree):
                "ch.install(include=['raced_w']); import raced_w; assert raced_w.fib(10) == 55")
     processes = [subprocess.Popen([sys.executable, "-c", program]) for _ in range(4)]
     assert [p.wait(timeout=120) for p in processes] == [0, 0, 0, 0]
-    code = _pyc.read(str(cache_file(source)), _pyc.key(source.stat(), "raced_w", importhook.OPTIONS))
+    code, _ = _pyc.read(str(cache_file(source)), _pyc.key(source.stat(), "raced_w", importhook.OPTIONS))
     assert code is not None and _dual.is_switched(_first_function(code))
     assert not [p for p in cache_file(source).parent.iterdir() if p.name.endswith(".tmp")]
 

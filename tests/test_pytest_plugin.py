@@ -127,3 +127,17 @@ def test_suite_that_makes_warnings_errors_runs_under_the_command_line(project):
     project.makepyfile(test_it="def test_fine(): pass")
     result = project.run(sys.executable, "-m", "cassette_hook", "--include", "money", "-m", "pytest", "-q")
     result.assert_outcomes(passed=1)
+
+
+def test_debug_option_explains_each_import(project):
+    project.makepyfile(test_it="import money\ndef test_it(): pass\n")
+    result = project.runpytest_subprocess("--cassette-include", "money", "--cassette-debug", "import", "-s")
+    result.assert_outcomes(passed=1)
+    assert "cassette_hook: import: money: included by 'money'; rewriting" in result.stderr.lines
+
+
+def test_include_pattern_that_matched_nothing_is_named_on_stderr(project):
+    project.makepyfile(test_it="import money\ndef test_it(): pass\n")
+    result = project.runpytest_subprocess("--cassette-include", "money", "--cassette-include", "mony")
+    result.assert_outcomes(passed=1)
+    assert result.stderr.lines == ["cassette_hook: --cassette-include 'mony' matched no imported module"]

@@ -1,0 +1,210 @@
+"""``--debug import`` / ``CASSETTE_HOOK_DEBUG=import``: why each import was or was not
+rewritten, and what the code cache did, one line each on stderr."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import cassette_hook as ch
+from cassette_hook import _debug, _pyc, importhook
+from cassette_hook.rewrite import UnsupportedCode, _dual
+
+MODULE = "def f(x):\n    return abs(x)\n"
+PREFIX = "cassette_hook: import: "
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """A directory on sys.path for throwaway modules, with ``--debug import`` on."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(_debug, "imports", True)
+    before = set(sys.modules)
+    yield tmp_path
+    ch.uninstall()
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+def lines(capsys) -> list[str]:
+    err = capsys.readouterr().err
+    assert all(line.startswith(PREFIX) for line in err.splitlines()), err
+    return [line[len(PREFIX):] for line in err.splitlines()]
+
+
+def test_included_module_names_the_pattern_and_a_cache_miss_written(tree, capsys):
+    (tree / "dbg_a.py").write_text(MODULE)
+    ch.install(include=["dbg_*"])
+    import dbg_a  # noqa: F401
+
+    cache = _pyc.path_for(str(tree / "dbg_a.py"))
+    assert lines(capsys) == ["dbg_a: included by 'dbg_*'; rewriting",
+                             f"dbg_a: rewritten; cache miss, written: {cache}"]
+
+
+def test_second_import_is_a_cache_hit(tree, capsys):
+    (tree / "dbg_b.py").write_text(MODULE)
+    ch.install(include=["dbg_b"])
+    import dbg_b  # noqa: F401
+
+    del sys.modules["dbg_b"]
+    capsys.readouterr()
+    import dbg_b  # noqa: F401, F811
+
+    assert lines(capsys)[-1] == f"dbg_b: cache hit: {_pyc.path_for(str(tree / 'dbg_b.py'))}"
+
+
+def test_changed_source_makes_the_cache_stale(tree, capsys):
+    source = tree / "dbg_c.py"
+    source.write_text(MODULE)
+    ch.install(include=["dbg_c"])
+    import dbg_c  # noqa: F401
+
+    del sys.modules["dbg_c"]
+    source.write_text(MODULE + "\n# edited\n")
+    capsys.readouterr()
+    import dbg_c  # noqa: F401, F811
+
+    assert lines(capsys)[-1].startswith("dbg_c: rewritten; cache stale, written: ")
+
+
+def test_corrupt_cache_is_said_so(tree, capsys):
+    source = tree / "dbg_d.py"
+    source.write_text(MODULE)
+    ch.install(include=["dbg_d"])
+    import dbg_d  # noqa: F401
+
+    cache = Path(_pyc.path_for(str(source)))
+    cache.write_bytes(cache.read_bytes()[:-8])
+    del sys.modules["dbg_d"]
+    capsys.readouterr()
+    import dbg_d  # noqa: F401, F811
+
+    assert lines(capsys)[-1].startswith("dbg_d: rewritten; cache corrupt, written: ")
+
+
+def test_unwritable_cache_is_said_so(tree, capsys):
+    (tree / "dbg_e").mkdir()
+    (tree / "dbg_e" / "__init__.py").write_text(MODULE)
+    (tree / "dbg_e" / "__pycache__").write_text("a file where the cache directory would be")
+    ch.install(include=["dbg_e"])
+    import dbg_e  # noqa: F401
+
+    assert "rewritten; cache miss, not writable (" in lines(capsys)[-1]
+
+
+def test_excluded_module_names_the_exclude_pattern(tree, capsys):
+    (tree / "dbg_f.py").write_text(MODULE)
+    ch.install(include=["dbg_f"], exclude=["dbg_f"])
+    import dbg_f  # noqa: F401
+
+    assert lines(capsys) == ["dbg_f: not rewritten: excluded by 'dbg_f'"]
+
+
+def test_module_no_pattern_matches_says_so(tree, capsys):
+    (tree / "dbg_g.py").write_text(MODULE)
+    ch.install(include=["something_else"])
+    import dbg_g  # noqa: F401
+
+    assert lines(capsys) == ["dbg_g: not rewritten: no include pattern matches it"]
+
+
+def test_library_module_under_an_included_directory_is_not_named(tree, capsys, monkeypatch):
+    ch.install(include=[os.path.dirname(os.__file__)])
+    monkeypatch.delitem(sys.modules, "colorsys", raising=False)
+    import colorsys  # noqa: F401
+
+    assert lines(capsys) == ["colorsys: not rewritten: in the standard library or site-packages, "
+                             "which only a name pattern includes"]
+
+
+def test_extension_module_is_loaded_by_its_own_loader(tree, capsys, monkeypatch):
+    ch.install(include=["_csv"])
+    monkeypatch.delitem(sys.modules, "_csv", raising=False)
+    import _csv  # noqa: F401
+
+    assert lines(capsys) == ["_csv: included by '_csv'; an extension module: no code: loaded by its own loader"]
+
+
+def test_rewrite_failure_is_said_so(tree, capsys, monkeypatch):
+    (tree / "dbg_h.py").write_text(MODULE)
+
+    def fail(code, module):
+        raise UnsupportedCode("a shape the rewriter does not handle")
+
+    monkeypatch.setattr(_dual, "switched", fail)
+    ch.install(include=["dbg_h"])
+    with pytest.warns(RuntimeWarning):
+        import dbg_h  # noqa: F401
+
+    assert lines(capsys)[-1] == "dbg_h: rewrite failed: a shape the rewriter does not handle; imported unrewritten"
+
+
+def test_nothing_is_said_when_debug_is_off(tree, capsys, monkeypatch):
+    monkeypatch.setattr(_debug, "imports", False)
+    (tree / "dbg_i.py").write_text(MODULE)
+    ch.install(include=["dbg_i"])
+    import dbg_i  # noqa: F401
+
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(("name", "origin"), [
+    ("pkg", None), ("pkg.sub", "/src/pkg/sub.py"), ("pkg.vendored.x", None), ("other", "/src/other.py"),
+    ("other", "/elsewhere/other.py"), ("bytecode", None), ("json", os.path.realpath(os.__file__)),
+    ("pkg.skip_me", "/src/pkg/skip_me.py"), ("tool_io", None),
+])
+def test_explanation_agrees_with_the_decision(name, origin):
+    patterns = importhook.Patterns(include=["pkg", "/src", "tool_*"], exclude=["pkg.vendored", "/src/pkg/skip_me.py"])
+    assert patterns.why(name, origin).startswith("included") == patterns.matches(name, origin)
+
+
+def test_unknown_category_is_an_error_that_lists_the_known_ones():
+    with pytest.raises(ValueError, match=r"unknown debug category 'imports' \(available: import\)"):
+        _debug.parse("import,imports")
+
+
+def run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("CASSETTE_HOOK_")}
+    environ["PYTHONPATH"] = os.pathsep.join([str(tmp_path), *sys.path])
+    return subprocess.run([sys.executable, *args], cwd=tmp_path, capture_output=True, text=True,
+                          env={**environ, **env}, timeout=120)
+
+
+def test_command_line_debug_import_explains_each_import(tmp_path):
+    (tmp_path / "dbg_j.py").write_text(MODULE)
+    result = run(tmp_path, "-m", "cassette_hook", "--debug", "import", "--include", "dbg_j", "-c", "import dbg_j")
+    assert f"{PREFIX}dbg_j: included by 'dbg_j'; rewriting\n" in result.stderr
+    assert result.returncode == 0
+
+
+def test_command_line_rejects_an_unknown_debug_category(tmp_path):
+    result = run(tmp_path, "-m", "cassette_hook", "--debug", "imprt", "-c", "pass")
+    assert result.returncode == 2 and "--debug: unknown debug category 'imprt'" in result.stderr
+
+
+def test_environment_variable_turns_debug_on_for_install_from_env(tmp_path):
+    (tmp_path / "dbg_k.py").write_text(MODULE)
+    result = run(tmp_path, "-c", "import cassette_hook; cassette_hook.install_from_env(); import dbg_k",
+                 CASSETTE_HOOK_INCLUDE="dbg_k", CASSETTE_HOOK_DEBUG="import")
+    assert f"{PREFIX}dbg_k: included by 'dbg_k'; rewriting\n" in result.stderr
+
+
+def test_subprocesses_carry_debug_into_children(tmp_path):
+    (tmp_path / "dbg_l.py").write_text(MODULE)
+    (tmp_path / "prog.py").write_text(textwrap.dedent("""
+        import subprocess, sys
+        subprocess.run([sys.executable, "-c", "import dbg_l"], check=True)
+    """))
+    result = run(tmp_path, "-m", "cassette_hook", "--subprocesses", "--debug", "import", "--include", "dbg_l",
+                 "prog.py")
+    assert f"{PREFIX}dbg_l: included by 'dbg_l'; rewriting\n" in result.stderr, result.stderr
+
