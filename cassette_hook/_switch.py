@@ -117,8 +117,8 @@ def keep_at_shutdown(owner: ModuleType | FunctionType) -> None:
 
 def _hook_names() -> list[str]:
     hooks = _dual.HOOKS
-    return [_dual.ENTER, hooks.resolve, hooks.resolve_star, hooks.call, hooks.call_ex, hooks.yield_from,
-            *(_dual.operator_name(op) for op in _dual.OPERATORS)]
+    return [str(name) for name in (_dual.ENTER, hooks.resolve, hooks.resolve_star, hooks.call, hooks.call_ex,
+                                   hooks.yield_from, *(_dual.operator_name(op) for op in _dual.OPERATORS))]
 
 
 def _at_shutdown() -> None:

@@ -286,13 +286,18 @@ def switching_loader(loader: Any) -> Loader | None:
     if type(loader) is SourcelessFileLoader:
         return _SwitchingSourceless(loader.name, loader.path)
     if isinstance(loader, LazyLoader):  # a finder making modules lazy: lazy, and switched
-        inner = switching_loader(loader.loader)
+        inner = switching_loader(_lazy_inner(loader))
         return None if inner is None else LazyLoader(inner)
     if _has_no_code(loader):
         return None
     if callable(getattr(loader, "get_code", None)) and callable(getattr(loader, "exec_module", None)):
         return _SwitchingLoader(loader)
     return None
+
+
+def _lazy_inner(loader: LazyLoader) -> Any:
+    """The loader a ``LazyLoader`` wraps (set by its ``__init__``; typeshed does not declare it)."""
+    return vars(loader)["loader"]
 
 
 def _has_no_code(loader: Any) -> bool:
@@ -304,7 +309,7 @@ def _has_no_code(loader: Any) -> bool:
 def _why_no_code(loader: Any) -> str:
     """Why :func:`switching_loader` gives nothing for ``loader``, in words (``--debug import``)."""
     if isinstance(loader, LazyLoader):
-        return _why_no_code(loader.loader)
+        return _why_no_code(_lazy_inner(loader))
     if type(loader).__name__ in ("NamespaceLoader", "_NamespaceLoader"):
         return "a namespace package: no code of its own"
     if loader is BuiltinImporter or isinstance(loader, ExtensionFileLoader):

@@ -53,7 +53,7 @@ def test_included_module_names_the_pattern_and_a_cache_miss_written(tree, capsys
 def test_second_import_is_a_cache_hit(tree, capsys):
     (tree / "dbg_b.py").write_text(MODULE)
     ch.install(include=["dbg_b"])
-    import dbg_b  # noqa: F401
+    import dbg_b
 
     del sys.modules["dbg_b"]
     capsys.readouterr()
@@ -66,7 +66,7 @@ def test_changed_source_makes_the_cache_stale(tree, capsys):
     source = tree / "dbg_c.py"
     source.write_text(MODULE)
     ch.install(include=["dbg_c"])
-    import dbg_c  # noqa: F401
+    import dbg_c
 
     del sys.modules["dbg_c"]
     source.write_text(MODULE + "\n# edited\n")
@@ -80,7 +80,7 @@ def test_corrupt_cache_is_said_so(tree, capsys):
     source = tree / "dbg_d.py"
     source.write_text(MODULE)
     ch.install(include=["dbg_d"])
-    import dbg_d  # noqa: F401
+    import dbg_d
 
     cache = Path(_pyc.path_for(str(source)))
     cache.write_bytes(cache.read_bytes()[:-8])
