@@ -145,9 +145,10 @@ def _warn(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         target: FrameType | None = _outer_frame(user_frame(), max(level, 1) - 1)
     except ValueError:
         target = None
-    frame, raw = _frame_at(0), 1
+    frame: FrameType | None = _frame_at(0)
+    raw = 1
     while frame is not None and frame is not target:
-        frame, raw = frame.f_back, raw + 1  # type: ignore[assignment]  # None ends the loop
+        frame, raw = frame.f_back, raw + 1
     return f(*positional, stacklevel=raw if target is not None else sys.maxsize, **kwargs)
 
 
