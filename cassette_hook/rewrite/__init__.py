@@ -86,9 +86,60 @@ def assemble(bc: Bytecode, stacksize: int, name: str) -> CodeType:
         # Every rewrite is stack-balanced and needs one slot more at most, for a moment,
         # and keeps the exception handlers' depths: nothing for ``bytecode`` to recompute
         # (which would be most of the rewriting time).
-        return bc.to_code(stacksize=stacksize, compute_exception_stack_depths=False, check_pre_and_post=False)
+        code = bc.to_code(stacksize=stacksize, compute_exception_stack_depths=False, check_pre_and_post=False)
     except Exception as exc:  # the bytecode package's own checks: stack depth, jumps
         raise UnsupportedCode(f"rewritten {name} does not assemble: {exc}") from exc
+    if sys.version_info >= (3, 11):
+        code = code.replace(co_linetable=repaired_linetable(code.co_linetable))
+    return code
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(value & 0x3F)
+        value >>= 6
+        if not value:
+            return bytes(out)
+        out[-1] |= 0x40
+
+
+def repaired_linetable(table: bytes) -> bytes:
+    """``table`` (a 3.11+ ``co_linetable``) with its one-line entries that name a column
+    of 128 or more rewritten in the long form.
+
+    ``bytecode`` (0.19) writes the one-line form (a header byte, then the start and end
+    column as one byte each) for columns up to 255, but every byte of an entry after the
+    first must be below 128: CPython finds where an entry starts by that high bit when it
+    walks the table backwards, which it does to look up a line number (tracebacks,
+    ``co_lines``).  A column byte of 128 or more is taken for an entry of its own, and the
+    instructions after it get the line of an earlier one.
+    """
+    out = bytearray()
+    i = 0
+    while i < len(table):
+        header = table[i]
+        kind = (header >> 3) & 0xF
+        if 10 <= kind <= 12:  # one-line form: the line delta is kind - 10
+            column, end_column = table[i + 1], table[i + 2]
+            if column < 0x80 and end_column < 0x80:
+                out += table[i:i + 3]
+            else:
+                out.append(0x80 | (14 << 3) | (header & 0x7))
+                out += _varint((kind - 10) << 1) + _varint(0) + _varint(column + 1) + _varint(end_column + 1)
+            i += 3
+            continue
+        end = i + 1
+        if kind < 10:  # short form: one byte of columns
+            end += 1
+        elif kind in (13, 14):  # one varint (no columns) or four (long form)
+            for _ in range(1 if kind == 13 else 4):
+                while table[end] & 0x40:
+                    end += 1
+                end += 1
+        out += table[i:end]
+        i = end
+    return bytes(out)
 
 
 def _load_hook(item: Item) -> Item:
