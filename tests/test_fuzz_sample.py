@@ -1,0 +1,72 @@
+"""A fixed-seed sample of the differential fuzzer (``fuzz/differential.py``), and the
+divergences it found, as regression tests.
+
+The sample generates a few dozen programs with a fixed hypothesis seed and checks each in
+a worker process: plain, with import-hook (switched) code and no context, under a null
+context and under a counting context, as a module and as a function body (see
+``fuzz/worker.py``).  The full campaign and its results are in ``docs/fuzzing.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import traceback
+import warnings
+from typing import Any
+
+import cassette_hook as ch
+from cassette_hook import importhook
+
+FUZZ_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz")
+sys.path.insert(0, FUZZ_DIR)
+
+import differential  # noqa: E402
+
+
+def test_fixed_seed_sample_behaves_the_same_in_every_mode() -> None:
+    sources = differential.generate(24, seed_=0)
+    campaign = differential.check_all(sources, sys.executable)
+    assert not campaign.divergences, campaign.divergences
+    # The sample compares programs, it does not only skip them.
+    assert campaign.counts["same"] >= len(sources) // 2, campaign.counts
+
+
+# -- divergences found by the fuzzer ------------------------------------------------------
+
+class Null(ch.Context):
+    pass
+
+
+def _error_lines(code: Any, ctx: ch.Context | None) -> list[int]:
+    try:
+        with ctx if ctx is not None else contextlib.nullcontext():
+            exec(code, {"__name__": "fuzz_regression"})
+    except NameError as e:
+        return [line for frame, line in traceback.walk_tb(e.__traceback__) if frame.f_code.co_filename == "<fuzz>"]
+    raise AssertionError("the program should raise NameError")
+
+
+# bytecode 0.19 wrote the one-line location form for end columns up to 255; CPython reads
+# a byte of 128 or more as the start of the next entry, so on 3.11+ the instruction after
+# such an entry could get the line of an earlier one in tracebacks (here: line 1 for line 2).
+LONG_COLUMN_PROGRAM = (  # the fuzzer's program, minimised: its line 3 ends past column 127
+    'def _():(())' "\n"
+    'd+{[()or a in ()for b in d](([2]))}' "\n"
+    "try:b= K(sum(''[1:] for d in range(3))); a.v = divmod({'k': None}.get(range(3), 0), [(a, b) for a in range(2) for b in (1, 'x')])" "\n"
+    'except():((((()<[]))))' "\n"
+)
+
+
+def test_rewritten_code_keeps_line_numbers_of_columns_past_127() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)  # "'list' object is not callable"
+        code = compile(LONG_COLUMN_PROGRAM, "<fuzz>", "exec")
+    switched = importhook.switch_or_warn(code, "fuzz_regression")
+    lines = {}
+    for start, end, line in switched.co_lines():
+        lines.update(dict.fromkeys(range(start, end, 2), line))
+    positions = list(switched.co_positions())
+    assert all(lines[offset] == positions[offset // 2][0] for offset in lines)
+    assert _error_lines(switched, Null()) == _error_lines(code, None) == [2]
