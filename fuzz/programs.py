@@ -50,7 +50,7 @@ def _form(template: str, *parts: st.SearchStrategy[str]) -> st.SearchStrategy[st
     return st.tuples(*parts).map(lambda drawn: template.format(*drawn))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def expressions(depth: int) -> st.SearchStrategy[str]:
     """Expressions over the prelude's names, nested at most ``depth`` deep."""
     leaves = st.sampled_from(LEAVES)
@@ -101,7 +101,7 @@ def _suite(depth: int) -> st.SearchStrategy[list[str]]:
     return st.lists(statements(depth), min_size=1, max_size=3)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def statements(depth: int) -> st.SearchStrategy[str]:
     """One statement (possibly compound, with nested suites ``depth`` deep)."""
     e = expressions(2)
@@ -173,7 +173,8 @@ def semantic_programs(draw: st.DrawFn) -> str:
             "    def __eq__(self, other):\n        return {}\n    def __lt__(self, other):\n        return {}\n"
             "    def __len__(self):\n        return {}\n    def __getitem__(self, i):\n        return {}\n"
             "    def __iter__(self):\n        yield self.v\n        yield from range(2)\n"
-            "    def __contains__(self, x):\n        return {}\n    def __repr__(self):\n        return f'K({{self.v!r}})'\n"
+            "    def __contains__(self, x):\n        return {}\n"
+            "    def __repr__(self):\n        return f'K({{self.v!r}})'\n"
             "    __hash__ = object.__hash__",
             st.sampled_from(LEAVES[4:11]), _suite(1).map(_block).map(_indent), e, e, e, e, e,
             e.map(lambda s: f"abs(int(bool({s})))"), e, e)),

@@ -114,7 +114,8 @@ def outcome(run: Callable[[], dict[str, Any] | None], budget: float) -> dict[str
         except Timeout:
             raise
         except BaseException as e:  # noqa: BLE001 - SystemExit and friends are outcomes too
-            result = {"exception": [type(e).__name__, _masked(str(e))[:400]], "frames": _program_frames(e.__traceback__)}
+            result = {"exception": [type(e).__name__, _masked(str(e))[:400]],
+                      "frames": _program_frames(e.__traceback__)}
             if hasattr(e, "namespace"):
                 result["namespace"] = e.namespace
     except Timeout:

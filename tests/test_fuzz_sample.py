@@ -54,7 +54,8 @@ def _error_lines(code: Any, ctx: ch.Context | None) -> list[int]:
 LONG_COLUMN_PROGRAM = (  # the fuzzer's program, minimised: its line 3 ends past column 127
     'def _():(())' "\n"
     'd+{[()or a in ()for b in d](([2]))}' "\n"
-    "try:b= K(sum(''[1:] for d in range(3))); a.v = divmod({'k': None}.get(range(3), 0), [(a, b) for a in range(2) for b in (1, 'x')])" "\n"
+    "try:b= K(sum(''[1:] for d in range(3))); a.v = divmod({'k': None}.get(range(3), 0), "
+    "[(a, b) for a in range(2) for b in (1, 'x')])" "\n"
     'except():((((()<[]))))' "\n"
 )
 
