@@ -67,11 +67,12 @@ def test_rewritten_code_keeps_line_numbers_of_columns_past_127() -> None:
         warnings.simplefilter("ignore", SyntaxWarning)  # "'list' object is not callable"
         code = compile(LONG_COLUMN_PROGRAM, "<fuzz>", "exec")
     switched = importhook.switch_or_warn(code, "fuzz_regression")
-    lines = {}
-    for start, end, line in switched.co_lines():
-        lines.update(dict.fromkeys(range(start, end, 2), line))
-    positions = list(switched.co_positions())
-    assert all(lines[offset] == positions[offset // 2][0] for offset in lines)
+    if sys.version_info >= (3, 11):  # the line table and the position table agree
+        lines = {}
+        for start, end, line in switched.co_lines():
+            lines.update(dict.fromkeys(range(start, end, 2), line))
+        positions = list(switched.co_positions())
+        assert all(lines[offset] == positions[offset // 2][0] for offset in lines)
     assert _error_lines(switched, Null()) == _error_lines(code, None) == [2]
 
 
