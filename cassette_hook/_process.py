@@ -1,8 +1,10 @@
 """Contexts active for a whole process: the command line's, and ``install_from_env``'s.
 
-They are pushed once, in the main thread, and never popped; their reports are written
-by an ``atexit`` handler, which runs after the program's other threads have finished
-(so their work is in the report) and also after ``sys.exit`` or an uncaught exception.
+They are whole-program contexts (``_context.push_whole_program``): active in every
+thread of the process, from its first call, and never deactivated.  Their reports are
+written by an ``atexit`` handler, which runs after the program's other threads have
+finished (so their work is in the report; a daemon thread still running then is
+reported as far as it got) and also after ``sys.exit`` or an uncaught exception.
 """
 
 from __future__ import annotations
@@ -23,12 +25,13 @@ _active: list[_context.Context] = []
 
 
 def activate(contexts: Iterable[_context.Context]) -> None:
-    """Push ``contexts`` (the last one innermost) for the rest of the process."""
+    """Activate ``contexts`` (the last one innermost) in every thread for the rest of the
+    process."""
+    contexts = list(contexts)
     if not _active:
         atexit.register(write_reports)
-    for ctx in contexts:
-        _context.push(ctx)
-        _active.append(ctx)
+    _context.push_whole_program(contexts)
+    _active.extend(contexts)
 
 
 def contexts() -> list[_context.Context]:
