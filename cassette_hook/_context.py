@@ -50,10 +50,10 @@ class Entry:
 
     def __del__(self) -> None:
         try:
-            operators = self.plan.operators
-        except AttributeError:  # __init__ failed before the entry was counted
-            return
-        _switch.entry_gone(operators)
+            operators, gone = self.plan.operators, _switch.entry_gone
+        except AttributeError:  # __init__ failed before the entry was counted, or the
+            return  # interpreter is clearing modules at exit (whole-program entries live until then)
+        gone(operators)
 
 
 active: ContextVar[Entry | None] = ContextVar("cassette_hook.active", default=None)

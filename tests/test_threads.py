@@ -5,6 +5,7 @@ per thread and nest above them."""
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextvars
 import ctypes
 import ctypes.util
@@ -14,6 +15,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import io
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -336,3 +338,133 @@ class Counting(ch.Context):
     def from_options(cls, options, output):
         return cls([])
 """
+
+
+# -- the built-in contexts under concurrency -----------------------------------------------
+
+def run_threads(count: int, target: Callable[[], Any], *, together: bool = False) -> None:
+    """Run ``target`` in ``count`` threads named ``t0``, ``t1``...; ``together``: all at
+    once (a barrier), so that their hooks run at the same time."""
+    barrier = threading.Barrier(count)
+
+    def run() -> None:
+        if together:
+            barrier.wait()
+        target()
+
+    threads = [threading.Thread(target=run, name=f"t{i}") for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def test_the_profile_loses_no_call_of_many_short_threads(whole_program):
+    profile = whole_program(ch.ProfileContext(operators=False))
+    work = instrumented_work()
+    run_threads(60, lambda: work(3))
+    stats = profile.stats()
+    assert (stats["builtins.abs"].calls, stats["builtins.sum"].calls, len(profile.threads())) == (180, 60, 60)
+    assert profile.table().startswith(f"{180 + 60 + 60} calls of 3 functions in 60 threads")
+
+
+def test_the_profile_loses_no_call_when_threads_run_its_hooks_at_the_same_time(whole_program):
+    profile = whole_program(ch.ProfileContext(operators=False))
+    work = instrumented_work()
+    run_threads(4, lambda: [work(50) for _ in range(20)], together=True)
+    assert profile.stats()["builtins.abs"].calls == 4 * 20 * 50
+    assert sorted(p["name"] for p in profile.speedscope()["profiles"]) == ["t0", "t1", "t2", "t3"]
+
+
+def test_the_trace_keeps_every_line_of_threads_tracing_at_the_same_time_whole(whole_program):
+    out = io.StringIO()
+    whole_program(ch.TraceContext(out, operators=False))
+    work = instrumented_work()
+    run_threads(4, lambda: [work(30) for _ in range(5)], together=True)
+    # Per work(30): range, sum opened, 30 abs inside it, sum closed: 33 lines, each whole.
+    shape = re.compile(r"(\[t\d\] )?(builtins\.range\(30\) -> range\(0, 30\)|builtins\.sum\(<generator .*\)|"
+                       r"  builtins\.abs\(-?\d+\) -> \d+|builtins\.sum -> 435)")
+    matches = [shape.fullmatch(line) for line in out.getvalue().splitlines()]
+    assert all(matches)
+    per_thread = collections.Counter(m.group(1) for m in matches if m is not None)
+    assert sorted(per_thread.values()) == [5 * 33] * 4 and None in per_thread  # the first thread: no prefix
+
+
+def test_a_hook_that_raises_in_one_thread_fails_that_thread_only(whole_program):
+    class Failing(ch.Context):
+        operators = False
+
+        def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+            if f is abs and threading.current_thread().name == "t1":
+                raise RuntimeError("hook failed in t1")
+
+    whole_program(Failing())
+    work, results, failures = instrumented_work(), {}, []
+
+    def target() -> None:
+        try:
+            results[threading.current_thread().name] = work(4)
+        except RuntimeError as exc:
+            failures.append((threading.current_thread().name, str(exc)))
+
+    run_threads(3, target, together=True)
+    assert results == {"t0": 6, "t2": 6} and failures == [("t1", "hook failed in t1")]
+
+
+DAEMON = """
+import threading, jobs
+
+def forever(started):
+    for i in range(10 ** 9):
+        jobs.work(3)
+        if i == 100:
+            started.set()
+
+jobs.work(1)
+started = threading.Event()
+threading.Thread(target=forever, args=(started,), daemon=True, name="daemon").start()
+started.wait()
+print("main done")
+"""
+
+
+def test_a_daemon_thread_still_running_at_exit_is_profiled_as_far_as_it_got(tmp_path):
+    write(tmp_path, "jobs.py", JOBS)
+    write(tmp_path, "prog.py", DAEMON)
+    result = run_cli(tmp_path, "--context", "profile,operators=no,speedscope=prof.json,raw=raw.json",
+                     "--output", "table.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "main done\n", "")
+    calls = int(re.search(r"^ +(\d+) .* jobs\.work$", (tmp_path / "table.txt").read_text(), re.M).group(1))
+    assert calls > 100
+    assert "daemon" in [p["name"] for p in json.loads((tmp_path / "prof.json").read_text())["profiles"]]
+    assert ch.ProfileContext.merge([tmp_path / "raw.json"]).stats()["jobs.work"].calls >= calls
+
+
+def test_a_daemon_thread_still_tracing_at_exit_leaves_a_whole_trace(tmp_path):
+    write(tmp_path, "jobs.py", JOBS)
+    write(tmp_path, "prog.py", DAEMON)
+    result = run_cli(tmp_path, "--context", "trace,operators=no,include=jobs", "--output", "trace.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "main done\n", "")
+    lines = (tmp_path / "trace.txt").read_text().splitlines()
+    assert lines[0] == "jobs.work(1) -> 0"
+    assert len(lines) > 100 and set(lines[1:]) == {"[daemon] jobs.work(3) -> 3"}
+
+
+def test_the_profiles_raw_dump_is_whole_when_a_thread_records_a_new_function_meanwhile(whole_program, tmp_path):
+    profile = whole_program(ch.ProfileContext(operators=False))
+    work = instrumented_work()
+    run_threads(1, lambda: work(2))
+
+    def another_thread_meanwhile(frame: Any, event: str, arg: Any) -> Any:
+        # The GIL may pass to another thread between any two lines of the report's code;
+        # make that happen at each, the other thread recording a function new to it.
+        if event == "line":
+            profile._new_node(profile._trees_now()[0].root, f"mod.new{len(profile._locations)}", work)
+        return another_thread_meanwhile if frame.f_code.co_filename.endswith("_calltree.py") else None
+
+    sys.settrace(another_thread_meanwhile)
+    try:
+        profile.dump(tmp_path / "raw.json")
+    finally:
+        sys.settrace(None)
+    assert ch.ProfileContext.merge([tmp_path / "raw.json"]).stats()["builtins.abs"].calls == 2

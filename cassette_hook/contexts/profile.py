@@ -124,7 +124,7 @@ class ProfileContext(ReportingContext):
 
     def dump(self, file: str | os.PathLike[str]) -> None:
         """Save the raw data as JSON, for :meth:`merge` (``{pid}`` becomes the process id)."""
-        data = dump(self._trees_now(), self._locations, os.getpid())
+        data = dump(self._trees_now(), dict(self._locations), os.getpid())  # a copy: threads add to it
         with open(expand(file), "w", encoding="utf-8") as stream:
             stream.write(json.dumps(data, separators=(",", ":")))
 
