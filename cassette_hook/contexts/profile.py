@@ -114,6 +114,10 @@ class ProfileContext(ReportingContext):
         """Per function name: calls, self and cumulative time (ns), all threads added up."""
         return function_stats(self._trees_now(), self._locations)
 
+    def observed_nothing(self) -> bool:
+        """No call was made under the profile (see :meth:`ReportingContext.observed_nothing`)."""
+        return not any(tree.root.children for tree in self._trees_now())
+
     def threads(self) -> list[str]:
         """The names of the threads that made calls, in the order they started."""
         return [t.name for t in self._trees_now()]
