@@ -355,7 +355,7 @@ def test_trace_keeps_each_threads_tree_and_names_the_other_threads():
         ch.overdub(ctx, program, 2, 3, 4)
 
     threads = [threading.Thread(target=run, name=f"worker-{i}") for i in range(3)]
-    ch.overdub(ctx, abs, -1)  # the first thread to trace: its lines are not prefixed
+    ch.overdub(ctx, abs, -1)  # the thread that made the context: its lines are not prefixed
     for t in threads:
         t.start()
     for t in threads:

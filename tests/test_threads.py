@@ -387,7 +387,20 @@ def test_the_trace_keeps_every_line_of_threads_tracing_at_the_same_time_whole(wh
     matches = [shape.fullmatch(line) for line in out.getvalue().splitlines()]
     assert all(matches)
     per_thread = collections.Counter(m.group(1) for m in matches if m is not None)
-    assert sorted(per_thread.values()) == [5 * 33] * 4 and None in per_thread  # the first thread: no prefix
+    assert per_thread == {f"[t{i}] ": 5 * 33 for i in range(4)}
+
+
+def test_the_trace_names_every_thread_but_the_one_that_made_it_even_when_it_traces_last(whole_program):
+    # (sequential threads often get the same ident: each is still named)
+    out = io.StringIO()
+    whole_program(ch.TraceContext(out, operators=False, include=["builtins"]))
+    work = instrumented_work()
+    run_in_thread(lambda: work(1), name="first")
+    run_in_thread(lambda: work(1), name="second")
+    work(1)
+    calls = ["builtins.range(", "builtins.sum(", "  builtins.abs(", "builtins.sum -> 0"]
+    assert [re.sub(r"\(.*", "(", line) for line in out.getvalue().splitlines()] == [
+        *(f"[first] {call}" for call in calls), *(f"[second] {call}" for call in calls), *calls]
 
 
 def test_a_hook_that_raises_in_one_thread_fails_that_thread_only(whole_program):

@@ -44,7 +44,8 @@ class TraceContext(ReportingContext):
 
     The trace streams as the program runs; :meth:`write_report` flushes it (and closes
     ``output`` if it is a file the context opened).  Each thread has its own indentation;
-    lines from threads other than the first one to trace are prefixed ``[thread name]``.
+    lines from threads other than the one that made the context (for the command line's,
+    the main thread) are prefixed ``[thread name]``.
     """
 
     option_parsers = {"depth": positive_number, "include": patterns, "exclude": patterns,
@@ -62,7 +63,7 @@ class TraceContext(ReportingContext):
         self.abbreviate = Abbreviator(width)
         self._threads = threading.local()
         self._lock = threading.Lock()
-        self._first_thread: int | None = None
+        self._home = threading.current_thread()  # (a thread object: idents are reused)
         self._owned = isinstance(output, (str, os.PathLike))
         self._closed = False
         self._wrote = False
@@ -165,11 +166,9 @@ class TraceContext(ReportingContext):
         with self._lock:
             if self._closed:
                 return
-            ident = threading.get_ident()
-            if self._first_thread is None:
-                self._first_thread = ident
-            elif ident != self._first_thread:
-                line = f"[{threading.current_thread().name}] {line}"
+            thread = threading.current_thread()
+            if thread is not self._home:
+                line = f"[{thread.name}] {line}"
             try:
                 stream = self._destination()
                 try:
