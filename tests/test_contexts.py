@@ -441,3 +441,8 @@ def test_a_forked_child_traces_to_a_file_of_its_own(tmp_path):
     ctx.write_report()
     assert (tmp_path / "trace.txt").read_text(encoding="utf-8") == "builtins.abs(-1) -> 1\nbuiltins.abs(-3) -> 3\n"
     assert (tmp_path / f"trace.{pid}.txt").read_text(encoding="utf-8") == "builtins.abs(-2) -> 2\n"
+
+
+def test_a_trace_to_a_file_in_a_directory_that_does_not_exist_is_refused_when_made(tmp_path):
+    with pytest.raises(FileNotFoundError, match="No such file or directory"):
+        ch.TraceContext(tmp_path / "missing" / "trace.txt")

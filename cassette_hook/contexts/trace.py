@@ -15,6 +15,7 @@ not the program.
 from __future__ import annotations
 
 import array
+import errno
 import collections
 import itertools
 import os
@@ -70,6 +71,9 @@ class TraceContext(ReportingContext):
         # a path: its file, opened at the first line (a process that traces nothing makes
         # none); None: sys.stderr, looked up at each line
         self._stream = None if self._owned else cast("TextIO | None", output)
+        if self._owned and not os.path.isdir(os.path.dirname(os.path.abspath(expand(output)))):  # type: ignore[arg-type]
+            # what opening it now would say (the command line then refuses to start)
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", os.fspath(output))  # type: ignore[arg-type]
 
     def overdub(self, f: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Run the call (``recurse``) and write it, its result or its exception."""
