@@ -186,7 +186,8 @@ def test_install_from_env_gives_a_forked_child_a_report_of_its_own(tmp_path, for
                             timeout=120)
     assert result.returncode == 0, result.stderr
     parent_pid, child_pid = result.stdout.split()
-    assert sorted(p.name for p in tmp_path.glob("prof.*.txt")) == sorted([f"prof.{parent_pid}.txt", f"prof.{child_pid}.txt"])
+    reports = sorted(p.name for p in tmp_path.glob("prof.*.txt"))
+    assert reports == sorted([f"prof.{parent_pid}.txt", f"prof.{child_pid}.txt"])
     parent, child = (tmp_path / f"prof.{parent_pid}.txt").read_text(), (tmp_path / f"prof.{child_pid}.txt").read_text()
     assert re.search(r"^ +2 .* builtins\.abs$", parent, re.M)  # before_fork and in_parent
     assert re.search(r"^ +2 .* builtins\.abs$", child, re.M)  # before_fork (inherited) and in_child

@@ -273,7 +273,8 @@ def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_the_command_lines_profile_counts_the_calls_of_every_thread(tmp_path):
     write(tmp_path, "jobs.py", JOBS)
     write(tmp_path, "prog.py", THREADED)
-    result = run_cli(tmp_path, "--context", "profile,operators=no,speedscope=prof.json", "--output", "table.txt", "prog.py")
+    result = run_cli(tmp_path, "--context", "profile,operators=no,speedscope=prof.json", "--output", "table.txt",
+                     "prog.py")
     assert result.returncode == 0, result.stderr
     table = (tmp_path / "table.txt").read_text()
     # (a thread's target is called by threading, which is not instrumented: its calls are seen)
@@ -319,7 +320,8 @@ def test_the_pytest_plugins_session_context_sees_the_threads_a_test_starts(pytes
             thread.start()
             thread.join()
     """)
-    result = pytester.runpytest_subprocess("--cassette-include", "jobs", "--cassette-context", "counting:Counting", "-s")
+    result = pytester.runpytest_subprocess("--cassette-include", "jobs", "--cassette-context", "counting:Counting",
+                                           "-s")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["abs calls seen: 2"])
 
