@@ -195,7 +195,7 @@ def test_install_from_env_gives_a_forked_child_a_report_of_its_own(tmp_path, for
 
 @pytest.mark.parametrize("spec", ["trace", "profile"])
 def test_a_process_install_from_env_instrumented_writes_no_report_if_its_context_saw_nothing(tmp_path, spec):
-    env = env_for(tmp_path, CASSETTE_HOOK_INCLUDE="worker", CASSETTE_HOOK_CONTEXT=spec,
+    env = env_for(tmp_path, CASSETTE_HOOK_CONTEXT=spec,
                   CASSETTE_HOOK_OUTPUT=str(tmp_path / "report.{pid}.txt"))
     env["PYTHONPATH"] = os.pathsep.join([_subprocesses._SITE, env["PYTHONPATH"]])
     result = subprocess.run([sys.executable, "-c", "print(len('plain'))"], cwd=tmp_path, env=env,
