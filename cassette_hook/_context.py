@@ -5,6 +5,14 @@ The stack lives in a ``ContextVar`` so that each thread and each asyncio task ha
 the context, the :class:`~cassette_hook.plan.Plan` its class runs with, and the entry below.
 Rewritten call sites read the top once per call, so the entry carries everything the hot
 path needs without further lookups.
+
+The bottom of every stack is the same: the *whole-program* contexts (the command line's,
+``install_from_env``'s, the pytest plugin's), which every thread runs under from its first
+call.  They are the variable's *default*: a thread or task that has set no stack of its
+own -- any new thread, whoever started it, since threads start with an empty
+``contextvars.Context`` -- reads them at no cost beyond the read it does anyway.  A
+default cannot be changed, so changing the whole-program contexts replaces the variable,
+and the modules that keep its methods at hand for speed :func:`follow` it.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from __future__ import annotations
 import sys
 import threading
 from contextvars import ContextVar
-from typing import Any, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Sequence
 
 from . import dispatch
 
@@ -24,28 +32,40 @@ class Entry:
 
     ``fast_twins`` is the plan's table of twins when the plan is fast (nothing to observe),
     else ``None``: the one attribute the hot path reads for the common case.
+    ``raises_limit``: this entry's push raised the recursion limit (see ``_RecursionBudget``),
+    so its pop lowers it.
     """
 
-    __slots__ = ("ctx", "plan", "below", "fast_twins")
+    __slots__ = ("ctx", "plan", "below", "fast_twins", "raises_limit")
 
-    def __init__(self, ctx: Context, below: Entry | None) -> None:
+    def __init__(self, ctx: Context, below: Entry | None, raises_limit: bool = False) -> None:
         from .plan import plan_for
 
         self.ctx = ctx
         self.plan = plan = plan_for(ctx)
         self.below = below
         self.fast_twins = plan.twins.values if plan.fast else None
+        self.raises_limit = raises_limit
         _switch.entry_made(plan.operators)
 
     def __del__(self) -> None:
         try:
-            operators = self.plan.operators
-        except AttributeError:  # __init__ failed before the entry was counted
-            return
-        _switch.entry_gone(operators)
+            operators, gone = self.plan.operators, _switch.entry_gone
+        except AttributeError:  # __init__ failed before the entry was counted, or the
+            return  # interpreter is clearing modules at exit (whole-program entries live until then)
+        gone(operators)
 
 
 active: ContextVar[Entry | None] = ContextVar("cassette_hook.active", default=None)
+_followers: list[Callable[[ContextVar[Entry | None]], None]] = []
+
+
+def follow(bind: Callable[[ContextVar[Entry | None]], None]) -> None:
+    """Call ``bind(variable)`` with the stack's variable now and whenever it is replaced
+    (for modules that keep ``active.get`` and the like in globals, for speed)."""
+    _followers.append(bind)
+    bind(active)
+
 
 from . import _switch  # noqa: E402  (it reads ``active``)
 
@@ -164,7 +184,7 @@ def push(ctx: Context) -> Entry:
     """Make ``ctx`` the innermost active context."""
     _check(ctx, "activating")
     below = active.get()
-    entry = Entry(ctx, below)
+    entry = Entry(ctx, below, raises_limit=below is None)
     if below is None:
         recursion_budget.acquire()
     active.set(entry)
@@ -178,7 +198,7 @@ def pop(ctx: Context) -> None:
         current = None if entry is None else entry.ctx
         raise RuntimeError(f"cannot deactivate {ctx!r}: the innermost active context is {current!r}")
     active.set(entry.below)
-    if entry.below is None:
+    if entry.raises_limit:
         recursion_budget.release()
 
 
@@ -228,3 +248,77 @@ class _RecursionBudget:
 
 
 recursion_budget = _RecursionBudget()
+
+
+# -- the whole-program contexts: the bottom of every stack ------------------------------
+
+_whole_program: list[Context] = []
+_bottom: Entry | None = None  # the top of the whole-program stack: the variable's default
+_NOT_SET: Any = object()
+
+
+def whole_program() -> list[Context]:
+    """The whole-program contexts, outermost first."""
+    return list(_whole_program)
+
+
+def push_whole_program(contexts: Iterable[Context]) -> None:
+    """Make ``contexts`` (the last one innermost) active in every thread and task, from
+    now on, below the contexts each of them activates itself."""
+    contexts = list(contexts)
+    for ctx in contexts:
+        _check(ctx, "activating")
+    _whole_program.extend(contexts)
+    _rebase()
+
+
+def pop_whole_program(contexts: Iterable[Context]) -> None:
+    """Deactivate whole-program contexts (any of them, in any order)."""
+    for ctx in contexts:
+        for index, active_ctx in enumerate(_whole_program):
+            if active_ctx is ctx:
+                del _whole_program[index]
+                break
+        else:
+            raise RuntimeError(f"cannot deactivate {ctx!r}: it is not a whole-program context")
+    _rebase()
+
+
+def _rebase() -> None:
+    """Replace the stack's variable by one whose default is the whole-program stack.
+
+    The calling thread keeps the contexts it activated itself (a ``with`` block around
+    this call), now above the new whole-program stack.  Stacks that other threads and
+    tasks had set belong to the old variable: activate whole-program contexts before the
+    program starts threads with contexts of their own (as the command line does).
+    """
+    global active, _bottom
+    was, bottom = _bottom, None
+    for ctx in _whole_program:
+        bottom = Entry(ctx, bottom)
+    new: ContextVar[Entry | None] = ContextVar("cassette_hook.active", default=bottom)
+    own = active.get(_NOT_SET)
+    if own is not _NOT_SET:
+        new.set(_moved(own, was, bottom))
+    if bottom is not None and was is None:
+        recursion_budget.acquire()
+    elif bottom is None and was is not None:
+        recursion_budget.release()
+    active, _bottom = new, bottom
+    for bind in _followers:
+        bind(new)
+
+
+def _moved(stack: Entry | None, old_bottom: Entry | None, new_bottom: Entry | None) -> Entry | None:
+    """``stack`` with the entries above ``old_bottom`` moved onto ``new_bottom``; a stack
+    not built on ``old_bottom`` (inside a hook of a whole-program context) stays as it is."""
+    above: list[Entry] = []
+    entry = stack
+    while entry is not old_bottom:
+        if entry is None:
+            return stack
+        above.append(entry)
+        entry = entry.below
+    for entry in reversed(above):
+        new_bottom = Entry(entry.ctx, new_bottom, entry.raises_limit)
+    return new_bottom

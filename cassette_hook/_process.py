@@ -1,8 +1,20 @@
 """Contexts active for a whole process: the command line's, and ``install_from_env``'s.
 
-They are pushed once, in the main thread, and never popped; their reports are written
-by an ``atexit`` handler, which runs after the program's other threads have finished
-(so their work is in the report) and also after ``sys.exit`` or an uncaught exception.
+They are whole-program contexts (``_context.push_whole_program``): active in every
+thread of the process, from its first call, and never deactivated.  Their reports are
+written by an ``atexit`` handler, which runs after the program's other threads have
+finished (so their work is in the report; a daemon thread still running then is
+reported as far as it got) and also after ``sys.exit`` or an uncaught exception.
+
+A forked child keeps them, with what they gathered before the fork (it may be inside
+calls they are watching), and writes reports of its own: file names with ``{pid}`` get
+the child's id when written, other names become ``name.<pid>.ext``
+(``ReportingContext.separate``).  It writes them when it ends, also when
+``multiprocessing`` ends it with ``os._exit``, which skips ``atexit``.
+
+A process that ``install_from_env`` instrumented without being asked by a person --
+every Python process a ``sitecustomize`` reaches, ``multiprocessing``'s resource tracker
+and forkserver included -- writes no report for a context that observed nothing.
 """
 
 from __future__ import annotations
@@ -20,15 +32,37 @@ INCLUDE, EXCLUDE, CONTEXT, OUTPUT, SEPARATE = (
 DEBUG = "CASSETTE_HOOK_DEBUG"
 
 _active: list[_context.Context] = []
+_reports_if_empty = True  # False in processes install_from_env instrumented
+_writes_at_multiprocessing_exit = False
 
 
 def activate(contexts: Iterable[_context.Context]) -> None:
-    """Push ``contexts`` (the last one innermost) for the rest of the process."""
+    """Activate ``contexts`` (the last one innermost) in every thread for the rest of the
+    process."""
+    contexts = list(contexts)
     if not _active:
         atexit.register(write_reports)
-    for ctx in contexts:
-        _context.push(ctx)
-        _active.append(ctx)
+        os.register_at_fork(after_in_child=_forked)
+    _context.push_whole_program(contexts)
+    _active.extend(contexts)
+
+
+def _forked() -> None:
+    """In a forked child: its reports go to files of its own, written when it ends."""
+    global _writes_at_multiprocessing_exit
+    separate(_active)
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None and not _writes_at_multiprocessing_exit:  # (the registration is inherited)
+        # multiprocessing clears the finalizers a child inherits, then runs these
+        util.register_after_fork(_forked, _write_at_multiprocessing_exit)
+        _writes_at_multiprocessing_exit = True
+
+
+def _write_at_multiprocessing_exit(_: object) -> None:
+    """In a child ``multiprocessing`` forked: write the reports before it ends with ``os._exit``."""
+    from multiprocessing import util
+
+    util.Finalize(None, write_reports, exitpriority=-100)
 
 
 def contexts() -> list[_context.Context]:
@@ -39,7 +73,9 @@ def contexts() -> list[_context.Context]:
 def write_reports() -> None:
     """Have each process-wide context that reports write its report, once."""
     while _active:
-        write_report(_active.pop())
+        ctx = _active.pop()
+        if _reports_if_empty or not _observed_nothing(ctx):
+            write_report(ctx)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -53,6 +89,11 @@ def separate(contexts: Iterable[_context.Context]) -> None:
         rename = getattr(ctx, "separate", None)
         if rename is not None:
             rename()
+
+
+def _observed_nothing(ctx: _context.Context) -> bool:
+    observed_nothing = getattr(ctx, "observed_nothing", None)
+    return observed_nothing is not None and observed_nothing()
 
 
 def write_report(ctx: _context.Context) -> None:
@@ -79,19 +120,19 @@ def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
     patterns for :func:`~cassette_hook.install`; ``CASSETTE_HOOK_CONTEXT`` holds context
     specs as for ``--context``, separated by ``;`` (a spec's own options use commas), made
     active for the whole process, their reports going to ``CASSETTE_HOOK_OUTPUT`` (where
-    ``{pid}`` stands for the process id).  ``CASSETTE_HOOK_DEBUG`` holds ``--debug``
-    categories.  Returns whether anything was installed.  A bad spec raises
+    ``{pid}`` stands for the id of the process writing the report: a forked child's own).
+    ``CASSETTE_HOOK_DEBUG`` holds ``--debug`` categories.  A context that observed nothing
+    writes no report.  Returns whether anything was installed.  A bad spec raises
     ``SpecError``, naming it and what is available.  An include pattern that matched no
     imported module is named on stderr at exit, except in the children of
     ``--subprocesses`` (which are given the patterns of the whole tree).
     """
+    global _reports_if_empty
     environ = os.environ if environ is None else environ
     _debug.enable(split(environ.get(DEBUG)))
     include, exclude = split(environ.get(INCLUDE)), split(environ.get(EXCLUDE))
     specs = split(environ.get(CONTEXT), ";")
     output = environ.get(OUTPUT) or None
-    if output is not None:
-        output = output.replace("{pid}", str(os.getpid()))
     contexts = [_specs.make(spec, output) for spec in specs]
     if environ.get(SEPARATE):  # a child of ``--subprocesses``: keep off the parent's files
         separate(contexts)
@@ -99,5 +140,6 @@ def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
         if not environ.get(SEPARATE):
             _unmatched.warn_at_exit(include, INCLUDE)
         importhook.install(include, exclude)
+    _reports_if_empty = False
     activate(contexts)
     return bool(include or contexts)

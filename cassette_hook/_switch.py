@@ -22,7 +22,7 @@ import functools
 import threading
 import weakref
 from types import FunctionType, ModuleType
-from typing import Any
+from typing import Any, Callable
 
 from . import _context
 from .rewrite import _dual
@@ -65,8 +65,17 @@ def _bind_operators(observed: bool) -> None:
         setattr(builtins, str(_dual.operator_name(op)), functools.partial(_operator_call, op) if observed else op)
 
 
-_active_get = _context.active.get
 _switched_namespaces: weakref.WeakSet[ModuleType | FunctionType] = weakref.WeakSet()  # see keep_at_shutdown
+_active_get: Callable[[], _context.Entry | None]
+
+
+def _follow(variable: Any) -> None:
+    """Keep the stack variable's ``get`` at hand, as a global (see ``_context.follow``)."""
+    global _active_get
+    _active_get = variable.get
+
+
+_context.follow(_follow)
 
 
 def enter(module: str) -> bool:

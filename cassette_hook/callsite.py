@@ -15,12 +15,23 @@ from __future__ import annotations
 
 import functools
 from types import BuiltinFunctionType, FunctionType, MethodType
-from typing import Any
+from typing import Any, Callable
 
 from . import _context, generics, operators, primitives, rewrite
 
-_active_get = _context.active.get
 _INDIRECT_NAMES = primitives.INDIRECT_NAMES
+_active_get: Callable[[], _context.Entry | None]
+_set_active: Callable[[_context.Entry | None], Any]
+_reset_active: Callable[[Any], None]
+
+
+def _follow(variable: Any) -> None:
+    """Keep the stack variable's methods at hand, as globals (see ``_context.follow``)."""
+    global _active_get, _set_active, _reset_active
+    _active_get, _set_active, _reset_active = variable.get, variable.set, variable.reset
+
+
+_context.follow(_follow)
 
 
 def resolve(f: Any, /) -> Any:
@@ -160,7 +171,6 @@ def _overloaded(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: di
     return generics.OverdubInstead
 
 
-_set_active, _reset_active = _context.active.set, _context.active.reset
 _OVERDUBBED_CODE = next(c for c in site.__code__.co_consts if getattr(c, "co_name", None) == "overdubbed")
 _default_overdub = generics.DEFAULTS["overdub"]
 _default_execute = generics.DEFAULTS["execute"]

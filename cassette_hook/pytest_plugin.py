@@ -66,17 +66,14 @@ def pytest_configure(config: pytest.Config) -> None:
         contexts = [_specs.make(spec, config.getoption("cassette_output")) for spec in specs]
     except Exception as exc:
         raise pytest.UsageError(f"--cassette-context: {exc}") from None
-    for ctx in contexts:
-        _context.push(ctx)
-        _session_contexts.append(ctx)
+    _context.push_whole_program(contexts)  # every thread the tests start runs under them
+    _session_contexts.extend(contexts)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
+    _context.pop_whole_program(_session_contexts)
     while _session_contexts:
-        ctx = _session_contexts.pop()
-        if _context.current_context() is ctx:  # else a test left one of its own active
-            _context.pop(ctx)
-        _process.write_report(ctx)
+        _process.write_report(_session_contexts.pop())
     include = config.getoption("cassette_include")
     if include:
         _unmatched.warn(include, "--cassette-include")

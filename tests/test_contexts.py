@@ -355,7 +355,7 @@ def test_trace_keeps_each_threads_tree_and_names_the_other_threads():
         ch.overdub(ctx, program, 2, 3, 4)
 
     threads = [threading.Thread(target=run, name=f"worker-{i}") for i in range(3)]
-    ch.overdub(ctx, abs, -1)  # the first thread to trace: its lines are not prefixed
+    ch.overdub(ctx, abs, -1)  # the thread that made the context: its lines are not prefixed
     for t in threads:
         t.start()
     for t in threads:
@@ -441,3 +441,8 @@ def test_a_forked_child_traces_to_a_file_of_its_own(tmp_path):
     ctx.write_report()
     assert (tmp_path / "trace.txt").read_text(encoding="utf-8") == "builtins.abs(-1) -> 1\nbuiltins.abs(-3) -> 3\n"
     assert (tmp_path / f"trace.{pid}.txt").read_text(encoding="utf-8") == "builtins.abs(-2) -> 2\n"
+
+
+def test_a_trace_to_a_file_in_a_directory_that_does_not_exist_is_refused_when_made(tmp_path):
+    with pytest.raises(FileNotFoundError, match="No such file or directory"):
+        ch.TraceContext(tmp_path / "missing" / "trace.txt")

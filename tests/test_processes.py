@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -102,3 +103,110 @@ def test_subprocesses_option_carries_contexts_into_children(tmp_path, how):
     assert len(list(tmp_path.glob("stacks.*.txt"))) == len(children)
 
 
+
+
+def run_with_subprocesses(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", *args], cwd=tmp_path,
+                          env=env_for(tmp_path), capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("how", ["spawn", "forkserver"])
+def test_only_the_processes_that_run_the_programs_code_write_reports(tmp_path, how):
+    # multiprocessing's resource tracker and forkserver are Python children too, running
+    # none of the program's code: they write nothing.  A forkserver's child reports.
+    write(tmp_path, "worker.py", WORK)
+    write(tmp_path, "prog.py", f"""
+        import multiprocessing
+        import worker
+
+        def child():
+            worker.work(5)
+
+        if __name__ == "__main__":
+            process = multiprocessing.get_context({how!r}).Process(target=child)
+            process.start()
+            process.join()
+            assert process.exitcode == 0
+    """)
+    result = run_with_subprocesses(tmp_path, "--context", "profile", "--output", "report.txt", "prog.py")
+    assert result.returncode == 0, result.stderr
+    children = [p.read_text() for p in tmp_path.glob("report.*.txt")]
+    assert len(children) == 1 and re.search(r"^ +5 .* builtins\.abs$", children[0], re.M), children
+
+
+def test_a_subprocess_childs_whole_program_context_covers_its_threads(tmp_path):
+    write(tmp_path, "worker.py", WORK)
+    write(tmp_path, "prog.py", """
+        import subprocess, sys
+        subprocess.run([sys.executable, "-c", "import threading, worker; "
+                        "t = threading.Thread(target=worker.work, args=(5,)); t.start(); t.join()"], check=True)
+    """)
+    result = run_with_subprocesses(tmp_path, "--context", "profile", "--output", "report.txt", "prog.py")
+    assert result.returncode == 0, result.stderr
+    [child] = [p.read_text() for p in tmp_path.glob("report.*.txt")]
+    assert re.search(r"^ +5 .* builtins\.abs$", child, re.M) and " in 1 thread," in child
+
+
+FORKING = """
+import os, sys
+import cassette_hook as ch
+ch.install_from_env()
+import worker
+
+worker.before_fork()
+{fork}
+worker.in_parent()
+print(os.getpid(), child)
+"""
+
+FORKING_WORK = """
+def before_fork():
+    return abs(-1)
+
+def in_child():
+    return abs(-2)
+
+def in_parent():
+    return abs(-3)
+"""
+
+
+@pytest.mark.parametrize("fork", [
+    "child = os.fork()\nif child == 0:\n    worker.in_child()\n    sys.exit(0)\nos.waitpid(child, 0)",
+    "import multiprocessing\nprocess = multiprocessing.get_context('fork').Process(target=worker.in_child)\n"
+    "process.start()\nprocess.join()\nchild = process.pid",
+], ids=["os.fork", "multiprocessing-fork"])
+def test_install_from_env_gives_a_forked_child_a_report_of_its_own(tmp_path, fork):
+    # A server and its forks, each its own prof.{pid}.txt: {pid} is the writer's id.
+    write(tmp_path, "worker.py", FORKING_WORK)
+    write(tmp_path, "prog.py", FORKING.format(fork=fork))
+    env = env_for(tmp_path, CASSETTE_HOOK_INCLUDE="worker", CASSETTE_HOOK_CONTEXT="profile",
+                  CASSETTE_HOOK_OUTPUT=str(tmp_path / "prof.{pid}.txt"))
+    result = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    parent_pid, child_pid = result.stdout.split()
+    reports = sorted(p.name for p in tmp_path.glob("prof.*.txt"))
+    assert reports == sorted([f"prof.{parent_pid}.txt", f"prof.{child_pid}.txt"])
+    parent, child = (tmp_path / f"prof.{parent_pid}.txt").read_text(), (tmp_path / f"prof.{child_pid}.txt").read_text()
+    assert re.search(r"^ +2 .* builtins\.abs$", parent, re.M)  # before_fork and in_parent
+    assert re.search(r"^ +2 .* builtins\.abs$", child, re.M)  # before_fork (inherited) and in_child
+
+
+@pytest.mark.parametrize("spec", ["trace", "profile"])
+def test_a_process_install_from_env_instrumented_writes_no_report_if_its_context_saw_nothing(tmp_path, spec):
+    env = env_for(tmp_path, CASSETTE_HOOK_CONTEXT=spec,
+                  CASSETTE_HOOK_OUTPUT=str(tmp_path / "report.{pid}.txt"))
+    env["PYTHONPATH"] = os.pathsep.join([_subprocesses._SITE, env["PYTHONPATH"]])
+    result = subprocess.run([sys.executable, "-c", "print(len('plain'))"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "5\n", "")
+    assert list(tmp_path.glob("report*")) == []
+
+
+def test_the_command_lines_trace_of_a_program_that_makes_no_call_is_an_empty_file(tmp_path):
+    write(tmp_path, "prog.py", "x = 1\n")
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--context", "trace", "--output", "trace.txt",
+                             "prog.py"], cwd=tmp_path, env=env_for(tmp_path), capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "trace.txt").read_text() == ""

@@ -77,6 +77,12 @@ class ReportingContext(Context):
     def write_report(self) -> None:
         """Write what the context gathered to :attr:`output`.  Nothing, by default."""
 
+    def observed_nothing(self) -> bool:
+        """Whether the report would be empty: then a process that ``install_from_env``
+        instrumented (multiprocessing's resource tracker, say) does not write it.
+        ``False`` by default: the report is always written."""
+        return False
+
     def open_output(self) -> contextlib.AbstractContextManager[TextIO]:
         """``with self.open_output() as stream:`` -- a text stream for :attr:`output`: the
         stream itself, ``sys.stderr`` for ``None``, or the named file, opened for writing

@@ -114,6 +114,10 @@ class ProfileContext(ReportingContext):
         """Per function name: calls, self and cumulative time (ns), all threads added up."""
         return function_stats(self._trees_now(), self._locations)
 
+    def observed_nothing(self) -> bool:
+        """No call was made under the profile (see :meth:`ReportingContext.observed_nothing`)."""
+        return not any(tree.root.children for tree in self._trees_now())
+
     def threads(self) -> list[str]:
         """The names of the threads that made calls, in the order they started."""
         return [t.name for t in self._trees_now()]
@@ -124,7 +128,7 @@ class ProfileContext(ReportingContext):
 
     def dump(self, file: str | os.PathLike[str]) -> None:
         """Save the raw data as JSON, for :meth:`merge` (``{pid}`` becomes the process id)."""
-        data = dump(self._trees_now(), self._locations, os.getpid())
+        data = dump(self._trees_now(), dict(self._locations), os.getpid())  # a copy: threads add to it
         with open(expand(file), "w", encoding="utf-8") as stream:
             stream.write(json.dumps(data, separators=(",", ":")))
 

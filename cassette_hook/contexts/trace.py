@@ -15,6 +15,7 @@ not the program.
 from __future__ import annotations
 
 import array
+import errno
 import collections
 import itertools
 import os
@@ -44,7 +45,8 @@ class TraceContext(ReportingContext):
 
     The trace streams as the program runs; :meth:`write_report` flushes it (and closes
     ``output`` if it is a file the context opened).  Each thread has its own indentation;
-    lines from threads other than the first one to trace are prefixed ``[thread name]``.
+    lines from threads other than the one that made the context (for the command line's,
+    the main thread) are prefixed ``[thread name]``.
     """
 
     option_parsers = {"depth": positive_number, "include": patterns, "exclude": patterns,
@@ -62,11 +64,16 @@ class TraceContext(ReportingContext):
         self.abbreviate = Abbreviator(width)
         self._threads = threading.local()
         self._lock = threading.Lock()
-        self._first_thread: int | None = None
+        self._home = threading.current_thread()  # (a thread object: idents are reused)
         self._owned = isinstance(output, (str, os.PathLike))
         self._closed = False
-        # None: sys.stderr, looked up at each line
-        self._stream = self._open_file() if self._owned else cast("TextIO | None", output)
+        self._wrote = False
+        # a path: its file, opened at the first line (a process that traces nothing makes
+        # none); None: sys.stderr, looked up at each line
+        self._stream = None if self._owned else cast("TextIO | None", output)
+        if self._owned and not os.path.isdir(os.path.dirname(os.path.abspath(expand(output)))):  # type: ignore[arg-type]
+            # what opening it now would say (the command line then refuses to start)
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", os.fspath(output))  # type: ignore[arg-type]
 
     def overdub(self, f: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Run the call (``recurse``) and write it, its result or its exception."""
@@ -90,8 +97,8 @@ class TraceContext(ReportingContext):
         """Flush the trace; close ``output`` if the context opened it (later calls are
         then not written)."""
         with self._lock:
-            stream = self._stream if self._stream is not None else sys.stderr
             try:
+                stream = self._destination()  # (an empty trace is still a file)
                 stream.flush()
                 if self._owned:
                     stream.close()
@@ -104,12 +111,25 @@ class TraceContext(ReportingContext):
         :meth:`ReportingContext.separate`); a stream is shared with the parent."""
         super().separate()
         self._lock = threading.Lock()  # the fork may have copied it held by another thread
-        if self._owned and not self._closed:
+        if self._owned and not self._closed and self._stream is not None:
             try:
-                self._stream.close()  # type: ignore[union-attr]  # line-buffered: nothing of the parent's is left in it
+                self._stream.close()  # line-buffered: nothing of the parent's is left in it
             except (OSError, ValueError):
                 pass
+            self._stream = None  # the child's file is opened at its first line
+
+    def observed_nothing(self) -> bool:
+        """No line was written (see :meth:`ReportingContext.observed_nothing`)."""
+        return not self._wrote
+
+    def _destination(self) -> TextIO:
+        """Where lines go (call it holding the lock): the file, opened at the first call,
+        the stream, or ``sys.stderr``."""
+        if self._stream is None:
+            if not self._owned:
+                return sys.stderr
             self._stream = self._open_file()
+        return self._stream
 
     def _open_file(self) -> TextIO:
         """The trace file, line-buffered: a line is in the file once written, even if the
@@ -150,17 +170,17 @@ class TraceContext(ReportingContext):
         with self._lock:
             if self._closed:
                 return
-            ident = threading.get_ident()
-            if self._first_thread is None:
-                self._first_thread = ident
-            elif ident != self._first_thread:
-                line = f"[{threading.current_thread().name}] {line}"
-            stream = self._stream if self._stream is not None else sys.stderr
+            thread = threading.current_thread()
+            if thread is not self._home:
+                line = f"[{thread.name}] {line}"
             try:
-                stream.write(line)
-            except UnicodeEncodeError:  # a stream that cannot take some character of a value
-                stream.write(line.encode("ascii", "backslashreplace").decode("ascii"))
-            except (OSError, ValueError):  # closed or broken: stop tracing, not the program
+                stream = self._destination()
+                try:
+                    stream.write(line)
+                except UnicodeEncodeError:  # a stream that cannot take some character of a value
+                    stream.write(line.encode("ascii", "backslashreplace").decode("ascii"))
+                self._wrote = True
+            except (OSError, ValueError):  # closed, broken or not to be opened: stop tracing, not the program
                 self._closed = True
 
 

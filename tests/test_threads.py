@@ -1,0 +1,485 @@
+"""Whole-program contexts (the command line's, ``install_from_env``'s, the pytest plugin's)
+are active in every thread of the program, from its first call; ``with`` blocks stay
+per thread and nest above them."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextvars
+import ctypes
+import ctypes.util
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import io
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+import cassette_hook as ch
+from cassette_hook import _context
+
+pytest_plugins = ["pytester"]
+
+
+class Seen(ch.Context):
+    """Records (thread name, callee name) for every call it sees."""
+
+    operators = False
+
+    def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+        self.metadata.append((threading.current_thread().name, getattr(f, "__name__", None)))
+
+
+def instrumented_work() -> Callable[[int], int]:
+    """A function whose call sites consult the active contexts (as the import hook's do)."""
+
+    def work(n: int) -> int:
+        return sum(abs(-i) for i in range(n))
+
+    return ch.instrument(work)
+
+
+def calls_of(ctx: ch.Context, name: str) -> list[str]:
+    """The threads in which ``ctx`` saw a call of ``name``."""
+    return [thread for thread, callee in ctx.metadata if callee == name]
+
+
+@pytest.fixture
+def whole_program() -> Iterator[Callable[..., ch.Context]]:
+    """Activate contexts for the whole program; deactivated when the test ends."""
+    pushed: list[ch.Context] = []
+
+    def activate(*contexts: ch.Context) -> ch.Context:
+        _context.push_whole_program(contexts)
+        pushed.extend(contexts)
+        return contexts[-1]
+
+    yield activate
+    _context.pop_whole_program(pushed)
+
+
+def run_in_thread(target: Callable[[], Any], name: str = "worker") -> Any:
+    box: list[Any] = []
+    thread = threading.Thread(target=lambda: box.append(target()), name=name)
+    thread.start()
+    thread.join()
+    return box[0]
+
+
+# -- which threads see them ------------------------------------------------------------
+
+def test_a_whole_program_context_is_active_in_a_thread_started_after_it(whole_program):
+    ctx = whole_program(Seen(metadata=[]))
+    assert run_in_thread(ch.current_context) is ctx
+
+
+def test_a_whole_program_context_is_active_in_a_thread_started_before_it(whole_program):
+    started, go, box = threading.Event(), threading.Event(), []
+
+    def late() -> None:
+        started.set()
+        go.wait()
+        box.append(ch.current_context())
+
+    thread = threading.Thread(target=late)
+    thread.start()
+    started.wait()
+    ctx = whole_program(Seen(metadata=[]))
+    go.set()
+    thread.join()
+    assert box == [ctx]
+
+
+def test_a_whole_program_context_sees_the_calls_of_a_thread(whole_program):
+    ctx = whole_program(Seen(metadata=[]))
+    work = instrumented_work()
+    assert run_in_thread(lambda: work(3), name="worker") == 3
+    assert calls_of(ctx, "abs") == ["worker"] * 3
+
+
+def test_a_whole_program_context_sees_the_calls_of_thread_pool_workers(whole_program):
+    ctx = whole_program(Seen(metadata=[]))
+    with ThreadPoolExecutor(max_workers=3, thread_name_prefix="pool") as pool:
+        results = list(pool.map(instrumented_work(), [1, 2, 3, 4]))
+    assert results == [0, 1, 3, 6]
+    threads = calls_of(ctx, "abs")
+    assert len(threads) == 1 + 2 + 3 + 4 and all(t.startswith("pool") for t in threads)
+
+
+def test_a_whole_program_context_is_active_in_asyncio_to_thread_and_run_in_executor(whole_program):
+    ctx = whole_program(Seen(metadata=[]))
+
+    async def main() -> tuple[Any, Any]:
+        loop = asyncio.get_running_loop()
+        return await asyncio.to_thread(ch.current_context), await loop.run_in_executor(None, ch.current_context)
+
+    assert asyncio.run(main()) == (ctx, ctx)
+
+
+def test_a_whole_program_context_is_active_in_a_thread_that_c_code_started(whole_program):
+    # pthread_create calling back into Python through ctypes: the thread has no
+    # ``threading`` bootstrap, and CPython gives it a fresh thread state on the callback.
+    libc = ctypes.CDLL(ctypes.util.find_library("pthread") or ctypes.util.find_library("c"))
+    ctx = whole_program(Seen(metadata=[]))
+    box = []
+
+    @ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+    def start(_: Any) -> None:
+        box.append(ch.current_context())
+        return None
+
+    handle = ctypes.c_ulong()
+    assert libc.pthread_create(ctypes.byref(handle), None, start, None) == 0
+    assert libc.pthread_join(handle, None) == 0
+    assert box == [ctx]
+
+
+def test_a_context_copied_before_activation_sees_the_whole_program_contexts(whole_program):
+    copied = contextvars.copy_context()
+    ctx = whole_program(Seen(metadata=[]))
+    assert copied.run(ch.current_context) is ctx
+
+
+def test_threads_see_no_whole_program_context_once_it_is_deactivated(whole_program):
+    ctx = Seen(metadata=[])
+    _context.push_whole_program([ctx])
+    _context.pop_whole_program([ctx])
+    assert run_in_thread(ch.current_context) is None
+    assert ch.current_context() is None
+
+
+def test_deactivating_a_context_that_is_not_whole_program_is_an_error():
+    with pytest.raises(RuntimeError, match="is not a whole-program context"):
+        _context.pop_whole_program([Seen(metadata=[])])
+
+
+# -- with blocks keep their per-thread semantics -----------------------------------------
+
+def test_a_threads_own_with_block_nests_above_the_whole_program_contexts(whole_program):
+    outer = whole_program(Seen(metadata=[]))
+
+    work, in_hook = instrumented_work(), instrumented_work()
+
+    class Inner(ch.Context):
+        def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+            if f is abs:
+                in_hook(1)  # the hook's own calls: the contexts below see them
+
+    def in_thread() -> tuple[Any, Any]:
+        with Inner() as inner:
+            work(3)
+            return ch.current_context() is inner, _context.active.get().below.ctx
+
+    assert run_in_thread(in_thread, name="worker") == (True, outer)
+    assert calls_of(outer, "abs") == ["worker"] * 3  # in in_hook(1), once per abs of work(3)
+    assert run_in_thread(ch.current_context) is outer  # and it ends with the block
+
+
+def test_a_thread_does_not_see_another_threads_with_block_above_the_whole_program_contexts(whole_program):
+    outer = whole_program(Seen(metadata=[]))
+    with Seen(metadata=[]):
+        assert run_in_thread(ch.current_context) is outer
+
+
+def test_a_with_block_open_when_whole_program_contexts_are_activated_stays_innermost(whole_program):
+    with Seen(metadata=[]) as mine:
+        outer = whole_program(Seen(metadata=[]))
+        assert ch.current_context() is mine
+        assert run_in_thread(ch.current_context) is outer
+    assert ch.current_context() is outer
+
+
+def test_the_hooks_of_a_whole_program_context_do_not_see_their_own_calls(whole_program):
+    class Counting(ch.Context):
+        operators = False
+
+        def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+            self.metadata.append(getattr(f, "__name__", None))
+            len(args)  # must not be seen by this context (it is popped while its hook runs)
+
+    ctx = whole_program(Counting(metadata=[]))
+    work = instrumented_work()
+    run_in_thread(lambda: work(2))
+    assert "len" not in ctx.metadata and ctx.metadata.count("abs") == 2
+
+
+def test_the_recursion_limit_comes_back_when_whole_program_contexts_and_with_blocks_interleave():
+    limit = sys.getrecursionlimit()
+    outer = Seen(metadata=[])
+    with Seen(metadata=[]):
+        _context.push_whole_program([outer])
+    _context.pop_whole_program([outer])
+    assert sys.getrecursionlimit() == limit
+
+
+# -- whole programs: the command line and the pytest plugin ----------------------------
+
+THREADED = """
+import asyncio, threading
+from concurrent.futures import ThreadPoolExecutor
+import jobs
+
+thread = threading.Thread(target=jobs.in_thread, name="plain-thread")
+thread.start()
+thread.join()
+with ThreadPoolExecutor(2, thread_name_prefix="pool") as pool:
+    print(sorted(pool.map(jobs.in_pool, [1, 2, 3])))
+
+async def main():
+    loop = asyncio.get_running_loop()
+    return await asyncio.to_thread(jobs.in_to_thread), await loop.run_in_executor(None, jobs.in_executor)
+
+print(asyncio.run(main()))
+"""
+
+JOBS = """
+def work(n):
+    return sum(abs(-i) for i in range(n))
+
+def in_thread():
+    return work(2)
+
+def in_pool(n):
+    return work(n)
+
+def in_to_thread():
+    return work(4)
+
+def in_executor():
+    return work(5)
+"""
+
+
+def write(tmp_path: Path, name: str, source: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+def run_cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CASSETTE_HOOK_")}
+    return subprocess.run([sys.executable, "-m", "cassette_hook", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_command_lines_profile_counts_the_calls_of_every_thread(tmp_path):
+    write(tmp_path, "jobs.py", JOBS)
+    write(tmp_path, "prog.py", THREADED)
+    result = run_cli(tmp_path, "--context", "profile,operators=no,speedscope=prof.json", "--output", "table.txt",
+                     "prog.py")
+    assert result.returncode == 0, result.stderr
+    table = (tmp_path / "table.txt").read_text()
+    # (a thread's target is called by threading, which is not instrumented: its calls are seen)
+    assert re.search(r"^ +6 .* jobs\.work$", table, re.M)  # in_thread, 3 in_pool, in_to_thread, in_executor
+    assert re.search(r"^ +17 .* builtins\.abs$", table, re.M)  # 2 + 1+2+3 + 4 + 5
+    names = [p["name"] for p in json.loads((tmp_path / "prof.json").read_text())["profiles"]]
+    assert "plain-thread" in names and any(n.startswith("pool") for n in names)
+
+
+def test_the_command_lines_trace_shows_the_calls_of_a_thread_under_its_name(tmp_path):
+    write(tmp_path, "jobs.py", JOBS)
+    write(tmp_path, "prog.py", """
+        import threading, jobs
+        jobs.in_thread()
+        thread = threading.Thread(target=jobs.in_to_thread, name="worker")
+        thread.start()
+        thread.join()
+    """)
+    result = run_cli(tmp_path, "--context", "trace,operators=no,include=jobs", "--output", "trace.txt", "prog.py")
+    assert result.returncode == 0, result.stderr
+    lines = (tmp_path / "trace.txt").read_text().splitlines()
+    assert lines == ["jobs.in_thread()", "  jobs.work(2) -> 1", "jobs.in_thread -> 1", "[worker] jobs.work(4) -> 6"]
+
+
+def test_a_threaded_programs_output_is_the_same_under_the_command_lines_contexts(tmp_path):
+    write(tmp_path, "jobs.py", JOBS)
+    write(tmp_path, "prog.py", THREADED)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CASSETTE_HOOK_")}
+    plain = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert plain.returncode == 0 and plain.stdout == "[0, 1, 3]\n(6, 10)\n", plain.stderr
+    for spec in ("null", "profile", "trace"):
+        result = run_cli(tmp_path, "--context", spec, "--output", "report.txt", "prog.py")
+        assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, ""), spec
+
+
+def test_the_pytest_plugins_session_context_sees_the_threads_a_test_starts(pytester):
+    pytester.makepyfile(jobs=JOBS, counting=COUNTING)
+    pytester.syspathinsert()
+    pytester.makepyfile(test_it="""
+        import threading, jobs
+        def test_in_a_thread():
+            thread = threading.Thread(target=jobs.in_thread)
+            thread.start()
+            thread.join()
+    """)
+    result = pytester.runpytest_subprocess("--cassette-include", "jobs", "--cassette-context", "counting:Counting",
+                                           "-s")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["abs calls seen: 2"])
+
+
+COUNTING = """
+import cassette_hook as ch
+
+class Counting(ch.Context):
+    def prehook(self, f, *args, **kwargs):
+        self.metadata.append(getattr(f, "__name__", "?"))
+
+    def write_report(self):
+        print("abs calls seen:", self.metadata.count("abs"))
+
+    @classmethod
+    def from_options(cls, options, output):
+        return cls([])
+"""
+
+
+# -- the built-in contexts under concurrency -----------------------------------------------
+
+def run_threads(count: int, target: Callable[[], Any], *, together: bool = False) -> None:
+    """Run ``target`` in ``count`` threads named ``t0``, ``t1``...; ``together``: all at
+    once (a barrier), so that their hooks run at the same time."""
+    barrier = threading.Barrier(count)
+
+    def run() -> None:
+        if together:
+            barrier.wait()
+        target()
+
+    threads = [threading.Thread(target=run, name=f"t{i}") for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
+def test_the_profile_loses_no_call_of_many_short_threads(whole_program):
+    profile = whole_program(ch.ProfileContext(operators=False))
+    work = instrumented_work()
+    run_threads(60, lambda: work(3))
+    stats = profile.stats()
+    assert (stats["builtins.abs"].calls, stats["builtins.sum"].calls, len(profile.threads())) == (180, 60, 60)
+    assert profile.table().startswith(f"{180 + 60 + 60} calls of 3 functions in 60 threads")
+
+
+def test_the_profile_loses_no_call_when_threads_run_its_hooks_at_the_same_time(whole_program):
+    profile = whole_program(ch.ProfileContext(operators=False))
+    work = instrumented_work()
+    run_threads(4, lambda: [work(50) for _ in range(20)], together=True)
+    assert profile.stats()["builtins.abs"].calls == 4 * 20 * 50
+    assert sorted(p["name"] for p in profile.speedscope()["profiles"]) == ["t0", "t1", "t2", "t3"]
+
+
+def test_the_trace_keeps_every_line_of_threads_tracing_at_the_same_time_whole(whole_program):
+    out = io.StringIO()
+    whole_program(ch.TraceContext(out, operators=False))
+    work = instrumented_work()
+    run_threads(4, lambda: [work(30) for _ in range(5)], together=True)
+    # Per work(30): range, sum opened, 30 abs inside it, sum closed: 33 lines, each whole.
+    shape = re.compile(r"(\[t\d\] )?(builtins\.range\(30\) -> range\(0, 30\)|builtins\.sum\(<generator .*\)|"
+                       r"  builtins\.abs\(-?\d+\) -> \d+|builtins\.sum -> 435)")
+    matches = [shape.fullmatch(line) for line in out.getvalue().splitlines()]
+    assert all(matches)
+    per_thread = collections.Counter(m.group(1) for m in matches if m is not None)
+    assert per_thread == {f"[t{i}] ": 5 * 33 for i in range(4)}
+
+
+def test_the_trace_names_every_thread_but_the_one_that_made_it_even_when_it_traces_last(whole_program):
+    # (sequential threads often get the same ident: each is still named)
+    out = io.StringIO()
+    whole_program(ch.TraceContext(out, operators=False, include=["builtins"]))
+    work = instrumented_work()
+    run_in_thread(lambda: work(1), name="first")
+    run_in_thread(lambda: work(1), name="second")
+    work(1)
+    calls = ["builtins.range(", "builtins.sum(", "  builtins.abs(", "builtins.sum -> 0"]
+    assert [re.sub(r"\(.*", "(", line) for line in out.getvalue().splitlines()] == [
+        *(f"[first] {call}" for call in calls), *(f"[second] {call}" for call in calls), *calls]
+
+
+def test_a_hook_that_raises_in_one_thread_fails_that_thread_only(whole_program):
+    class Failing(ch.Context):
+        operators = False
+
+        def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+            if f is abs and threading.current_thread().name == "t1":
+                raise RuntimeError("hook failed in t1")
+
+    whole_program(Failing())
+    work, results, failures = instrumented_work(), {}, []
+
+    def target() -> None:
+        try:
+            results[threading.current_thread().name] = work(4)
+        except RuntimeError as exc:
+            failures.append((threading.current_thread().name, str(exc)))
+
+    run_threads(3, target, together=True)
+    assert results == {"t0": 6, "t2": 6} and failures == [("t1", "hook failed in t1")]
+
+
+DAEMON = """
+import threading, jobs
+
+def forever(started):
+    for i in range(10 ** 9):
+        jobs.work(3)
+        if i == 100:
+            started.set()
+
+jobs.work(1)
+started = threading.Event()
+threading.Thread(target=forever, args=(started,), daemon=True, name="daemon").start()
+started.wait()
+print("main done")
+"""
+
+
+def test_a_daemon_thread_still_running_at_exit_is_profiled_as_far_as_it_got(tmp_path):
+    write(tmp_path, "jobs.py", JOBS)
+    write(tmp_path, "prog.py", DAEMON)
+    result = run_cli(tmp_path, "--context", "profile,operators=no,speedscope=prof.json,raw=raw.json",
+                     "--output", "table.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "main done\n", "")
+    calls = int(re.search(r"^ +(\d+) .* jobs\.work$", (tmp_path / "table.txt").read_text(), re.M).group(1))
+    assert calls > 100
+    assert "daemon" in [p["name"] for p in json.loads((tmp_path / "prof.json").read_text())["profiles"]]
+    assert ch.ProfileContext.merge([tmp_path / "raw.json"]).stats()["jobs.work"].calls >= calls
+
+
+def test_a_daemon_thread_still_tracing_at_exit_leaves_a_whole_trace(tmp_path):
+    write(tmp_path, "jobs.py", JOBS)
+    write(tmp_path, "prog.py", DAEMON)
+    result = run_cli(tmp_path, "--context", "trace,operators=no,include=jobs", "--output", "trace.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, "main done\n", "")
+    lines = (tmp_path / "trace.txt").read_text().splitlines()
+    assert lines[0] == "jobs.work(1) -> 0"
+    assert len(lines) > 100 and set(lines[1:]) == {"[daemon] jobs.work(3) -> 3"}
+
+
+def test_the_profiles_raw_dump_is_whole_when_a_thread_records_a_new_function_meanwhile(whole_program, tmp_path):
+    profile = whole_program(ch.ProfileContext(operators=False))
+    work = instrumented_work()
+    run_threads(1, lambda: work(2))
+
+    def another_thread_meanwhile(frame: Any, event: str, arg: Any) -> Any:
+        # The GIL may pass to another thread between any two lines of the report's code;
+        # make that happen at each, the other thread recording a function new to it.
+        if event == "line":
+            profile._new_node(profile._trees_now()[0].root, f"mod.new{len(profile._locations)}", work)
+        return another_thread_meanwhile if frame.f_code.co_filename.endswith("_calltree.py") else None
+
+    sys.settrace(another_thread_meanwhile)
+    try:
+        profile.dump(tmp_path / "raw.json")
+    finally:
+        sys.settrace(None)
+    assert ch.ProfileContext.merge([tmp_path / "raw.json"]).stats()["builtins.abs"].calls == 2
