@@ -2,7 +2,7 @@
 
     python -m cassette_hook [--include P]... [--exclude P]... [--context SPEC]...
                             [--output FILE] [--subprocesses] [--debug CATEGORY[,CATEGORY]]
-                            (script.py | -m module | -c code) [args...]
+                            (script.py | dir | app.zip | -m module | -c code) [args...]
 
 The program sees what it would see under ``python``: ``sys.argv``, ``sys.path[0]``,
 ``__main__``, ``__file__``; its exit status, ``sys.exit``, uncaught exceptions (the
@@ -29,7 +29,7 @@ _WITH_VALUE = {"--include", "--exclude", "--context", "--output", "--debug"}
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m cassette_hook",
-        usage="%(prog)s [options] (script.py | -m module | -c code) [args...]",
+        usage="%(prog)s [options] (script.py | dir | app.zip | -m module | -c code) [args...]",
         description="Run a Python program with its modules instrumented and contexts active.",
         epilog="By default the script's directory (for -m, the module's top package; for -c, the current "
                "directory) is instrumented. Standard library and site-packages modules are instrumented "
@@ -54,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"cassette_hook {__version__}")
     parser.add_argument("-m", dest="module", metavar="module", help="run a library module as a script")
     parser.add_argument("-c", dest="code", metavar="code", help="run a program passed in as a string")
-    parser.add_argument("script", nargs="?", help="the program to run")
+    parser.add_argument("script", nargs="?",
+                        help="the program to run: a script, or a directory or zip file with a __main__.py")
     return parser
 
 
@@ -113,6 +114,8 @@ def _default_include(options: argparse.Namespace) -> str:
         return str(options.module.partition(".")[0])
     if options.code is not None:
         return os.getcwd()
+    if _runs_as_main_module(_absolute(options.script)):
+        return str(os.path.realpath(options.script))  # the directory or zip file is the program
     return str(os.path.dirname(os.path.realpath(options.script)))
 
 
@@ -149,8 +152,44 @@ def _run(options: argparse.Namespace, args: list[str]) -> int:
     return 0
 
 
+def _absolute(path: str) -> str:
+    """``path`` made absolute as ``python`` makes its script's: joined to the current
+    directory, not normalized (``./prog.py`` stays ``/cwd/./prog.py``)."""
+    if path in ("", "."):
+        return os.getcwd()
+    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+
+
+def _runs_as_main_module(path: str) -> bool:
+    """Does ``python path`` run ``path``'s ``__main__`` module rather than ``path`` itself?
+
+    It does when an import hook of ``sys.path_hooks`` takes ``path`` -- a directory, or a
+    zip file whatever its name -- as ``runpy.run_path`` and ``python``'s own start-up
+    decide.  Anything else is read as a script.
+    """
+    import pkgutil
+
+    return pkgutil.get_importer(path) is not None
+
+
+def _run_main_module(path: str, script: str, args: list[str]) -> None:
+    """Run a directory or zip file as ``python`` does: ``path`` first on ``sys.path``, then
+    its ``__main__`` module through ``runpy`` (found by the import hook, so instrumented
+    when the include patterns cover it, as they do by default).  ``runpy`` itself prints
+    "can't find '__main__' module in ..." and exits with status 1."""
+    import runpy
+
+    sys.argv = [script, *args]
+    sys.path[0] = path
+    sys.modules["__main__"] = _fresh_main()  # what runpy runs the module in
+    runpy._run_module_as_main("__main__", alter_argv=False)  # type: ignore[attr-defined]
+
+
 def _run_script(script: str, args: list[str]) -> None:
-    path = os.path.abspath(script)
+    path = _absolute(script)
+    if _runs_as_main_module(path):
+        _run_main_module(path, script, args)
+        return
     try:
         with open(path, "rb") as file:
             source = file.read()
@@ -191,7 +230,9 @@ def _print_uncaught(exc: BaseException) -> None:
 
 
 def _is_ours(filename: str) -> bool:
-    return filename.startswith(_OWN_DIR) or os.path.basename(filename) == "runpy.py"
+    """Frames of cassette_hook's own.  (The ``runpy`` frames of ``-m`` and of a directory
+    stay: ``python`` shows them too.)"""
+    return filename.startswith(_OWN_DIR)
 
 
 def _die_of_sigint() -> NoReturn:

@@ -55,6 +55,70 @@ def test_code_run_with_dash_c_sees_what_python_gives_it(tmp_path):
     assert hooked.stdout == plain.stdout and "switched: True" in hooked.stderr
 
 
+MAIN_MODULE_PROBE = PROBE + """
+print(__spec__.name, __spec__.origin, __package__, __cached__)
+"""
+
+
+def zip_app(tmp_path: Path, name: str, files: dict[str, str]) -> Path:
+    import zipfile
+
+    path = tmp_path / name
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, source in files.items():
+            archive.writestr(member, textwrap.dedent(source))
+    return path
+
+
+@pytest.mark.parametrize("target", ["app", "./app/"])
+def test_directory_with_main_module_sees_what_python_gives_it(tmp_path, target):
+    script(tmp_path, MAIN_MODULE_PROBE, "app/__main__.py")
+    plain, hooked = run(target, "a", cwd=tmp_path, instrumented=False), run(target, "a", cwd=tmp_path)
+    assert (hooked.stdout, hooked.returncode) == (plain.stdout, plain.returncode) == (plain.stdout, 0)
+    assert "switched: True" in hooked.stderr
+
+
+@pytest.mark.parametrize("name", ["app.zip", "app.pyz", "app"])  # python goes by the content, not the name
+def test_zip_file_with_main_module_sees_what_python_gives_it(tmp_path, name):
+    zip_app(tmp_path, name, {"__main__.py": MAIN_MODULE_PROBE})
+    plain, hooked = run(name, "-v", cwd=tmp_path, instrumented=False), run(name, "-v", cwd=tmp_path)
+    assert (hooked.stdout, hooked.returncode) == (plain.stdout, plain.returncode) == (plain.stdout, 0)
+    assert "switched: True" in hooked.stderr
+
+
+def test_modules_of_a_zip_app_are_instrumented_by_default(tmp_path):
+    zip_app(tmp_path, "app.zip", {"__main__.py": "import helper\nprint(helper.switched())\n",
+                                  "helper.py": "def switched():\n    return '__cassette_hook_enter__' in switched.__code__.co_names\n"})
+    assert run("app.zip", cwd=tmp_path).stdout == "True\n"
+
+
+@pytest.mark.parametrize("make", [lambda p: (p / "empty").mkdir(), lambda p: zip_app(p, "empty", {"x.py": ""})],
+                         ids=["directory", "zip"])
+def test_directory_or_zip_without_main_module_gives_pythons_message_and_status(tmp_path, make):
+    make(tmp_path)
+    plain, hooked = run("empty", cwd=tmp_path, instrumented=False), run("empty", cwd=tmp_path)
+    assert (hooked.returncode, hooked.stderr) == (plain.returncode, plain.stderr)
+    assert plain.returncode == 1 and "can't find '__main__' module" in plain.stderr
+
+
+def test_uncaught_exception_in_a_directory_app_prints_pythons_traceback(tmp_path):
+    script(tmp_path, "def fail():\n    raise ValueError('bad')\nfail()\n", "app/__main__.py")
+    plain, hooked = run("app", cwd=tmp_path, instrumented=False), run("app", cwd=tmp_path)
+    assert (hooked.returncode, hooked.stderr) == (plain.returncode, plain.stderr) == (1, plain.stderr)
+
+
+def test_uncaught_exception_in_a_module_run_with_dash_m_prints_pythons_traceback(tmp_path):
+    script(tmp_path, "def fail():\n    raise ValueError('bad')\nfail()\n", "pkg/__main__.py")
+    plain, hooked = run("-m", "pkg", cwd=tmp_path, instrumented=False), run("-m", "pkg", cwd=tmp_path)
+    assert (hooked.returncode, hooked.stderr) == (plain.returncode, plain.stderr) == (1, plain.stderr)
+
+
+def test_script_named_by_a_relative_path_keeps_it_in_its_file_as_python_does(tmp_path):
+    script(tmp_path, PROBE)
+    plain, hooked = run("./prog.py", cwd=tmp_path, instrumented=False), run("./prog.py", cwd=tmp_path)
+    assert hooked.stdout == plain.stdout and "/./prog.py" in plain.stdout
+
+
 def test_exit_status_of_sys_exit_is_kept(tmp_path):
     script(tmp_path, "import sys\nprint('partial', end='')\nsys.exit(3)\n")
     result = run("prog.py", cwd=tmp_path)
