@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from . import _context, _debug, _process, _specs, _unmatched, importhook
+from . import _context, _debug, _process, _pytest_assertions, _specs, _unmatched, importhook
 
 _session_contexts: list[_context.Context] = []
 
@@ -41,21 +41,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
-    """Install the hook before conftest files import the package under test."""
+    """Install the hook before conftest files import the package under test; chain it
+    after pytest's assertion rewriting, which loads test modules itself."""
     try:
         _debug.enable(early_config.known_args_namespace.cassette_debug)
     except ValueError as exc:
         raise pytest.UsageError(f"--cassette-debug: {exc}") from None
     include = early_config.known_args_namespace.cassette_include
-    if not include:
-        return
-    exclude = early_config.known_args_namespace.cassette_exclude
-    finder = importhook.install(include, exclude)
-    # A plugin may have imported part of the package already: give those modules the
-    # same code in place.
-    for name, module in list(sys.modules.items()):
-        if module is not None and finder.patterns.matches(name, getattr(module, "__file__", None)):
-            importhook.instrument(module)
+    if include:
+        exclude = early_config.known_args_namespace.cassette_exclude
+        finder = importhook.install(include, exclude)
+        # A plugin may have imported part of the package already: give those modules the
+        # same code in place.
+        for name, module in list(sys.modules.items()):
+            if module is not None and finder.patterns.matches(name, getattr(module, "__file__", None)):
+                importhook.instrument(module)
+    # (installed here, or by python -m cassette_hook / install_from_env)
+    if importhook.installed() is not None and _pytest_assertions.compose():
+        early_config.add_cleanup(_pytest_assertions.undo)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -58,6 +58,48 @@ def test_without_the_option_nothing_is_instrumented(project):
     project.runpytest_subprocess().assert_outcomes(passed=1)
 
 
+TEST_MODULE_CALLING_A_HELPER = """
+    from counting import Counting
+
+    def helper():
+        return 3
+
+    def calls_helper():  # entered under the context, so its calls are seen
+        return helper()
+
+    def test_seen_by_a_context():
+        ctx = Counting([])
+        with ctx:
+            calls_helper()
+        assert ctx.metadata == ["helper"]
+
+    def test_explained_by_pytest():
+        assert helper() == 4
+"""
+
+
+@pytest.mark.parametrize("assert_mode", ["rewrite", "plain"])
+def test_included_test_module_is_instrumented_under_either_assertion_mode(project, assert_mode):
+    project.makepyfile(test_it=TEST_MODULE_CALLING_A_HELPER)
+    result = project.runpytest_subprocess("--cassette-include", "test_it", f"--assert={assert_mode}")
+    result.assert_outcomes(passed=1, failed=1)
+
+
+def test_included_test_module_keeps_pytests_assertion_explanations(project):
+    project.makepyfile(test_it=TEST_MODULE_CALLING_A_HELPER)
+    result = project.runpytest_subprocess("--cassette-include", "test_it")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["E       assert 3 == 4", "E        +  where 3 = helper()"])
+
+
+def test_test_module_included_by_the_command_line_is_instrumented_under_assertion_rewriting(project):
+    project.makepyfile(test_it=TEST_MODULE_CALLING_A_HELPER)
+    result = project.run(sys.executable, "-m", "cassette_hook", "--include", "test_it", "-m", "pytest", "-p",
+                         "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["E       assert 3 == 4"])
+
+
 def test_cassette_context_fixture_scopes_a_mock_to_one_test(project):
     project.makepyfile(test_it="""
         import cassette_hook as ch
