@@ -83,11 +83,21 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         importhook.uninstall()
 
 
+NOTHING_INSTRUMENTED = (
+    "The cassette_context fixture activated a context, but nothing was instrumented: pytest ran without "
+    "--cassette-include (and no import hook was installed otherwise), so the calls inside the code under "
+    "test are not call sites and the context saw none of them.\n"
+    "Add --cassette-include PACKAGE (the package under test, a module name or a directory; repeatable), "
+    "on the command line or in the addopts of your pytest configuration.")
+_without_hook = pytest.StashKey[bool]()
+
+
 @pytest.fixture
-def cassette_context() -> Iterator[Callable[..., _context.Context]]:
+def cassette_context(request: pytest.FixtureRequest) -> Iterator[Callable[..., _context.Context]]:
     """Activate contexts for the rest of this test: ``cassette_context(ctx)`` pushes
     ``ctx`` (a context, a context class to make with the other arguments, or a spec
-    string as for ``--cassette-context``) and returns it; each is popped when the test ends."""
+    string as for ``--cassette-context``) and returns it; each is popped when the test ends.
+    If nothing is instrumented, a failure of the test says so (:data:`NOTHING_INSTRUMENTED`)."""
     pushed: list[_context.Context] = []
 
     def activate(ctx: Any, *args: Any, **kwargs: Any) -> _context.Context:
@@ -95,6 +105,8 @@ def cassette_context() -> Iterator[Callable[..., _context.Context]]:
             ctx = _specs.make(ctx)
         elif isinstance(ctx, type) and issubclass(ctx, _context.Context):
             ctx = ctx(*args, **kwargs)
+        if importhook.installed() is None:
+            request.node.stash[_without_hook] = True
         _context.push(ctx)
         pushed.append(ctx)
         return pushed[-1]
@@ -102,3 +114,13 @@ def cassette_context() -> Iterator[Callable[..., _context.Context]]:
     yield activate
     for ctx in reversed(pushed):
         _context.pop(ctx)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A test that failed with a context of the fixture active and nothing instrumented
+    probably failed for that: its report says so, in a section of its own."""
+    outcome = yield
+    report = outcome.get_result()  # type: ignore[attr-defined]
+    if report.failed and item.stash.get(_without_hook, False):
+        report.sections.append(("cassette_hook: nothing is instrumented", NOTHING_INSTRUMENTED))

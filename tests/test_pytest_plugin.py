@@ -125,6 +125,39 @@ def test_cassette_context_fixture_scopes_a_mock_to_one_test(project):
     project.runpytest_subprocess("--cassette-include", "money").assert_outcomes(passed=2)
 
 
+MOCKED_RATE_TEST = """
+    import cassette_hook as ch
+    import money
+
+    class FixedRates(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: FixedRates, f: ch.Is[money.rate], currency):
+        return ctx.metadata[currency]
+
+    def test_mocked(cassette_context):
+        cassette_context(FixedRates({"EUR": 2}))
+        assert money.convert(10, "EUR") == 20
+"""
+
+
+def test_cassette_context_fixture_without_include_says_what_to_add_when_the_test_fails(project):
+    project.makepyfile(test_it=MOCKED_RATE_TEST)
+    result = project.runpytest_subprocess()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*cassette_hook: nothing is instrumented*",
+                                 "*pytest ran without --cassette-include*",
+                                 "Add --cassette-include PACKAGE*"])
+
+
+def test_cassette_context_fixture_with_include_gives_no_such_hint(project):
+    project.makepyfile(test_it=MOCKED_RATE_TEST.replace("== 20", "== 21"))
+    result = project.runpytest_subprocess("--cassette-include", "money")
+    result.assert_outcomes(failed=1)
+    assert "nothing is instrumented" not in result.stdout.str()
+
+
 def test_cassette_context_fixture_makes_a_context_from_a_class(project):
     project.makepyfile(test_it="""
         import money
