@@ -90,9 +90,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give exactly one of: a script, -m module, -c code")
     try:
         contexts = [_specs.make(spec, options.output) for spec in options.context]
-    except Exception as exc:  # a bad name, option or constructor: the error, not our traceback
-        parser.error(f"--context: {exc}" if isinstance(exc, _specs.SpecError) else
-                     f"--context: cannot make the context: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # a bad name, option, report file or constructor: the error, not our traceback
+        parser.error(_specs.describe_error(exc, "--context", "--output"))
     try:
         _debug.enable(options.debug)
     except ValueError as exc:

@@ -25,6 +25,7 @@ import sys
 from typing import Iterable, Mapping
 
 from . import _context, _debug, _specs, _unmatched, importhook
+from .contexts import ReportPathError
 
 INCLUDE, EXCLUDE, CONTEXT, OUTPUT, SEPARATE = (
     "CASSETTE_HOOK_INCLUDE", "CASSETTE_HOOK_EXCLUDE", "CASSETTE_HOOK_CONTEXT", "CASSETTE_HOOK_OUTPUT",
@@ -123,9 +124,11 @@ def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
     ``{pid}`` stands for the id of the process writing the report: a forked child's own).
     ``CASSETTE_HOOK_DEBUG`` holds ``--debug`` categories.  A context that observed nothing
     writes no report.  Returns whether anything was installed.  A bad spec raises
-    ``SpecError``, naming it and what is available.  An include pattern that matched no
-    imported module is named on stderr at exit, except in the children of
-    ``--subprocesses`` (which are given the patterns of the whole tree).
+    ``SpecError``, naming it and what is available; a report file that cannot be written
+    raises ``ReportPathError`` naming the variable that gave it, before anything is
+    installed.  An include pattern that matched no imported module is named on stderr at
+    exit, except in the children of ``--subprocesses`` (which are given the patterns of
+    the whole tree).
     """
     global _reports_if_empty
     environ = os.environ if environ is None else environ
@@ -133,7 +136,10 @@ def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
     include, exclude = split(environ.get(INCLUDE)), split(environ.get(EXCLUDE))
     specs = split(environ.get(CONTEXT), ";")
     output = environ.get(OUTPUT) or None
-    contexts = [_specs.make(spec, output) for spec in specs]
+    try:
+        contexts = [_specs.make(spec, output) for spec in specs]
+    except ReportPathError as exc:
+        raise ReportPathError(_specs.describe_error(exc, CONTEXT, OUTPUT), exc.option) from None
     if environ.get(SEPARATE):  # a child of ``--subprocesses``: keep off the parent's files
         separate(contexts)
     if include:

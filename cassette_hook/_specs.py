@@ -83,3 +83,15 @@ def _load(target: str) -> Any:
         names = ", ".join(sorted(contexts)) or "none"
         raise SpecError(f"unknown context {target!r} (available: {names}; or give module:attr)")
     return contexts[target].load()
+
+
+def describe_error(exc: Exception, context_source: str, output_source: str) -> str:
+    """What went wrong making a context, for a user who gave the specs in ``context_source``
+    (``--context``, an environment variable ...) and the report file in ``output_source``."""
+    from .contexts import ReportPathError
+
+    if isinstance(exc, ReportPathError):
+        return f"{output_source if exc.option is None else context_source}: {exc}"
+    if isinstance(exc, SpecError):
+        return f"{context_source}: {exc}"
+    return f"{context_source}: cannot make the context: {type(exc).__name__}: {exc}"

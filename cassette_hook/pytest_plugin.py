@@ -68,7 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         contexts = [_specs.make(spec, config.getoption("cassette_output")) for spec in specs]
     except Exception as exc:
-        raise pytest.UsageError(f"--cassette-context: {exc}") from None
+        raise pytest.UsageError(_specs.describe_error(exc, "--cassette-context", "--cassette-output")) from None
     _context.push_whole_program(contexts)  # every thread the tests start runs under them
     _session_contexts.extend(contexts)
 

@@ -165,6 +165,27 @@ def test_unknown_context_lists_the_available_ones_with_status_2(tmp_path):
     assert "unknown context 'nope'" in result.stderr and "null" in result.stderr and "trace" in result.stderr
 
 
+@pytest.mark.parametrize("args, option", [
+    (["--context", "profile", "--output", "missing/table.txt"], "--output"),
+    (["--context", "trace", "--output", "missing/trace.txt"], "--output"),
+    (["--context", "profile,flamegraph=missing/f.svg"], "--context"),
+    (["--context", "profile,speedscope=missing/p.json,dot=d.dot"], "--context"),
+])
+def test_unwritable_report_file_is_a_usage_error_before_the_program_starts(tmp_path, args, option):
+    script(tmp_path, "open('started', 'w').close()")
+    result = run(*args, "prog.py", cwd=tmp_path)
+    assert result.returncode == 2 and not (tmp_path / "started").exists()
+    assert f"error: {option}: " in result.stderr and "cannot write" in result.stderr
+    assert f"no such directory {str(tmp_path / 'missing')!r}" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.py"]  # nothing created
+
+
+def test_profile_report_file_is_written_at_exit_not_before(tmp_path):
+    script(tmp_path, "import os\nprint(os.path.exists('table.txt'))\n")
+    result = run("--context", "profile", "--output", "table.txt", "prog.py", cwd=tmp_path)
+    assert result.stdout == "False\n" and "calls of" in (tmp_path / "table.txt").read_text()
+
+
 def test_context_that_fails_to_construct_reports_the_error_not_a_traceback(tmp_path):
     script(tmp_path, """
         import cassette_hook as ch

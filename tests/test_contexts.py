@@ -12,7 +12,7 @@ import threading
 import pytest
 
 import cassette_hook as ch
-from cassette_hook.contexts import NullContext, ProfileContext, ReportingContext, TraceContext
+from cassette_hook.contexts import NullContext, ProfileContext, ReportingContext, ReportPathError, TraceContext
 
 M = __name__  # the module name the trace shows for this file's functions
 
@@ -111,6 +111,37 @@ def test_from_options_refuses_bad_options_naming_them_and_the_valid_keys(cls, op
     assert str(info.value).startswith(cls.__name__)
     if "unknown" not in message:
         assert "(valid options: " in str(info.value)
+
+
+@pytest.mark.parametrize("cls, option", [(TraceContext, None), (NullContext, None), (ProfileContext, None),
+                                         *[(ProfileContext, key) for key in ("speedscope", "collapsed", "dot",
+                                                                             "flamegraph", "raw")]])
+def test_from_options_refuses_a_report_file_in_a_missing_directory(tmp_path, cls, option):
+    missing = str(tmp_path / "missing" / "report.txt")
+    options, output = ({}, missing) if option is None else ({option: missing}, None)
+    with pytest.raises(ReportPathError) as info:
+        cls.from_options(options, output)
+    assert info.value.option == option
+    assert str(info.value).startswith(f"{cls.__name__}: cannot write ")
+    assert f"no such directory {str(tmp_path / 'missing')!r}" in str(info.value)
+
+
+@pytest.mark.parametrize("make_path, why", [
+    (lambda tmp: tmp, "is a directory"),
+    (lambda tmp: (tmp / "file").touch() or tmp / "file" / "report.txt", "is not a directory"),
+])
+def test_from_options_refuses_a_report_file_that_cannot_be_a_file(tmp_path, make_path, why):
+    path = str(make_path(tmp_path))
+    with pytest.raises(ReportPathError, match=why):
+        ProfileContext.from_options({"flamegraph": path}, None)
+
+
+def test_from_options_leaves_an_existing_report_file_as_it_is_until_the_report(tmp_path):
+    existing = tmp_path / "prof.txt"
+    existing.write_text("from an earlier run")
+    ProfileContext.from_options({"dot": str(tmp_path / "new.dot")}, str(existing))
+    assert existing.read_text() == "from an earlier run"
+    assert not (tmp_path / "new.dot").exists()
 
 
 def test_a_third_party_reporting_context_gets_from_options_from_the_base():

@@ -56,6 +56,17 @@ def test_install_from_env_rejects_an_unknown_context():
         ch.install_from_env({"CASSETTE_HOOK_CONTEXT": "nope"})
 
 
+@pytest.mark.parametrize("variables, named", [
+    ({"CASSETTE_HOOK_CONTEXT": "profile", "CASSETTE_HOOK_OUTPUT": "{missing}/table.txt"}, "CASSETTE_HOOK_OUTPUT"),
+    ({"CASSETTE_HOOK_CONTEXT": "profile,flamegraph={missing}/f.svg"}, "CASSETTE_HOOK_CONTEXT"),
+])
+def test_install_from_env_refuses_an_unwritable_report_file_naming_the_variable(tmp_path, variables, named):
+    environ = {key: value.format(missing=tmp_path / "missing") for key, value in variables.items()}
+    with pytest.raises(ch.contexts.ReportPathError, match=f"^{named}: ProfileContext: cannot write .*no such directory"):
+        ch.install_from_env(environ)
+    assert ch.current_context() is None
+
+
 def test_sitecustomize_instruments_a_plain_python_child(tmp_path):
     write(tmp_path, "worker.py", WORK)
     write(tmp_path, "prog.py", """

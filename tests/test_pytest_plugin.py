@@ -195,6 +195,17 @@ def test_unknown_session_context_is_a_usage_error(project):
     result.stderr.fnmatch_lines(["*unknown context 'nope'*available*"])
 
 
+@pytest.mark.parametrize("args, option", [
+    (["--cassette-context", "profile", "--cassette-output", "missing/table.txt"], "--cassette-output"),
+    (["--cassette-context", "profile,collapsed=missing/stacks.txt"], "--cassette-context"),
+])
+def test_unwritable_report_file_is_a_usage_error(project, args, option):
+    project.makepyfile(test_it="def test_never(): pass")
+    result = project.runpytest_subprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*{option}: ProfileContext: cannot write *: no such directory *missing*"])
+
+
 def test_suite_that_makes_warnings_errors_runs_under_the_command_line(project):
     # python -m cassette_hook imports cassette_hook before pytest loads it as a plugin;
     # pytest must not warn that it cannot rewrite it (toolz's suite makes that an error).

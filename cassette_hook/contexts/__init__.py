@@ -12,10 +12,10 @@ NAME,key=value`` options by ``from_options`` and reporting at exit with ``write_
 
 from __future__ import annotations
 
-from ._base import ReportingContext
+from ._base import ReportingContext, ReportPathError
 from ._calltree import FunctionStats
 from .null import NullContext
 from .profile import ProfileContext
 from .trace import TraceContext
 
-__all__ = ["FunctionStats", "NullContext", "ProfileContext", "ReportingContext", "TraceContext"]
+__all__ = ["FunctionStats", "NullContext", "ProfileContext", "ReportPathError", "ReportingContext", "TraceContext"]

@@ -60,7 +60,9 @@ class ReportingContext(Context):
     def from_options(cls: type[R], options: Mapping[str, str], output: str | None = None) -> R:
         """Build a context from ``--context NAME,key=value,...`` options (all strings) and
         ``--output`` (``None``: standard error).  Raises ``ValueError`` naming the bad key
-        or value and listing the valid keys."""
+        or value and listing the valid keys, and :class:`ReportPathError` if ``output`` or
+        an option parsed by :func:`path` names a file that cannot be written -- before the
+        program runs, rather than after it, when the report would be lost."""
         valid = ", ".join(sorted(cls.option_parsers)) or "none"
         kwargs: dict[str, Any] = {}
         for key, value in options.items():
@@ -72,6 +74,10 @@ class ReportingContext(Context):
             except ValueError as exc:
                 raise ValueError(f"{cls.__name__}: bad value for option {key}={value!r}: {exc} "
                                  f"(valid options: {valid})") from None
+            if parse is path:
+                check_writable(value, f"{cls.__name__}: cannot write {key}={value!r}", key)
+        if isinstance(output, (str, os.PathLike)):  # (not a stream, nor None: standard error)
+            check_writable(output, f"{cls.__name__}: cannot write its report to {output!r}", None)
         return cls(output, **kwargs)
 
     def write_report(self) -> None:
@@ -166,6 +172,35 @@ def choice(*names: str) -> Callable[[str], str]:
 
 
 # -- writing reports -------------------------------------------------------------------
+
+class ReportPathError(ValueError):
+    """A report would go to a file that cannot be written.  ``option`` is the context
+    option naming the file, or ``None`` for the report's ``output``."""
+
+    def __init__(self, message: str, option: str | None) -> None:
+        super().__init__(message)
+        self.option = option
+
+
+def check_writable(file: str | os.PathLike[str], what: str, option: str | None) -> None:
+    """Raise :class:`ReportPathError` (``what: why``) unless ``file`` (``{pid}`` expanded)
+    could be written now: its directory exists and is writable, and it is not a directory
+    nor a file we may not write.  Nothing is created or truncated."""
+    name = os.path.abspath(expand(file))
+    directory = os.path.dirname(name)
+    if os.path.isdir(name):
+        why = f"{name!r} is a directory"
+    elif not os.path.exists(directory):
+        why = f"no such directory {directory!r}"
+    elif not os.path.isdir(directory):
+        why = f"{directory!r} is not a directory"
+    elif os.path.exists(name):
+        why = "" if os.access(name, os.W_OK) else f"no permission to write {name!r}"
+    else:
+        why = "" if os.access(directory, os.W_OK | os.X_OK) else f"no permission to create files in {directory!r}"
+    if why:
+        raise ReportPathError(f"{what}: {why}", option)
+
 
 def expand(file: str | os.PathLike[str]) -> str:
     """A report's file name, with ``{pid}`` replaced by this process's id: the processes of
