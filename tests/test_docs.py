@@ -2,7 +2,7 @@
 
 Convention (see also ``docs/index.md``, "About the examples"):
 
-* In ``docs/*.md``, a fenced ```` ```python ```` block followed by a fenced
+* In ``docs/*.md`` and ``README.md``, a fenced ```` ```python ```` block followed by a fenced
   ```` ```text ```` block (blank lines may separate them) is an **example**: the Python
   block is a complete program and the text block is exactly what it prints.
 * Every ```` ```python ```` block must be an example.  Fragments that are not complete
@@ -42,7 +42,9 @@ if __name__ == "__main__":  # run as a script (--update): use this work tree's p
 
 import cassette_hook as ch
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
 
 _FENCE = re.compile(r"^(`{3,}|~{3,})\s*([^\s`]*)[^\n]*$")
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
@@ -115,9 +117,14 @@ def extract(path: Path) -> list[Example]:
     return examples
 
 
+def pages() -> list[Path]:
+    """The pages whose examples run: the docs, and the README."""
+    return [*sorted(DOCS.glob("*.md")), README]
+
+
 def all_examples() -> list[Example]:
     found: list[Example] = []
-    for path in sorted(DOCS.glob("*.md")):
+    for path in pages():
         found.extend(extract(path))
     return found
 
@@ -156,14 +163,19 @@ EXAMPLES = all_examples()
 
 def test_there_are_examples() -> None:
     pages = {e.page for e in EXAMPLES}
-    assert "tutorial.md" in pages, pages
+    assert {"tutorial.md", "README.md"} <= pages, pages
     assert len(EXAMPLES) >= 20
+
+
+def test_every_python_block_of_the_readme_is_an_example_with_its_output() -> None:
+    blocks = [b for b in _blocks(README.read_text(encoding="utf-8")) if b.lang == "python"]
+    assert len(blocks) == len(extract(README)) >= 1
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.id for e in EXAMPLES])
 def test_example(example: Example) -> None:
     stdout, stderr = run(example)
-    where = f"docs/{example.page} line {example.line}"
+    where = f"{'' if example.page == README.name else 'docs/'}{example.page} line {example.line}"
     assert stderr == "", f"{where}: the example wrote to stderr:\n{stderr}"
     assert normalize(stdout) == normalize(example.expected), (
         f"{where}: the output differs from the page\n--- page\n{example.expected}\n--- actual\n{stdout}")
@@ -176,9 +188,10 @@ def test_api_page_covers_all() -> None:
     assert not missing, f"docs/api.md does not document {missing}"
 
 
-def update(pages: list[str]) -> None:
-    """Rewrite the output blocks of these pages (all pages if none) with the real output."""
-    for path in [DOCS / name for name in pages] or sorted(DOCS.glob("*.md")):
+def update(names: list[str]) -> None:
+    """Rewrite the output blocks of these pages (all pages if none; ``README.md`` is the
+    README) with the real output."""
+    for path in [README if name == README.name else DOCS / name for name in names] or pages():
         text = path.read_text(encoding="utf-8")
         lines = text.splitlines()
         blocks = _blocks(text)
