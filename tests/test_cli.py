@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -197,6 +198,59 @@ def test_context_that_fails_to_construct_reports_the_error_not_a_traceback(tmp_p
     result = run("--context", "fussy:Fussy", "prog.py", cwd=tmp_path)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "RuntimeError: needs a licence key" in result.stderr
+
+
+GREET = """
+    import copy
+    import json
+    import textwrap
+
+
+    class Card:
+        def __init__(self, name):
+            self.name = name
+
+        def __deepcopy__(self, memo):
+            return Card(self.name.title())
+
+
+    def greet(name):
+        return textwrap.dedent(f"  hello {name}").upper()
+
+
+    def main():
+        card = copy.deepcopy(Card("ada"))
+        print(json.dumps([greet(card.name)]))
+
+
+    main()
+"""
+
+
+def test_trace_of_a_script_shows_its_own_calls_with_library_calls_as_one_line(tmp_path):
+    script(tmp_path, GREET)
+    result = run("--context", "trace", "--output", "trace.txt", "prog.py", cwd=tmp_path)
+    assert result.stdout == '["HELLO ADA"]\n'
+    card = "<__main__.Card object at 0x...>"
+    assert re.sub("0x[0-9a-f]+", "0x...", (tmp_path / "trace.txt").read_text()) == f"""\
+__main__.main()
+  __main__.Card('ada')
+    __main__.Card.__init__({card}, 'ada') -> None
+  __main__.Card -> {card}
+  copy.deepcopy({card})
+    str.title('ada') -> 'Ada'
+    __main__.Card('Ada')
+      __main__.Card.__init__({card}, 'Ada') -> None
+    __main__.Card -> {card}
+  copy.deepcopy -> {card}
+  __main__.greet('Ada')
+    textwrap.dedent('  hello Ada') -> 'hello Ada'
+    str.upper('hello Ada') -> 'HELLO ADA'
+  __main__.greet -> 'HELLO ADA'
+  json.dumps(['HELLO ADA']) -> '["HELLO ADA"]'
+  builtins.print('["HELLO ADA"]') -> None
+__main__.main -> None
+"""
 
 
 def test_context_given_as_module_attr_is_active_for_the_whole_run(tmp_path):

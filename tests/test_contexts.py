@@ -6,6 +6,8 @@
 from __future__ import annotations
 
 import io
+import json
+import re
 import sys
 import threading
 
@@ -36,6 +38,16 @@ def program(x, y, z):
 
 
 PROGRAM_TRACE = f"""\
+{M}.program(2, 3, 4)
+  {M}.check(-1)
+    builtins.ValueError('negative') -> ValueError('negative')
+  {M}.check !! ValueError('negative')
+  {M}.times(2, 3) -> 6
+  {M}.times(3, 4) -> 12
+{M}.program -> 18
+"""
+
+PROGRAM_TRACE_WITH_OPERATORS = f"""\
 {M}.program(2, 3, 4)
   {M}.check(-1)
     operator.lt(-1, 0) -> True
@@ -94,9 +106,10 @@ def test_from_options_passes_output_through(tmp_path):
 
 
 @pytest.mark.parametrize("cls, options, message", [
-    (TraceContext, {"depht": "3"}, "unknown option 'depht' (valid options: depth, exclude, include, operators, width)"),
-    (TraceContext, {"depth": "three"}, "bad value for option depth='three': expected a whole number"),
-    (TraceContext, {"depth": "0"}, "bad value for option depth='0': expected a number >= 1"),
+    (TraceContext, {"depht": "3"},
+     "unknown option 'depht' (valid options: depth, exclude, include, libraries, operators, width)"),
+    (TraceContext, {"depth": "three"}, "bad value for option depth='three': expected a number >= 1, or all"),
+    (TraceContext, {"depth": "0"}, "bad value for option depth='0': expected a number >= 1, or all"),
     (TraceContext, {"include": "a++b"},
      "bad value for option include='a++b': expected module patterns separated by '+'"),
     (ProfileContext, {"sort": "speed"},
@@ -209,9 +222,24 @@ def test_trace_depth_limits_the_levels_shown():
   {M}.check(-1) !! ValueError('negative')
   {M}.times(2, 3) -> 6
   {M}.times(3, 4) -> 12
-  operator.add(6, 12) -> 18
 {M}.program -> 18
 """
+
+
+def nest(n):
+    return 0 if n == 0 else nest(n - 1)
+
+
+def test_trace_shows_ten_levels_by_default():
+    lines = trace(nest, 12)[1].splitlines()
+    assert max(len(line) - len(line.lstrip()) for line in lines) // 2 == 9
+    assert lines[9] == f"{' ' * 18}{M}.nest(3) -> 0"
+
+
+def test_trace_depth_all_shows_every_level():
+    ctx = TraceContext.from_options({"depth": "all"}, None)
+    assert ctx.depth is None
+    assert len(trace(nest, 12, depth=None)[1].splitlines()) == 2 * 12 + 1
 
 
 def by_negation(items):
@@ -232,7 +260,7 @@ def test_trace_exclude_hides_calls_but_not_the_calls_inside_them():
 
 
 def test_trace_include_shows_only_matching_modules():
-    assert trace(program, 2, 3, 4, include=["operator"])[1] == """\
+    assert trace(program, 2, 3, 4, include=["operator"], operators=True)[1] == """\
 operator.lt(-1, 0) -> True
 operator.mul(2, 3) -> 6
 operator.mul(3, 4) -> 12
@@ -369,7 +397,7 @@ def test_trace_of_deep_recursion_does_not_hit_the_recursion_limit():
 
     n = sys.getrecursionlimit() - 60
     assert down(n) == n
-    result, text = trace(down, n, exclude=["operator"])
+    result, text = trace(down, n, depth=None)
     assert result == n
     assert len(text.splitlines()) == 2 * n + 1
 
@@ -402,7 +430,7 @@ def test_trace_keeps_each_threads_tree_and_names_the_other_threads():
 
 def test_threads_started_under_a_context_do_not_inherit_it():
     out = io.StringIO()
-    ctx = TraceContext(out, exclude=["operator", "threading"])
+    ctx = TraceContext(out, exclude=["threading"], libraries=True)  # inside threading too
 
     def start():
         t = threading.Thread(target=times, args=(1, 2))
@@ -417,26 +445,39 @@ def test_threads_started_under_a_context_do_not_inherit_it():
 
 # -- options shared by trace and profile, and child processes ------------------------------
 
-@pytest.mark.parametrize("cls", [TraceContext, ProfileContext])
-def test_operators_option_makes_a_variant_of_the_class(cls):
-    plain = cls.from_options({"operators": "no"}, None)
-    assert isinstance(plain, cls) and type(plain) is not cls
-    assert type(plain).__name__ == cls.__name__ and repr(plain) == f"{cls.__name__}(metadata=None)"
-    assert type(plain).operators is False and cls.operators is True
-    assert type(cls(operators=False)) is type(plain)  # made once
-    assert type(cls(operators=True)) is cls
+@pytest.mark.parametrize("cls, default, other", [(TraceContext, False, "yes"), (ProfileContext, True, "no")])
+def test_operators_option_makes_a_variant_of_the_class(cls, default, other):
+    variant = cls.from_options({"operators": other}, None)
+    assert isinstance(variant, cls) and type(variant) is not cls
+    assert type(variant).__name__ == cls.__name__ and repr(variant) == f"{cls.__name__}(metadata=None)"
+    assert type(variant).operators is (not default) and cls.operators is default
+    assert type(cls(operators=not default)) is type(variant)  # made once
+    assert type(cls(operators=default)) is cls
 
 
-def test_trace_without_operators_shows_only_calls():
-    assert trace(program, 2, 3, 4, operators=False)[1] == f"""\
-{M}.program(2, 3, 4)
-  {M}.check(-1)
-    builtins.ValueError('negative') -> ValueError('negative')
-  {M}.check !! ValueError('negative')
-  {M}.times(2, 3) -> 6
-  {M}.times(3, 4) -> 12
-{M}.program -> 18
+def test_trace_shows_operators_only_when_asked():
+    assert trace(program, 2, 3, 4)[1] == PROGRAM_TRACE
+    assert trace(program, 2, 3, 4, operators=True)[1] == PROGRAM_TRACE_WITH_OPERATORS
+
+
+def dumps_twice(value):
+    return json.dumps(value) + json.dumps(value)
+
+
+def test_trace_runs_library_functions_as_one_call():
+    assert trace(dumps_twice, [1])[1] == f"""\
+{M}.dumps_twice([1])
+  json.dumps([1]) -> '[1]'
+  json.dumps([1]) -> '[1]'
+{M}.dumps_twice -> '[1][1]'
 """
+
+
+@pytest.mark.parametrize("options", [{"libraries": True}, {"include": ["json", M]}])
+def test_trace_shows_inside_libraries_when_asked_or_named(options):
+    lines = trace(dumps_twice, [1], **options)[1].splitlines()
+    assert "  json.dumps([1])" in lines and "    json.encoder.JSONEncoder.encode(<json.encoder.JSONEncoder object at 0x...>, [1])" in [
+        re.sub("0x[0-9a-f]+", "0x...", line) for line in lines]
 
 
 def test_separate_gives_report_files_the_process_id(tmp_path):

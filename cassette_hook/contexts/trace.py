@@ -6,6 +6,13 @@ written as the program runs; to keep it short, a call that shows no call of its 
 written as one line when it ends, ``name(args) -> result``, and a call that does is
 opened by its first shown callee and closed by ``name -> result``.
 
+What it shows by default is meant to be read: the program's own calls -- into its own
+functions, builtins and libraries -- but not the calls inside the standard library or
+installed packages (those are run as one call each, ``libraries=yes`` shows their
+insides), operators only when asked (``operators=yes``), and ten levels at most
+(``depth=all`` shows every level).  A whole program's trace with everything in it runs
+to hundreds of thousands of lines, mostly of import-time library internals.
+
 Tracing must not change what the program does: values are shown through a
 ``reprlib``-style abbreviator whose failures become a placeholder, the overload re-raises
 exactly what the call raised, and a stream that cannot be written to stops the trace,
@@ -24,9 +31,23 @@ import sys
 import threading
 from typing import Any, Callable, Sequence, TextIO, cast
 
-from ..generics import recurse
+from .. import _context
+from ..generics import recurse, without_body
 from ._base import Output, ReportingContext, expand, patterns, positive_number, yes_no
+from ._libraries import Libraries
 from ._names import ModuleFilter, module_and_qualname, name_of
+
+DEFAULT_DEPTH = 10
+
+
+def depth_or_all(text: str) -> int | None:
+    """A number >= 1, or ``all`` (no limit)."""
+    if text.strip().lower() == "all":
+        return None
+    try:
+        return positive_number(text)
+    except ValueError:
+        raise ValueError("expected a number >= 1, or all") from None
 
 
 class TraceContext(ReportingContext):
@@ -34,14 +55,17 @@ class TraceContext(ReportingContext):
 
     ``output``: a path, an open text stream, or ``None`` for ``sys.stderr`` (looked up at
     each line, so redirection works).  ``depth``: how many levels of calls to show
-    (``None``: all).  ``include`` / ``exclude``: module patterns (as for
+    (default 10; ``None``: all).  ``include`` / ``exclude``: module patterns (as for
     ``Context.include``) choosing the calls shown by their callee's module -- for
-    instance ``exclude=("operator",)`` hides operators; hidden calls still run, and the
-    calls inside them are shown in their place.  ``width``: how many characters a value
-    may take.  ``operators``: ``False`` makes operators plain operations rather than
-    calls (see :class:`ReportingContext`): they are neither shown nor slowed down, but the
-    Python methods behind them (``__add__``, ``__getitem__`` ...) and their calls are not
-    seen either.
+    instance ``exclude=("builtins",)`` hides builtins; hidden calls still run, and the
+    calls inside them are shown in their place.  ``libraries``: ``False`` (the default)
+    runs a Python function or class of the standard library or of an installed package
+    as one call, shown with its result, without showing the calls inside it (but
+    showing the program's own functions it calls back); ``True`` traces inside them too,
+    as does naming their module in ``include``.  ``width``: how many characters a value
+    may take.  ``operators``: operators are not calls unless ``True`` (see
+    :class:`ReportingContext`): without them, the Python methods behind operators
+    (``__add__``, ``__getitem__`` ...) and their calls are not seen either.
 
     The trace streams as the program runs; :meth:`write_report` flushes it (and closes
     ``output`` if it is a file the context opened).  Each thread has its own indentation;
@@ -49,18 +73,22 @@ class TraceContext(ReportingContext):
     the main thread) are prefixed ``[thread name]``.
     """
 
-    option_parsers = {"depth": positive_number, "include": patterns, "exclude": patterns,
-                      "width": positive_number, "operators": yes_no}
+    operators = False  # a trace of a + b, x[i], x < y in every loop is mostly noise
+    option_parsers = {"depth": depth_or_all, "include": patterns, "exclude": patterns,
+                      "libraries": yes_no, "width": positive_number, "operators": yes_no}
 
-    def __init__(self, output: Output = None, *, depth: int | None = None,
+    def __init__(self, output: Output = None, *, depth: int | None = DEFAULT_DEPTH,
                  include: Sequence[str] | None = None, exclude: Sequence[str] = (),
-                 width: int = 60, operators: bool | None = None, metadata: Any = None,
-                 pass_: Any = None) -> None:
+                 libraries: bool = False, width: int = 60, operators: bool | None = None,
+                 metadata: Any = None, pass_: Any = None) -> None:
         super().__init__(output, operators=operators, metadata=metadata, pass_=pass_)
         if depth is not None and depth < 1:
             raise ValueError(f"TraceContext: depth must be at least 1 (or None), not {depth!r}")
         self.depth = depth
         self.filter = ModuleFilter(include, exclude)
+        self.libraries = libraries
+        self._libraries = Libraries()
+        self._entered = ModuleFilter(include) if include is not None else None  # libraries named: traced inside
         self.abbreviate = Abbreviator(width)
         self._threads = threading.local()
         self._lock = threading.Lock()
@@ -76,15 +104,17 @@ class TraceContext(ReportingContext):
             raise FileNotFoundError(errno.ENOENT, "No such file or directory", os.fspath(output))  # type: ignore[arg-type]
 
     def overdub(self, f: Any, /, *args: Any, **kwargs: Any) -> Any:
-        """Run the call (``recurse``) and write it, its result or its exception."""
+        """Run the call (``recurse``, or as one call if it is a library's) and write it, its
+        result or its exception."""
+        run = recurse if self._enters(f) else _call_with_context_active
         shown = self._shown()
         if (self.depth is not None and len(shown) >= self.depth) or not (
                 self.filter.everything or self.filter.shows(module_and_qualname(f)[0])):
-            return recurse(self, f, *args, **kwargs)
+            return run(self, f, *args, **kwargs)
         call = _Call(name_of(f), self._arguments(args, kwargs))
         shown.append(call)
         try:
-            out = recurse(self, f, *args, **kwargs)
+            out = run(self, f, *args, **kwargs)
         except BaseException as exc:
             shown.pop()
             self._end(shown, call, "!!", exc)
@@ -92,6 +122,14 @@ class TraceContext(ReportingContext):
         shown.pop()
         self._end(shown, call, "->", out)
         return out
+
+    def _enters(self, f: Any) -> bool:
+        """Are the calls inside ``f`` traced?  Not if ``f`` is Python code of a library,
+        unless ``libraries`` is set or ``include`` names its module.  (A C callee has no
+        calls inside; ``recurse`` still runs the Python methods an operator calls.)"""
+        if self.libraries or not self._libraries.defined(f):
+            return True
+        return self._entered is not None and self._entered.shows(module_and_qualname(f)[0])
 
     def write_report(self) -> None:
         """Flush the trace; close ``output`` if the context opened it (later calls are
@@ -182,6 +220,17 @@ class TraceContext(ReportingContext):
                 self._wrote = True
             except (OSError, ValueError):  # closed, broken or not to be opened: stop tracing, not the program
                 self._closed = True
+
+
+def _call_with_context_active(ctx: TraceContext, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """Run ``f`` as a primitive (``fallback``, its own code, not rewritten), with ``ctx``
+    active as ``recurse`` would have it, so that the program's instrumented functions
+    that ``f`` calls back are still traced."""
+    entry = _context.push(ctx)
+    try:
+        return without_body(entry, f, args, kwargs)
+    finally:
+        _context.pop(ctx)
 
 
 class _Call:
