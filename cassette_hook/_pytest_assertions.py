@@ -43,7 +43,7 @@ def compose() -> bool:
     rewrite = sys.modules.get(REWRITE_MODULE)
     if rewrite is None:
         return False
-    rewrite.exec = exec_switched  # type: ignore[attr-defined]
+    rewrite.exec = exec_switched  # type: ignore[attr-defined]  # a name the module does not define: shadowing a builtin
     return True
 
 
@@ -51,4 +51,4 @@ def undo() -> None:
     """Give pytest's rewrite module back the builtin ``exec``."""
     rewrite = sys.modules.get(REWRITE_MODULE)
     if rewrite is not None and vars(rewrite).get("exec") is exec_switched:
-        del rewrite.exec  # type: ignore[attr-defined]
+        del rewrite.exec

@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 import cassette_hook as ch
 
 PROBE = """
@@ -88,8 +90,8 @@ def test_zip_file_with_main_module_sees_what_python_gives_it(tmp_path, name):
 
 
 def test_modules_of_a_zip_app_are_instrumented_by_default(tmp_path):
-    zip_app(tmp_path, "app.zip", {"__main__.py": "import helper\nprint(helper.switched())\n",
-                                  "helper.py": "def switched():\n    return '__cassette_hook_enter__' in switched.__code__.co_names\n"})
+    helper = "def switched():\n    return '__cassette_hook_enter__' in switched.__code__.co_names\n"
+    zip_app(tmp_path, "app.zip", {"__main__.py": "import helper\nprint(helper.switched())\n", "helper.py": helper})
     assert run("app.zip", cwd=tmp_path).stdout == "True\n"
 
 

@@ -475,9 +475,9 @@ def test_trace_runs_library_functions_as_one_call():
 
 @pytest.mark.parametrize("options", [{"libraries": True}, {"include": ["json", M]}])
 def test_trace_shows_inside_libraries_when_asked_or_named(options):
-    lines = trace(dumps_twice, [1], **options)[1].splitlines()
-    assert "  json.dumps([1])" in lines and "    json.encoder.JSONEncoder.encode(<json.encoder.JSONEncoder object at 0x...>, [1])" in [
-        re.sub("0x[0-9a-f]+", "0x...", line) for line in lines]
+    lines = [re.sub("0x[0-9a-f]+", "0x...", line) for line in trace(dumps_twice, [1], **options)[1].splitlines()]
+    assert "  json.dumps([1])" in lines
+    assert "    json.encoder.JSONEncoder.encode(<json.encoder.JSONEncoder object at 0x...>, [1])" in lines
 
 
 def test_separate_gives_report_files_the_process_id(tmp_path):

@@ -62,7 +62,8 @@ def test_install_from_env_rejects_an_unknown_context():
 ])
 def test_install_from_env_refuses_an_unwritable_report_file_naming_the_variable(tmp_path, variables, named):
     environ = {key: value.format(missing=tmp_path / "missing") for key, value in variables.items()}
-    with pytest.raises(ch.contexts.ReportPathError, match=f"^{named}: ProfileContext: cannot write .*no such directory"):
+    message = f"^{named}: ProfileContext: cannot write .*no such directory"
+    with pytest.raises(ch.contexts.ReportPathError, match=message):
         ch.install_from_env(environ)
     assert ch.current_context() is None
 
