@@ -226,11 +226,13 @@ def _call_with_context_active(ctx: TraceContext, f: Any, /, *args: Any, **kwargs
     """Run ``f`` as a primitive (``fallback``, its own code, not rewritten), with ``ctx``
     active as ``recurse`` would have it, so that the program's instrumented functions
     that ``f`` calls back are still traced."""
-    entry = _context.push(ctx)
+    top = _context.active.get()
+    entry = top if top is not None and top.ctx is ctx else _context.push(ctx)
     try:
         return without_body(entry, f, args, kwargs)
     finally:
-        _context.pop(ctx)
+        if entry is not top:
+            _context.pop(ctx)
 
 
 class _Call:
