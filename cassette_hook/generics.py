@@ -13,7 +13,7 @@ import weakref
 from types import FunctionType, MethodType
 from typing import Any, Callable
 
-from . import _context, dispatch, plan as _plan
+from . import _context, _special, dispatch, plan as _plan
 
 
 class _OverdubInstead:
@@ -157,10 +157,22 @@ def runnable(plan: _plan.Plan, f: Any) -> Callable[..., Any] | None:
     if isinstance(f, type):
         return _construction(plan, f)
     call_method = getattr(kind, "__call__", None)  # noqa: B004 -- the method itself, not a callable() test
-    if type(call_method) is FunctionType:  # a callable instance of a Python class
-        twin = plan.twin(call_method)
+    if type(call_method) is FunctionType and kind.__dict__.get("__call__") is call_method:
+        twin = plan.twin(call_method)  # the common callable instance: a plain function on its class
         return None if twin is None else MethodType(twin, f)
-    return None
+    return _special_call(plan, f, kind)
+
+
+def _special_call(plan: _plan.Plan, obj: object, kind: type) -> Callable[..., Any] | None:
+    """``runnable`` for ``obj(...)`` when ``kind.__call__`` is inherited or not a plain
+    function: a staticmethod, a classmethod, a partial, a builtin, or -- through the
+    metaclass -- nothing at all (see :mod:`_special`)."""
+    raw = _special.lookup(kind, "__call__")
+    if type(raw) is FunctionType:
+        twin = plan.twin(raw)
+        return None if twin is None else MethodType(twin, obj)
+    run = _special.bound(raw, obj, kind)
+    return runnable(plan, run) if _special.recursible(run) else None
 
 
 def _construction(plan: _plan.Plan, cls: type) -> Callable[..., Any] | None:
@@ -171,21 +183,31 @@ def _construction(plan: _plan.Plan, cls: type) -> Callable[..., Any] | None:
         if how == "python":
             plan.constructors.set(cls, functools.partial(_construct_by_ref, weakref.ref(cls)))
     if how == "metaclass":  # a metaclass with its own __call__
-        twin = plan.twin(type(cls).__call__)  # type: ignore[arg-type]  # a FunctionType: see _how_to_construct
-        return None if twin is None else MethodType(twin, cls)
+        return _special_call(plan, cls, type(cls))
     return plan.constructors.values.get(id(cls))  # "python": construct it; else None
 
 
 def _how_to_construct(plan: _plan.Plan, cls: type[Any]) -> str:
     if not plan.in_scope(getattr(cls, "__module__", None) or ""):
         return "primitive"
-    meta_call = type(cls).__call__
-    if type(meta_call) is FunctionType:
+    if _special.lookup(type(cls), "__call__") is not _TYPE_CALL:
         return "metaclass"
-    python = [m for m in (cls.__new__, cls.__init__) if type(m) is FunctionType and plan.in_scope(m.__module__ or "")]
-    if meta_call is type.__call__ and python:
+    init = _special.bound(_special.lookup(cls, "__init__"), None, cls)
+    if init is None:
+        return "primitive"  # an __init__ only the interpreter should bind (see _special)
+    bodies = (_body(cls.__new__), _body(init))
+    if any(body is not None and plan.in_scope(body.__module__ or "") for body in bodies):
         return "python"
     return "primitive"  # nothing in scope happens in Python when constructing it
+
+
+_TYPE_CALL = type.__dict__["__call__"]
+
+
+def _body(method: Any) -> FunctionType | None:
+    """The Python function a ``__new__`` or ``__init__`` runs: itself, a method's, a partial's."""
+    func = method.__func__ if type(method) is MethodType else method.func if type(method) is functools.partial else method
+    return func if type(func) is FunctionType else None
 
 
 def _construct_by_ref(ref: weakref.ref[type], /, *args: Any, **kwargs: Any) -> Any:
@@ -194,16 +216,23 @@ def _construct_by_ref(ref: weakref.ref[type], /, *args: Any, **kwargs: Any) -> A
 
 def construct(cls: type[Any], /, *args: Any, **kwargs: Any) -> Any:
     """``type.__call__`` with Python ``__new__`` and ``__init__`` as overdubbed calls."""
-    new: Callable[..., Any] = cls.__new__  # the class's own, not type.__new__
+    new: Callable[..., Any] = cls.__new__  # as type.__call__ gets it: a staticmethod unwrapped, a classmethod bound
     if new is object.__new__:
         obj = new(cls)  # only Python __init__ takes the arguments (else we would not be here)
-    elif type(new) is FunctionType:
+    elif type(new) is FunctionType or type(new) is MethodType:
         obj = resolve(new)(cls, *args, **kwargs)
     else:
         obj = new(cls, *args, **kwargs)
-    if cls in type(obj).__mro__:  # a real subclass: type.__call__ ignores ABC registration
-        init = type(obj).__init__
-        result = (resolve(init) if type(init) is FunctionType else init)(obj, *args, **kwargs)
+    kind = type(obj)
+    if cls in kind.__mro__:  # a real subclass: type.__call__ ignores ABC registration
+        raw = _special.lookup(kind, "__init__")
+        if type(raw) is FunctionType:
+            result = resolve(raw)(obj, *args, **kwargs)
+        else:  # bound as type.__call__ binds it; kind.__init__ would unwrap a staticmethod
+            init = _special.bound(raw, obj, kind)
+            if init is None:
+                init = raw.__get__(obj, kind)  # a descriptor of a subclass's own (cls's is known)
+            result = (resolve(init) if _special.recursible(init) else init)(*args, **kwargs)
         if result is not None:
             raise TypeError(f"__init__() should return None, not '{type(result).__name__}'")
     return obj
