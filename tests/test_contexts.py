@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import re
@@ -518,3 +519,29 @@ def test_a_forked_child_traces_to_a_file_of_its_own(tmp_path):
 def test_a_trace_to_a_file_in_a_directory_that_does_not_exist_is_refused_when_made(tmp_path):
     with pytest.raises(FileNotFoundError, match="No such file or directory"):
         ch.TraceContext(tmp_path / "missing" / "trace.txt")
+
+
+def test_trace_names_each_function_one_decorator_wrapped_by_its_own_name():
+    def shout(func):
+        @functools.wraps(func)
+        def wrapper(*args):
+            return func(*args)
+        return wrapper
+
+    @shout
+    def first(x):
+        return x
+
+    @shout
+    def second(x):
+        return x
+
+    def use():
+        return first(1), second(2)
+
+    local = f"{M}.test_trace_names_each_function_one_decorator_wrapped_by_its_own_name.<locals>"
+    _, text = trace(use, exclude=["operator"])
+    assert [line.strip() for line in text.splitlines()[1:-1]] == [
+        f"{local}.first(1)", f"{local}.first(1) -> 1", f"{local}.first -> 1",
+        f"{local}.second(2)", f"{local}.second(2) -> 2", f"{local}.second -> 2",
+    ]

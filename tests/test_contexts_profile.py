@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -303,3 +304,30 @@ def test_merge_refuses_a_file_that_is_not_a_dump(tmp_path):
     (tmp_path / "x.json").write_text("{}", encoding="utf-8")
     with pytest.raises(ValueError, match="not a cassette_hook profile dump"):
         ProfileContext.merge([tmp_path / "x.json"])
+
+
+def logged(func):
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        return func(*args, **kwargs)
+    return wrapper
+
+
+@logged
+def decorated_one():
+    return 1
+
+
+@logged
+def decorated_two():
+    return 2
+
+
+def call_both_decorated():
+    return decorated_one() + decorated_two() + decorated_two()
+
+
+def test_profile_names_each_function_one_decorator_wrapped_by_its_own_name():
+    stats = profile(call_both_decorated).stats()
+    assert stats[f"{M}.decorated_one"].calls == 2  # the wrapper and the function it wraps
+    assert stats[f"{M}.decorated_two"].calls == 4

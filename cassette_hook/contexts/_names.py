@@ -5,9 +5,12 @@ Hooks see every kind of callable -- Python functions, builtins, methods of built
 and a report needs one stable, readable name for each.  The name is what profiles
 aggregate by, so it must not depend on the receiver of a method or on object identity.
 
-Names are cached for the callees that live as long as their code does (functions by their
-code object, builtins and classes by themselves); anything else is named afresh, so the
-cache never keeps a receiver or a short-lived object alive.
+A Python function's name is read from the function itself each time: two attribute
+reads, cheaper than any cache, and right for the wrappers one decorator makes
+(``functools.wraps``), which share one code object but not their names.  Builtins and
+classes, which need a search to name, are cached by themselves: they live as long as the
+interpreter or their module.  Anything else is named afresh, so the cache never keeps a
+function, a receiver or a short-lived object alive.
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ _cache: dict[Any, tuple[str, str]] = {}
 
 def module_and_qualname(f: Any) -> tuple[str, str]:
     """``(module, qualname)`` of a callee, for instance ``("builtins", "list.append")``."""
+    if type(f) is FunctionType:
+        return _function_names(f)
     key = _cache_key(f)
     try:
         found = None if key is None else _cache.get(key)
@@ -44,8 +49,6 @@ def module_and_qualname(f: Any) -> tuple[str, str]:
 def _cache_key(f: Any) -> Any:
     """What a callee's name is cached under, or ``None``: not worth keeping alive."""
     kind = type(f)
-    if kind is FunctionType:
-        return f.__code__
     if kind in _UNBOUND or isinstance(f, type):
         return f
     if isinstance(f, BuiltinFunctionType) and (f.__self__ is None or isinstance(f.__self__, (ModuleType, type))):
@@ -68,10 +71,14 @@ def location_of(f: Any) -> tuple[str, int] | None:
     return None if code is None else (code.co_filename, code.co_firstlineno)
 
 
+def _function_names(f: FunctionType) -> tuple[str, str]:
+    return _text(f.__module__) or f.__globals__.get("__name__") or "?", f.__qualname__
+
+
 def _describe(f: Any) -> tuple[str, str]:
     kind = type(f)
     if kind is FunctionType:
-        return _text(f.__module__) or f.__globals__.get("__name__") or "?", f.__qualname__
+        return _function_names(f)
     if kind is MethodType:
         return _describe(f.__func__)
     if isinstance(f, type):
