@@ -70,6 +70,12 @@ class Pattern:
     def _add_needs(self, spec: _KeySpec) -> None:
         """Record in ``spec`` what beyond ``type(value)`` decides ``matches``; by default nothing."""
 
+    def can_hold(self, cls: type) -> bool:
+        """Is every value this pattern names possibly an instance of ``cls``?  False when
+        some part of it never matches one: a generic whose first argument is always a
+        ``cls`` refuses such a method, which could never apply, or only by mistake."""
+        raise NotImplementedError
+
     def __le__(self, other: object) -> bool:
         if not isinstance(other, Pattern):
             return NotImplemented
@@ -100,6 +106,9 @@ class _AnyPattern(Pattern):
     def could_match_type(self, t: type) -> bool:
         return True
 
+    def can_hold(self, cls: type) -> bool:
+        return True
+
     def __repr__(self) -> str:
         return "Any"
 
@@ -118,6 +127,9 @@ class _Class(Pattern):
 
     def could_match_type(self, t: type) -> bool:
         return issubclass(t, self.cls)
+
+    def can_hold(self, cls: type) -> bool:
+        return issubclass(self.cls, cls) or issubclass(cls, self.cls)
 
     def _le_simple(self, other: Pattern) -> bool:
         return isinstance(other, _Class) and issubclass(self.cls, other.cls)
@@ -150,6 +162,9 @@ class Is(Pattern):
     def could_match_type(self, t: type) -> bool:
         return any(type(o) is t for o in self.objects)
 
+    def can_hold(self, cls: type) -> bool:
+        return all(isinstance(o, cls) for o in self.objects)
+
     def _add_needs(self, spec: _KeySpec) -> None:
         spec.ids |= self.ids
         spec.id_types.update(map(type, self.objects))
@@ -169,6 +184,9 @@ class _Union(Pattern):
 
     def could_match_type(self, t: type) -> bool:
         return any(m.could_match_type(t) for m in self.members)
+
+    def can_hold(self, cls: type) -> bool:
+        return all(m.can_hold(cls) for m in self.members)
 
     def _add_needs(self, spec: _KeySpec) -> None:
         for m in self.members:
@@ -218,6 +236,9 @@ class Parametric(Pattern):
 
     def could_match_type(self, t: type) -> bool:
         return issubclass(t, self.cls)
+
+    def can_hold(self, cls: type) -> bool:
+        return issubclass(self.cls, cls) or issubclass(cls, self.cls)
 
     def _le_simple(self, other: Pattern) -> bool:
         if isinstance(other, _Class):
@@ -583,6 +604,10 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         params: list[Pattern] = []
         required, varargs = 0, None
         for p in parameters:
+            if p.kind == p.KEYWORD_ONLY and p.default is p.empty:
+                raise TypeError(f"{where}: keyword-only parameter {p.name!r} has no default; keyword "
+                                f"arguments take no part in dispatch, so a call without {p.name}= would "
+                                "choose this method and fail: give it a default")
             if p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD):
                 continue
             ann = self_type if self_type is not None and not params and p.kind != p.VAR_POSITIONAL else p.annotation

@@ -9,6 +9,7 @@ overdubbed, or hands a callee without a Python body to ``fallback``, which calls
 from __future__ import annotations
 
 import functools
+import inspect
 import weakref
 from types import FunctionType, MethodType
 from typing import Any, Callable
@@ -37,7 +38,27 @@ OverdubInstead = _OverdubInstead()
 
 
 class ContextGeneric(dispatch.Generic):
-    """A generic whose registrations also reset the context plans (see :mod:`plan`)."""
+    """A generic called with a context first, then the callee (``posthook``: its result
+    too), whose registrations also reset the context plans (see :mod:`plan`)."""
+
+    def _signature(self, func: Any, self_type: type | None) -> Any:
+        """Refuse, now, a method no call of this generic could ever run."""
+        method = super()._signature(func, self_type)
+        leading = ("ctx", "out", "f") if self.name == "posthook" else ("ctx", "f")
+        call = f"{self.name}({', '.join(leading)}, *args, **kwargs)"
+        where = f"{self.name}: cannot register {dispatch._describe(func)}"
+        if len(method.params) < len(leading) and method.varargs is None:
+            needed = ("self", *leading[1:]) if self_type is not None else leading
+            taken = len(method.params)
+            raise TypeError(f"{where}: it takes {taken or 'no'} positional parameter{'s' * (taken != 1)}, but "
+                            f"it is called as {call}: give it at least {', '.join(needed)}")
+        if not method.pattern(0).can_hold(_context.Context):
+            first = next(iter(inspect.signature(func).parameters.values()))
+            annotation = inspect.formatannotation(first.annotation)
+            raise TypeError(f"{where}: its first parameter {first.name!r} is annotated {annotation}, "
+                            f"which is not a context type; it is called as {call} with a context first: "
+                            "annotate it with a Context subclass, Ctx[M], or nothing")
+        return method
 
     def register(self, func: Any = None, /, **options: Any) -> Any:
         if func is None:

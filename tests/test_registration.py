@@ -1,0 +1,125 @@
+"""Registering an overload on a contextual generic refuses, at once, a signature that no
+call could run, naming the function (qualname, file:line) and what is wrong with it."""
+
+import pytest
+
+import cassette_hook as ch
+from cassette_hook.dispatch import Generic
+
+
+class Ctx(ch.Context):
+    pass
+
+
+def where(func):
+    return f"{func.__qualname__} ({func.__code__.co_filename}:{func.__code__.co_firstlineno})"
+
+
+def refusal(generic, func):
+    with pytest.raises(TypeError) as info:
+        generic.register(func)
+    assert func not in generic.methods()
+    return str(info.value)
+
+
+def test_required_keyword_only_parameter_is_refused_naming_it():
+    def needs_key(ctx: Ctx, f, *, key):
+        pass
+
+    assert refusal(ch.prehook, needs_key) == (
+        f"prehook: cannot register {where(needs_key)}: keyword-only parameter 'key' has no default; "
+        "keyword arguments take no part in dispatch, so a call without key= would choose this method "
+        "and fail: give it a default")
+
+
+def test_required_keyword_only_parameter_is_refused_by_any_generic():
+    def needs_key(x, *, key):
+        pass
+
+    assert "keyword-only parameter 'key' has no default" in refusal(Generic("g"), needs_key)
+
+
+def test_keyword_only_parameter_with_a_default_is_accepted():
+    def scaled(ctx: Ctx, f, *, scale=1):
+        pass
+
+    ch.prehook.register(scaled)
+    try:
+        assert scaled in ch.prehook.methods()
+    finally:
+        ch.prehook.unregister(scaled)
+
+
+def test_overload_without_parameters_is_refused():
+    def nothing():
+        pass
+
+    assert refusal(ch.overdub, nothing) == (
+        f"overdub: cannot register {where(nothing)}: it takes no positional parameters, but it is "
+        "called as overdub(ctx, f, *args, **kwargs): give it at least ctx, f")
+
+
+def test_posthook_without_room_for_the_callee_is_refused():
+    def no_callee(ctx: Ctx, out):
+        pass
+
+    assert refusal(ch.posthook, no_callee) == (
+        f"posthook: cannot register {where(no_callee)}: it takes 2 positional parameters, but it is "
+        "called as posthook(ctx, out, f, *args, **kwargs): give it at least ctx, out, f")
+
+
+def test_hook_method_of_a_context_class_without_the_callee_is_refused_at_class_creation():
+    with pytest.raises(TypeError, match=r"prehook: cannot register .*Bad\.prehook \(.*test_registration\.py:\d+\): "
+                                        r"it takes 1 positional parameter, .* give it at least self, f"):
+        class Bad(ch.Context):
+            def prehook(self):
+                pass
+
+
+def test_first_parameter_annotated_with_a_non_context_class_is_refused_naming_it():
+    def on_ints(x: int, f):
+        pass
+
+    assert refusal(ch.prehook, on_ints) == (
+        f"prehook: cannot register {where(on_ints)}: its first parameter 'x' is annotated int, which is "
+        "not a context type; it is called as prehook(ctx, f, *args, **kwargs) with a context first: "
+        "annotate it with a Context subclass, Ctx[M], or nothing")
+
+
+def test_first_parameter_of_a_union_with_a_non_context_member_is_refused():
+    def either(ctx: Ctx | str, f):
+        pass
+
+    assert "its first parameter 'ctx' is annotated" in refusal(ch.fallback, either)
+
+
+def test_first_parameter_is_of_an_object_that_is_no_context_is_refused():
+    def this_one(ctx: ch.Is[print], f):
+        pass
+
+    assert "which is not a context type" in refusal(ch.execute, this_one)
+
+
+@pytest.mark.parametrize("annotation", [Ctx, ch.Context, Ctx[int], ch.Is[Ctx()], object],
+                         ids=["Ctx", "Context", "Ctx[int]", "Is[ctx]", "object"])
+def test_first_parameter_annotated_with_a_context_type_is_accepted(annotation):
+    def overload(ctx, f):
+        pass
+
+    overload.__annotations__ = {"ctx": annotation}
+    ch.overdub.register(overload)
+    try:
+        assert overload in ch.overdub.methods()
+    finally:
+        ch.overdub.unregister(overload)
+
+
+def test_varargs_only_overload_is_accepted():
+    def anything(*args):
+        pass
+
+    ch.prehook.register(anything)
+    try:
+        assert anything in ch.prehook.methods()
+    finally:
+        ch.prehook.unregister(anything)
