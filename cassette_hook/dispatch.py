@@ -604,10 +604,6 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         params: list[Pattern] = []
         required, varargs = 0, None
         for p in parameters:
-            if p.kind == p.KEYWORD_ONLY and p.default is p.empty:
-                raise TypeError(f"{where}: keyword-only parameter {p.name!r} has no default; keyword "
-                                f"arguments take no part in dispatch, so a call without {p.name}= would "
-                                "choose this method and fail: give it a default")
             if p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD):
                 continue
             ann = self_type if self_type is not None and not params and p.kind != p.VAR_POSITIONAL else p.annotation

@@ -52,8 +52,14 @@ class ContextGeneric(dispatch.Generic):
             taken = len(method.params)
             raise TypeError(f"{where}: it takes {taken or 'no'} positional parameter{'s' * (taken != 1)}, but "
                             f"it is called as {call}: give it at least {', '.join(needed)}")
+        parameters = inspect.signature(func).parameters.values()
+        for p in parameters:
+            if p.kind == p.KEYWORD_ONLY and p.default is p.empty:
+                raise TypeError(f"{where}: keyword-only parameter {p.name!r} has no default; the keyword "
+                                f"arguments of a call take no part in dispatch, so a call without {p.name}= "
+                                "would choose this method and fail: give it a default")
         if not method.pattern(0).can_hold(_context.Context):
-            first = next(iter(inspect.signature(func).parameters.values()))
+            first = next(iter(parameters))
             annotation = inspect.formatannotation(first.annotation)
             raise TypeError(f"{where}: its first parameter {first.name!r} is annotated {annotation}, "
                             f"which is not a context type; it is called as {call} with a context first: "
