@@ -70,6 +70,10 @@ class Pattern:
     def _add_needs(self, spec: _KeySpec) -> None:
         """Record in ``spec`` what beyond ``type(value)`` decides ``matches``; by default nothing."""
 
+    def named_objects(self) -> tuple[object, ...]:
+        """The objects this pattern names by identity (``Is[...]``, also within a union)."""
+        return ()
+
     def can_hold(self, cls: type) -> bool:
         """Is every value this pattern names possibly an instance of ``cls``?  False when
         some part of it never matches one: a generic whose first argument is always a
@@ -165,6 +169,9 @@ class Is(Pattern):
     def can_hold(self, cls: type) -> bool:
         return all(isinstance(o, cls) for o in self.objects)
 
+    def named_objects(self) -> tuple[object, ...]:
+        return self.objects
+
     def _add_needs(self, spec: _KeySpec) -> None:
         spec.ids |= self.ids
         spec.id_types.update(map(type, self.objects))
@@ -187,6 +194,9 @@ class _Union(Pattern):
 
     def can_hold(self, cls: type) -> bool:
         return all(m.can_hold(cls) for m in self.members)
+
+    def named_objects(self) -> tuple[object, ...]:
+        return tuple(o for m in self.members for o in m.named_objects())
 
     def _add_needs(self, spec: _KeySpec) -> None:
         for m in self.members:

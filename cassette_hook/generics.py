@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import weakref
-from types import FunctionType, MethodType
+from types import BuiltinMethodType, FunctionType, MethodType, ModuleType
 from typing import Any, Callable
 
 from . import _context, _special, dispatch, plan as _plan
@@ -64,6 +64,12 @@ class ContextGeneric(dispatch.Generic):
             raise TypeError(f"{where}: its first parameter {first.name!r} is annotated {annotation}, "
                             f"which is not a context type; it is called as {call} with a context first: "
                             "annotate it with a Context subclass, Ctx[M], or nothing")
+        callee = method.pattern(len(leading) - 1)
+        for bound in callee.named_objects() if callee is not None else ():
+            receiver = _receiver_of(bound)
+            if receiver is not None:
+                names = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+                raise TypeError(f"{where}: {_bound_method_advice(bound, receiver, names[len(leading) - 1:])}")
         return method
 
     def register(self, func: Any = None, /, **options: Any) -> Any:
@@ -76,6 +82,31 @@ class ContextGeneric(dispatch.Generic):
     def unregister(self, func: Any) -> None:
         super().unregister(func)
         _plan.invalidate()
+
+
+def _receiver_of(obj: object) -> object | None:
+    """The receiver a method is bound to, if calls never present the method itself: a
+    Python bound method, or a builtin one bound to an instance (``xs.append``)."""
+    if type(obj) is MethodType:
+        return obj.__self__
+    receiver = getattr(obj, "__self__", None) if type(obj) is BuiltinMethodType else None
+    return None if receiver is None or isinstance(receiver, (type, ModuleType)) else receiver
+
+
+def _bound_method_advice(bound: Any, receiver: object, names: list[str]) -> str:
+    """Why ``Is[obj.method]`` never matches a call, and what to write instead."""
+    callee, after = (names + ["f"])[0], (names[1:] + ["self"])[0]
+    name = getattr(bound, "__name__", "method")
+    if isinstance(receiver, type):
+        cls = receiver.__qualname__
+        shown = f"{cls}.{name}(...) as ({cls}.{name}.__func__, {cls}, ...)"
+        write = f"{callee}: Is[{cls}.{name}.__func__], and {after}: Is[{cls}] to leave out calls on subclasses"
+    else:
+        owner = type(receiver).__qualname__
+        shown = f"obj.{name}(...) as ({owner}.{name}, obj, ...)"
+        write = f"{callee}: Is[{owner}.{name}], and {after}: Is[obj] to match only the calls on that object"
+    return (f"parameter {callee!r} is Is[...] of the bound method {bound!r}, which no call is: a call "
+            f"site presents {shown}; write {write}")
 
 
 def _no_hook(ctx: Any, /, *args: Any, **kwargs: Any) -> None:

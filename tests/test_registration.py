@@ -125,3 +125,94 @@ def test_varargs_only_overload_is_accepted():
         assert anything in ch.prehook.methods()
     finally:
         ch.prehook.unregister(anything)
+
+
+class Factory:
+    @classmethod
+    def make(cls, x):
+        return ("made", x)
+
+    def method(self, x):
+        return ("method", x)
+
+
+class SubFactory(Factory):
+    pass
+
+
+def use_factories(obj, other):
+    return Factory.make(1), SubFactory.make(2), obj.method(3), other.method(4)
+
+
+def test_is_of_a_bound_method_is_refused_saying_what_to_write():
+    obj = Factory()
+
+    def over(ctx: Ctx, f: ch.Is[obj.method], self, x):
+        pass
+
+    assert refusal(ch.overdub, over) == (
+        f"overdub: cannot register {where(over)}: parameter 'f' is Is[...] of the bound method {obj.method!r}, "
+        "which no call is: a call site presents obj.method(...) as (Factory.method, obj, ...); write "
+        "f: Is[Factory.method], and self: Is[obj] to match only the calls on that object")
+
+
+def test_is_of_a_classmethod_is_refused_saying_what_to_write():
+    def over(ctx: Ctx, f: ch.Is[Factory.make], cls, x):
+        pass
+
+    assert refusal(ch.overdub, over) == (
+        f"overdub: cannot register {where(over)}: parameter 'f' is Is[...] of the bound method "
+        f"{Factory.make!r}, which no call is: a call site presents Factory.make(...) as "
+        "(Factory.make.__func__, Factory, ...); write f: Is[Factory.make.__func__], and cls: Is[Factory] "
+        "to leave out calls on subclasses")
+
+
+def test_is_of_a_builtin_method_bound_to_an_object_is_refused():
+    items = []
+
+    def over(ctx: Ctx, f: ch.Is[items.append], xs, x):
+        pass
+
+    assert "write f: Is[list.append], and xs: Is[obj]" in refusal(ch.prehook, over)
+
+
+def test_is_of_a_bound_method_for_the_posthooks_callee_is_refused():
+    def after(ctx: Ctx, out, f: ch.Is[Factory.make], *args):
+        pass
+
+    assert "parameter 'f' is Is[...] of the bound method" in refusal(ch.posthook, after)
+
+
+def test_is_of_a_bound_method_for_an_argument_is_accepted():
+    callback = Factory().method  # a program may pass this very object on: map(callback, xs)
+
+    def over(ctx: Ctx, f, g: ch.Is[callback], xs):
+        pass
+
+    ch.overdub.register(over)
+    try:
+        assert over in ch.overdub.methods()
+    finally:
+        ch.overdub.unregister(over)
+
+
+def test_the_suggested_patterns_match_the_calls_they_name():
+    obj, other = Factory(), Factory()
+
+    class Suggested(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def only_make_on_factory(ctx: Suggested, f: ch.Is[Factory.make.__func__], cls: ch.Is[Factory], x):
+        return ("overloaded make", x)
+
+    @ch.overdub.register
+    def only_method_on_obj(ctx: Suggested, f: ch.Is[Factory.method], self: ch.Is[obj], x):
+        return ("overloaded method", x)
+
+    try:
+        assert ch.overdub(Suggested(), use_factories, obj, other) == (
+            ("overloaded make", 1), ("made", 2), ("overloaded method", 3), ("method", 4))
+    finally:
+        ch.overdub.unregister(only_make_on_factory)
+        ch.overdub.unregister(only_method_on_obj)
