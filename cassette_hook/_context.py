@@ -108,7 +108,11 @@ class Context:
 
     def __class_getitem__(cls, metadata_type: Any) -> dispatch.Parametric:
         """``Ctx[M]``: an annotation matching a ``Ctx`` whose metadata is an ``M``."""
-        return dispatch.Parametric(cls, "metadata", metadata_type)
+        try:
+            return dispatch.Parametric(cls, "metadata", metadata_type)
+        except TypeError:
+            raise TypeError(f"{cls.__qualname__}[{metadata_type!r}]: the metadata type must be a class, "
+                            "Is[...], a union, Any or Optional") from None
 
     def __enter__(self) -> Context:
         push(self)
@@ -175,14 +179,28 @@ def _no_passes_yet(pass_: Any) -> None:
 
 def _check(ctx: object, what: str) -> None:
     if not isinstance(ctx, Context):
-        raise TypeError(f"{what}() takes a cassette_hook Context, not {type(ctx).__name__}")
+        raise TypeError(not_a_context(ctx, what))
+
+
+def checked(ctx: Context, what: str) -> Context:
+    """``ctx``, if it is a context; else the error ``what()`` gives for it."""
+    _check(ctx, what)
+    return ctx
+
+
+def not_a_context(obj: object, what: str) -> str:
+    """The message for ``what(obj, ...)`` given something that is not a context instance."""
+    if isinstance(obj, type) and issubclass(obj, Context):
+        name = obj.__qualname__
+        return (f"{what}() takes a context instance as its first argument, not the class {name}; "
+                f"write {what}({name}(), ...)")
+    return f"{what}() takes a context as its first argument, not {obj!r}; write {what}(ctx, ...)"
 
 
 # -- the stack -------------------------------------------------------------------------
 
 def push(ctx: Context) -> Entry:
-    """Make ``ctx`` the innermost active context."""
-    _check(ctx, "activating")
+    """Make ``ctx`` the innermost active context (a :class:`Context`: callers check)."""
     below = active.get()
     entry = Entry(ctx, below, raises_limit=below is None)
     if below is None:

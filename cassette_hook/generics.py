@@ -41,10 +41,27 @@ class ContextGeneric(dispatch.Generic):
     """A generic called with a context first, then the callee (``posthook``: its result
     too), whose registrations also reset the context plans (see :mod:`plan`)."""
 
+    @property
+    def _leading(self) -> tuple[str, ...]:
+        """The arguments every call passes before the callee's own."""
+        return ("ctx", "out", "f") if self.name == "posthook" else ("ctx", "f")
+
+    def _resolve_uncached(self, args: tuple[object, ...]) -> Callable[..., Any]:
+        """Refuse a call that does not start with a context and the callee: the first time
+        each combination of argument types is resolved, so no call pays for it after."""
+        leading = self._leading
+        if len(args) < len(leading):
+            *first, last = ({"ctx": "a context", "out": "a result", "f": "a callable"}[a] for a in leading)
+            raise TypeError(f"{self.name}() needs {', '.join(first)} and {last}: "
+                            f"{self.name}({', '.join(leading)}, *args, **kwargs)")
+        if not isinstance(args[0], _context.Context):
+            raise TypeError(_context.not_a_context(args[0], self.name))
+        return super()._resolve_uncached(args)
+
     def _signature(self, func: Any, self_type: type | None) -> Any:
         """Refuse, now, a method no call of this generic could ever run."""
         method = super()._signature(func, self_type)
-        leading = ("ctx", "out", "f") if self.name == "posthook" else ("ctx", "f")
+        leading = self._leading
         call = f"{self.name}({', '.join(leading)}, *args, **kwargs)"
         where = f"{self.name}: cannot register {dispatch._describe(func)}"
         if len(method.params) < len(leading) and method.varargs is None:
@@ -118,6 +135,10 @@ def _default_execute(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
 
 
 def _default_overdub(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+    # Only an explicit overdub(ctx, f, ...) gets here: a call site runs the callee itself,
+    # so a program's own call of a non-callable keeps Python's error.
+    if not callable(f):
+        raise TypeError(f"overdub(): f is not callable: {f!r}")
     out = execute(ctx, f, *args, **kwargs)
     if out is not OverdubInstead:
         return out
@@ -155,7 +176,7 @@ DEFAULTS: dict[str, Callable[..., Any]] = {
 def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
     top = _context.active.get()
-    entry = top if top is not None and top.ctx is ctx else _context.push(ctx)
+    entry = top if top is not None and top.ctx is ctx else _context.push(_context.checked(ctx, "recurse"))
     try:
         run = runnable(entry.plan, f)
         return run(*args, **kwargs) if run is not None else without_body(entry, f, args, kwargs)
@@ -166,7 +187,7 @@ def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
 
 def canrecurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> bool:
     """Does ``recurse(ctx, f, *args)`` run a Python body (rather than ``fallback``)?"""
-    return (runnable(_plan.plan_for(ctx), f) or operators.body(f, args)) is not None
+    return (runnable(_plan.plan_for(_context.checked(ctx, "canrecurse")), f) or operators.body(f, args)) is not None
 
 
 canoverdub = canrecurse

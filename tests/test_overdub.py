@@ -560,9 +560,17 @@ def test_traceback_has_the_same_user_frames_and_lines():
     assert user_frames(lambda: ch.overdub(Seen(metadata=[]), outer)) == plain
 
 
-def test_overdub_of_a_non_callable_raises_the_same_type_error_as_a_call():
-    with pytest.raises(TypeError, match="'int' object is not callable"):
+def test_overdub_of_a_non_callable_is_a_type_error_naming_it():
+    with pytest.raises(TypeError, match=r"^overdub\(\): f is not callable: 3$"):
         ch.overdub(Null(), 3)
+
+
+def test_a_programs_call_of_a_non_callable_raises_the_same_type_error_under_a_context():
+    def calls_three(three=3):
+        return three()
+
+    with pytest.raises(TypeError, match="'int' object is not callable"):
+        ch.overdub(Seen(metadata=[]), calls_three)
 
 
 def test_deep_recursion_that_works_plain_works_under_a_context():
