@@ -118,6 +118,9 @@ SHAPES = textwrap.dedent('''
         return call(object.__new__(cls), x)
 ''')
 
+# Python 3.13 warns, plainly too, about a partial used as a class attribute.
+pytestmark = pytest.mark.filterwarnings("ignore:functools.partial will be a method descriptor:FutureWarning")
+
 # shape -> (the module function to run, the name of the object it is given)
 CALLS = {
     "staticmethod __call__": ("call", "StaticCall()"),
