@@ -14,7 +14,8 @@ what every call in it does::
 This module is the whole public API.  The submodules are internal: ``_context`` (contexts
 and the active stack), ``dispatch`` (generic functions with multiple dispatch),
 ``generics`` (overdub and the hooks), ``plan`` (twins of functions), ``callsite`` (the
-hot path of rewritten call sites), ``operators`` (recursing into Python dunders),
+hot path of rewritten call sites), ``_special`` (special methods as the interpreter binds
+them), ``operators`` (recursing into Python dunders),
 ``primitives`` (calling C code as the plain program would), ``rewrite`` (bytecode
 rewriting, one module per CPython version), ``importhook`` (the import hook and
 ``instrument``), ``_switch`` and ``_pyc`` (its runtime switch and code cache),
