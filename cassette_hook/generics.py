@@ -75,7 +75,8 @@ class ContextGeneric(dispatch.Generic):
                 raise TypeError(f"{where}: keyword-only parameter {p.name!r} has no default; the keyword "
                                 f"arguments of a call take no part in dispatch, so a call without {p.name}= "
                                 "would choose this method and fail: give it a default")
-        if not method.pattern(0).can_hold(_context.Context):
+        first_pattern = method.pattern(0)  # None only for a method the arity check refused
+        if first_pattern is not None and not first_pattern.can_hold(_context.Context):
             first = next(iter(parameters))
             annotation = inspect.formatannotation(first.annotation)
             raise TypeError(f"{where}: its first parameter {first.name!r} is annotated {annotation}, "
@@ -237,7 +238,9 @@ def runnable(plan: _plan.Plan, f: Any) -> Callable[..., Any] | None:
         return _construction(plan, f)
     call_method = getattr(kind, "__call__", None)  # noqa: B004 -- the method itself, not a callable() test
     if type(call_method) is FunctionType and kind.__dict__.get("__call__") is call_method:
-        twin = plan.twin(call_method)  # the common callable instance: a plain function on its class
+        # The common callable instance: a plain function on its class.  (mypy does not narrow
+        # type(x) is T within an ``and``; a cast would cost a call here.)
+        twin = plan.twin(call_method)  # type: ignore[arg-type]
         return None if twin is None else MethodType(twin, f)
     return _special_call(plan, f, kind)
 
@@ -285,8 +288,11 @@ _TYPE_CALL = type.__dict__["__call__"]
 
 def _body(method: Any) -> FunctionType | None:
     """The Python function a ``__new__`` or ``__init__`` runs: itself, a method's, a partial's."""
-    func = method.__func__ if type(method) is MethodType else method.func if type(method) is functools.partial else method
-    return func if type(func) is FunctionType else None
+    if type(method) is MethodType:
+        method = method.__func__
+    elif type(method) is functools.partial:
+        method = method.func
+    return method if type(method) is FunctionType else None
 
 
 def _construct_by_ref(ref: weakref.ref[type], /, *args: Any, **kwargs: Any) -> Any:

@@ -50,7 +50,8 @@ def test_calling_a_generic_without_arguments_says_what_it_needs(name):
 
 
 def test_calling_overdub_with_only_a_context_says_it_needs_a_callable():
-    assert message(lambda: ch.overdub(Ctx())) == "overdub() needs a context and a callable: overdub(ctx, f, *args, **kwargs)"
+    assert message(lambda: ch.overdub(Ctx())) == (
+        "overdub() needs a context and a callable: overdub(ctx, f, *args, **kwargs)")
 
 
 def test_calling_posthook_without_arguments_says_it_needs_the_result_too():
