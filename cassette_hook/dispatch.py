@@ -322,11 +322,17 @@ class _Method:
     len(params)``, or ``required ..`` with varargs.
     """
 
-    __slots__ = ("func", "params", "required", "varargs")
+    __slots__ = ("func", "params", "required", "varargs", "registered")
 
     def __init__(self, func: Callable[..., Any], params: tuple[Pattern, ...],
                  required: int, varargs: Pattern | None) -> None:
         self.func, self.params, self.required, self.varargs = func, params, required, varargs
+        self.registered = func  # what the user registered; ``func`` is what calls run
+
+    def running(self, func: Callable[..., Any]) -> _Method:
+        """This method, with calls running ``func`` in place of the registered function."""
+        self.func = func
+        return self
 
     def pattern(self, i: int) -> Pattern | None:
         return self.params[i] if i < len(self.params) else self.varargs
@@ -590,7 +596,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
     def unregister(self, func: Callable[..., Any]) -> None:
         """Remove every method registered with ``func``."""
         with self._lock:
-            kept = tuple(m for m in self._methods if m.func != func)
+            kept = tuple(m for m in self._methods if m.registered != func)
             if len(kept) == len(self._methods):
                 raise ValueError(f"{self.name}: cannot unregister {_describe(func)}: it is not registered")
             self._methods = kept
@@ -664,7 +670,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
 
     def methods(self) -> list[Callable[..., Any]]:
         """The registered methods, not the default."""
-        return [m.func for m in self._methods]
+        return [m.registered for m in self._methods]
 
     def __repr__(self) -> str:
         return f"<Generic {self.name} with {len(self._methods)} method(s)>"

@@ -88,7 +88,7 @@ class ContextGeneric(dispatch.Generic):
             if receiver is not None:
                 names = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
                 raise TypeError(f"{where}: {_bound_method_advice(bound, receiver, names[len(leading) - 1:])}")
-        return method
+        return method.running(_leading_positional(func, len(leading)))
 
     def register(self, func: Any = None, /, **options: Any) -> Any:
         if func is None:
@@ -100,6 +100,30 @@ class ContextGeneric(dispatch.Generic):
     def unregister(self, func: Any) -> None:
         super().unregister(func)
         _plan.invalidate()
+
+
+def _leading_positional(func: Any, count: int) -> Any:
+    """``func`` with its first ``count`` parameters positional-only.
+
+    A hook is called as ``prehook(ctx, f, *args, **kwargs)`` with the program's keyword
+    arguments as keywords, so ``def prehook(self, f, *args, **kwargs)`` -- the natural way
+    to write it -- would fail with "multiple values for argument 'f'" on the program's
+    ``g(f=1)``.  The leading parameters are only ever passed by position, so a copy whose
+    code says so is the same method, and a keyword of the same name goes to ``**kwargs``.
+    """
+    if type(func) is not FunctionType:
+        return func
+    code = func.__code__
+    positional = min(count, code.co_argcount)
+    if code.co_posonlyargcount >= positional:
+        return func
+    copy = FunctionType(code.replace(co_posonlyargcount=positional), func.__globals__, func.__name__,
+                        func.__defaults__, func.__closure__)
+    copy.__kwdefaults__ = func.__kwdefaults__
+    for name in functools.WRAPPER_ASSIGNMENTS:  # the same function, not a wrapper of it
+        setattr(copy, name, getattr(func, name))
+    copy.__dict__.update(func.__dict__)
+    return copy
 
 
 def _receiver_of(obj: object) -> object | None:
