@@ -42,6 +42,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -484,6 +485,9 @@ class Result:
     returncode: int | None
     seconds: float
     log: Path
+    # CPU seconds (user + system) of the run's processes: on a shared machine the wall
+    # time says as much about the neighbours as about the run.
+    cpu_seconds: float = 0.0
     counts: dict[str, int] | None = None  # None: no results
     warnings: int = 0  # shown, not compared
     outcomes: Counter | None = None  # (test id, outcome) -> n
@@ -606,6 +610,12 @@ def counting_report(log_path: Path) -> int | None:
     return int(found[-1]) if found else None
 
 
+def _children_cpu() -> float:
+    """CPU seconds used so far by the child processes that have been waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_suite(
     project: Project, mode: str, src: Path, installed: dict[str, Path], cache: Path,
     extra: list[str], timeout: float,
@@ -636,6 +646,7 @@ def run_suite(
 
     log(f"[{slug} {mode}] {' '.join(cmd)}  (cwd {cwd})")
     start = time.monotonic()
+    cpu_before = _children_cpu()
     with open(log_path, "w") as out:
         out.write(f"$ cd {cwd}\n$ {' '.join(cmd)}\n")
         out.flush()
@@ -656,7 +667,7 @@ def run_suite(
                     pass
                 proc.wait()
     seconds = time.monotonic() - start
-    result = Result(mode, returncode, seconds, log_path)
+    result = Result(mode, returncode, seconds, log_path, _children_cpu() - cpu_before)
     if returncode is None:
         result.problem = f"timed out after {timeout:.0f}s"
     else:
@@ -667,7 +678,7 @@ def run_suite(
             result.problem = (f"the counting context saw no calls ({result.prehook_calls})"
                               if result.prehook_calls == 0 else "no report from the counting context")
     shown = result.counts if result.counts else result.problem
-    log(f"[{slug} {mode}] {seconds:.1f}s exit {returncode}: {shown}")
+    log(f"[{slug} {mode}] {seconds:.1f}s ({result.cpu_seconds:.1f}s CPU) exit {returncode}: {shown}")
     return result
 
 
@@ -703,17 +714,17 @@ def compare(project: Project, results: list[Result]) -> list[str]:
 
 
 def print_table(rows: list[tuple[Project, list[Result]]]) -> None:
-    """Counts per run. "subtests" is the passed subtests; failed or skipped subtests, if
-    any, and the calls the counting context saw are listed after the time."""
+    """Counts per run, wall and CPU time. "subtests" is the passed subtests; failed or
+    skipped subtests, if any, and the calls the counting context saw follow the times."""
     columns = (*COUNT_KEYS, "subtests", "warnings")
-    head = f"{'project':22} {'run':10}" + "".join(f"{k:>9}" for k in columns) + f"{'time':>9}"
+    head = f"{'project':22} {'run':10}" + "".join(f"{k:>9}" for k in columns) + f"{'time':>9}{'cpu':>9}"
     log(head)
     log("-" * len(head))
     for project, results in rows:
         for r in results:
             label = f"{project.name} {project.version}" if r is results[0] else ""
             if r.counts is None:
-                log(f"{label:22} {r.mode:10}  no results: {r.problem}  ({r.seconds:.1f}s)")
+                log(f"{label:22} {r.mode:10}  no results: {r.problem}  ({r.seconds:.1f}s, {r.cpu_seconds:.1f}s CPU)")
                 continue
             values = [r.counts[k] for k in COUNT_KEYS]
             values += [r.counts.get("subtests passed", 0), r.warnings]
@@ -723,7 +734,8 @@ def print_table(rows: list[tuple[Project, list[Result]]]) -> None:
             )
             if r.prehook_calls is not None:
                 others = ", ".join(filter(None, (others, f"{r.prehook_calls} prehook calls")))
-            log(f"{label:22} {r.mode:10}{cells}{r.seconds:>8.1f}s" + (f"  {others}" if others else ""))
+            log(f"{label:22} {r.mode:10}{cells}{r.seconds:>8.1f}s{r.cpu_seconds:>8.1f}s"
+                + (f"  {others}" if others else ""))
 
 
 # --------------------------------------------------------------------------- main
@@ -852,7 +864,7 @@ def main(argv: list[str] | None = None) -> int:
     log("")
     for project, seconds in timings:
         log(f"{project.name}: {seconds:.1f}s in all (download, install, {len(modes)} runs)")
-    log(f"total: {time.monotonic() - total_start:.1f}s")
+    log(f"total: {time.monotonic() - total_start:.1f}s ({_children_cpu():.1f}s CPU, installs included)")
     if failed:
         log("\nFAIL: the runs of some project differ or produced no results (see above)")
         return 1
