@@ -224,14 +224,6 @@ def _setup_pallets(package: str):
     return setup
 
 
-def _setup_mistune(src: Path, work: Path, installed: dict[str, Path]):
-    # pyproject.toml is the configuration (filterwarnings = error); its pythonpath puts
-    # src/ on sys.path, hence the sdist's src/mistune is removed. A test reads
-    # pyproject.toml from the working directory.
-    tree = _sdist_tree(src, work, ("src/mistune",))
-    return tree, ["-c", "pyproject.toml", "--rootdir", str(tree), "tests"]
-
-
 def _setup_tomlkit(src: Path, work: Path, installed: dict[str, Path]):
     # No pytest configuration upstream; the toml-test and toml-spec-tests data are in tests/.
     tree = _sdist_tree(src, work, ("tomlkit",))
@@ -268,7 +260,7 @@ class Project:
 # The pins: the newest releases (at the time of pinning) that support CPython 3.10-3.13.
 # more-itertools 11.2 requires Python >= 3.11, so it is pinned at 11.1.0 (and
 # python-dateutil 4 likewise, so 3.0.0). The order matters for --rotate (project i is
-# in share i % K): the longest suites (more-itertools, attrs, python-dateutil, idna)
+# in share i % K): the three longest suites (more-itertools, python-dateutil, attrs)
 # are in different shares of three.
 PROJECTS = (
     Project(
@@ -313,11 +305,6 @@ PROJECTS = (
         "jinja2", "3.1.6",
         "0137fb05990d35f1275a587e9aee6d56da821fc83491a0fb838183be43f66d6d",
         ("jinja2",), _setup_pallets("jinja2"),
-    ),
-    Project(
-        "mistune", "3.4.0",
-        "2eaf7952af928ca8d33b779762effc1da517b62c6ad85ec8ca957e3b07b9782a",
-        ("mistune",), _setup_mistune,
     ),
     Project(
         "tomlkit", "0.15.2",
