@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from types import CoroutineType, FunctionType, GeneratorType
+from types import BuiltinFunctionType, CoroutineType, FunctionType, GeneratorType
 from typing import Any, Callable
 
 Body = Callable[..., Any]
@@ -77,6 +77,12 @@ def _special(obj: Any, name: str) -> Any:
 
 def body(op: Any, args: tuple[Any, ...]) -> Body | None:
     """What runs ``op(*args)`` through Python dunders, or ``None`` to leave it to C."""
+    # The operators are C functions, whose hash is their identity. Any other callee is
+    # not one, and looking it up in the tables below would hash it: that runs its
+    # __hash__, which may raise (a weakref.ref to an unhashable object, a weakref.proxy)
+    # where the plain call hashes nothing.
+    if type(op) is not BuiltinFunctionType:
+        return None
     if op in _BINARY and len(args) == 2:
         forward, reflected, symbol = _BINARY[op]
         return _binary(forward, reflected, symbol, *args)

@@ -7,33 +7,42 @@ For each peer project (pinned below) this script
    into a cache directory (reused when present, checked against the pinned sha256),
 2. unpacks it and installs the project from the unpacked sdist into the running
    environment (non-editable; the test dependencies come from ``peers/requirements.txt``),
-3. runs the project's test suite three times, each in a fresh working directory and
+3. runs the project's test suite four times, each in a fresh working directory and
    its own subprocess::
 
        plain       python -m pytest ARGS
        nocontext   python -m cassette_hook --include P... -m pytest ARGS
        null        python -m cassette_hook --include P... --context null -m pytest ARGS
+       counting    python -m cassette_hook --include P...
+                       --context peers_counting:CountingContext -m pytest ARGS
+
+   (``counting`` is a user-written context whose ``prehook`` counts calls: see
+   ``peers/contexts/peers_counting.py``),
 
 4. reads each run's counts from its ``--junitxml`` report (passed, failed, errors,
    skipped, xfailed; xpassed comes from pytest's summary line, because a JUnit report
    records an xpass as a pass) and prints a table.
 
-It exits non-zero if any project's three runs differ (in the counts, or in which test
-had which outcome) or if any run produced no results. Each run's output is kept in a
+It exits non-zero if any project's runs differ (in the counts, or in which test had
+which outcome), if any run produced no results, or if the counting context saw no calls. Each run's output is kept in a
 log file; on a mismatch the script prints the tests that differ and the logs' tails.
 
 Run it through tox (``python -m tox run -e peers``): it installs packages into the
 environment it runs in, so outside a virtual environment it refuses to install (see
-``--no-install``). Standard library only; CPython 3.10-3.13.
+``--no-install``). ``--rotate I/K`` runs a share of the projects that changes every
+day (CI runs every project on one Python and a rotating share on the others: see
+``rotation_share``). Standard library only; CPython 3.10-3.13.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import subprocess
@@ -49,8 +58,13 @@ from typing import Callable
 HERE = Path(__file__).resolve().parent
 REQUIREMENTS = HERE / "requirements.txt"
 DEFAULT_CACHE = HERE / ".cache"
+# The counting context's module; on PYTHONPATH in every run (see clean_env).
+CONTEXTS_DIR = HERE / "contexts"
+COUNTING_CONTEXT = "peers_counting:CountingContext"
+# What the counting context writes at exit (peers/contexts/peers_counting.py).
+_COUNTING_REPORT = re.compile(r"peers counting context: (\d+) prehook calls")
 
-MODES = ("plain", "nocontext", "null")
+MODES = ("plain", "nocontext", "null", "counting")
 COUNT_KEYS = ("passed", "failed", "errors", "skipped", "xfailed", "xpassed")
 # pytest >= 9 runs unittest's subTest()s as subtests and counts them in its summary line
 # only ("3 passed, 120 subtests passed"): those counts are compared too.
@@ -63,7 +77,7 @@ COMMON_PYTEST_ARGS = ["-q", "-p", "no:cacheprovider"]
 # --------------------------------------------------------------------------- projects
 # Each project's setup gets (sdist tree, fresh working directory, installed package
 # directories by import name) and returns (cwd, pytest arguments) for a run. Whatever
-# it returns is used identically by the three runs.
+# it returns is used identically by all the runs.
 
 
 def _setup_more_itertools(src: Path, work: Path, installed: dict[str, Path]):
@@ -103,11 +117,129 @@ def _setup_toolz(src: Path, work: Path, installed: dict[str, Path]):
 def _setup_attrs(src: Path, work: Path, installed: dict[str, Path]):
     # attrs' own configuration (pyproject.toml) uses --import-mode=importlib with a src/
     # layout, so tests/ imports the installed attr and attrs; run in a copy of the sdist.
-    # Hypothesis gets a fixed seed so that the three runs draw the same examples, and
+    # Hypothesis gets a fixed seed so that all the runs draw the same examples, and
     # each run starts without a .hypothesis/ example database (fresh copy).
     tree = work / src.name
     shutil.copytree(src, tree)
     return tree, ["tests", "--hypothesis-seed=0"]
+
+
+def _sdist_tree(src: Path, work: Path, sources: tuple[str, ...]) -> Path:
+    """A copy of the sdist in ``work`` without the project's own sources (``sources``:
+    paths in the sdist), so that whatever the suite imports is the installed package,
+    even where its configuration or sys.path[0] would put the sdist's copy first. The
+    rest stays: some tests read the sdist's files (LICENSE, pyproject.toml, bin/)."""
+    tree = work / src.name
+    shutil.copytree(src, tree)
+    for rel in sources:
+        path = tree / rel
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+    return tree
+
+
+def _own_ini(tree: Path, text: str = "") -> str:
+    """Write a pytest configuration of the check's own into ``tree`` and return its path,
+    for projects whose configuration needs plugins the check does not install (coverage)
+    or that have none: given with -c, it also keeps pytest from taking a tox.ini or
+    setup.cfg it finds for the configuration."""
+    ini = tree / "peers-pytest.ini"
+    ini.write_text("[pytest]\n" + text)
+    return str(ini)
+
+
+def _setup_six(src: Path, work: Path, installed: dict[str, Path]):
+    # One module (six.py) and one test module at the top of the sdist; setup.cfg is the
+    # configuration (minversion only).
+    tree = _sdist_tree(src, work, ("six.py",))
+    return tree, ["-c", "setup.cfg", "--rootdir", str(tree), "test_six.py"]
+
+
+def _setup_python_dateutil(src: Path, work: Path, installed: dict[str, Path]):
+    # setup.cfg is the configuration (filterwarnings = error, xfail_strict); tox runs
+    # tests/ and docs/ (its *_solution.py exercises). Some tests carry pytest-cov's
+    # mark no_cover, which filterwarnings = error turns into a collection error without
+    # pytest-cov (only measures coverage): that warning, and only it, is ignored.
+    tree = _sdist_tree(src, work, ("src/dateutil",))
+    return tree, [
+        "-c", "setup.cfg", "--rootdir", str(tree), "-W", "ignore::pytest.PytestUnknownMarkWarning",
+        "tests", "docs",
+    ]
+
+
+def _setup_cachetools(src: Path, work: Path, installed: dict[str, Path]):
+    # No pytest configuration upstream (tox runs `pytest` with pytest-cov options).
+    tree = _sdist_tree(src, work, ("src/cachetools",))
+    return tree, ["-c", _own_ini(tree), "--rootdir", str(tree), "tests"]
+
+
+def _setup_idna(src: Path, work: Path, installed: dict[str, Path]):
+    # No pytest configuration upstream; the tests read their data files (the Unicode
+    # IDNA test vectors) from tests/.
+    tree = _sdist_tree(src, work, ("idna",))
+    return tree, ["-c", _own_ini(tree), "--rootdir", str(tree), "tests"]
+
+
+def _setup_parse(src: Path, work: Path, installed: dict[str, Path]):
+    # Upstream's addopts are pytest-cov's options plus --doctest-modules and
+    # --doctest-glob=README.rst over the sdist: the same without coverage, with the
+    # doctests of the installed parse.py.
+    tree = _sdist_tree(src, work, ("parse.py",))
+    return tree, [
+        "-c", _own_ini(tree), "--rootdir", str(tree), "--doctest-modules",
+        "--doctest-glob=README.rst", "tests", "README.rst", str(installed["parse"]),
+    ]
+
+
+def _setup_schema(src: Path, work: Path, installed: dict[str, Path]):
+    # One module and one test module at the top of the sdist; a test reads LICENSE-MIT
+    # from the working directory.
+    tree = _sdist_tree(src, work, ("schema.py",))
+    return tree, ["-c", _own_ini(tree), "--rootdir", str(tree), "test_schema.py"]
+
+
+def _setup_boltons(src: Path, work: Path, installed: dict[str, Path]):
+    # tox: pytest --doctest-modules <installed boltons> tests, with pyproject.toml's
+    # doctest flags. tests/conftest.py only defines pytest_ignore_collect(path, config)
+    # to skip test modules named *_pyN for another major Python; pytest 9 no longer
+    # has the `path` argument and rejects the plugin. On Python 3 it ignores nothing
+    # (the one such module is *_py3), so --noconftest collects the same tests.
+    tree = _sdist_tree(src, work, ("boltons",))
+    return tree, [
+        "-c", "pyproject.toml", "--rootdir", str(tree), "--noconftest", "--doctest-modules",
+        str(installed["boltons"]), "tests",
+    ]
+
+
+def _setup_pallets(package: str):
+    """click and Jinja: src/ layout; pyproject.toml is the configuration
+    (filterwarnings = error; click deselects its stress tests with -m 'not stress')."""
+
+    def setup(src: Path, work: Path, installed: dict[str, Path]):
+        tree = _sdist_tree(src, work, (f"src/{package}",))
+        return tree, ["-c", "pyproject.toml", "--rootdir", str(tree), "tests"]
+
+    return setup
+
+
+def _setup_tomlkit(src: Path, work: Path, installed: dict[str, Path]):
+    # No pytest configuration upstream; the toml-test and toml-spec-tests data are in tests/.
+    tree = _sdist_tree(src, work, ("tomlkit",))
+    return tree, ["-c", _own_ini(tree), "--rootdir", str(tree), "tests"]
+
+
+def _setup_wcwidth(src: Path, work: Path, installed: dict[str, Path]):
+    # Upstream's [pytest] (tox.ini): tests/ and the doctests of the package
+    # (--doctest-modules, but not wcwidth/wcwidth.py), filterwarnings = error, plus
+    # pytest-cov's options, left out here. Some tests read setup.py, pyproject.toml and bin/.
+    tree = _sdist_tree(src, work, ("wcwidth",))
+    pkg = installed["wcwidth"]
+    return tree, [
+        "-c", _own_ini(tree, "filterwarnings =\n    error\n"), "--rootdir", str(tree),
+        "--doctest-modules", "tests", str(pkg), f"--ignore={pkg / 'wcwidth.py'}",
+    ]
 
 
 @dataclass(frozen=True)
@@ -117,7 +249,7 @@ class Project:
     sha256: str  # of the sdist
     packages: tuple[str, ...]  # import names: --include prefixes, and what gets located
     setup: Callable[[Path, Path, dict[str, Path]], tuple[Path, list[str]]] = field(repr=False)
-    # Test ids deselected in all three runs, each with the reason it cannot run here.
+    # Test ids deselected in all the runs, each with the reason it cannot run here.
     deselect: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -126,7 +258,10 @@ class Project:
 
 
 # The pins: the newest releases (at the time of pinning) that support CPython 3.10-3.13.
-# more-itertools 11.2 requires Python >= 3.11, so it is pinned at 11.1.0.
+# more-itertools 11.2 requires Python >= 3.11, so it is pinned at 11.1.0 (and
+# python-dateutil 4 likewise, so 3.0.0). The order matters for --rotate (project i is
+# in share i % K): the three longest suites (more-itertools, python-dateutil, attrs)
+# are in different shares of three.
 PROJECTS = (
     Project(
         "more-itertools", "11.1.0",
@@ -142,6 +277,69 @@ PROJECTS = (
         "attrs", "26.1.0",
         "d03ceb89cb322a8fd706d4fb91940737b6642aa36998fe130a9bc96c985eff32",
         ("attr", "attrs"), _setup_attrs,
+    ),
+    Project(
+        "click", "8.5.1",
+        "9bbfada76703fd1d784b83eea012e3e8c6a001a876543ef104fa56aaaeb072b4",
+        ("click",), _setup_pallets("click"),
+    ),
+    Project(
+        "python-dateutil", "3.0.0",
+        "7ebcb3c29a92f3ceafe79a7a48a5c45677e9e004bbeec5742ac0bbb00560b7a2",
+        ("dateutil",), _setup_python_dateutil,
+        deselect=(
+            ("tests/test_tz.py::test_gettz_link[tzpath-Europe/Monaco-Europe/Paris]",
+             "compares this machine's /usr/share/zoneinfo (Monaco is no longer a link to Paris)"),
+            ("tests/test_tzfile.py::test_gettz_local_abbreviation_without_time_zone_data",
+             "expects gettz('UTC') to be tzlocal when /usr/share/zoneinfo is absent; it is present here"),
+            ("tests/test_tzpath_data.py::test_dst_matches_tzdata_zi[tzpath]",
+             "compares this machine's /usr/share/zoneinfo with the tzdata package's release"),
+        ),
+    ),
+    Project(
+        "idna", "3.20",
+        "a7db850025b95ded1eae8a46181a1a6c56c92c96f0e2b005d9ff8dc0210cab44",
+        ("idna",), _setup_idna,
+    ),
+    Project(
+        "jinja2", "3.1.6",
+        "0137fb05990d35f1275a587e9aee6d56da821fc83491a0fb838183be43f66d6d",
+        ("jinja2",), _setup_pallets("jinja2"),
+    ),
+    Project(
+        "tomlkit", "0.15.2",
+        "83e32755ba1d20d9340bd069ee97e9f6232ba2346b63ffcba425de01f7e327a6",
+        ("tomlkit",), _setup_tomlkit,
+    ),
+    Project(
+        "boltons", "26.2.0",
+        "d39cfd15c1a1c3bd4d705c82252fa9edb8e4f5e8cc039f8e39afac7b1b47e92c",
+        ("boltons",), _setup_boltons,
+    ),
+    Project(
+        "wcwidth", "0.9.4",
+        "fd8d57d3cdfe570e3265c8fab1885c24e34ef40889c0759c0c304a19e9835954",
+        ("wcwidth",), _setup_wcwidth,
+    ),
+    Project(
+        "six", "1.17.0",
+        "ff70335d468e7eb6ec65b95b99d3a2836546063f63acc5171de367e834932a81",
+        ("six",), _setup_six,
+    ),
+    Project(
+        "cachetools", "7.3.2",
+        "43e5db663b58c4337a9959069d93f54dd2e065fdd0438a504cd1100fbeb48beb",
+        ("cachetools",), _setup_cachetools,
+    ),
+    Project(
+        "parse", "1.22.4",
+        "706d458feed5a81b02768d3156e8070baf6cee7d150a3a3c0cd43101a875c3b5",
+        ("parse",), _setup_parse,
+    ),
+    Project(
+        "schema", "0.7.8",
+        "e86cc08edd6fe6e2522648f4e47e3a31920a76e82cce8937535422e310862ab5",
+        ("schema",), _setup_schema,
     ),
 )
 
@@ -204,12 +402,15 @@ def unpack(sdist: Path, dest_root: Path) -> Path:
 
 
 def locate_installed(project: Project, cwd: Path) -> dict[str, Path]:
-    """Where the environment's python imports the project's packages from (and check
-    that it is the pinned version, installed, not a source tree)."""
+    """Where the environment's python imports the project's packages from: a package's
+    directory, a single module's file (and check that it is the pinned version,
+    installed, not a source tree)."""
     code = (
         "import importlib.util, importlib.metadata, json, sys\n"
         f"names = {list(project.packages)!r}\n"
-        "locs = {n: importlib.util.find_spec(n).submodule_search_locations[0] for n in names}\n"
+        "specs = {n: importlib.util.find_spec(n) for n in names}\n"
+        "locs = {n: s.submodule_search_locations[0] if s.submodule_search_locations else s.origin\n"
+        "        for n, s in specs.items()}\n"
         f"print(json.dumps([importlib.metadata.version({project.name!r}), locs]))\n"
     )
     out = subprocess.run(
@@ -271,9 +472,13 @@ class Result:
     returncode: int | None
     seconds: float
     log: Path
+    # CPU seconds (user + system) of the run's processes: on a shared machine the wall
+    # time says as much about the neighbours as about the run.
+    cpu_seconds: float = 0.0
     counts: dict[str, int] | None = None  # None: no results
     warnings: int = 0  # shown, not compared
     outcomes: Counter | None = None  # (test id, outcome) -> n
+    prehook_calls: int | None = None  # counting run: the calls its context saw
     problem: str = ""
 
 
@@ -373,11 +578,29 @@ def tail(path: Path, n: int = 40) -> str:
 
 def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("CASSETTE_HOOK_")}
-    # Same hash seed in every run: set iteration order is then the same in all three.
+    # Same hash seed in every run: set iteration order is then the same in all.
     env["PYTHONHASHSEED"] = "0"
     env.pop("PYTEST_ADDOPTS", None)
-    env.pop("PYTHONPATH", None)
+    # Only the counting context's directory (it holds nothing else), in every run, so
+    # that all runs have the same sys.path.
+    env["PYTHONPATH"] = str(CONTEXTS_DIR)
     return env
+
+
+def counting_report(log_path: Path) -> int | None:
+    """The number of calls the counting context reports at exit, None if it did not."""
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return None
+    found = _COUNTING_REPORT.findall(text)
+    return int(found[-1]) if found else None
+
+
+def _children_cpu() -> float:
+    """CPU seconds used so far by the child processes that have been waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_suite(
@@ -401,6 +624,8 @@ def run_suite(
         cmd += ["-m", "cassette_hook", *include_args(project)]
         if mode == "null":
             cmd += ["--context", "null"]
+        elif mode == "counting":
+            cmd += ["--context", COUNTING_CONTEXT]
     cmd += ["-m", "pytest", *COMMON_PYTEST_ARGS, f"--junitxml={xml_path}"]
     for test_id, _reason in project.deselect:
         cmd += ["--deselect", test_id]
@@ -408,6 +633,7 @@ def run_suite(
 
     log(f"[{slug} {mode}] {' '.join(cmd)}  (cwd {cwd})")
     start = time.monotonic()
+    cpu_before = _children_cpu()
     with open(log_path, "w") as out:
         out.write(f"$ cd {cwd}\n$ {' '.join(cmd)}\n")
         out.flush()
@@ -428,13 +654,18 @@ def run_suite(
                     pass
                 proc.wait()
     seconds = time.monotonic() - start
-    result = Result(mode, returncode, seconds, log_path)
+    result = Result(mode, returncode, seconds, log_path, _children_cpu() - cpu_before)
     if returncode is None:
         result.problem = f"timed out after {timeout:.0f}s"
     else:
         read_results(result, xml_path)
+    if mode == "counting" and returncode is not None:
+        result.prehook_calls = counting_report(log_path)
+        if not result.prehook_calls and not result.problem:
+            result.problem = (f"the counting context saw no calls ({result.prehook_calls})"
+                              if result.prehook_calls == 0 else "no report from the counting context")
     shown = result.counts if result.counts else result.problem
-    log(f"[{slug} {mode}] {seconds:.1f}s exit {returncode}: {shown}")
+    log(f"[{slug} {mode}] {seconds:.1f}s ({result.cpu_seconds:.1f}s CPU) exit {returncode}: {shown}")
     return result
 
 
@@ -470,17 +701,17 @@ def compare(project: Project, results: list[Result]) -> list[str]:
 
 
 def print_table(rows: list[tuple[Project, list[Result]]]) -> None:
-    """Counts per run. "subtests" is the passed subtests; failed or skipped subtests, if
-    any, are listed after the time."""
+    """Counts per run, wall and CPU time. "subtests" is the passed subtests; failed or
+    skipped subtests, if any, and the calls the counting context saw follow the times."""
     columns = (*COUNT_KEYS, "subtests", "warnings")
-    head = f"{'project':22} {'run':10}" + "".join(f"{k:>9}" for k in columns) + f"{'time':>9}"
+    head = f"{'project':22} {'run':10}" + "".join(f"{k:>9}" for k in columns) + f"{'time':>9}{'cpu':>9}"
     log(head)
     log("-" * len(head))
     for project, results in rows:
         for r in results:
             label = f"{project.name} {project.version}" if r is results[0] else ""
             if r.counts is None:
-                log(f"{label:22} {r.mode:10}  no results: {r.problem}  ({r.seconds:.1f}s)")
+                log(f"{label:22} {r.mode:10}  no results: {r.problem}  ({r.seconds:.1f}s, {r.cpu_seconds:.1f}s CPU)")
                 continue
             values = [r.counts[k] for k in COUNT_KEYS]
             values += [r.counts.get("subtests passed", 0), r.warnings]
@@ -488,10 +719,30 @@ def print_table(rows: list[tuple[Project, list[Result]]]) -> None:
             others = ", ".join(
                 f"{r.counts[k]} {k}" for k in SUBTEST_KEYS[1:] if r.counts.get(k)
             )
-            log(f"{label:22} {r.mode:10}{cells}{r.seconds:>8.1f}s" + (f"  {others}" if others else ""))
+            if r.prehook_calls is not None:
+                others = ", ".join(filter(None, (others, f"{r.prehook_calls} prehook calls")))
+            log(f"{label:22} {r.mode:10}{cells}{r.seconds:>8.1f}s{r.cpu_seconds:>8.1f}s"
+                + (f"  {others}" if others else ""))
 
 
 # --------------------------------------------------------------------------- main
+
+
+def rotation_share(spec: str, day: datetime.date) -> tuple[int, list[Project]]:
+    """The projects ``--rotate I/K`` runs on ``day``: share ``(day + I) % K`` of K, where
+    share s is the projects at positions s, s + K, s + 2K, ... of PROJECTS.
+
+    Why: every project on every Python in every CI run costs too much on two cores.
+    CI runs all projects on one Python and gives each of the other K Pythons a
+    different I: each day those K runs together cover every project once, and a
+    project moves to the next Python the next day, so in K days every project has run
+    on every Python. The day (UTC) makes it deterministic and reproducible (--day)."""
+    offset_text, _, shares_text = spec.partition("/")
+    offset, shares = int(offset_text), int(shares_text)
+    if shares < 1 or not 0 <= offset < shares:
+        raise ValueError(f"--rotate I/K needs 0 <= I < K, got {spec!r}")
+    share = (day.toordinal() + offset) % shares
+    return share, [p for i, p in enumerate(PROJECTS) if i % shares == share]
 
 
 def _terminated(signum, frame):
@@ -516,6 +767,13 @@ def main(argv: list[str] | None = None) -> int:
                              " (default: peers/.cache)")
     parser.add_argument("--no-install", action="store_true",
                         help="use what the environment has; install nothing")
+    parser.add_argument("--rotate", metavar="I/K",
+                        help="run only the day's share of the projects for rotation slot I"
+                             " of K (see rotation_share; CI: 0/3, 1/3, 2/3 on three Pythons)")
+    parser.add_argument("--day", type=datetime.date.fromisoformat,
+                        default=datetime.datetime.now(datetime.timezone.utc).date(),
+                        help="the day (YYYY-MM-DD) that --rotate picks the share for"
+                             " (default: today, UTC)")
     parser.add_argument("--timeout", type=float, default=3600,
                         help="seconds one test run may take (default: 3600)")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -527,7 +785,15 @@ def main(argv: list[str] | None = None) -> int:
     modes = [m.strip() for m in opts.modes.split(",") if m.strip()]
     if not modes or any(m not in MODES for m in modes):
         parser.error(f"--modes takes a comma-separated subset of {','.join(MODES)}")
-    projects = [p for p in PROJECTS if not opts.project or p.name in opts.project]
+    projects = list(PROJECTS)
+    if opts.rotate:
+        try:
+            share, projects = rotation_share(opts.rotate, opts.day)
+        except ValueError as exc:
+            parser.error(str(exc))
+        log(f"--rotate {opts.rotate} on {opts.day}: share {share}:"
+            f" {', '.join(p.name for p in projects)}")
+    projects = [p for p in projects if not opts.project or p.name in opts.project]
     cache = opts.cache.resolve()
     cache.mkdir(parents=True, exist_ok=True)
 
@@ -585,7 +851,7 @@ def main(argv: list[str] | None = None) -> int:
     log("")
     for project, seconds in timings:
         log(f"{project.name}: {seconds:.1f}s in all (download, install, {len(modes)} runs)")
-    log(f"total: {time.monotonic() - total_start:.1f}s")
+    log(f"total: {time.monotonic() - total_start:.1f}s ({_children_cpu():.1f}s CPU, installs included)")
     if failed:
         log("\nFAIL: the runs of some project differ or produced no results (see above)")
         return 1

@@ -767,6 +767,29 @@ def test_functions_that_cannot_be_rewritten_run_as_primitives_with_one_warning(m
     assert [f for f, _, _ in ctx.metadata] == [victim, victim]  # seen, not recursed into
 
 
+class Unhashable:
+    __hash__ = None
+
+    def method(self):
+        return "called"
+
+
+def test_calling_callables_whose_hash_raises_under_a_context_with_a_prehook():
+    # Found by python-dateutil's suite (its tz caches call weakref.ref objects): the
+    # callee of a call site must not be hashed when Python would not hash it.
+    def run():
+        obj = Unhashable()
+        ref = weakref.ref(obj)
+        proxy = weakref.proxy(obj.method.__func__)  # hash(proxy) always raises
+        return ref() is obj, proxy(obj)
+
+    assert run() == (True, "called")
+    ctx = Seen(metadata=[])
+    assert ch.overdub(ctx, run) == (True, "called")
+    assert any(isinstance(f, weakref.ref) for f, _, _ in ctx.metadata)
+    assert ch.canrecurse(ctx, weakref.proxy(Unhashable.method)) is False  # C: no body, no error
+
+
 def test_eval_under_a_context_works_after_the_program_deletes_sys_getframe(monkeypatch):
     def run():
         return eval("1 + 1", {}, {})
