@@ -81,6 +81,58 @@ class Counting(ch.Context):
         pass
 
 
+class Seen(ch.Context):
+    def prehook(self, f, /, *args, **kwargs):
+        self.metadata.append(f)
+
+
+# Rewriting recurses (in ``bytecode``): a function first called under a context near the
+# recursion limit could not be rewritten, and was then warned about and kept as a
+# primitive for good, its calls never overdubbed again even at a shallow depth.
+
+def _first_met_deep() -> list[int]:
+    return [abs(x) for x in (-1, -2)]
+
+
+def _descend_then_call_first_met_deep() -> None:
+    try:
+        _descend_then_call_first_met_deep()
+    except RecursionError:  # a frame or so from the limit
+        _first_met_deep()
+
+
+def test_function_first_met_deep_in_a_recursion_is_overdubbed_later() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ch.overdub(Seen([]), _descend_then_call_first_met_deep)
+        seen: list[Any] = []
+        ch.overdub(Seen(seen), _first_met_deep)
+    assert [str(w.message) for w in caught] == []
+    assert seen.count(abs) == 2
+
+
+def test_module_switched_deep_in_a_recursion_is_instrumented() -> None:
+    code = compile("def f(xs):\n    return [abs(x) for x in xs]\n", "<deep>", "exec")
+    switched: list[Any] = []
+
+    def descend() -> None:
+        try:
+            descend()
+        except RecursionError:
+            if not switched:
+                switched.append(importhook.switch_or_warn(code, "fuzz_deep"))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        descend()
+    assert [str(w.message) for w in caught] == []
+    namespace: dict[str, Any] = {"__name__": "fuzz_deep"}
+    exec(switched[0], namespace)
+    seen: list[Any] = []
+    assert ch.overdub(Seen(seen), namespace["f"], [-1]) == [1]
+    assert abs in seen
+
+
 class _LengthRaises:
     """``list()`` asks ``__len__`` for a length hint before it iterates."""
 

@@ -31,7 +31,17 @@ elif sys.version_info >= (3, 11):
 else:
     from . import _py310 as _family
 
-__all__ = ["GlobalName", "Hooks", "UnsupportedCode", "assemble", "rewrite_code", "rewritten"]
+__all__ = ["HEADROOM", "RESOURCE_ERRORS", "GlobalName", "Hooks", "UnsupportedCode", "assemble", "rewrite_code",
+           "rewritten"]
+
+# Failures of the moment, not of the code: rewriting (``bytecode`` recurses) ran out of
+# stack or memory.  They propagate through the rewriter, never to be taken for
+# unsupported code.
+RESOURCE_ERRORS = (RecursionError, MemoryError)
+# Frames rewriting may take beyond the recursion limit (see
+# ``_context.recursion_budget.headroom``): ``bytecode`` recurses about 20 frames deep for
+# a function, 25 for a module, and 4 more for each level of functions nested in it.
+HEADROOM = 250
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,8 @@ def assemble(bc: Bytecode, stacksize: int, name: str) -> CodeType:
         # and keeps the exception handlers' depths: nothing for ``bytecode`` to recompute
         # (which would be most of the rewriting time).
         code = bc.to_code(stacksize=stacksize, compute_exception_stack_depths=False, check_pre_and_post=False)
+    except RESOURCE_ERRORS:
+        raise
     except Exception as exc:  # the bytecode package's own checks: stack depth, jumps
         raise UnsupportedCode(f"rewritten {name} does not assemble: {exc}") from exc
     if sys.version_info >= (3, 11):
@@ -174,6 +186,8 @@ def rewrite_part(code: CodeType, rewrite: Callable[[], CodeType]) -> CodeType:
     still rewritten."""
     try:
         return rewrite()
+    except RESOURCE_ERRORS:
+        raise
     except Exception as exc:
         where = f"{code.co_filename}:{code.co_firstlineno}"
         warnings.warn(
