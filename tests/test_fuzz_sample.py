@@ -147,10 +147,121 @@ def _listed() -> list[int]:
     return list(_LengthRaises())
 
 
-@pytest.mark.xfail(strict=True, reason="open (reported): fallback calls iter() on an argument whose class "
-                   "defines __iter__ in Python before list() sees it, so list() no longer calls __len__")
 def test_list_of_an_object_whose_len_raises_under_a_context_with_hooks() -> None:
     with pytest.raises(NameError, match="from __len__"):
         _listed()
     with pytest.raises(NameError, match="from __len__"):
         ch.overdub(Counting(), _listed)
+
+
+# Builtins that iterate an argument whose class defines ``__iter__`` in Python get a
+# stand-in whose iteration is a call site; they must see it as they see the object:
+# the same calls of ``__len__`` and ``__length_hint__``, in the same order, with the
+# same results and errors.
+
+class _Logged:
+    """Logs every protocol call made on it; ``length`` and ``hint`` are what ``__len__``
+    and ``__length_hint__`` return (or raise, if an exception)."""
+
+    def __init__(self, log: list[str], length: Any = 2, hint: Any = 2) -> None:
+        self.log, self.length, self.hint = log, length, hint
+
+    def _answer(self, what: str, value: Any) -> Any:
+        self.log.append(what)
+        if isinstance(value, BaseException):
+            raise value
+        return value
+
+    def __iter__(self) -> Any:
+        self.log.append("iter")
+        yield from (2, 1)
+
+
+class _LoggedSized(_Logged):
+    def __len__(self) -> Any:
+        return self._answer("len", self.length)
+
+
+class _LoggedHinted(_Logged):
+    def __length_hint__(self) -> Any:
+        return self._answer("hint", self.hint)
+
+
+class _LoggedBoth(_LoggedSized, _LoggedHinted):
+    pass
+
+
+class _LoggedList(list):  # type: ignore[type-arg]
+    def __iter__(self) -> Any:
+        yield "z"
+
+
+class _LoggedSet(set):  # type: ignore[type-arg]
+    def __iter__(self) -> Any:
+        yield "z"
+
+
+CONSUMERS: dict[str, Any] = {
+    "list": list, "tuple": tuple, "set": lambda x: sorted(set(x)), "frozenset": lambda x: sorted(frozenset(x)),
+    "sorted": sorted, "sum": sum, "any": any, "all": all, "min": min, "max": max,
+    "enumerate": lambda x: list(enumerate(x)), "zip": lambda x: list(zip(x, x)), "map": lambda x: list(map(str, x)),
+    "filter": lambda x: list(filter(None, x)), "join": lambda x: "-".join(x), "str.join": lambda x: str.join("", x),
+    "extend": lambda x: [0].extend(x), "list.extend": lambda x: list.extend([0], x),
+}
+ITERABLES: dict[str, Any] = {
+    "no length": lambda log: _Logged(log),
+    "len": lambda log: _LoggedSized(log), "hint": lambda log: _LoggedHinted(log),
+    "len and hint": lambda log: _LoggedBoth(log),
+    "len raises": lambda log: _LoggedSized(log, length=NameError("from __len__")),
+    "len raises TypeError": lambda log: _LoggedBoth(log, length=TypeError("from __len__")),
+    "len not an int": lambda log: _LoggedBoth(log, length="2"),
+    "len negative": lambda log: _LoggedSized(log, length=-1),
+    "hint raises": lambda log: _LoggedHinted(log, hint=NameError("from __length_hint__")),
+    "hint NotImplemented": lambda log: _LoggedHinted(log, hint=NotImplemented),
+    "hint not an int": lambda log: _LoggedHinted(log, hint=2.0),
+}
+
+
+def _consumed(consumer: Any, iterable: Any, ctx: ch.Context | None) -> tuple[Any, list[str]]:
+    log: list[str] = []
+    try:
+        result = consumer(iterable(log)) if ctx is None else ch.overdub(ctx, consumer, iterable(log))
+    except Exception as e:
+        return (type(e), str(e)), log
+    return result, log
+
+
+@pytest.mark.parametrize("iterable", list(ITERABLES.values()), ids=list(ITERABLES))
+@pytest.mark.parametrize("consumer", list(CONSUMERS.values()), ids=list(CONSUMERS))
+def test_builtin_iterating_an_argument_asks_it_the_same_under_a_context_with_hooks(consumer: Any,
+                                                                                 iterable: Any) -> None:
+    assert _consumed(consumer, iterable, Counting()) == _consumed(consumer, iterable, None)
+
+
+@pytest.mark.parametrize("consumer", list(CONSUMERS.values()), ids=list(CONSUMERS))
+def test_builtin_iterating_an_argument_overdubs_its_python_iter(consumer: Any) -> None:
+    seen: list[Any] = []
+    with contextlib.suppress(TypeError):  # joining ints fails, once iterated
+        ch.overdub(Seen(seen), consumer, _LoggedBoth([]))
+    assert _Logged.__iter__ in [getattr(f, "__func__", f) for f in seen]
+
+
+def _extend_itself() -> list[str]:
+    xs = _LoggedList(["y"])
+    list.extend(xs, xs)
+    xs.extend(xs)
+    return xs[:]
+
+
+def test_list_extended_by_itself_under_a_context_with_hooks() -> None:
+    """``xs.extend(xs)`` may copy ``xs`` without iterating it (3.13 does)."""
+    assert ch.overdub(Counting(), _extend_itself) == _extend_itself()
+
+
+def _sets_of_a_set_subclass() -> tuple[list[int], list[int]]:
+    return sorted(set(_LoggedSet({1, 2}))), sorted(frozenset(_LoggedSet({3})))
+
+
+def test_set_of_a_set_subclass_copies_it_under_a_context_with_hooks() -> None:
+    """``set(s)`` of a ``set`` subclass copies its table, never calling its ``__iter__``."""
+    assert ch.overdub(Counting(), _sets_of_a_set_subclass) == _sets_of_a_set_subclass() == ([1, 2], [3])
