@@ -76,6 +76,66 @@ def test_rewritten_code_keeps_line_numbers_of_columns_past_127() -> None:
     assert _error_lines(switched, Null()) == _error_lines(code, None) == [2]
 
 
+# bytecode 0.17 lost line numbers on 3.10 after an instruction that has none: a
+# generator expression (whose first instruction, GEN_START, has no line) lost them all,
+# and its frame showed line -1 in tracebacks under a context.
+
+def _sums_a_generator_of(a: Any) -> Any:
+    return sum(list(enumerate(a)) for d in range(3))
+
+
+def _traceback_lines(run: Any) -> list[tuple[str, int]]:
+    try:
+        run()
+    except TypeError as e:
+        return [(frame.f_code.co_name, line) for frame, line in traceback.walk_tb(e.__traceback__)
+                if frame.f_code.co_filename == __file__][-2:]
+    raise AssertionError("the program should raise TypeError")
+
+
+def test_generator_expression_keeps_its_line_in_tracebacks_under_a_context() -> None:
+    plain = _traceback_lines(lambda: _sums_a_generator_of(1))
+    assert plain[-1][0] == "<genexpr>"
+    assert _traceback_lines(lambda: ch.overdub(Null(), _sums_a_generator_of, 1)) == plain
+
+
+LINES_PROGRAM = """
+def gen(xs):
+    return sum(x for x in xs if x), [y
+        for y in xs]
+
+def cleanup(path):
+    with open(path) as f:
+        try:
+            return f.read()
+        finally:
+            print(
+                path)
+"""
+
+
+def _line_runs(code: Any) -> list[int | None]:
+    runs: list[int | None] = []
+    for _start, _end, line in code.co_lines():
+        if not runs or runs[-1] != line:
+            runs.append(line)
+    return runs
+
+
+def test_rewritten_code_keeps_the_line_of_every_instruction() -> None:
+    from cassette_hook import rewrite
+    from cassette_hook.callsite import HOOKS
+
+    def codes(code: Any) -> Any:
+        yield code
+        for const in code.co_consts:
+            if hasattr(const, "co_lines"):
+                yield from codes(const)
+
+    for code in list(codes(compile(LINES_PROGRAM, "<lines>", "exec")))[1:]:
+        assert _line_runs(rewrite.rewrite_code(code, HOOKS, operators=True)) == _line_runs(code), code.co_name
+
+
 class Counting(ch.Context):
     def prehook(self, f, /, *args, **kwargs):
         pass
