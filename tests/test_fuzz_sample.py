@@ -35,6 +35,15 @@ def test_fixed_seed_sample_behaves_the_same_in_every_mode() -> None:
     assert campaign.counts["same"] >= len(sources) // 2, campaign.counts
 
 
+def test_program_that_hits_recursion_error_is_not_compared() -> None:
+    """On 3.12+ the limit hit may be C's, which raising the recursion limit does not move:
+    the fuzzer found programs whose ``RecursionError`` came a few frames earlier under a
+    context (and plain runs that differ by a frame)."""
+    caught_and_printed = "def r():\n    r()\ntry:\n    r()\nexcept RecursionError as e:\n    print(e)\n"
+    campaign = differential.check_all([caught_and_printed], sys.executable)
+    assert campaign.counts == {"depth-sensitive": 1}
+
+
 # -- divergences found by the fuzzer ------------------------------------------------------
 
 class Null(ch.Context):
