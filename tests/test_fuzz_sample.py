@@ -230,15 +230,16 @@ def test_list_of_an_object_whose_len_raises_under_a_context_with_hooks() -> None
 
 class _Logged:
     """Logs every protocol call made on it; ``length`` and ``hint`` are what ``__len__``
-    and ``__length_hint__`` return (or raise, if an exception)."""
+    and ``__length_hint__`` return (or raise, if an exception class: a new exception each
+    time, so that no traceback leads back to it and keeps the context's frames alive)."""
 
     def __init__(self, log: list[str], length: Any = 2, hint: Any = 2) -> None:
         self.log, self.length, self.hint = log, length, hint
 
     def _answer(self, what: str, value: Any) -> Any:
         self.log.append(what)
-        if isinstance(value, BaseException):
-            raise value
+        if isinstance(value, type) and issubclass(value, BaseException):
+            raise value(f"from {what}")
         return value
 
     def __iter__(self) -> Any:
@@ -281,11 +282,11 @@ ITERABLES: dict[str, Any] = {
     "no length": lambda log: _Logged(log),
     "len": lambda log: _LoggedSized(log), "hint": lambda log: _LoggedHinted(log),
     "len and hint": lambda log: _LoggedBoth(log),
-    "len raises": lambda log: _LoggedSized(log, length=NameError("from __len__")),
-    "len raises TypeError": lambda log: _LoggedBoth(log, length=TypeError("from __len__")),
+    "len raises": lambda log: _LoggedSized(log, length=NameError),
+    "len raises TypeError": lambda log: _LoggedBoth(log, length=TypeError),
     "len not an int": lambda log: _LoggedBoth(log, length="2"),
     "len negative": lambda log: _LoggedSized(log, length=-1),
-    "hint raises": lambda log: _LoggedHinted(log, hint=NameError("from __length_hint__")),
+    "hint raises": lambda log: _LoggedHinted(log, hint=NameError),
     "hint NotImplemented": lambda log: _LoggedHinted(log, hint=NotImplemented),
     "hint not an int": lambda log: _LoggedHinted(log, hint=2.0),
 }
