@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
             out.writelines(json.dumps(source) + "\n" for source in sources)
         return 0
     campaign = check_all(sources, args.python, args.jobs, log=sys.stderr)
-    print(f"{args.python}: {len(sources)} programs, seed {args.seed}, {time.monotonic() - started:.0f} s")
+    origin = f"from {args.load}" if args.load else f"seed {args.seed}"
+    print(f"{args.python}: {len(sources)} programs {origin}, {time.monotonic() - started:.0f} s")
     for status, number in sorted(campaign.counts.items()):
         print(f"  {status}: {number}")
     if args.divergences:
