@@ -46,7 +46,7 @@ _COMPARE = {
 }
 # One dunder on the first operand: unary operators, the container protocol, and the
 # ``iter(obj)`` a ``for`` loop starts with.
-_ON_FIRST = {
+_ON_FIRST: dict[Any, str] = {  # Any: typeshed types the operators as functions, iter otherwise
     operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__",
     operator.getitem: "__getitem__", operator.setitem: "__setitem__", operator.delitem: "__delitem__",
     iter: "__iter__",
