@@ -17,10 +17,11 @@ and the modules that keep its methods at hand for speed :func:`follow` it.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 from contextvars import ContextVar
-from typing import Any, Callable, ClassVar, Iterable, Sequence
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
 
 from . import dispatch
 
@@ -233,7 +234,7 @@ class _RecursionBudget:
     FACTOR = 8
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: code run under ``headroom`` may push a context
         self._users = 0
         self._saved = 0
 
@@ -262,6 +263,23 @@ class _RecursionBudget:
                 sys.setrecursionlimit(limit * self.FACTOR)  # validates limit as the builtin does
                 self._saved = limit
             else:
+                sys.setrecursionlimit(limit)
+
+    @contextlib.contextmanager
+    def headroom(self, frames: int) -> Iterator[None]:
+        """Allow ``frames`` more frames than the limit for a moment.
+
+        For cassette_hook's own work that recurses (rewriting: the ``bytecode`` package)
+        when it first meets a function deep in the program's recursion: there the work
+        must not fail for want of stack the program never asked for.  The lock keeps
+        ``acquire``/``release`` from saving or restoring the raised limit meanwhile.
+        """
+        with self._lock:
+            limit = sys.getrecursionlimit()
+            sys.setrecursionlimit(limit + frames)
+            try:
+                yield
+            finally:
                 sys.setrecursionlimit(limit)
 
 

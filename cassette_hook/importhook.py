@@ -21,7 +21,8 @@ from importlib.util import LazyLoader
 from types import CodeType, FunctionType, MethodType, ModuleType
 from typing import Any, Iterable, Sequence, TypeVar
 
-from . import _debug, _pyc, _switch
+from . import _debug, _pyc, _switch, rewrite
+from ._context import recursion_budget
 from ._patterns import ModulePatterns, is_glob
 from .rewrite import _dual
 
@@ -323,10 +324,17 @@ def _loader_name(loader: Any) -> str:
 
 
 def switch_or_warn(code: CodeType, module: str) -> CodeType:
-    """``code`` switched; on failure, ``code`` itself, with one warning naming the module."""
+    """``code`` switched; on failure, ``code`` itself, with one warning naming the module.
+
+    Running out of stack or memory is no failure of the code: it propagates, as it would
+    from the plain import (the import fails, and can be tried again).
+    """
     _switch.install_builtins()
     try:
-        return _dual.switched(code, module)
+        with recursion_budget.headroom(rewrite.HEADROOM):
+            return _dual.switched(code, module)
+    except rewrite.RESOURCE_ERRORS:
+        raise
     except Exception as exc:  # never break an import: run it as compiled
         if _debug.imports:
             _debug.say("import", f"{module}: rewrite failed: {exc}; imported unrewritten")

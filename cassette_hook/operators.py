@@ -46,7 +46,7 @@ _COMPARE = {
 }
 # One dunder on the first operand: unary operators, the container protocol, and the
 # ``iter(obj)`` a ``for`` loop starts with.
-_ON_FIRST = {
+_ON_FIRST: dict[Any, str] = {  # Any: typeshed types the operators as functions, iter otherwise
     operator.neg: "__neg__", operator.pos: "__pos__", operator.invert: "__invert__",
     operator.getitem: "__getitem__", operator.setitem: "__setitem__", operator.delitem: "__delitem__",
     iter: "__iter__",
@@ -106,8 +106,52 @@ def body(op: Any, args: tuple[Any, ...]) -> Body | None:
 
 
 def iterated(obj: Any) -> Any:
-    """``obj``, or ``iter(obj)`` as a call site when its class defines ``__iter__`` in Python."""
-    return call(iter, obj) if _python(_special(obj, "__iter__")) else obj
+    """What a builtin that iterates ``obj`` is handed so that the iteration is overdubbed:
+    ``obj`` itself, unless its class defines ``__iter__`` in Python; then a stand-in whose
+    ``__iter__`` is ``iter(obj)`` as a call site.
+
+    Not ``iter(obj)`` itself: a builtin may ask its argument for more than an iterator.
+    ``list(x)`` calls ``len(x)`` before iterating and ``x.__length_hint__`` (``len`` first)
+    after, ``tuple(x)`` and ``str.join`` ask for the hint.  The stand-in has ``__len__``
+    and ``__length_hint__`` exactly when ``obj``'s class has them, passing them on, so the
+    builtin makes the same calls, in the same order, with the same errors.
+    """
+    if not _python(_special(obj, "__iter__")):
+        return obj
+    return _STAND_INS[_special(obj, "__len__") is not None, _special(obj, "__length_hint__") is not None](obj)
+
+
+class _Iterated:
+    """Stands in for an object whose class defines ``__iter__`` in Python (see ``iterated``)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any) -> None:
+        self.obj = obj
+
+    def __iter__(self) -> Any:
+        return call(iter, self.obj)
+
+
+class _Sized(_Iterated):
+    __slots__ = ()
+
+    def __len__(self) -> int:
+        return len(self.obj)
+
+
+class _Hinted(_Iterated):
+    __slots__ = ()
+
+    def __length_hint__(self) -> Any:  # whatever it returns: the builtin checks it
+        return type(self.obj).__length_hint__(self.obj)
+
+
+class _SizedHinted(_Sized, _Hinted):
+    __slots__ = ()
+
+
+_STAND_INS = {(False, False): _Iterated, (True, False): _Sized, (False, True): _Hinted, (True, True): _SizedHinted}
 
 
 def yield_from_operand(obj: Any) -> Any:

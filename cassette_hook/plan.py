@@ -26,6 +26,7 @@ from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from . import generics, rewrite
+from ._context import recursion_budget
 from ._patterns import ModulePatterns
 from .rewrite import _dual
 
@@ -129,7 +130,10 @@ class Plan:
                 return twin
         if key in self._primitives.values:
             return None
-        twin = self._make_twin(func)
+        try:
+            twin = self._make_twin(func)
+        except rewrite.RESOURCE_ERRORS:  # out of stack or memory even so: a primitive this once
+            return None
         if twin is None:
             self._primitives.set(func, True)
         else:
@@ -202,10 +206,15 @@ def _scope_test(ctx_type: type[Context]) -> Callable[[str], bool]:
 
 
 def _rewrite_or_warn(func: FunctionType, code: CodeType, operators: bool) -> CodeType | None:
+    """``code`` rewritten, or None (with a warning) if it cannot be; raises what
+    ``rewrite.RESOURCE_ERRORS`` says is no fault of the code."""
     from .callsite import HOOKS
 
     try:
-        return rewrite.rewrite_code(code, HOOKS, operators=operators)
+        with recursion_budget.headroom(rewrite.HEADROOM):
+            return rewrite.rewrite_code(code, HOOKS, operators=operators)
+    except rewrite.RESOURCE_ERRORS:
+        raise
     except Exception as exc:  # any failure: run the original as a primitive, never crash
         where = f"{code.co_filename}:{code.co_firstlineno}"
         warnings.warn(

@@ -9,8 +9,8 @@ as the interpreter, and an ``id`` lookup works for any callee, hashable or not):
   ``warnings.warn`` ...) are evaluated against the user's frame;
 - higher-order builtins (``map``, ``sorted(key=)``, ``re.sub`` ...) get their Python
   callbacks wrapped as call sites, so C code calling back into Python is overdubbed, and
-  builtins that iterate an argument (``sum``, ``list``, ``str.join`` ...) iterate it
-  through ``iter()`` as a call site when its class defines ``__iter__`` in Python;
+  builtins that iterate an argument (``sum``, ``list``, ``str.join`` ...) get a
+  stand-in whose ``iter()`` is a call site when its class defines ``__iter__`` in Python;
 - ``sys.getrecursionlimit``/``setrecursionlimit`` read and set the limit the program
   set, not the one raised for the extra frames of overdubbed calls.
 
@@ -175,16 +175,18 @@ def _overdubbed(callback: Any) -> Any:
     return callback
 
 
-def _arguments(*callbacks: int, keyword: str | None = None, nargs: int = 0,
-               iterates: tuple[int, ...] = (), iterates_alone: bool = False) -> Handler:
+def _arguments(*callbacks: int, keyword: str | None = None, nargs: int = 0, iterates: tuple[int, ...] = (),
+               iterates_alone: bool = False, copies: tuple[type, ...] = ()) -> Handler:
     """A builtin whose arguments lead back into Python.
 
     ``callbacks`` (positions) and ``keyword`` are Python callbacks: they become call sites,
     so C code calling them back is overdubbed (only in calls with ``nargs`` or more
     positional arguments).  ``iterates`` are positions the builtin iterates at once: when
-    the class of such an argument defines ``__iter__`` in Python, that ``iter()`` becomes a
-    call site first (``iterates_alone``: only when it is the only positional argument, as
-    ``max(xs)`` but not ``max(a, b)``).
+    the class of such an argument defines ``__iter__`` in Python, the builtin gets a
+    stand-in whose ``iter()`` is a call site (``operators.iterated``; ``iterates_alone``:
+    only when it is the only positional argument, as ``max(xs)`` but not ``max(a, b)``),
+    except for instances of ``copies``, which the builtin copies without iterating
+    (``set(s)`` of a ``set`` subclass).
     """
 
     def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -193,10 +195,22 @@ def _arguments(*callbacks: int, keyword: str | None = None, nargs: int = 0,
         if keyword is not None and keyword in kwargs:
             kwargs = {**kwargs, keyword: _overdubbed(kwargs[keyword])}
         if iterates and not (iterates_alone and len(args) != 1):
-            args = tuple(operators.iterated(a) if i in iterates else a for i, a in enumerate(args))
+            args = tuple(operators.iterated(a) if i in iterates and not isinstance(a, copies) else a
+                         for i, a in enumerate(args))
         return f(*args, **kwargs)
 
     return handler
+
+
+_extend_iterating = _arguments(iterates=(1,))
+
+
+def _extend(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``list.extend``: ``xs.extend(xs)`` is handed ``xs`` itself, which it may copy
+    without iterating (3.13 does, for a ``list`` subclass too)."""
+    if len(args) == 2 and args[1] is args[0]:
+        return f(*args, **kwargs)
+    return _extend_iterating(f, args, kwargs)
 
 
 _EVERY = tuple(range(64))  # every positional argument (zip, map's iterables)
@@ -218,9 +232,9 @@ _HIGHER_ORDER: dict[Any, Handler] = {
 # Builtins that iterate an argument but take no callbacks (not called from the hot path
 # through a wrapper: only contexts with hooks, whose primitives run here, reach into them).
 _CONSUMERS: dict[Any, Handler] = {
-    **{f: _arguments(iterates=(0,)) for f in (sum, any, all, list, tuple, set, frozenset, enumerate,
-                                              list.extend)},
-    zip: _arguments(iterates=_EVERY), str.join: _arguments(iterates=(1,)),
+    **{f: _arguments(iterates=(0,)) for f in (sum, any, all, list, tuple, enumerate)},
+    **{f: _arguments(iterates=(0,), copies=(set, frozenset)) for f in (set, frozenset)},
+    zip: _arguments(iterates=_EVERY), str.join: _arguments(iterates=(1,)), list.extend: _extend,
 }
 
 

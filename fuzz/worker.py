@@ -186,6 +186,12 @@ def _plain_outcome(run: Callable[[], Any], recursion_limit: int) -> dict[str, An
         sys.setrecursionlimit(RECURSION_LIMIT)
 
 
+def _recursed(result: dict[str, Any]) -> bool:
+    """Did the run hit ``RecursionError`` (raised, or caught and printed)?"""
+    raised = result["exception"][0] if result["exception"] else None
+    return raised == "RecursionError" or "maximum recursion depth" in result["stdout"]
+
+
 def _timed_out(result: dict[str, Any]) -> bool:
     return bool(result["exception"]) and result["exception"][0] in _RESOURCE_ERRORS
 
@@ -195,9 +201,11 @@ def check(source: str, plain_only: bool = False) -> dict[str, Any]:
 
     Before comparing, the plain run is made three times: twice as it is (a program whose
     outcomes differ is *nondeterministic*), and once with a higher recursion limit: a
-    program whose outcome depends on how deep it can recurse (one that hits
-    ``RecursionError``) is *depth-sensitive* and not compared, since under a context the
-    limit is raised (docs/internals.md, "The recursion-limit budget").
+    program whose outcome depends on how deep it can recurse is *depth-sensitive* and not
+    compared, since under a context the limit is raised (docs/internals.md, "The
+    recursion-limit budget").  So is one that hits ``RecursionError`` at all: on 3.12+ it
+    may be the C recursion limit, which no ``sys.setrecursionlimit`` moves (and which
+    overdubbed calls, going through C, reach a few Python frames earlier).
     """
     try:
         code = compile(source, FILENAME, "exec")
@@ -210,7 +218,7 @@ def check(source: str, plain_only: bool = False) -> dict[str, Any]:
         return {"status": "plain", "plain": plain}
     if _plain_outcome(_exec_module(code), RECURSION_LIMIT) != plain:
         return {"status": "nondeterministic"}
-    if _plain_outcome(_exec_module(code), RECURSION_LIMIT + 300) != plain:
+    if _recursed(plain) or _plain_outcome(_exec_module(code), RECURSION_LIMIT + 300) != plain:
         return {"status": "depth-sensitive"}
     divergences: list[dict[str, Any]] = []
     timed_out = False

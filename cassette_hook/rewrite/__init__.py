@@ -12,13 +12,14 @@ module per version (``_py310`` ... ``_py313``); this module only picks one and d
 
 from __future__ import annotations
 
+import struct
 import sys
 import warnings
 from dataclasses import dataclass
 from types import CodeType
-from typing import Callable
+from typing import Any, Callable
 
-from bytecode import Bytecode, Instr
+from bytecode import Bytecode, ConcreteInstr, Instr
 
 from ._stack import COMPREHENSIONS, Item, UnsupportedCode, stack_depths
 
@@ -31,7 +32,17 @@ elif sys.version_info >= (3, 11):
 else:
     from . import _py310 as _family
 
-__all__ = ["GlobalName", "Hooks", "UnsupportedCode", "assemble", "rewrite_code", "rewritten"]
+__all__ = ["HEADROOM", "RESOURCE_ERRORS", "GlobalName", "Hooks", "UnsupportedCode", "assemble", "rewrite_code",
+           "rewritten"]
+
+# Failures of the moment, not of the code: rewriting (``bytecode`` recurses) ran out of
+# stack or memory.  They propagate through the rewriter, never to be taken for
+# unsupported code.
+RESOURCE_ERRORS = (RecursionError, MemoryError)
+# Frames rewriting may take beyond the recursion limit (see
+# ``_context.recursion_budget.headroom``): ``bytecode`` recurses about 20 frames deep for
+# a function, 25 for a module, and 4 more for each level of functions nested in it.
+HEADROOM = 250
 
 
 @dataclass(frozen=True)
@@ -86,12 +97,53 @@ def assemble(bc: Bytecode, stacksize: int, name: str) -> CodeType:
         # Every rewrite is stack-balanced and needs one slot more at most, for a moment,
         # and keeps the exception handlers' depths: nothing for ``bytecode`` to recompute
         # (which would be most of the rewriting time).
-        code = bc.to_code(stacksize=stacksize, compute_exception_stack_depths=False, check_pre_and_post=False)
+        concrete = bc.to_concrete_bytecode(compute_exception_stack_depths=False)
+        code = concrete.to_code(stacksize=stacksize, compute_exception_stack_depths=False, check_pre_and_post=False)
+    except RESOURCE_ERRORS:
+        raise
     except Exception as exc:  # the bytecode package's own checks: stack depth, jumps
         raise UnsupportedCode(f"rewritten {name} does not assemble: {exc}") from exc
     if sys.version_info >= (3, 11):
-        code = code.replace(co_linetable=repaired_linetable(code.co_linetable))
-    return code
+        return code.replace(co_linetable=repaired_linetable(code.co_linetable))
+    return code.replace(co_linetable=linetable_310(
+        code.co_firstlineno, [(instr.size, instr.lineno) for instr in concrete if isinstance(instr, ConcreteInstr)]))
+
+
+def linetable_310(first_line: int, instructions: list[tuple[int, int | None]]) -> bytes:
+    """The 3.10 ``co_linetable`` of instructions given as (size in bytes, line or None).
+
+    ``bytecode`` (0.17) loses lines on 3.10 after an instruction that has none: it
+    compares the next instruction's line with the last line it wrote, not with "none",
+    so a generator expression (whose ``GEN_START`` has no line) got no line at all, and
+    its frame line -1 in tracebacks.  Written here as CPython's compiler writes it
+    (``Objects/lnotab_notes.txt``): pairs of (bytes, line delta from the last line that
+    was not none), -128 for none.
+    """
+    runs: list[list[Any]] = []
+    for size, line in instructions:
+        if runs and runs[-1][1] == line:
+            runs[-1][0] += size
+        else:
+            runs.append([size, line])
+    out = bytearray()
+    last = first_line
+    for size, line in runs:
+        if line is None:
+            delta = -128
+        else:
+            delta, last = line - last, line
+            while delta > 127:
+                out += struct.pack("Bb", 0, 127)
+                delta -= 127
+            while delta < -127:
+                out += struct.pack("Bb", 0, -127)
+                delta += 127
+        while size > 254:
+            out += struct.pack("Bb", 254, delta)
+            delta = -128 if line is None else 0
+            size -= 254
+        out += struct.pack("Bb", size, delta)
+    return bytes(out)
 
 
 def _varint(value: int) -> bytes:
@@ -174,6 +226,8 @@ def rewrite_part(code: CodeType, rewrite: Callable[[], CodeType]) -> CodeType:
     still rewritten."""
     try:
         return rewrite()
+    except RESOURCE_ERRORS:
+        raise
     except Exception as exc:
         where = f"{code.co_filename}:{code.co_firstlineno}"
         warnings.warn(
