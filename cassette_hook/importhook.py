@@ -178,11 +178,23 @@ def _spec_from_others(me: object, fullname: str, path: Sequence[str] | None,
         asking.discard(fullname)
 
 
+def _keep_importing(fullname: str) -> None:
+    """Remember the module being imported as ``fullname`` for interpreter shutdown (see
+    ``_switch.keep_at_shutdown``): the import system puts it in ``sys.modules`` before it
+    asks for its code.  Done in ``get_code``, not in an ``exec_module`` of ours, because
+    that would leave a frame of ours under the module's body, seen by everything that
+    walks its stack (``warnings.warn(stacklevel=...)``, libraries that count frames)."""
+    module = sys.modules.get(fullname)
+    if module is not None:
+        _switch.keep_at_shutdown(module)
+
+
 class _SwitchingSource(SourceFileLoader):
     """A ``SourceFileLoader`` (so code checking for one still finds one) handing out
     switched code, cached beside CPython's own ``.pyc``."""
 
     def get_code(self, fullname: str) -> CodeType:
+        _keep_importing(fullname)
         source_path = self.get_filename(fullname)
         cache = _pyc.path_for(source_path)
         try:
@@ -207,26 +219,19 @@ class _SwitchingSource(SourceFileLoader):
                        else f"{fullname}: rewritten; {written}")
         return code
 
-    def exec_module(self, module: ModuleType) -> None:
-        _switch.keep_at_shutdown(module)
-        super().exec_module(module)
-
 
 class _SwitchingSourceless(SourcelessFileLoader):
     """A ``.pyc`` without its source: rewritten at every import (there is nothing to key
     a cache on that the file itself does not already hold)."""
 
     def get_code(self, fullname: str) -> CodeType:
+        _keep_importing(fullname)
         plain = super().get_code(fullname)
         assert plain is not None
         code = switch_or_warn(plain, fullname)
         if _debug.imports and code is not plain:
             _debug.say("import", f"{fullname}: rewritten; not cached (a .pyc without its source)")
         return code
-
-    def exec_module(self, module: ModuleType) -> None:
-        _switch.keep_at_shutdown(module)
-        super().exec_module(module)
 
 
 class _SwitchingLoader(Loader):

@@ -726,3 +726,36 @@ def test_hooks_among_the_builtins_keep_its_keys_exact_strings():
 
     _switch.install_builtins()
     assert all(type(key) is str for key in vars(builtins))
+
+
+STACK_WALKER = """
+    import sys
+    frame, STACK = sys._getframe(), []
+    while frame is not None:
+        STACK.append(frame.f_code.co_filename)
+        frame = frame.f_back
+"""
+
+
+def _stack_below_module_body(name: str) -> list[str]:
+    """The files of the frames under ``name``'s module body while it is imported here."""
+    return importlib.import_module(name).STACK[1:]
+
+
+def test_module_body_sees_the_same_frames_below_it_as_plain(tree):
+    write(tree, "walker_plain.py", STACK_WALKER)
+    write(tree, "walker_hooked.py", STACK_WALKER)
+    ch.install(include=["walker_hooked"])
+    hooked = _stack_below_module_body("walker_hooked")
+    assert _dual.is_switched(sys.modules["walker_hooked"].__loader__.get_code("walker_hooked"))
+    assert hooked == _stack_below_module_body("walker_plain")
+
+
+def test_module_body_imported_from_our_cache_sees_the_same_frames_below_it_as_plain(tree):
+    write(tree, "walker_plain2.py", STACK_WALKER)
+    write(tree, "walker_cached.py", STACK_WALKER)
+    ch.install(include=["walker_cached"])
+    _stack_below_module_body("walker_cached")
+    assert cache_file(tree / "walker_cached.py").exists()
+    del sys.modules["walker_cached"]
+    assert _stack_below_module_body("walker_cached") == _stack_below_module_body("walker_plain2")
