@@ -182,8 +182,8 @@ def _setup_idna(src: Path, work: Path, installed: dict[str, Path]):
 def _setup_parse(src: Path, work: Path, installed: dict[str, Path]):
     # Upstream's addopts are pytest-cov's options plus --doctest-modules and
     # --doctest-glob=README.rst over the sdist: the same without coverage, with the
-    # doctests of the installed parse.py.
-    tree = _sdist_tree(src, work, ("parse.py",))
+    # doctests of the installed package.
+    tree = _sdist_tree(src, work, ("parse",))
     return tree, [
         "-c", _own_ini(tree), "--rootdir", str(tree), "--doctest-modules",
         "--doctest-glob=README.rst", "tests", "README.rst", str(installed["parse"]),
@@ -191,9 +191,9 @@ def _setup_parse(src: Path, work: Path, installed: dict[str, Path]):
 
 
 def _setup_schema(src: Path, work: Path, installed: dict[str, Path]):
-    # One module and one test module at the top of the sdist; a test reads LICENSE-MIT
+    # A package and one test module at the top of the sdist; a test reads LICENSE-MIT
     # from the working directory.
-    tree = _sdist_tree(src, work, ("schema.py",))
+    tree = _sdist_tree(src, work, ("schema",))
     return tree, ["-c", _own_ini(tree), "--rootdir", str(tree), "test_schema.py"]
 
 
