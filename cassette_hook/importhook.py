@@ -14,7 +14,7 @@ import sys
 import sysconfig
 import threading
 import warnings
-from importlib.abc import Loader, MetaPathFinder
+from importlib._abc import Loader  # importlib.abc's own Loader, without importlib.resources (5-7 ms)
 from importlib.machinery import (BuiltinImporter, ExtensionFileLoader, ModuleSpec, SourceFileLoader,
                                  SourcelessFileLoader)
 from importlib.util import LazyLoader
@@ -24,7 +24,7 @@ from typing import Any, Iterable, Sequence, TypeVar
 from . import _debug, _pyc, _switch, rewrite
 from ._context import recursion_budget
 from ._patterns import ModulePatterns, is_glob
-from .rewrite import _dual
+from .rewrite import _names
 
 # What the hook never rewrites: itself and what it runs on.  Rewritten code calls into
 # cassette_hook, which must not call back into rewritten code of its own.
@@ -118,8 +118,10 @@ class Patterns:
         return os.path.realpath(path) if os.path.islink(path) else path
 
 
-class SwitchingFinder(MetaPathFinder):
-    """The meta-path finder :func:`install` puts first."""
+class SwitchingFinder:
+    """The meta-path finder :func:`install` puts first.  (Not an ``importlib.abc.MetaPathFinder``:
+    that ABC adds nothing the import system asks for, and importing it costs what all of
+    ``import cassette_hook`` should.)"""
 
     def __init__(self, patterns: Patterns) -> None:
         self.patterns = patterns
@@ -335,6 +337,8 @@ def switch_or_warn(code: CodeType, module: str) -> CodeType:
     from the plain import (the import fails, and can be tried again).
     """
     _switch.install_builtins()
+    from .rewrite import _dual  # (``bytecode`` with it: imported when something is rewritten)
+
     try:
         with recursion_budget.headroom(rewrite.HEADROOM):
             return _dual.switched(code, module)
@@ -428,7 +432,7 @@ def _instrument_function(func: FunctionType) -> None:
     module = func.__module__ if isinstance(func.__module__, str) else "?"
     _refuse_own(module, func)
     code = func.__code__
-    if _dual.is_switched(code):
+    if _names.is_switched(code):
         return
     known = _switched_codes.get(id(code))
     if known is None:

@@ -28,45 +28,24 @@ written to a ``.pyc`` file.
 
 from __future__ import annotations
 
-import operator as _operator
 from types import CodeType
 from typing import Sequence
 
 from bytecode import Bytecode, Instr, Label
 from bytecode.instr import TryBegin
 
-from . import GlobalName, Hooks, _family, assemble, rewritten
+from . import rewrite_part
 from ._instr import global_name
-from ._operators import BINARY, COMPARE, UNARY, Operator
+from ._names import ACTIVE, ENTER, HOOKS, OPERATORS, is_switched, operator_name
+from ._rewriter import _family, assemble, rewritten
 from ._stack import COMPREHENSIONS
 
-ACTIVE = "__cassette_hook_active__"
-ENTER = "__cassette_hook_enter__"
+# (the names also live here, where switched code is made: ``_names`` holds them for the
+# runtime, which must not import this module and ``bytecode`` with it)
+__all__ = ["ACTIVE", "ENTER", "HOOKS", "OPERATORS", "is_switched", "operator_name", "switched"]
+
 _PREFIX = frozenset({"MAKE_CELL", "COPY_FREE_VARS", "RETURN_GENERATOR", "POP_TOP", "GEN_START", "RESUME"})
 _CO_NEWLOCALS = 0x2
-
-OPERATORS: tuple[Operator, ...] = (*BINARY.values(), *UNARY.values(), *COMPARE.values(),
-                                   _operator.getitem, _operator.setitem, _operator.delitem, _operator.contains, iter)
-
-
-def operator_name(op: Operator) -> GlobalName:
-    """The builtin name under which an operator site for ``op`` is found."""
-    return GlobalName(f"__cassette_hook_op_{op.__name__}__")
-
-
-HOOKS = Hooks(
-    resolve=GlobalName("__cassette_hook_resolve__"),
-    resolve_star=GlobalName("__cassette_hook_resolve_star__"),
-    call=GlobalName("__cassette_hook_call__"),
-    call_ex=GlobalName("__cassette_hook_call_ex__"),
-    operator_site=operator_name,
-    yield_from=GlobalName("__cassette_hook_yield_from__"),
-)
-
-
-def is_switched(code: CodeType) -> bool:
-    """Was this body made by :func:`switched` (with a rewritten body behind the switch)?"""
-    return ENTER in code.co_names
 
 
 def switched(code: CodeType, module: str) -> CodeType:
@@ -114,8 +93,6 @@ class _Switcher:
             if self._sites(body):
                 self._has_sites.add(id(result))
             return result
-
-        from . import rewrite_part
 
         return rewrite_part(code, rewrite)
 
