@@ -25,12 +25,19 @@ elif sys.version_info >= (3, 11):
 else:
     from . import _py310 as _family
 
-__all__ = ["assemble", "linetable_310", "repaired_linetable", "rewritten"]
+__all__ = ["assemble", "decode", "linetable_310", "repaired_linetable", "rewritten"]
 
 
-def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested) -> Bytecode:
-    """``code`` decoded, with its sites rewritten and its code constants mapped by ``nested``."""
-    bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+def decode(code: CodeType) -> Bytecode:
+    """``code`` as ``bytecode`` instructions, with the exception handlers' stack depths."""
+    return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+
+
+def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
+              decoded: Bytecode | None = None) -> Bytecode:
+    """``code`` decoded (or ``decoded``, its decoding, which is reused), with its sites
+    rewritten and its code constants mapped by ``nested``."""
+    bc = decode(code) if decoded is None else decoded
     items = list(bc)
     items = _family.rewrite_calls(items, stack_depths(items), hooks)
     if operators:
