@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import sys
-import sysconfig
 import threading
 import warnings
 from importlib._abc import Loader  # importlib.abc's own Loader, without importlib.resources (5-7 ms)
@@ -337,11 +336,17 @@ def switch_or_warn(code: CodeType, module: str) -> CodeType:
     from the plain import (the import fails, and can be tried again).
     """
     _switch.install_builtins()
+    if _names.nothing_to_rewrite(code):
+        return code
     from .rewrite import _dual  # (``bytecode`` with it: imported when something is rewritten)
 
+    _debug.progress.begin(module)
     try:
-        with recursion_budget.headroom(rewrite.HEADROOM):
-            return _dual.switched(code, module)
+        try:
+            with recursion_budget.headroom(rewrite.HEADROOM):
+                return _dual.switched(code, module)
+        finally:
+            _debug.progress.end()  # (before anything else is said on stderr)
     except rewrite.RESOURCE_ERRORS:
         raise
     except Exception as exc:  # never break an import: run it as compiled
@@ -467,6 +472,8 @@ def _under(path: str, directory: str) -> bool:
 
 
 def _library_paths() -> set[str]:
+    import sysconfig  # (when the hook is installed, not when cassette_hook is imported)
+
     paths = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
     import site
 

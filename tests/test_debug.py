@@ -208,3 +208,65 @@ def test_subprocesses_carry_debug_into_children(tmp_path):
                  "prog.py")
     assert f"{PREFIX}dbg_l: included by 'dbg_l'; rewriting\n" in result.stderr, result.stderr
 
+
+
+class _Terminal:
+    """A stderr that says it is a terminal, and keeps what is written to it."""
+
+    def __init__(self, tty: bool = True) -> None:
+        self.tty, self.text = tty, ""
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.fixture
+def slow_start(tree, monkeypatch):
+    """No debug lines; a progress line from the first module rewritten on."""
+    monkeypatch.setattr(_debug, "imports", False)
+    monkeypatch.setattr(_debug, "progress", _debug.Progress())
+    monkeypatch.setattr(_debug.Progress, "DELAY", 0.0)
+    return tree
+
+
+def test_a_long_cold_start_names_each_module_it_rewrites_on_a_terminal(slow_start, monkeypatch):
+    for name in ("prog_a", "prog_b"):
+        (slow_start / f"{name}.py").write_text(MODULE)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    ch.install(include=["prog_*"])
+    import prog_a  # noqa: F401
+    import prog_b  # noqa: F401
+
+    shown = [part for part in terminal.text.split("\r") if part]
+    assert shown[0].startswith("cassette_hook: rewriting prog_a for instrumentation: module 1, ")
+    assert shown[2].startswith("cassette_hook: rewriting prog_b for instrumentation: module 2, ")
+    assert shown[1] == shown[3] == "\x1b[K"  # erased as each module is done, before its body runs
+
+
+def test_progress_is_not_shown_when_stderr_is_not_a_terminal(slow_start, monkeypatch):
+    (slow_start / "prog_c.py").write_text(MODULE)
+    piped = _Terminal(tty=False)
+    monkeypatch.setattr(sys, "stderr", piped)
+    ch.install(include=["prog_c"])
+    import prog_c  # noqa: F401
+
+    assert piped.text == ""
+
+
+def test_progress_waits_for_a_start_that_is_long(slow_start, monkeypatch):
+    (slow_start / "prog_d.py").write_text(MODULE)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(_debug.Progress, "DELAY", 3600.0)
+    ch.install(include=["prog_d"])
+    import prog_d  # noqa: F401
+
+    assert terminal.text == ""

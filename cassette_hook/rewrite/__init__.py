@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import warnings
 from types import CodeType
-from typing import Callable, NamedTuple
+from typing import Callable
 
 __all__ = ["HEADROOM", "RESOURCE_ERRORS", "GlobalName", "Hooks", "UnsupportedCode", "rewrite_code", "rewrite_part"]
 
@@ -30,15 +30,20 @@ RESOURCE_ERRORS = (RecursionError, MemoryError)
 HEADROOM = 250
 
 
-class Hooks(NamedTuple):
-    """What rewritten sites load as constants and call."""
+class Hooks:
+    """What rewritten sites load as constants and call.  (A plain class: a dataclass or a
+    named tuple would cost a millisecond of every ``import cassette_hook``.)"""
 
-    resolve: object
-    resolve_star: object
-    call: object
-    call_ex: object
-    operator_site: Callable[[Callable[..., object]], object]
-    yield_from: object  # run on the operand of ``yield from`` before the instruction itself
+    __slots__ = ("resolve", "resolve_star", "call", "call_ex", "operator_site", "yield_from")
+
+    def __init__(self, *, resolve: object, resolve_star: object, call: object, call_ex: object,
+                 operator_site: Callable[[Callable[..., object]], object], yield_from: object) -> None:
+        self.resolve = resolve
+        self.resolve_star = resolve_star
+        self.call = call
+        self.call_ex = call_ex
+        self.operator_site = operator_site
+        self.yield_from = yield_from  # run on the operand of ``yield from`` before the instruction itself
 
 
 class GlobalName(str):

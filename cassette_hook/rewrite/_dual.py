@@ -37,7 +37,7 @@ from bytecode.instr import TryBegin, TryEnd
 from . import rewrite_part
 from ._instr import global_name
 from ._names import ACTIVE, ENTER, HOOKS, OPERATORS, is_switched, operator_name
-from ._rewriter import _family, assemble, decode, rewritten
+from ._rewriter import assemble, decode, family, rewritten
 from ._stack import Item
 from ._stack import COMPREHENSIONS
 
@@ -161,7 +161,7 @@ class _Switcher:
         first = next((i for i in items[start:] if isinstance(i, Instr)), None)
         loc = first.location if first is not None else None  # the first line of the body: no line event of its own
         plain_label, check, instrumented = Label(), Label(), Label()
-        switch = _family.switch
+        switch = family.switch
         body[:] = [
             *items[:start],
             switch.load_global(ACTIVE, loc),

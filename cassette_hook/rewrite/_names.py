@@ -13,7 +13,7 @@ from types import CodeType
 from . import GlobalName, Hooks
 from ._operators import BINARY, COMPARE, UNARY, Operator
 
-__all__ = ["ACTIVE", "ENTER", "HOOKS", "OPERATORS", "is_switched", "operator_name"]
+__all__ = ["ACTIVE", "ENTER", "HOOKS", "OPERATORS", "is_switched", "nothing_to_rewrite", "operator_name"]
 
 ACTIVE = "__cassette_hook_active__"
 ENTER = "__cassette_hook_enter__"
@@ -40,3 +40,20 @@ HOOKS = Hooks(
 def is_switched(code: CodeType) -> bool:
     """Was this body made by ``_dual.switched`` (with a rewritten body behind the switch)?"""
     return ENTER in code.co_names
+
+
+# Instructions the rewriter never touches, in any version: names, constants, imports.
+_SITE_FREE = frozenset({"CACHE", "EXTENDED_ARG", "NOP", "RESUME", "LOAD_CONST", "RETURN_VALUE", "RETURN_CONST",
+                        "POP_TOP", "LOAD_NAME", "STORE_NAME", "LOAD_FAST", "STORE_FAST", "IMPORT_NAME",
+                        "IMPORT_FROM"})
+
+
+def nothing_to_rewrite(code: CodeType) -> bool:
+    """Is ``code`` certain to come out of ``_dual.switched`` as it went in: no function, class
+    or comprehension in it, and not one instruction the rewriter changes?  (``-c pass``,
+    a module of constants: then neither ``bytecode`` nor the rewriter is imported.)"""
+    from opcode import opname
+
+    raw = code.co_code
+    return (not any(isinstance(const, CodeType) for const in code.co_consts)
+            and all(opname[raw[i]] in _SITE_FREE for i in range(0, len(raw), 2)))

@@ -17,15 +17,15 @@ from . import RESOURCE_ERRORS, GlobalName, Hooks, Nested, UnsupportedCode
 from ._stack import COMPREHENSIONS, Item, stack_depths
 
 if sys.version_info >= (3, 13):
-    from . import _py313 as _family
+    from . import _py313 as family
 elif sys.version_info >= (3, 12):
-    from . import _py312 as _family
+    from . import _py312 as family
 elif sys.version_info >= (3, 11):
-    from . import _py311 as _family
+    from . import _py311 as family
 else:
-    from . import _py310 as _family
+    from . import _py310 as family
 
-__all__ = ["assemble", "decode", "linetable_310", "repaired_linetable", "rewritten"]
+__all__ = ["assemble", "decode", "family", "linetable_310", "repaired_linetable", "rewritten"]
 
 
 def decode(code: CodeType) -> Bytecode:
@@ -39,7 +39,7 @@ def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
     rewritten and its code constants mapped by ``nested``."""
     bc = decode(code) if decoded is None else decoded
     items = list(bc)
-    items = _family.rewrite_calls(items, stack_depths(items), hooks)
+    items = family.rewrite_calls(items, stack_depths(items), hooks)
     if operators:
         items = _rewrite_operators(items, hooks)
     bc[:] = [_load_hook(item) for item in _rewrite_nested(items, nested)]
@@ -154,14 +154,14 @@ def repaired_linetable(table: bytes) -> bytes:
 
 def _load_hook(item: Item) -> Item:
     if isinstance(item, Instr) and item.name == "LOAD_CONST" and type(item.arg) is GlobalName:
-        return _family.load_global(str(item.arg), item.location)
+        return family.load_global(str(item.arg), item.location)
     return item
 
 
 def _rewrite_operators(items: list[Item], hooks: Hooks) -> list[Item]:
     out: list[Item] = []
     for item in items:
-        replacement = _family.operator_site(item, hooks) if isinstance(item, Instr) else None
+        replacement = family.operator_site(item, hooks) if isinstance(item, Instr) else None
         if replacement is None:
             out.append(item)
         else:
