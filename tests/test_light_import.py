@@ -106,3 +106,23 @@ def test_a_module_with_nothing_to_rewrite_is_imported_as_compiled(tmp_path, monk
     finally:
         ch.uninstall()
         sys.modules.pop("light_consts", None)
+
+
+def test_installing_name_patterns_does_not_look_for_the_library_directories():
+    probe = "import sys, cassette_hook as ch; ch.install(include=['mypkg']); print('sysconfig' in sys.modules)"
+    out = python("-c", probe)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "False\n"
+
+
+def test_a_directory_pattern_still_leaves_the_library_alone():
+    # The library's directories are found during the first import the finder decides on,
+    # which itself imports modules (sysconfig's) through the finder.
+    probe = ("import os, sys, cassette_hook as ch; from cassette_hook.rewrite import _names\n"
+             "assert 'json' not in sys.modules and 'sysconfig' not in sys.modules\n"
+             "ch.install(include=[os.path.dirname(os.__file__)])\n"
+             "import json\n"
+             "print(json.dumps([1]), _names.is_switched(json.dumps.__code__), 'sysconfig' in sys.modules)")
+    out = python("-c", probe)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "[1] False True\n"
