@@ -190,6 +190,46 @@ def breakdown(prefix: Path, files: dict[str, str | None], package: str) -> dict[
     }
 
 
+def cold_breakdown(sources: list[Path]) -> dict[str, float]:
+    """Where a cold import's extra time goes, timed in this process (CPU ms, median of 3)
+    over the package's sources, against compiling them: a bare walk over every instruction
+    (``dis``: what any pure-Python pass costs at the least), ``bytecode``'s decoding, a
+    decode-and-encode round trip with nothing changed, and the switched code the hook makes."""
+    import dis
+    import time
+    import types
+
+    from cassette_hook import _switch
+    from cassette_hook.rewrite import _dual
+    from cassette_hook.rewrite._rewriter import decode
+
+    texts = [(str(p), p.read_text(encoding="utf-8")) for p in sources]
+    modules = [compile(text, path, "exec") for path, text in texts]
+
+    def walk(code: types.CodeType) -> list[types.CodeType]:
+        return [code, *(c for k in code.co_consts if isinstance(k, types.CodeType) for c in walk(k))]
+
+    codes = [c for m in modules for c in walk(m)]
+    _switch.install_builtins()
+
+    def ms(fn: Any) -> float:
+        xs = []
+        for _ in range(3):
+            t = time.process_time()
+            fn()
+            xs.append(time.process_time() - t)
+        return statistics.median(xs) * 1e3
+
+    return {
+        "compile the sources (a cold plain import does this)": ms(lambda: [compile(t, p, "exec") for p, t in texts]),
+        "walk every instruction (dis.get_instructions)": ms(lambda: [list(dis.get_instructions(c)) for c in codes]),
+        "decode every code object (bytecode)": ms(lambda: [decode(c) for c in codes]),
+        "decode + encode, nothing changed (bytecode)": ms(lambda: [decode(c).to_code(
+            stacksize=c.co_stacksize, compute_exception_stack_depths=False, check_pre_and_post=False) for c in codes]),
+        "switched code, as the hook makes it (rewrite._dual)": ms(lambda: [_dual.switched(m, "m") for m in modules]),
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer rounds (~1 min for email)")
@@ -288,6 +328,11 @@ def main() -> None:
         print(f"\ncached - plain (CPU medians): {extra * 1e3:.1f} ms per import of the package; where it goes"
               " (timed in this process, all modules, median of 30):")
         print(harness.table(["piece", "ms"], [[k, f"{v:.2f}"] for k, v in breakdown(warm, files, package).items()]))
+        sources = [Path(f) for f in files.values() if f and f.endswith(".py")]
+        pieces = cold_breakdown(sources)
+        base = next(iter(pieces.values()))
+        print(f"\nwhere a cold import's time goes (timed in this process, {len(sources)} modules, CPU ms, median of 3):")
+        print(harness.table(["piece", "ms", "x compile"], [[k, f"{v:.0f}", f"{v / base:.1f}"] for k, v in pieces.items()]))
         if args.json:
             with open(args.json, "w") as fh:
                 json.dump({"python": sys.version, "samples": samples, "cpu": cpu, "ch_s": ch_s}, fh)
