@@ -331,8 +331,10 @@ def main() -> None:
         sources = [Path(f) for f in files.values() if f and f.endswith(".py")]
         pieces = cold_breakdown(sources)
         base = next(iter(pieces.values()))
-        print(f"\nwhere a cold import's time goes (timed in this process, {len(sources)} modules, CPU ms, median of 3):")
-        print(harness.table(["piece", "ms", "x compile"], [[k, f"{v:.0f}", f"{v / base:.1f}"] for k, v in pieces.items()]))
+        print(f"\nwhere a cold import's time goes (timed in this process, {len(sources)} modules, "
+              "CPU ms, median of 3):")
+        print(harness.table(["piece", "ms", "x compile"],
+                            [[k, f"{v:.0f}", f"{v / base:.1f}"] for k, v in pieces.items()]))
         if args.json:
             with open(args.json, "w") as fh:
                 json.dump({"python": sys.version, "samples": samples, "cpu": cpu, "ch_s": ch_s}, fh)
