@@ -11,6 +11,7 @@ start is rewriting.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Iterable
@@ -74,8 +75,9 @@ class Progress:
         self.modules += 1
         self.last = now
         if now - self.started >= self.DELAY and _on_terminal():
-            self.shown = _write(f"\rcassette_hook: rewriting {module} for instrumentation: module {self.modules}, "
-                                f"{now - self.started:.0f} s so far (cached for the next run)\x1b[K")
+            line = (f"cassette_hook: instrumenting, module {self.modules} in {now - self.started:.0f} s "
+                    f"(cached for the next run): {module}")
+            self.shown = _write(f"\r{line[:_width() - 1]}\x1b[K")  # one row: a wrapped line would not be erased
 
     def end(self) -> None:
         """The module named by :meth:`begin` is rewritten (or failed to be)."""
@@ -92,6 +94,13 @@ def _on_terminal() -> bool:
         return sys.stderr is not None and sys.stderr.isatty()
     except (AttributeError, ValueError):  # replaced by an object without it, or closed
         return False
+
+
+def _width() -> int:
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):  # no file descriptor, or not a terminal after all
+        return 80
 
 
 def _write(text: str) -> bool:

@@ -54,7 +54,10 @@ class Patterns:
         self._directories = tuple(p for p in self.include if _is_path(p))
         self._excluded = ModulePatterns((*NEVER, *(p for p in self.exclude if not _is_path(p))))
         self._excluded_directories = tuple(p for p in self.exclude if _is_path(p))
-        self._library_directories: tuple[str, ...] | None = None  # see _in_library
+        # Where the standard library and site-packages are matters to directory and
+        # wildcard patterns only; finding out imports sysconfig (13 ms on 3.12).
+        self._library = (tuple(os.path.join(os.path.realpath(p), "") for p in _library_paths())
+                         if self._directories or self._wild.patterns else ())
         self._real_directories: dict[str, str] = {}  # realpath per directory, asked once
 
     def __repr__(self) -> str:
@@ -77,7 +80,7 @@ class Patterns:
             return False
         if named:
             return True
-        if path and self._in_library(path):
+        if path and path.startswith(self._library):
             return False
         return self._wild.matches(name) or bool(path and any(_under(path, p) for p in self._directories))
 
@@ -97,7 +100,7 @@ class Patterns:
         named = self._names.first_match(name)
         if named is not None:
             return f"included by {named!r}"
-        if path and self._in_library(path):
+        if path and path.startswith(self._library):
             return "not rewritten: in the standard library or site-packages, which only a name pattern includes"
         wild = self._wild.first_match(name)
         if wild is not None:
@@ -107,25 +110,6 @@ class Patterns:
             return f"included by the directory {directory!r}"
         return "not rewritten: no include pattern matches it"
 
-    def _in_library(self, path: str) -> bool:
-        """Is ``path`` in the standard library or a site-packages directory?
-
-        Those directories are found when first needed, which patterns that name modules
-        never are: ``sysconfig`` costs up to 15 ms (3.12).  Finding them imports modules
-        -- through this finder, asked about them here and now: those are the standard
-        library's, and said to be so without asking again."""
-        directories = self._library_directories
-        if directories is None:
-            if getattr(_finding_library, "active", False):
-                return True
-            _finding_library.active = True
-            try:
-                directories = self._library_directories = tuple(os.path.join(os.path.realpath(p), "")
-                                                                for p in _library_paths())
-            finally:
-                _finding_library.active = False
-        return path.startswith(directories)
-
     def _realpath(self, origin: str) -> str:
         """``os.path.realpath(origin)``, resolving each directory once per process."""
         directory, base = os.path.split(origin)
@@ -134,9 +118,6 @@ class Patterns:
             real = self._real_directories[directory] = os.path.realpath(directory)
         path = os.path.join(real, base)
         return os.path.realpath(path) if os.path.islink(path) else path
-
-
-_finding_library = threading.local()  # .active: this thread is in Patterns._in_library, finding the directories
 
 
 class SwitchingFinder:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -246,8 +247,9 @@ def test_a_long_cold_start_names_each_module_it_rewrites_on_a_terminal(slow_star
     import prog_b  # noqa: F401
 
     shown = [part for part in terminal.text.split("\r") if part]
-    assert shown[0].startswith("cassette_hook: rewriting prog_a for instrumentation: module 1, ")
-    assert shown[2].startswith("cassette_hook: rewriting prog_b for instrumentation: module 2, ")
+    line = r"cassette_hook: instrumenting, module {} in 0 s \(cached for the next run\): {}\x1b\[K"
+    assert re.fullmatch(line.format(1, "prog_a"), shown[0])
+    assert re.fullmatch(line.format(2, "prog_b"), shown[2])
     assert shown[1] == shown[3] == "\x1b[K"  # erased as each module is done, before its body runs
 
 
@@ -270,3 +272,15 @@ def test_progress_waits_for_a_start_that_is_long(slow_start, monkeypatch):
     import prog_d  # noqa: F401
 
     assert terminal.text == ""
+
+
+def test_the_progress_line_fits_on_one_row_of_the_terminal(slow_start, monkeypatch):
+    (slow_start / "prog_with_a_rather_long_module_name_e.py").write_text(MODULE)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(_debug, "_width", lambda: 40)
+    ch.install(include=["prog_*"])
+    import prog_with_a_rather_long_module_name_e  # noqa: F401
+
+    shown = [part for part in terminal.text.split("\r") if part]
+    assert shown[0] == "cassette_hook: instrumenting, module 1 \x1b[K"  # 39 characters, then erase to the end
