@@ -38,8 +38,7 @@ from . import rewrite_part
 from ._instr import global_name
 from ._names import ACTIVE, ENTER, HOOKS, OPERATORS, is_switched, operator_name
 from ._rewriter import assemble, decode, family, rewritten
-from ._stack import Item
-from ._stack import COMPREHENSIONS
+from ._stack import COMPREHENSIONS, Item
 
 # (the names also live here, where switched code is made: ``_names`` holds them for the
 # runtime, which must not import this module and ``bytecode`` with it)
@@ -68,8 +67,9 @@ class _Switcher:
         done = self._done.get(id(code))
         if done is not None:
             return done[1]
-        # Decoding is a third of the work: the body is decoded once, and its plain half is
-        # a copy of the decoding (new labels and handlers, the same other instructions).
+        # Decoding is a fifth of the work, and was done twice: now the body is decoded once,
+        # and its plain half is a copy of the decoding (new labels and handlers, the same
+        # other instructions).
         decoded = decode(code)
         plain = self._plain_items(list(decoded))
         body = rewritten(code, HOOKS, operators=True, nested=self._instrumented_nested, decoded=decoded)
@@ -106,7 +106,7 @@ class _Switcher:
                 elif isinstance(arg, CodeType):
                     replacement = self._plain_nested(arg)
                     if replacement is not arg:
-                        item = Instr("LOAD_CONST", replacement, location=item.location)
+                        item = Instr(item.name, replacement, location=item.location)
             elif isinstance(item, Label):
                 item = label(item)
             elif isinstance(item, TryBegin):
