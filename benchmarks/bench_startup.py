@@ -36,8 +36,8 @@ COMMANDS = {
     "import cassette_hook": ["-c", "import cassette_hook"],
     "python -m cassette_hook -c pass": ["-m", "cassette_hook", "-c", "pass"],
 }
-HEAVY = ("bytecode", "importlib_metadata", "xml.sax.saxutils", "urllib.request", "inspect", "tempfile",
-         "cassette_hook.rewrite._dual", "cassette_hook.contexts.profile", "cassette_hook.contexts.trace")
+HEAVY = ("bytecode", "importlib_metadata", "xml.sax.saxutils", "urllib.request", "inspect", "tempfile", "sysconfig",
+         "importlib.abc", "cassette_hook.rewrite._dual", "cassette_hook.contexts")
 PROBE = ("import sys, cassette_hook; print(' '.join(m for m in sys.argv[1:] if m in sys.modules))")
 
 

@@ -54,10 +54,7 @@ class Patterns:
         self._directories = tuple(p for p in self.include if _is_path(p))
         self._excluded = ModulePatterns((*NEVER, *(p for p in self.exclude if not _is_path(p))))
         self._excluded_directories = tuple(p for p in self.exclude if _is_path(p))
-        # Where the standard library and site-packages are matters to directory and
-        # wildcard patterns only; finding out imports sysconfig (13 ms on 3.12).
-        self._library = (tuple(os.path.join(os.path.realpath(p), "") for p in _library_paths())
-                         if self._directories or self._wild.patterns else ())
+        self._library: tuple[str, ...] | None = None  # see _in_library
         self._real_directories: dict[str, str] = {}  # realpath per directory, asked once
 
     def __repr__(self) -> str:
@@ -80,9 +77,9 @@ class Patterns:
             return False
         if named:
             return True
-        if path and path.startswith(self._library):
+        if not (self._wild.matches(name) or path and any(_under(path, p) for p in self._directories)):
             return False
-        return self._wild.matches(name) or bool(path and any(_under(path, p) for p in self._directories))
+        return not (path and self._in_library(path))
 
     def why(self, name: str, origin: str | None) -> str:
         """What :meth:`matches` decides, in words naming the pattern that decided it
@@ -100,15 +97,32 @@ class Patterns:
         named = self._names.first_match(name)
         if named is not None:
             return f"included by {named!r}"
-        if path and path.startswith(self._library):
-            return "not rewritten: in the standard library or site-packages, which only a name pattern includes"
         wild = self._wild.first_match(name)
-        if wild is not None:
-            return f"included by {wild!r}"
         directory = next((p for p in self._directories if path and _under(path, p)), None)
-        if directory is not None:
-            return f"included by the directory {directory!r}"
-        return "not rewritten: no include pattern matches it"
+        if wild is None and directory is None:
+            return "not rewritten: no include pattern matches it"
+        if path and self._in_library(path):
+            return "not rewritten: in the standard library or site-packages, which only a name pattern includes"
+        return f"included by {wild!r}" if wild is not None else f"included by the directory {directory!r}"
+
+    def _in_library(self, path: str) -> bool:
+        """Is ``path`` in the standard library or a site-packages directory?  Asked only of
+        a module a directory or wildcard pattern includes.
+
+        The directories are found when first asked (``sysconfig``: 13 ms on 3.12, which a
+        program that imports nothing from its own directory never pays).  Finding them
+        imports modules, through this finder, which may ask again for one of them: those
+        are the standard library's, and said to be so without asking further."""
+        library = self._library
+        if library is None:
+            if getattr(_finding_library, "active", False):
+                return True
+            _finding_library.active = True
+            try:
+                library = self._library = tuple(os.path.join(os.path.realpath(p), "") for p in _library_paths())
+            finally:
+                _finding_library.active = False
+        return path.startswith(library)
 
     def _realpath(self, origin: str) -> str:
         """``os.path.realpath(origin)``, resolving each directory once per process."""
@@ -118,6 +132,9 @@ class Patterns:
             real = self._real_directories[directory] = os.path.realpath(directory)
         path = os.path.join(real, base)
         return os.path.realpath(path) if os.path.islink(path) else path
+
+
+_finding_library = threading.local()  # .active: this thread is finding the library's directories
 
 
 class SwitchingFinder:
@@ -475,7 +492,7 @@ def _under(path: str, directory: str) -> bool:
 
 
 def _library_paths() -> set[str]:
-    import sysconfig  # (when the hook is installed, not when cassette_hook is imported)
+    import sysconfig  # (see Patterns._in_library)
 
     paths = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
     import site

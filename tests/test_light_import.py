@@ -15,8 +15,9 @@ import cassette_hook as ch
 from cassette_hook.rewrite import _dual, _names
 
 ROOT = Path(__file__).resolve().parent.parent
-LATER = ("bytecode", "importlib_metadata", "xml.sax.saxutils", "inspect", "tempfile",
-         "cassette_hook.rewrite._dual", "cassette_hook.contexts.profile", "cassette_hook.contexts.trace")
+LATER = ("bytecode", "importlib_metadata", "xml.sax.saxutils", "inspect", "tempfile", "sysconfig",
+         "cassette_hook.rewrite._dual", "cassette_hook.contexts", "cassette_hook.contexts.profile",
+         "cassette_hook.contexts.trace")
 
 
 def python(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -115,8 +116,15 @@ def test_installing_name_patterns_does_not_look_for_the_library_directories():
     assert out.stdout == "False\n"
 
 
+def test_a_program_importing_nothing_from_its_directory_does_not_look_for_the_library(tmp_path):
+    out = python("-X", "importtime", "-m", "cassette_hook", "-c", "pass", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "sysconfig" not in imported_by_importtime(out.stderr)
+
+
 def test_a_directory_pattern_still_leaves_the_library_alone():
-    # A directory pattern needs the library's directories (sysconfig): found at install.
+    # The library's directories are found during the first import the directory pattern
+    # includes: finding them (sysconfig) imports modules through the finder itself.
     probe = ("import os, sys, cassette_hook as ch; from cassette_hook.rewrite import _names\n"
              "assert 'json' not in sys.modules\n"
              "ch.install(include=[os.path.dirname(os.__file__)])\n"
@@ -125,3 +133,14 @@ def test_a_directory_pattern_still_leaves_the_library_alone():
     out = python("-c", probe)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "[1] False True\n"
+
+
+def test_a_module_under_an_included_directory_is_rewritten_once_the_library_is_known(tmp_path):
+    (tmp_path / "lib_first.py").write_text("def f(x):\n    return abs(x)\n")
+    probe = ("import sys, cassette_hook as ch; from cassette_hook.rewrite import _names\n"
+             f"sys.path.insert(0, {str(tmp_path)!r}); ch.install(include=[{str(tmp_path)!r}])\n"
+             "import lib_first\n"
+             "print(_names.is_switched(lib_first.f.__code__), 'sysconfig' in sys.modules)")
+    out = python("-c", probe)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "True True\n"
