@@ -238,6 +238,8 @@ class _SwitchingSource(SourceFileLoader):
         if _debug.imports and code is not plain:
             _debug.say("import", f"{fullname}: rewritten; cache {found}, {written}: {cache}" if cache is not None
                        else f"{fullname}: rewritten; {written}")
+        elif _debug.imports and _names.nothing_to_rewrite(plain):
+            _debug.say("import", f"{fullname}: nothing to rewrite (no function, class or call): imported as compiled")
         return code
 
 

@@ -51,6 +51,15 @@ def test_included_module_names_the_pattern_and_a_cache_miss_written(tree, capsys
                              f"dbg_a: rewritten; cache miss, written: {cache}"]
 
 
+def test_module_with_nothing_to_rewrite_says_so(tree, capsys):
+    (tree / "dbg_consts.py").write_text("import os\nNAME = 'x'\n")
+    ch.install(include=["dbg_consts"])
+    import dbg_consts  # noqa: F401
+
+    assert lines(capsys) == ["dbg_consts: included by 'dbg_consts'; rewriting",
+                             "dbg_consts: nothing to rewrite (no function, class or call): imported as compiled"]
+
+
 def test_second_import_is_a_cache_hit(tree, capsys):
     (tree / "dbg_b.py").write_text(MODULE)
     ch.install(include=["dbg_b"])
