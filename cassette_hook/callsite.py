@@ -17,7 +17,7 @@ import functools
 from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any, Callable
 
-from . import _context, generics, operators, primitives, rewrite
+from . import _context, dispatch, generics, operators, primitives, rewrite
 
 _INDIRECT_NAMES = primitives.INDIRECT_NAMES
 _active_get: Callable[[], _context.Entry | None]
@@ -134,9 +134,13 @@ def site(entry: _context.Entry, f: Any) -> Any:
         elif type(callee) is BuiltinFunctionType:
             callee, args = present(callee, args)
         if plan.prehook_call is not None:
-            token = _set_active(entry.below)
+            below = entry.below
+            token = _set_active(below)
             try:
-                plan.prehook_call(entry.ctx, callee, *args, **kwargs)
+                if below is None:
+                    plan.prehook_call(entry.ctx, callee, *args, **kwargs)
+                else:
+                    seen_below(plan.prehook_call, (entry.ctx, callee, *args), kwargs)
             finally:
                 _reset_active(token)
         out: Any = generics.OverdubInstead
@@ -146,9 +150,13 @@ def site(entry: _context.Entry, f: Any) -> Any:
             run = plan.twin(callee) if type(callee) is FunctionType else generics.runnable(plan, callee)
             out = generics.without_body(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
         if plan.posthook_call is not None:
-            token = _set_active(entry.below)
+            below = entry.below
+            token = _set_active(below)
             try:
-                plan.posthook_call(entry.ctx, out, callee, *args, **kwargs)
+                if below is None:
+                    plan.posthook_call(entry.ctx, out, callee, *args, **kwargs)
+                else:
+                    seen_below(plan.posthook_call, (entry.ctx, out, callee, *args), kwargs)
             finally:
                 _reset_active(token)
         return out
@@ -161,14 +169,29 @@ def _overloaded(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: di
     for generic, default in ((generics.overdub, _default_overdub), (generics.execute, _default_execute)):
         method = generic.resolve((entry.ctx, f, *args))
         if method is not default:
-            token = _set_active(entry.below)  # generics.run_popped, one frame less per level
+            below = entry.below  # generics.run_popped, one frame less per level
+            token = _set_active(below)
             try:
-                out = method(entry.ctx, f, *args, **kwargs)
+                out = (method(entry.ctx, f, *args, **kwargs) if below is None
+                       else seen_below(method, (entry.ctx, f, *args), kwargs))
             finally:
                 _reset_active(token)
             if generic is generics.overdub or out is not generics.OverdubInstead:
                 return out
     return generics.OverdubInstead
+
+
+def seen_below(hook: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run a hook or overload, popped, as an overdubbed call of the contexts below it.
+
+    Nesting composes (as in Cassette, where an outer context overdubs the inner one's
+    machinery): the outer contexts see the method run and, through its twin, every call
+    it makes.  A generic is dispatched here, so that they see the method, not the
+    dispatcher (cassette_hook's own code, which is never overdubbed).
+    """
+    if isinstance(hook, dispatch.Generic):
+        hook = hook.resolve(args)
+    return call(hook, *args, **kwargs)
 
 
 _OVERDUBBED_CODE = next(c for c in site.__code__.co_consts if getattr(c, "co_name", None) == "overdubbed")

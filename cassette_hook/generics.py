@@ -234,10 +234,12 @@ def without_body(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: d
 
 def run_popped(entry: _context.Entry, method: Callable[..., Any], args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Any:
-    """Run an overload or hook with its own context popped off the stack."""
-    token = _context.active.set(entry.below)
+    """Run an overload or hook with its own context popped off the stack, seen by the
+    contexts below it (see ``callsite.seen_below``)."""
+    below = entry.below
+    token = _context.active.set(below)
     try:
-        return method(*args, **kwargs)
+        return method(*args, **kwargs) if below is None else seen_below(method, args, kwargs)
     finally:
         _context.active.reset(token)
 
@@ -350,5 +352,5 @@ def construct(cls: type[Any], /, *args: Any, **kwargs: Any) -> Any:
 
 # Last: callsite builds on this module (and this module's bodies call callsite.call).
 from . import operators  # noqa: E402
-from .callsite import call, resolve  # noqa: E402
+from .callsite import call, resolve, seen_below  # noqa: E402
 from .primitives import call_primitive  # noqa: E402

@@ -1,0 +1,131 @@
+"""Nesting composes: the calls an inner context's hooks and overloads make are seen by
+the contexts below it on the stack, and never by the inner context itself."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import cassette_hook as ch
+
+
+def helper(x: Any) -> Any:
+    return x
+
+
+def g(x: float) -> float:
+    return math.sqrt(x) + 1
+
+
+def _names(record: list[Any]) -> list[str]:
+    return [getattr(f, "__name__", repr(f)) for f in record]
+
+
+class Outer(ch.Context):
+    operators = False
+
+    def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+        self.metadata.append(f)
+
+
+class InnerPrehook(ch.Context):
+    operators = False
+
+    def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+        helper(f)
+        self.metadata.append(f)
+
+
+class InnerPosthook(ch.Context):
+    operators = False
+
+    def posthook(self, out: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+        helper(out)
+        self.metadata.append(f)
+
+
+class InnerOverdub(ch.Context):
+    operators = False
+
+
+@ch.overdub.register
+def _(ctx: InnerOverdub, f: ch.Is[math.sqrt], x: float) -> float:
+    ctx.metadata.append(helper(f))
+    return math.sqrt(x)
+
+
+class InnerFallback(ch.Context):
+    operators = False
+
+
+@ch.fallback.register
+def _(ctx: InnerFallback, f: ch.Is[math.sqrt], x: float) -> float:
+    ctx.metadata.append(helper(f))
+    return math.sqrt(x)
+
+
+def test_an_outer_context_sees_the_calls_an_inner_prehook_makes() -> None:
+    outer, inner = Outer([]), InnerPrehook([])
+    with outer:
+        assert ch.overdub(inner, g, 4.0) == 3.0
+    assert "helper" in _names(outer.metadata)
+    assert "helper" not in _names(inner.metadata)
+    assert _names(inner.metadata) == ["sqrt"]
+
+
+def test_an_outer_context_sees_the_calls_an_inner_posthook_makes() -> None:
+    outer, inner = Outer([]), InnerPosthook([])
+    with outer:
+        ch.overdub(inner, g, 4.0)
+    assert _names(outer.metadata).count("helper") == 1
+    assert _names(inner.metadata) == ["sqrt"]
+
+
+def test_an_outer_context_sees_the_calls_an_inner_overdub_overload_makes() -> None:
+    outer, inner = Outer([]), InnerOverdub([])
+    with outer:
+        assert ch.overdub(inner, g, 4.0) == 3.0
+    assert "helper" in _names(outer.metadata)
+    assert _names(inner.metadata) == ["sqrt"]
+
+
+def test_an_outer_context_sees_the_calls_an_inner_fallback_overload_makes() -> None:
+    outer, inner = Outer([]), InnerFallback([])
+    with outer:
+        assert ch.overdub(inner, g, 4.0) == 3.0
+    assert "helper" in _names(outer.metadata)
+    assert _names(inner.metadata) == ["sqrt"]
+
+
+def test_nesting_through_overdub_is_the_same_as_through_with() -> None:
+    outer, inner = Outer([]), InnerPrehook([])
+    ch.overdub(outer, lambda: ch.overdub(inner, g, 4.0))
+    assert "helper" in _names(outer.metadata)
+    assert _names(inner.metadata) == ["sqrt"]
+
+
+def test_a_hook_with_no_context_below_it_runs_plain() -> None:
+    inner = InnerPrehook([])
+    assert ch.overdub(inner, g, 4.0) == 3.0
+    assert ch.current_context() is None
+    assert _names(inner.metadata) == ["sqrt"]
+
+
+def test_an_inner_context_sees_nothing_of_the_outer_ones_hooks() -> None:
+    seen_by_inner: list[Any] = []
+
+    class LoudOuter(ch.Context):
+        operators = False
+
+        def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+            helper(f)
+
+    class Quiet(ch.Context):
+        operators = False
+
+        def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+            seen_by_inner.append(f)
+
+    with LoudOuter():
+        ch.overdub(Quiet(), g, 4.0)
+    assert _names(seen_by_inner) == ["sqrt"]
