@@ -31,7 +31,8 @@ def imported_by_importtime(stderr: str) -> set[str]:
 
 
 def test_importing_cassette_hook_imports_none_of_what_only_some_uses_need():
-    probe = "import sys, cassette_hook; print(' '.join(m for m in sys.argv[1:] if m in sys.modules))"
+    probe = ("import sys; before = set(sys.modules); import cassette_hook\n"
+             "print(' '.join(m for m in sys.argv[1:] if m in sys.modules and m not in before))")
     out = python("-c", probe, *LATER)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == []
@@ -110,7 +111,8 @@ def test_a_module_with_nothing_to_rewrite_is_imported_as_compiled(tmp_path, monk
 
 
 def test_installing_name_patterns_does_not_look_for_the_library_directories():
-    probe = "import sys, cassette_hook as ch; ch.install(include=['mypkg']); print('sysconfig' in sys.modules)"
+    probe = ("import sys; before = 'sysconfig' in sys.modules; import cassette_hook as ch\n"
+             "ch.install(include=['mypkg']); print('sysconfig' in sys.modules and not before)")
     out = python("-c", probe)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "False\n"
