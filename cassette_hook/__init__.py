@@ -29,9 +29,10 @@ run with ``filterwarnings = error``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._context import Context, context, current_context, disablehooks, similarcontext
 from ._process import install_from_env
-from .contexts import NullContext, ProfileContext, TraceContext
 from .dispatch import AmbiguityError, Generic, Is, NoMethodError
 from .generics import (
     OverdubInstead,
@@ -45,6 +46,9 @@ from .generics import (
     recurse,
 )
 from .importhook import install, instrument, uninstall
+
+if TYPE_CHECKING:
+    from .contexts import NullContext, ProfileContext, TraceContext
 
 __version__ = "0.1.0"
 
@@ -75,3 +79,15 @@ __all__ = [
     "similarcontext",
     "uninstall",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The built-in contexts are imported when first named (``ch.TraceContext``), so that
+    ``import cassette_hook`` does not pay for their report writers."""
+    if name in ("NullContext", "ProfileContext", "TraceContext"):
+        from . import contexts
+
+        value = getattr(contexts, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
 import types
 from typing import NoReturn, Sequence
@@ -236,6 +235,8 @@ def _is_ours(filename: str) -> bool:
 
 def _die_of_sigint() -> NoReturn:
     """End as python does after an uncaught ``KeyboardInterrupt``: killed by SIGINT."""
+    import signal
+
     _process.write_reports()
     sys.stdout.flush()
     signal.signal(signal.SIGINT, signal.SIG_DFL)

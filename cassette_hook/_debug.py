@@ -4,11 +4,16 @@ Like pytest's and coverage's ``--debug``: one line per decision on standard erro
 prefixed ``cassette_hook: CATEGORY:``.  The import hook's finder is asked about every
 import in the process, so when a category is off the code that would explain it costs
 one flag test (``if _debug.imports:``) and nothing else.
+
+Apart from the categories, :data:`progress` says on a terminal which module a long cold
+start is rewriting.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 from typing import Iterable
 
 CATEGORIES = {
@@ -41,3 +46,68 @@ def say(category: str, message: str) -> None:
         print(f"cassette_hook: {category}: {message}", file=sys.stderr, flush=True)
     except (OSError, ValueError, AttributeError):
         pass
+
+
+class Progress:
+    """A status line on stderr while a cold start rewrites module after module.
+
+    Rewriting costs milliseconds per function, so the first run of a program over a large
+    package (nothing cached yet) can make its user wait many seconds before it starts.
+    Once rewriting has gone on for :attr:`DELAY` seconds with no pause of a second, each
+    module rewritten after that is named on one line, rewritten in place, and erased
+    when that module is done -- before its body runs, so that nothing the program prints
+    meets it.  Only on a terminal: a log or a pipe gets nothing.
+    """
+
+    DELAY = 1.5  # seconds of rewriting before the line appears
+    PAUSE = 1.0  # a gap this long between two rewrites starts the count again
+
+    def __init__(self) -> None:
+        self.started = self.last = float("-inf")
+        self.modules = 0
+        self.shown = False
+
+    def begin(self, module: str) -> None:
+        """``module`` is about to be rewritten."""
+        now = time.perf_counter()
+        if now - self.last > self.PAUSE:
+            self.started, self.modules = now, 0
+        self.modules += 1
+        self.last = now
+        if now - self.started >= self.DELAY and _on_terminal():
+            line = (f"cassette_hook: instrumenting, module {self.modules} in {now - self.started:.0f} s "
+                    f"(cached for the next run): {module}")
+            self.shown = _write(f"\r{line[:_width() - 1]}\x1b[K")  # one row: a wrapped line would not be erased
+
+    def end(self) -> None:
+        """The module named by :meth:`begin` is rewritten (or failed to be)."""
+        self.last = time.perf_counter()
+        if self.shown:
+            self.shown = not _write("\r\x1b[K")
+
+
+progress = Progress()
+
+
+def _on_terminal() -> bool:
+    try:
+        return sys.stderr is not None and sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced by an object without it, or closed
+        return False
+
+
+def _width() -> int:
+    try:
+        return os.get_terminal_size(sys.stderr.fileno()).columns or 80
+    except (AttributeError, ValueError, OSError):  # no file descriptor, or not a terminal after all
+        return 80
+
+
+def _write(text: str) -> bool:
+    """Write ``text`` to stderr at once; never raises (see :func:`say`)."""
+    try:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+        return True
+    except (OSError, ValueError, AttributeError):
+        return False

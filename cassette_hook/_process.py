@@ -25,7 +25,6 @@ import sys
 from typing import Iterable, Mapping
 
 from . import _context, _debug, _specs, _unmatched, importhook
-from .contexts import ReportPathError
 
 INCLUDE, EXCLUDE, CONTEXT, OUTPUT, SEPARATE = (
     "CASSETTE_HOOK_INCLUDE", "CASSETTE_HOOK_EXCLUDE", "CASSETTE_HOOK_CONTEXT", "CASSETTE_HOOK_OUTPUT",
@@ -138,7 +137,11 @@ def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
     output = environ.get(OUTPUT) or None
     try:
         contexts = [_specs.make(spec, output) for spec in specs]
-    except ReportPathError as exc:
+    except Exception as exc:
+        from .contexts import ReportPathError  # (a context raised it: imported by now)
+
+        if not isinstance(exc, ReportPathError):
+            raise
         raise ReportPathError(_specs.describe_error(exc, CONTEXT, OUTPUT), exc.option) from None
     if environ.get(SEPARATE):  # a child of ``--subprocesses``: keep off the parent's files
         separate(contexts)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import marshal
 import os
 import sys
-import tempfile
 from importlib.util import MAGIC_NUMBER, cache_from_source
 from types import CodeType
 
@@ -62,6 +61,8 @@ def write(path: str, header: bytes, code: CodeType, source_mode: int) -> str:
     Returns what happened, in words, for ``--debug import``."""
     if sys.dont_write_bytecode:
         return "not written (sys.dont_write_bytecode)"
+    import tempfile  # (with shutil and random: only when a cache file is written)
+
     directory = os.path.dirname(path)
     try:
         os.makedirs(directory, exist_ok=True)

@@ -10,11 +10,12 @@ output)`` classmethod (see ``cassette_hook.contexts``).
 from __future__ import annotations
 
 import importlib
-from typing import Any
-
-import importlib_metadata
+from typing import TYPE_CHECKING, Any
 
 from ._context import Context
+
+if TYPE_CHECKING:
+    import importlib_metadata
 
 GROUP = "cassette_hook.contexts"
 
@@ -25,6 +26,8 @@ class SpecError(ValueError):
 
 def available() -> dict[str, importlib_metadata.EntryPoint]:
     """The contexts installed under the entry-point group, by name."""
+    import importlib_metadata  # (a tenth of a second: only when an entry point is looked up)
+
     return {ep.name: ep for ep in importlib_metadata.entry_points(group=GROUP)}
 
 

@@ -25,12 +25,12 @@ from types import FunctionType, ModuleType
 from typing import Any, Callable
 
 from . import _context
-from .rewrite import _dual
+from .rewrite import _names
 
 _lock = threading.RLock()  # re-entrant: an entry may die in a collection inside entry_made
 _live_entries = 0
 _live_operator_entries = 0  # of those, entries whose context counts operators as calls
-setattr(builtins, _dual.ACTIVE, False)
+setattr(builtins, _names.ACTIVE, False)
 
 
 def entry_made(operators: bool) -> None:
@@ -38,7 +38,7 @@ def entry_made(operators: bool) -> None:
     with _lock:
         _live_entries += 1
         if _live_entries == 1:
-            setattr(builtins, _dual.ACTIVE, True)
+            setattr(builtins, _names.ACTIVE, True)
         if operators:
             _live_operator_entries += 1
             if _live_operator_entries == 1:
@@ -50,7 +50,7 @@ def entry_gone(operators: bool) -> None:
     with _lock:
         _live_entries -= 1
         if _live_entries == 0:
-            setattr(builtins, _dual.ACTIVE, False)
+            setattr(builtins, _names.ACTIVE, False)
         if operators:
             _live_operator_entries -= 1
             if _live_operator_entries == 0:
@@ -61,8 +61,8 @@ def _bind_operators(observed: bool) -> None:
     """Operator sites of switched code call the ``operator`` function itself unless some
     context that counts operators lives: a context that does not (``null``, most
     observers of calls) then pays for a C call per operator, not a Python one."""
-    for op in _dual.OPERATORS:
-        setattr(builtins, str(_dual.operator_name(op)), functools.partial(_operator_call, op) if observed else op)
+    for op in _names.OPERATORS:
+        setattr(builtins, str(_names.operator_name(op)), functools.partial(_operator_call, op) if observed else op)
 
 
 _switched_namespaces: weakref.WeakSet[ModuleType | FunctionType] = weakref.WeakSet()  # see keep_at_shutdown
@@ -88,9 +88,9 @@ def install_builtins() -> None:
     """Put the hooks switched code loads by name among the builtins (idempotent)."""
     from . import callsite
 
-    hooks = _dual.HOOKS
+    hooks = _names.HOOKS
     names: dict[object, Any] = {  # the hooks' names are GlobalName strings
-        _dual.ENTER: enter,
+        _names.ENTER: enter,
         hooks.resolve: callsite.resolve,
         hooks.resolve_star: callsite.resolve_star,
         hooks.call: callsite.call,
@@ -103,7 +103,7 @@ def install_builtins() -> None:
             # general dict, and CPython stops specializing every builtin lookup.
             setattr(builtins, str(name), value)
     with _lock:
-        if getattr(builtins, _dual.operator_name(_dual.OPERATORS[0]), None) is None:
+        if getattr(builtins, _names.operator_name(_names.OPERATORS[0]), None) is None:
             _bind_operators(_live_operator_entries > 0)
 
 
@@ -125,9 +125,9 @@ def keep_at_shutdown(owner: ModuleType | FunctionType) -> None:
 
 
 def _hook_names() -> list[str]:
-    hooks = _dual.HOOKS
-    return [str(name) for name in (_dual.ENTER, hooks.resolve, hooks.resolve_star, hooks.call, hooks.call_ex,
-                                   hooks.yield_from, *(_dual.operator_name(op) for op in _dual.OPERATORS))]
+    hooks = _names.HOOKS
+    return [str(name) for name in (_names.ENTER, hooks.resolve, hooks.resolve_star, hooks.call, hooks.call_ex,
+                                   hooks.yield_from, *(_names.operator_name(op) for op in _names.OPERATORS))]
 
 
 def _at_shutdown() -> None:
@@ -144,7 +144,7 @@ def _at_shutdown() -> None:
     """
     _context.active.set(None)
     names: dict[str, Any] = {str(name): getattr(builtins, name) for name in _hook_names() if hasattr(builtins, name)}
-    names[_dual.ACTIVE] = False
+    names[_names.ACTIVE] = False
     for owner in list(_switched_namespaces):
         namespace = owner.__globals__ if isinstance(owner, FunctionType) else vars(owner)
         namespace.update(names)

@@ -18,7 +18,6 @@ This module imports nothing else from cassette_hook, so it can be used on its ow
 from __future__ import annotations
 
 import functools
-import inspect
 import sys
 import threading
 import types
@@ -297,6 +296,8 @@ def _to_pattern(ann: object, namespace: dict[str, Any] | None) -> Pattern:
             raise TypeError(f"which does not resolve ({type(e).__name__}: {e})") from None
     if isinstance(ann, Pattern):
         return ann
+    import inspect  # (here, where methods are registered: ``import cassette_hook`` goes without it)
+
     if ann is inspect.Parameter.empty or ann is Any or ann is object:
         return ANY
     if ann is None:
@@ -372,6 +373,8 @@ def _more_specific(a: _Method, b: _Method, n: int) -> bool:
 def _describe(func: object) -> str:
     """``qualname (file:line)``, for error messages that must lead to the source."""
     name = getattr(func, "__qualname__", None) or repr(func)
+    import inspect
+
     try:
         code = getattr(inspect.unwrap(func), "__code__", None)  # type: ignore[arg-type]  # any object unwraps
     except ValueError:  # a __wrapped__ cycle
@@ -612,6 +615,8 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         where = f"{self.name}: cannot register {_describe(func)}"
         if not callable(func):
             raise TypeError(f"{where}: it is not callable")
+        import inspect
+
         try:
             parameters = inspect.signature(func).parameters.values()
         except (TypeError, ValueError) as e:

@@ -9,7 +9,6 @@ overdubbed, or hands a callee without a Python body to ``fallback``, which calls
 from __future__ import annotations
 
 import functools
-import inspect
 import weakref
 from types import BuiltinMethodType, FunctionType, MethodType, ModuleType
 from typing import Any, Callable
@@ -69,6 +68,8 @@ class ContextGeneric(dispatch.Generic):
             taken = len(method.params)
             raise TypeError(f"{where}: it takes {taken or 'no'} positional parameter{'s' * (taken != 1)}, but "
                             f"it is called as {call}: give it at least {', '.join(needed)}")
+        import inspect  # (registering a method, not importing cassette_hook)
+
         parameters = inspect.signature(func).parameters.values()
         for p in parameters:
             if p.kind == p.KEYWORD_ONLY and p.default is p.empty:

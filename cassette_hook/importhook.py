@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
-import sysconfig
 import threading
 import warnings
-from importlib.abc import Loader, MetaPathFinder
+from importlib._abc import Loader  # importlib.abc's own Loader, without importlib.resources (5-7 ms)
 from importlib.machinery import (BuiltinImporter, ExtensionFileLoader, ModuleSpec, SourceFileLoader,
                                  SourcelessFileLoader)
 from importlib.util import LazyLoader
@@ -24,7 +23,7 @@ from typing import Any, Iterable, Sequence, TypeVar
 from . import _debug, _pyc, _switch, rewrite
 from ._context import recursion_budget
 from ._patterns import ModulePatterns, is_glob
-from .rewrite import _dual
+from .rewrite import _names
 
 # What the hook never rewrites: itself and what it runs on.  Rewritten code calls into
 # cassette_hook, which must not call back into rewritten code of its own.
@@ -55,7 +54,7 @@ class Patterns:
         self._directories = tuple(p for p in self.include if _is_path(p))
         self._excluded = ModulePatterns((*NEVER, *(p for p in self.exclude if not _is_path(p))))
         self._excluded_directories = tuple(p for p in self.exclude if _is_path(p))
-        self._library = tuple(os.path.join(os.path.realpath(p), "") for p in _library_paths())
+        self._library: tuple[str, ...] | None = None  # see _in_library
         self._real_directories: dict[str, str] = {}  # realpath per directory, asked once
 
     def __repr__(self) -> str:
@@ -78,9 +77,9 @@ class Patterns:
             return False
         if named:
             return True
-        if path and path.startswith(self._library):
+        if not (self._wild.matches(name) or path and any(_under(path, p) for p in self._directories)):
             return False
-        return self._wild.matches(name) or bool(path and any(_under(path, p) for p in self._directories))
+        return not (path and self._in_library(path))
 
     def why(self, name: str, origin: str | None) -> str:
         """What :meth:`matches` decides, in words naming the pattern that decided it
@@ -98,15 +97,32 @@ class Patterns:
         named = self._names.first_match(name)
         if named is not None:
             return f"included by {named!r}"
-        if path and path.startswith(self._library):
-            return "not rewritten: in the standard library or site-packages, which only a name pattern includes"
         wild = self._wild.first_match(name)
-        if wild is not None:
-            return f"included by {wild!r}"
         directory = next((p for p in self._directories if path and _under(path, p)), None)
-        if directory is not None:
-            return f"included by the directory {directory!r}"
-        return "not rewritten: no include pattern matches it"
+        if wild is None and directory is None:
+            return "not rewritten: no include pattern matches it"
+        if path and self._in_library(path):
+            return "not rewritten: in the standard library or site-packages, which only a name pattern includes"
+        return f"included by {wild!r}" if wild is not None else f"included by the directory {directory!r}"
+
+    def _in_library(self, path: str) -> bool:
+        """Is ``path`` in the standard library or a site-packages directory?  Asked only of
+        a module a directory or wildcard pattern includes.
+
+        The directories are found when first asked (``sysconfig``: 13 ms on 3.12, which a
+        program that imports nothing from its own directory never pays).  Finding them
+        imports modules, through this finder, which may ask again for one of them: those
+        are the standard library's, and said to be so without asking further."""
+        library = self._library
+        if library is None:
+            if getattr(_finding_library, "active", False):
+                return True
+            _finding_library.active = True
+            try:
+                library = self._library = tuple(os.path.join(os.path.realpath(p), "") for p in _library_paths())
+            finally:
+                _finding_library.active = False
+        return path.startswith(library)
 
     def _realpath(self, origin: str) -> str:
         """``os.path.realpath(origin)``, resolving each directory once per process."""
@@ -118,8 +134,13 @@ class Patterns:
         return os.path.realpath(path) if os.path.islink(path) else path
 
 
-class SwitchingFinder(MetaPathFinder):
-    """The meta-path finder :func:`install` puts first."""
+_finding_library = threading.local()  # .active: this thread is finding the library's directories
+
+
+class SwitchingFinder:
+    """The meta-path finder :func:`install` puts first.  (Not an ``importlib.abc.MetaPathFinder``:
+    that ABC adds nothing the import system asks for, and importing it costs what all of
+    ``import cassette_hook`` should.)"""
 
     def __init__(self, patterns: Patterns) -> None:
         self.patterns = patterns
@@ -217,6 +238,8 @@ class _SwitchingSource(SourceFileLoader):
         if _debug.imports and code is not plain:
             _debug.say("import", f"{fullname}: rewritten; cache {found}, {written}: {cache}" if cache is not None
                        else f"{fullname}: rewritten; {written}")
+        elif _debug.imports and _names.nothing_to_rewrite(plain):
+            _debug.say("import", f"{fullname}: nothing to rewrite (no function, class or call): imported as compiled")
         return code
 
 
@@ -335,9 +358,17 @@ def switch_or_warn(code: CodeType, module: str) -> CodeType:
     from the plain import (the import fails, and can be tried again).
     """
     _switch.install_builtins()
+    if _names.nothing_to_rewrite(code):
+        return code
+    from .rewrite import _dual  # (``bytecode`` with it: imported when something is rewritten)
+
+    _debug.progress.begin(module)
     try:
-        with recursion_budget.headroom(rewrite.HEADROOM):
-            return _dual.switched(code, module)
+        try:
+            with recursion_budget.headroom(rewrite.HEADROOM):
+                return _dual.switched(code, module)
+        finally:
+            _debug.progress.end()  # (before anything else is said on stderr)
     except rewrite.RESOURCE_ERRORS:
         raise
     except Exception as exc:  # never break an import: run it as compiled
@@ -428,7 +459,7 @@ def _instrument_function(func: FunctionType) -> None:
     module = func.__module__ if isinstance(func.__module__, str) else "?"
     _refuse_own(module, func)
     code = func.__code__
-    if _dual.is_switched(code):
+    if _names.is_switched(code):
         return
     known = _switched_codes.get(id(code))
     if known is None:
@@ -463,6 +494,8 @@ def _under(path: str, directory: str) -> bool:
 
 
 def _library_paths() -> set[str]:
+    import sysconfig  # (see Patterns._in_library)
+
     paths = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
     import site
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 from . import generics, rewrite
 from ._context import recursion_budget
 from ._patterns import ModulePatterns
-from .rewrite import _dual
+from .rewrite import _names
 
 if TYPE_CHECKING:
     from ._context import Context
@@ -144,7 +144,7 @@ class Plan:
         if not self.in_scope(_module_of(func)):
             return None
         code = func.__code__
-        if _dual.is_switched(code):  # loaded by the import hook: rewritten already
+        if _names.is_switched(code):  # loaded by the import hook: rewritten already
             twin_code: CodeType | None = code
         elif id(code) in self._codes.values:
             twin_code = self._codes.values[id(code)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -48,6 +49,15 @@ def test_included_module_names_the_pattern_and_a_cache_miss_written(tree, capsys
     cache = _pyc.path_for(str(tree / "dbg_a.py"))
     assert lines(capsys) == ["dbg_a: included by 'dbg_*'; rewriting",
                              f"dbg_a: rewritten; cache miss, written: {cache}"]
+
+
+def test_module_with_nothing_to_rewrite_says_so(tree, capsys):
+    (tree / "dbg_consts.py").write_text("import os\nNAME = 'x'\n")
+    ch.install(include=["dbg_consts"])
+    import dbg_consts  # noqa: F401
+
+    assert lines(capsys) == ["dbg_consts: included by 'dbg_consts'; rewriting",
+                             "dbg_consts: nothing to rewrite (no function, class or call): imported as compiled"]
 
 
 def test_second_import_is_a_cache_hit(tree, capsys):
@@ -122,8 +132,12 @@ def test_library_module_under_an_included_directory_is_not_named(tree, capsys, m
     monkeypatch.delitem(sys.modules, "colorsys", raising=False)
     import colorsys  # noqa: F401
 
-    assert lines(capsys) == ["colorsys: not rewritten: in the standard library or site-packages, "
-                             "which only a name pattern includes"]
+    said = lines(capsys)
+    library = "not rewritten: in the standard library or site-packages, which only a name pattern includes"
+    assert said[-1] == f"colorsys: {library}"
+    # Before it, if this process had not yet imported them: the modules sysconfig imports
+    # to say where the library is, which this first question needed.
+    assert all(line.endswith(f": {library}") for line in said)
 
 
 def test_extension_module_is_loaded_by_its_own_loader(tree, capsys, monkeypatch):
@@ -208,3 +222,78 @@ def test_subprocesses_carry_debug_into_children(tmp_path):
                  "prog.py")
     assert f"{PREFIX}dbg_l: included by 'dbg_l'; rewriting\n" in result.stderr, result.stderr
 
+
+
+class _Terminal:
+    """A stderr that says it is a terminal, and keeps what is written to it."""
+
+    def __init__(self, tty: bool = True) -> None:
+        self.tty, self.text = tty, ""
+
+    def isatty(self) -> bool:
+        return self.tty
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.fixture
+def slow_start(tree, monkeypatch):
+    """No debug lines; a progress line from the first module rewritten on."""
+    monkeypatch.setattr(_debug, "imports", False)
+    monkeypatch.setattr(_debug, "progress", _debug.Progress())
+    monkeypatch.setattr(_debug.Progress, "DELAY", 0.0)
+    return tree
+
+
+def test_a_long_cold_start_names_each_module_it_rewrites_on_a_terminal(slow_start, monkeypatch):
+    for name in ("prog_a", "prog_b"):
+        (slow_start / f"{name}.py").write_text(MODULE)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    ch.install(include=["prog_*"])
+    import prog_a  # noqa: F401
+    import prog_b  # noqa: F401
+
+    shown = [part for part in terminal.text.split("\r") if part]
+    line = r"cassette_hook: instrumenting, module {} in 0 s \(cached for the next run\): {}\x1b\[K"
+    assert re.fullmatch(line.format(1, "prog_a"), shown[0])
+    assert re.fullmatch(line.format(2, "prog_b"), shown[2])
+    assert shown[1] == shown[3] == "\x1b[K"  # erased as each module is done, before its body runs
+
+
+def test_progress_is_not_shown_when_stderr_is_not_a_terminal(slow_start, monkeypatch):
+    (slow_start / "prog_c.py").write_text(MODULE)
+    piped = _Terminal(tty=False)
+    monkeypatch.setattr(sys, "stderr", piped)
+    ch.install(include=["prog_c"])
+    import prog_c  # noqa: F401
+
+    assert piped.text == ""
+
+
+def test_progress_waits_for_a_start_that_is_long(slow_start, monkeypatch):
+    (slow_start / "prog_d.py").write_text(MODULE)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(_debug.Progress, "DELAY", 3600.0)
+    ch.install(include=["prog_d"])
+    import prog_d  # noqa: F401
+
+    assert terminal.text == ""
+
+
+def test_the_progress_line_fits_on_one_row_of_the_terminal(slow_start, monkeypatch):
+    (slow_start / "prog_with_a_rather_long_module_name_e.py").write_text(MODULE)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setattr(_debug, "_width", lambda: 40)
+    ch.install(include=["prog_*"])
+    import prog_with_a_rather_long_module_name_e  # noqa: F401
+
+    shown = [part for part in terminal.text.split("\r") if part]
+    assert shown[0] == "cassette_hook: instrumenting, module 1 \x1b[K"  # 39 characters, then erase to the end

@@ -12,10 +12,28 @@ NAME,key=value`` options by ``from_options`` and reporting at exit with ``write_
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._base import ReportingContext, ReportPathError
-from ._calltree import FunctionStats
-from .null import NullContext
-from .profile import ProfileContext
-from .trace import TraceContext
+
+if TYPE_CHECKING:
+    from ._calltree import FunctionStats
+    from .null import NullContext
+    from .profile import ProfileContext
+    from .trace import TraceContext
+
+_LAZY = {"FunctionStats": "._calltree", "NullContext": ".null", "ProfileContext": ".profile", "TraceContext": ".trace"}
+
+
+def __getattr__(name: str) -> Any:
+    """The contexts are imported when first named: ``import cassette_hook`` stays light."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
 
 __all__ = ["FunctionStats", "NullContext", "ProfileContext", "ReportPathError", "ReportingContext", "TraceContext"]

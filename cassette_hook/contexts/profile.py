@@ -21,7 +21,7 @@ from time import perf_counter_ns
 from typing import Any, Iterable, TextIO
 
 from ..generics import recurse
-from . import _flamegraph, _reports
+from . import _reports
 from ._base import Output, ReportingContext, choice, expand, path, per_process, text_output, whole_number, yes_no
 from ._calltree import FunctionStats, Node, ThreadTree, dump, function_stats, load
 from ._names import location_of, name_of
@@ -203,6 +203,8 @@ class ProfileContext(ReportingContext):
 
     def flamegraph(self) -> str:
         """An SVG flame graph, drawn by cassette_hook itself (no other tool needed)."""
+        from . import _flamegraph  # (and ``xml.sax.saxutils``: only when one is drawn)
+
         return _flamegraph.render(_reports.stacks(self._trees_now()), self.title)
 
     def write_flamegraph(self, file: str | os.PathLike[str] | TextIO) -> None:

@@ -7,33 +7,18 @@ A rewritten call site ``f(a, k=b)`` calls ``hooks.resolve(f)(a, k=b)`` on CPytho
 ``hooks.operator_site(operator.add)(x, y)`` (and likewise for every overloadable operator).
 Everything else -- line numbers, positions, exception tables, closures -- is untouched, so
 tracebacks point at the same lines.  What differs between CPython versions lives in one
-module per version (``_py310`` ... ``_py313``); this module only picks one and drives it.
+module per version (``_py310`` ... ``_py313``); ``_rewriter`` picks one and drives it.  This
+module holds what the rest of cassette_hook needs without rewriting anything, so that
+importing it does not import ``bytecode``.
 """
 
 from __future__ import annotations
 
-import struct
-import sys
 import warnings
-from dataclasses import dataclass
 from types import CodeType
-from typing import Any, Callable
+from typing import Callable
 
-from bytecode import Bytecode, ConcreteInstr, Instr
-
-from ._stack import COMPREHENSIONS, Item, UnsupportedCode, stack_depths
-
-if sys.version_info >= (3, 13):
-    from . import _py313 as _family
-elif sys.version_info >= (3, 12):
-    from . import _py312 as _family
-elif sys.version_info >= (3, 11):
-    from . import _py311 as _family
-else:
-    from . import _py310 as _family
-
-__all__ = ["HEADROOM", "RESOURCE_ERRORS", "GlobalName", "Hooks", "UnsupportedCode", "assemble", "rewrite_code",
-           "rewritten"]
+__all__ = ["HEADROOM", "RESOURCE_ERRORS", "GlobalName", "Hooks", "UnsupportedCode", "rewrite_code", "rewrite_part"]
 
 # Failures of the moment, not of the code: rewriting (``bytecode`` recurses) ran out of
 # stack or memory.  They propagate through the rewriter, never to be taken for
@@ -45,16 +30,20 @@ RESOURCE_ERRORS = (RecursionError, MemoryError)
 HEADROOM = 250
 
 
-@dataclass(frozen=True)
 class Hooks:
-    """What rewritten sites load as constants and call."""
+    """What rewritten sites load as constants and call.  (A plain class: a dataclass or a
+    named tuple would cost a millisecond of every ``import cassette_hook``.)"""
 
-    resolve: object
-    resolve_star: object
-    call: object
-    call_ex: object
-    operator_site: Callable[[Callable[..., object]], object]
-    yield_from: object  # run on the operand of ``yield from`` before the instruction itself
+    __slots__ = ("resolve", "resolve_star", "call", "call_ex", "operator_site", "yield_from")
+
+    def __init__(self, *, resolve: object, resolve_star: object, call: object, call_ex: object,
+                 operator_site: Callable[[Callable[..., object]], object], yield_from: object) -> None:
+        self.resolve = resolve
+        self.resolve_star = resolve_star
+        self.call = call
+        self.call_ex = call_ex
+        self.operator_site = operator_site
+        self.yield_from = yield_from  # run on the operand of ``yield from`` before the instruction itself
 
 
 class GlobalName(str):
@@ -65,6 +54,10 @@ class GlobalName(str):
     """
 
 
+class UnsupportedCode(Exception):
+    """The code object uses a shape the rewriter does not understand."""
+
+
 Nested = Callable[[CodeType, bool], CodeType]  # (code constant, runs as part of this body?) -> replacement
 
 
@@ -73,142 +66,10 @@ def rewrite_code(code: CodeType, hooks: Hooks, *, operators: bool) -> CodeType:
 
     Raises ``UnsupportedCode`` when the code has a shape the rewriter does not handle.
     """
+    from ._rewriter import assemble, rewritten  # (``bytecode`` is imported when something is rewritten)
+
     bc = rewritten(code, hooks, operators=operators, nested=_twin_nested(hooks, operators))
     return assemble(bc, code.co_stacksize + 2, code.co_name)
-
-
-def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested) -> Bytecode:
-    """``code`` decoded, with its sites rewritten and its code constants mapped by ``nested``."""
-    bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
-    items = list(bc)
-    items = _family.rewrite_calls(items, stack_depths(items), hooks)
-    if operators:
-        items = _rewrite_operators(items, hooks)
-    bc[:] = [_load_hook(item) for item in _rewrite_nested(items, nested)]
-    # ``bytecode`` numbers locals by first use after the arguments it is given; giving it
-    # all of them keeps co_varnames -- and so the order of ``locals()`` -- as compiled.
-    bc.argnames = list(code.co_varnames)
-    return bc
-
-
-def assemble(bc: Bytecode, stacksize: int, name: str) -> CodeType:
-    """``bc`` as a code object, with the stack size given rather than recomputed."""
-    try:
-        # Every rewrite is stack-balanced and needs one slot more at most, for a moment,
-        # and keeps the exception handlers' depths: nothing for ``bytecode`` to recompute
-        # (which would be most of the rewriting time).
-        concrete = bc.to_concrete_bytecode(compute_exception_stack_depths=False)
-        code = concrete.to_code(stacksize=stacksize, compute_exception_stack_depths=False, check_pre_and_post=False)
-    except RESOURCE_ERRORS:
-        raise
-    except Exception as exc:  # the bytecode package's own checks: stack depth, jumps
-        raise UnsupportedCode(f"rewritten {name} does not assemble: {exc}") from exc
-    if sys.version_info >= (3, 11):
-        return code.replace(co_linetable=repaired_linetable(code.co_linetable))
-    return code.replace(co_linetable=linetable_310(
-        code.co_firstlineno, [(instr.size, instr.lineno) for instr in concrete if isinstance(instr, ConcreteInstr)]))
-
-
-def linetable_310(first_line: int, instructions: list[tuple[int, int | None]]) -> bytes:
-    """The 3.10 ``co_linetable`` of instructions given as (size in bytes, line or None).
-
-    ``bytecode`` (0.17) loses lines on 3.10 after an instruction that has none: it
-    compares the next instruction's line with the last line it wrote, not with "none",
-    so a generator expression (whose ``GEN_START`` has no line) got no line at all, and
-    its frame line -1 in tracebacks.  Written here as CPython's compiler writes it
-    (``Objects/lnotab_notes.txt``): pairs of (bytes, line delta from the last line that
-    was not none), -128 for none.
-    """
-    runs: list[list[Any]] = []
-    for size, line in instructions:
-        if runs and runs[-1][1] == line:
-            runs[-1][0] += size
-        else:
-            runs.append([size, line])
-    out = bytearray()
-    last = first_line
-    for size, line in runs:
-        if line is None:
-            delta = -128
-        else:
-            delta, last = line - last, line
-            while delta > 127:
-                out += struct.pack("Bb", 0, 127)
-                delta -= 127
-            while delta < -127:
-                out += struct.pack("Bb", 0, -127)
-                delta += 127
-        while size > 254:
-            out += struct.pack("Bb", 254, delta)
-            delta = -128 if line is None else 0
-            size -= 254
-        out += struct.pack("Bb", size, delta)
-    return bytes(out)
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append(value & 0x3F)
-        value >>= 6
-        if not value:
-            return bytes(out)
-        out[-1] |= 0x40
-
-
-def repaired_linetable(table: bytes) -> bytes:
-    """``table`` (a 3.11+ ``co_linetable``) with its one-line entries that name a column
-    of 128 or more rewritten in the long form.
-
-    ``bytecode`` (0.19) writes the one-line form (a header byte, then the start and end
-    column as one byte each) for columns up to 255, but every byte of an entry after the
-    first must be below 128: CPython finds where an entry starts by that high bit when it
-    walks the table backwards, which it does to look up a line number (tracebacks,
-    ``co_lines``).  A column byte of 128 or more is taken for an entry of its own, and the
-    instructions after it get the line of an earlier one.
-    """
-    out = bytearray()
-    i = 0
-    while i < len(table):
-        header = table[i]
-        kind = (header >> 3) & 0xF
-        if 10 <= kind <= 12:  # one-line form: the line delta is kind - 10
-            column, end_column = table[i + 1], table[i + 2]
-            if column < 0x80 and end_column < 0x80:
-                out += table[i:i + 3]
-            else:
-                out.append(0x80 | (14 << 3) | (header & 0x7))
-                out += _varint((kind - 10) << 1) + _varint(0) + _varint(column + 1) + _varint(end_column + 1)
-            i += 3
-            continue
-        end = i + 1
-        if kind < 10:  # short form: one byte of columns
-            end += 1
-        elif kind in (13, 14):  # one varint (no columns) or four (long form)
-            for _ in range(1 if kind == 13 else 4):
-                while table[end] & 0x40:
-                    end += 1
-                end += 1
-        out += table[i:end]
-        i = end
-    return bytes(out)
-
-
-def _load_hook(item: Item) -> Item:
-    if isinstance(item, Instr) and item.name == "LOAD_CONST" and type(item.arg) is GlobalName:
-        return _family.load_global(str(item.arg), item.location)
-    return item
-
-
-def _rewrite_operators(items: list[Item], hooks: Hooks) -> list[Item]:
-    out: list[Item] = []
-    for item in items:
-        replacement = _family.operator_site(item, hooks) if isinstance(item, Instr) else None
-        if replacement is None:
-            out.append(item)
-        else:
-            out.extend(replacement)
-    return out
 
 
 def _twin_nested(hooks: Hooks, operators: bool) -> Nested:
@@ -237,22 +98,3 @@ def rewrite_part(code: CodeType, rewrite: Callable[[], CodeType]) -> CodeType:
             stacklevel=2,
         )
         return code
-
-
-def _rewrite_nested(items: list[Item], nested: Nested) -> list[Item]:
-    """Map the code constants: comprehensions and generator expressions, and the body of a
-    ``class`` statement (the first code constant after ``LOAD_BUILD_CLASS``), run as part
-    of this body; the others are the bodies of functions it defines."""
-    out: list[Item] = []
-    class_body_next = False
-    for item in items:
-        if isinstance(item, Instr) and item.name == "LOAD_BUILD_CLASS":
-            class_body_next = True
-        elif isinstance(item, Instr) and item.name == "LOAD_CONST" and isinstance(item.arg, CodeType):
-            part = item.arg.co_name in COMPREHENSIONS or class_body_next
-            replacement = nested(item.arg, part)
-            if replacement is not item.arg:
-                item = Instr("LOAD_CONST", replacement, location=item.location)
-            class_body_next = False
-        out.append(item)
-    return out

@@ -28,45 +28,24 @@ written to a ``.pyc`` file.
 
 from __future__ import annotations
 
-import operator as _operator
 from types import CodeType
 from typing import Sequence
 
 from bytecode import Bytecode, Instr, Label
-from bytecode.instr import TryBegin
+from bytecode.instr import TryBegin, TryEnd
 
-from . import GlobalName, Hooks, _family, assemble, rewritten
+from . import rewrite_part
 from ._instr import global_name
-from ._operators import BINARY, COMPARE, UNARY, Operator
-from ._stack import COMPREHENSIONS
+from ._names import ACTIVE, ENTER, HOOKS, OPERATORS, is_switched, operator_name
+from ._rewriter import assemble, decode, family, rewritten
+from ._stack import COMPREHENSIONS, Item
 
-ACTIVE = "__cassette_hook_active__"
-ENTER = "__cassette_hook_enter__"
+# (the names also live here, where switched code is made: ``_names`` holds them for the
+# runtime, which must not import this module and ``bytecode`` with it)
+__all__ = ["ACTIVE", "ENTER", "HOOKS", "OPERATORS", "is_switched", "operator_name", "switched"]
+
 _PREFIX = frozenset({"MAKE_CELL", "COPY_FREE_VARS", "RETURN_GENERATOR", "POP_TOP", "GEN_START", "RESUME"})
 _CO_NEWLOCALS = 0x2
-
-OPERATORS: tuple[Operator, ...] = (*BINARY.values(), *UNARY.values(), *COMPARE.values(),
-                                   _operator.getitem, _operator.setitem, _operator.delitem, _operator.contains, iter)
-
-
-def operator_name(op: Operator) -> GlobalName:
-    """The builtin name under which an operator site for ``op`` is found."""
-    return GlobalName(f"__cassette_hook_op_{op.__name__}__")
-
-
-HOOKS = Hooks(
-    resolve=GlobalName("__cassette_hook_resolve__"),
-    resolve_star=GlobalName("__cassette_hook_resolve_star__"),
-    call=GlobalName("__cassette_hook_call__"),
-    call_ex=GlobalName("__cassette_hook_call_ex__"),
-    operator_site=operator_name,
-    yield_from=GlobalName("__cassette_hook_yield_from__"),
-)
-
-
-def is_switched(code: CodeType) -> bool:
-    """Was this body made by :func:`switched` (with a rewritten body behind the switch)?"""
-    return ENTER in code.co_names
 
 
 def switched(code: CodeType, module: str) -> CodeType:
@@ -88,11 +67,54 @@ class _Switcher:
         done = self._done.get(id(code))
         if done is not None:
             return done[1]
-        plain = self._plain(code)
-        body = rewritten(code, HOOKS, operators=True, nested=self._instrumented_nested)
-        result = plain if not self._sites(body) else self._join(plain, body, code.co_stacksize)
+        # Decoding is a fifth of the work, and was done twice: now the body is decoded once,
+        # and its plain half is a copy of the decoding (new labels and handlers, the same
+        # other instructions).
+        decoded = decode(code)
+        plain = self._plain_items(list(decoded))
+        body = rewritten(code, HOOKS, operators=True, nested=self._instrumented_nested, decoded=decoded)
+        result = self._plain(code) if not self._sites(body) else self._join(plain, body, code)
         self._done[id(code)] = (code, result)
         return result
+
+    def _plain_items(self, items: list[Item]) -> list[Item]:
+        """A copy of a decoded body that can be joined with it: labels and exception
+        handlers are objects of their own, which no two places may share; code constants
+        are as :meth:`_plain` makes them.  Other instructions are shared (nothing mutates them)."""
+        labels: dict[int, Label] = {}
+        blocks: dict[int, TryBegin] = {}
+
+        def label(old: Label) -> Label:
+            new = labels.get(id(old))
+            if new is None:
+                new = labels[id(old)] = Label()
+            return new
+
+        def block(old: TryBegin) -> TryBegin:  # (a TryEnd may come before its TryBegin in the list)
+            new = blocks.get(id(old))
+            if new is None:
+                assert isinstance(old.target, Label)  # (a Bytecode's handlers are labels, not blocks)
+                new = blocks[id(old)] = TryBegin(label(old.target), old.push_lasti, old.stack_depth)
+            return new
+
+        out: list[Item] = []
+        for item in items:
+            if isinstance(item, Instr):
+                arg = item.arg
+                if isinstance(arg, Label):
+                    item = Instr(item.name, label(arg), location=item.location)
+                elif isinstance(arg, CodeType):
+                    replacement = self._plain_nested(arg)
+                    if replacement is not arg:
+                        item = Instr(item.name, replacement, location=item.location)
+            elif isinstance(item, Label):
+                item = label(item)
+            elif isinstance(item, TryBegin):
+                item = block(item)
+            elif isinstance(item, TryEnd):
+                item = TryEnd(block(item.entry))
+            out.append(item)
+        return out
 
     def _plain(self, code: CodeType) -> CodeType:
         """``code`` as compiled, but with the functions it defines switchable."""
@@ -115,8 +137,6 @@ class _Switcher:
                 self._has_sites.add(id(result))
             return result
 
-        from . import rewrite_part
-
         return rewrite_part(code, rewrite)
 
     def _sites(self, body: Bytecode) -> bool:
@@ -129,9 +149,10 @@ class _Switcher:
                 return True
         return False
 
-    def _join(self, plain_code: CodeType, body: Bytecode, stacksize: int) -> CodeType:
-        plain = Bytecode.from_code(plain_code, conserve_exception_block_stackdepth=True)
-        items, rewritten_items = list(plain), list(body)
+    def _join(self, items: list[Item], body: Bytecode, code: CodeType) -> CodeType:
+        """The plain ``items`` behind the switch, then ``body``, as one code object (in
+        ``body``, which has ``code``'s names and flags)."""
+        rewritten_items = list(body)
         start, rewritten_start = _prefix_length(items), _prefix_length(rewritten_items)
         # Only one of the two RESUMEs may run, but a try block opened in the prefix (3.12+
         # generators) covers the whole body, so the instrumented body opens its own.
@@ -140,8 +161,8 @@ class _Switcher:
         first = next((i for i in items[start:] if isinstance(i, Instr)), None)
         loc = first.location if first is not None else None  # the first line of the body: no line event of its own
         plain_label, check, instrumented = Label(), Label(), Label()
-        switch = _family.switch
-        plain[:] = [
+        switch = family.switch
+        body[:] = [
             *items[:start],
             switch.load_global(ACTIVE, loc),
             switch.jump_if_true(check, loc),
@@ -156,9 +177,8 @@ class _Switcher:
             instrumented,
             *instrumented_body,
         ]
-        plain.argnames = list(plain_code.co_varnames)
         # The switch needs three slots, at an empty stack; each body what it needed.
-        return assemble(plain, max(stacksize + 2, 3), plain_code.co_name)
+        return assemble(body, max(code.co_stacksize + 2, 3), code.co_name)
 
 
 def _prefix_length(items: Sequence[object]) -> int:

@@ -7,9 +7,10 @@ between versions, the operator functions do not.
 from __future__ import annotations
 
 import operator
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from bytecode import BinaryOp, Compare
+if TYPE_CHECKING:  # (imported by code that rewrites nothing: ``_names``)
+    from bytecode import BinaryOp, Compare
 
 Operator = Callable[..., object]
 

@@ -16,16 +16,14 @@ from typing import Callable, Sequence
 from bytecode import Instr, Label
 from bytecode.instr import SetLineno, TryBegin, TryEnd
 
+from . import UnsupportedCode
+
 # Code objects the compiler creates for comprehensions and generator expressions: they are
 # part of the enclosing function's body (called at once, or iterated lazily), so they are
 # rewritten with it rather than treated as separate functions.
 COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
 
 Item = Instr | Label | SetLineno | TryBegin | TryEnd  # an element of a Bytecode list
-
-
-class UnsupportedCode(Exception):
-    """The code object uses a shape the rewriter does not understand."""
 
 
 def stack_depths(items: Sequence[Item]) -> list[int | None]:

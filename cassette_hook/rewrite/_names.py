@@ -1,0 +1,59 @@
+"""The names switched code (``_dual``) loads among the builtins, and how to recognise it.
+
+Apart from ``_dual`` because the runtime side (``_switch``, ``plan``) needs them in every
+process that imports cassette_hook, while ``_dual`` itself -- and ``bytecode`` with it --
+is needed only when something is rewritten.
+"""
+
+from __future__ import annotations
+
+import operator as _operator
+from types import CodeType
+
+from . import GlobalName, Hooks
+from ._operators import BINARY, COMPARE, UNARY, Operator
+
+__all__ = ["ACTIVE", "ENTER", "HOOKS", "OPERATORS", "is_switched", "nothing_to_rewrite", "operator_name"]
+
+ACTIVE = "__cassette_hook_active__"
+ENTER = "__cassette_hook_enter__"
+
+OPERATORS: tuple[Operator, ...] = (*BINARY.values(), *UNARY.values(), *COMPARE.values(),
+                                   _operator.getitem, _operator.setitem, _operator.delitem, _operator.contains, iter)
+
+
+def operator_name(op: Operator) -> GlobalName:
+    """The builtin name under which an operator site for ``op`` is found."""
+    return GlobalName(f"__cassette_hook_op_{op.__name__}__")
+
+
+HOOKS = Hooks(
+    resolve=GlobalName("__cassette_hook_resolve__"),
+    resolve_star=GlobalName("__cassette_hook_resolve_star__"),
+    call=GlobalName("__cassette_hook_call__"),
+    call_ex=GlobalName("__cassette_hook_call_ex__"),
+    operator_site=operator_name,
+    yield_from=GlobalName("__cassette_hook_yield_from__"),
+)
+
+
+def is_switched(code: CodeType) -> bool:
+    """Was this body made by ``_dual.switched`` (with a rewritten body behind the switch)?"""
+    return ENTER in code.co_names
+
+
+# Instructions the rewriter never touches, in any version: names, constants, imports.
+_SITE_FREE = frozenset({"CACHE", "EXTENDED_ARG", "NOP", "RESUME", "LOAD_CONST", "RETURN_VALUE", "RETURN_CONST",
+                        "POP_TOP", "LOAD_NAME", "STORE_NAME", "LOAD_FAST", "STORE_FAST", "IMPORT_NAME",
+                        "IMPORT_FROM"})
+
+
+def nothing_to_rewrite(code: CodeType) -> bool:
+    """Is ``code`` certain to come out of ``_dual.switched`` as it went in: no function, class
+    or comprehension in it, and not one instruction the rewriter changes?  (``-c pass``,
+    a module of constants: then neither ``bytecode`` nor the rewriter is imported.)"""
+    from opcode import opname
+
+    raw = code.co_code
+    return (not any(isinstance(const, CodeType) for const in code.co_consts)
+            and all(opname[raw[i]] in _SITE_FREE for i in range(0, len(raw), 2)))

@@ -1,0 +1,148 @@
+"""``import cassette_hook`` is light: what only rewriting, an entry-point lookup or a report
+needs is imported when that happens, not before."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import cassette_hook as ch
+from cassette_hook.rewrite import _dual, _names
+
+ROOT = Path(__file__).resolve().parent.parent
+LATER = ("bytecode", "importlib_metadata", "xml.sax.saxutils", "inspect", "tempfile", "sysconfig",
+         "cassette_hook.rewrite._dual", "cassette_hook.contexts", "cassette_hook.contexts.profile",
+         "cassette_hook.contexts.trace")
+
+
+def python(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
+
+
+def imported_by_importtime(stderr: str) -> set[str]:
+    """The modules ``-X importtime`` reports (its lines end with the module's name)."""
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_importing_cassette_hook_imports_none_of_what_only_some_uses_need():
+    probe = ("import sys; before = set(sys.modules); import cassette_hook\n"
+             "print(' '.join(m for m in sys.argv[1:] if m in sys.modules and m not in before))")
+    out = python("-c", probe, *LATER)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == []
+
+
+def test_the_built_in_contexts_are_there_when_named():
+    from cassette_hook.contexts import null, profile, trace
+
+    assert ch.NullContext is null.NullContext
+    assert ch.ProfileContext is profile.ProfileContext
+    assert ch.TraceContext is trace.TraceContext
+    assert {"NullContext", "ProfileContext", "TraceContext"} <= set(ch.__all__)
+
+
+def test_an_unknown_attribute_of_the_package_is_still_an_attribute_error():
+    with pytest.raises(AttributeError, match="no attribute 'NoSuchContext'"):
+        ch.NoSuchContext
+
+
+def test_a_program_with_nothing_to_rewrite_starts_without_the_rewriter(tmp_path):
+    out = python("-X", "importtime", "-m", "cassette_hook", "-c", "import sys; x = 1", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert not imported_by_importtime(out.stderr) & {"bytecode", "cassette_hook.rewrite._dual",
+                                                     "importlib_metadata", "xml.sax.saxutils"}
+
+
+def test_a_program_with_calls_is_rewritten_as_ever(tmp_path):
+    out = python("-X", "importtime", "-m", "cassette_hook", "-c", "print(len('abc'))", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "3\n"
+    assert {"bytecode", "cassette_hook.rewrite._dual"} <= imported_by_importtime(out.stderr)
+
+
+def test_naming_a_context_looks_entry_points_up(tmp_path):
+    out = python("-X", "importtime", "-m", "cassette_hook", "--context", "null", "-c", "pass", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "importlib_metadata" in imported_by_importtime(out.stderr)
+
+
+SITE_FREE = ["pass", "x = 1", "import os\nfrom os import path as p", "x = y", '"""docstring"""\nA = 1\nB = A']
+WITH_SITES = ["f()", "x + 1", "a.b()", "def f(): pass", "class C: pass", "for x in y: pass", "[x for x in y]",
+              "x = y[0]", "x = -y", "x = y < z", "x = y in z", "y[0] = 1", "del y[0]", "lambda: 0"]
+
+
+@pytest.mark.parametrize("source", SITE_FREE)
+def test_code_said_to_need_no_rewriting_comes_out_of_the_switcher_as_it_went_in(source):
+    code = compile(source, "<site-free>", "exec")
+    assert _names.nothing_to_rewrite(code)
+    out = _dual.switched(code, "m")
+    assert not _names.is_switched(out)
+    assert out.co_code == code.co_code
+
+
+@pytest.mark.parametrize("source", WITH_SITES)
+def test_code_with_a_site_or_a_function_is_rewritten(source):
+    code = compile(source, "<sites>", "exec")
+    assert not _names.nothing_to_rewrite(code)
+
+
+def test_a_module_with_nothing_to_rewrite_is_imported_as_compiled(tmp_path, monkeypatch):
+    (tmp_path / "light_consts.py").write_text(textwrap.dedent("""\
+        import os
+        NAME = "constants only"
+        ALIAS = NAME
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    ch.install(include=["light_consts"])
+    try:
+        import light_consts
+
+        assert light_consts.ALIAS == "constants only"
+        assert light_consts.os is os
+    finally:
+        ch.uninstall()
+        sys.modules.pop("light_consts", None)
+
+
+def test_installing_name_patterns_does_not_look_for_the_library_directories():
+    probe = ("import sys; before = 'sysconfig' in sys.modules; import cassette_hook as ch\n"
+             "ch.install(include=['mypkg']); print('sysconfig' in sys.modules and not before)")
+    out = python("-c", probe)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "False\n"
+
+
+def test_a_program_importing_nothing_from_its_directory_does_not_look_for_the_library(tmp_path):
+    out = python("-X", "importtime", "-m", "cassette_hook", "-c", "pass", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "sysconfig" not in imported_by_importtime(out.stderr)
+
+
+def test_a_directory_pattern_still_leaves_the_library_alone():
+    # The library's directories are found during the first import the directory pattern
+    # includes: finding them (sysconfig) imports modules through the finder itself.
+    probe = ("import os, sys, cassette_hook as ch; from cassette_hook.rewrite import _names\n"
+             "assert 'json' not in sys.modules\n"
+             "ch.install(include=[os.path.dirname(os.__file__)])\n"
+             "import json\n"
+             "print(json.dumps([1]), _names.is_switched(json.dumps.__code__), 'sysconfig' in sys.modules)")
+    out = python("-c", probe)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "[1] False True\n"
+
+
+def test_a_module_under_an_included_directory_is_rewritten_once_the_library_is_known(tmp_path):
+    (tmp_path / "lib_first.py").write_text("def f(x):\n    return abs(x)\n")
+    probe = ("import sys, cassette_hook as ch; from cassette_hook.rewrite import _names\n"
+             f"sys.path.insert(0, {str(tmp_path)!r}); ch.install(include=[{str(tmp_path)!r}])\n"
+             "import lib_first\n"
+             "print(_names.is_switched(lib_first.f.__code__), 'sysconfig' in sys.modules)")
+    out = python("-c", probe)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "True True\n"
