@@ -45,6 +45,7 @@ from .generics import (
     recurse,
 )
 from .importhook import install, instrument, uninstall
+from .passes import Pass, PassError, contextslot, insert_statements, nooverdub, replace_match
 
 __version__ = "0.1.0"
 
@@ -56,22 +57,28 @@ __all__ = [
     "NoMethodError",
     "NullContext",
     "OverdubInstead",
+    "Pass",
+    "PassError",
     "ProfileContext",
     "TraceContext",
     "canoverdub",
     "canrecurse",
     "context",
+    "contextslot",
     "current_context",
     "disablehooks",
     "execute",
     "fallback",
+    "insert_statements",
     "install",
     "install_from_env",
     "instrument",
+    "nooverdub",
     "overdub",
     "posthook",
     "prehook",
     "recurse",
+    "replace_match",
     "similarcontext",
     "uninstall",
 ]

@@ -21,6 +21,7 @@ from typing import Any, Callable
 
 from bytecode import Bytecode, ConcreteInstr, Instr
 
+from ._markers import ContextSlot, nooverdub
 from ._stack import COMPREHENSIONS, Item, UnsupportedCode, stack_depths
 
 if sys.version_info >= (3, 13):
@@ -77,14 +78,21 @@ def rewrite_code(code: CodeType, hooks: Hooks, *, operators: bool) -> CodeType:
     return assemble(bc, code.co_stacksize + 2, code.co_name)
 
 
-def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested) -> Bytecode:
-    """``code`` decoded, with its sites rewritten and its code constants mapped by ``nested``."""
-    bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested, body: Bytecode | None = None) -> Bytecode:
+    """``code`` decoded (or ``body``, what a pass made of it), with its sites rewritten, its
+    code constants mapped by ``nested`` and the pass markers (``_markers``) replaced."""
+    bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True) if body is None else body
     items = list(bc)
     items = _family.rewrite_calls(items, stack_depths(items), hooks)
     if operators:
         items = _rewrite_operators(items, hooks)
-    bc[:] = [_load_hook(item) for item in _rewrite_nested(items, nested)]
+    out: list[Item] = []
+    for item in _rewrite_nested(items, nested):
+        if isinstance(item, Instr) and item.name in _CONSTANT_LOADS and type(item.arg) in _SPECIAL_CONSTANTS:
+            out += _load_special(item)
+        else:
+            out.append(item)
+    bc[:] = out
     # ``bytecode`` numbers locals by first use after the arguments it is given; giving it
     # all of them keeps co_varnames -- and so the order of ``locals()`` -- as compiled.
     bc.argnames = list(code.co_varnames)
@@ -194,10 +202,21 @@ def repaired_linetable(table: bytes) -> bytes:
     return bytes(out)
 
 
-def _load_hook(item: Item) -> Item:
-    if isinstance(item, Instr) and item.name == "LOAD_CONST" and type(item.arg) is GlobalName:
-        return _family.load_global(str(item.arg), item.location)
-    return item
+_SPECIAL_CONSTANTS = frozenset({GlobalName, nooverdub, ContextSlot})
+_CONSTANT_LOADS = frozenset({"LOAD_CONST", "RETURN_CONST"})  # RETURN_CONST: 3.12+
+
+
+def _load_special(item: Instr) -> list[Item]:
+    """A hook loaded by name, or a pass's marker replaced (see ``_markers``)."""
+    arg, loc = item.arg, item.location
+    if isinstance(arg, GlobalName):
+        return [_family.load_global(str(arg), loc)]
+    if isinstance(arg, nooverdub):  # its calls were left plain by rewrite_calls: load the callable itself
+        return [Instr(item.name, arg.func, location=loc)]
+    from .._context import current_context  # a contextslot: the running context, here and now
+
+    load = _family.call_constant(current_context, loc)
+    return load if item.name == "LOAD_CONST" else [*load, Instr("RETURN_VALUE", location=loc)]
 
 
 def _rewrite_operators(items: list[Item], hooks: Hooks) -> list[Item]:
