@@ -25,13 +25,13 @@ from types import CodeType, FunctionType
 from typing import Any, Callable, Iterator, MutableSequence, Sequence
 
 from bytecode import Bytecode, ControlFlowGraph, Instr, Label
-from bytecode.instr import CellVar, FreeVar, SetLineno, TryBegin, TryEnd
+from bytecode.instr import UNSET, CellVar, FreeVar, SetLineno, TryBegin, TryEnd
 
 from . import rewrite
 from .plan import WeakIdCache
 from .rewrite import _dual, _family
 from .rewrite._markers import contextslot, nooverdub
-from .rewrite._stack import COMPREHENSIONS, Item, UnsupportedCode, stack_depths
+from .rewrite._stack import COMPREHENSIONS, Item, UnsupportedCode, _effect, stack_depths
 
 __all__ = ["Pass", "PassError", "contextslot", "insert_statements", "nooverdub", "replace_match"]
 
@@ -118,8 +118,14 @@ def _transformed(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType
 
 
 def _run(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType) -> tuple[Bytecode, int] | _Failure:
-    base = _dual.plain_body(code) if _dual.is_switched(code) else code
-    given = Bytecode.from_code(base, conserve_exception_block_stackdepth=True)
+    try:
+        base = _dual.plain_body(code) if _dual.is_switched(code) else code
+        given = Bytecode.from_code(base, conserve_exception_block_stackdepth=True)
+    except rewrite.RESOURCE_ERRORS:
+        raise
+    except Exception as exc:  # see docs/internals.md, "One CPython 3.13 shape the bytecode package cannot read"
+        return _Failure(f"cannot be given the body: the bytecode package cannot decode it ({type(exc).__name__}: "
+                        f"{exc}); it cannot run without the pass either", exc)
     try:
         body = pass_.transform(ctx_type, func, given)
     except rewrite.RESOURCE_ERRORS:
@@ -170,24 +176,35 @@ def _checked(body: Bytecode, base: CodeType) -> tuple[Bytecode, int]:
     items = list(body)
     _check_items(items)
     _check_names(items, body, base)
-    # bytecode's checks: no instruction takes more than the stack holds; and the depth
-    # of each handler, for try blocks the pass opened itself.
-    cfg = ControlFlowGraph.from_bytecode(body)
+    # bytecode's check: no instruction takes more than the stack holds.
     try:
-        stacksize = cfg.compute_stacksize(check_pre_and_post=True, compute_exception_stack_depths=True)
+        stacksize = ControlFlowGraph.from_bytecode(body).compute_stacksize(
+            check_pre_and_post=True, compute_exception_stack_depths=False)
     except RuntimeError as exc:
         raise _Invalid(f"its stack does not balance: {exc}") from None
-    body = cfg.to_bytecode()
-    items = list(body)
-    try:
+    try:  # every path reaches each instruction with the same depth
         depths = stack_depths(items)
     except UnsupportedCode as exc:
         raise _Invalid(f"its stack does not balance: {exc}") from None
+    for item, depth in zip(items, depths):
+        if isinstance(item, TryBegin) and item.stack_depth is UNSET:  # a try block the pass opened
+            item.stack_depth = 0 if depth is None else depth
+    stacksize = max(stacksize, _peak(items, depths))
     _check_flow(items, depths, base)
     _check_nulls(items, _start_depth(base))
     if sys.version_info >= (3, 12):
         body[:] = _checked_loads(items, body)
     return body, stacksize
+
+
+def _peak(items: Sequence[Item], depths: Sequence[int | None]) -> int:
+    """The deepest the stack gets."""
+    peak = 0
+    for item, depth in zip(items, depths):
+        if isinstance(item, Instr) and depth is not None:
+            jumps = item.stack_effect(jump=True) if item.has_jump() else 0
+            peak = max(peak, depth, depth + _effect(item), depth + jumps)
+    return peak
 
 
 def _where(index: int, item: object) -> str:
@@ -255,6 +272,7 @@ def _start_depth(base: CodeType) -> int:
 def _check_flow(items: Sequence[Item], depths: Sequence[int | None], base: CodeType) -> None:
     """Returns leave nothing else on the stack, and no path runs off the end."""
     start = _start_depth(base)
+    labels = {id(item): index for index, item in enumerate(items) if isinstance(item, Label)}
     last = None
     for index, item in enumerate(items):
         if not isinstance(item, Instr):
@@ -266,6 +284,11 @@ def _check_flow(items: Sequence[Item], depths: Sequence[int | None], base: CodeT
         expected = {"RETURN_VALUE": 1, "RETURN_CONST": 0}.get(item.name)
         if expected is not None and depth + start != expected:
             raise _Invalid(f"{_where(index, item)} returns with {depth + start} values on the stack, not {expected}")
+        if item.name == "FOR_ITER" and sys.version_info >= (3, 12):
+            after = _next_instr(items, labels.get(id(item.arg), len(items)))
+            if _FOR_ITER_EXIT[:len(after)] != after:
+                raise _Invalid(f"{_where(index, item)} exits the loop to {' '.join(after) or 'nothing'}, not to "
+                               f"{' '.join(_FOR_ITER_EXIT)} (which CPython skips over when the iterator is done)")
     if last is None:
         raise _Invalid("it has no instructions")
     end = items[last]
@@ -275,6 +298,16 @@ def _check_flow(items: Sequence[Item], depths: Sequence[int | None], base: CodeT
 
 
 _ROTATIONS = {"ROT_TWO": 2, "ROT_THREE": 3, "ROT_FOUR": 4}
+
+
+# 3.12+: an exhausted FOR_ITER jumps past the END_FOR at its target (3.13: and the POP_TOP after it).
+_FOR_ITER_EXIT = ("END_FOR", "POP_TOP") if sys.version_info >= (3, 13) else ("END_FOR",)
+
+
+def _next_instr(items: Sequence[Item], index: int) -> tuple[str, ...]:
+    """The names of the instructions from ``index`` on (as many as ``_FOR_ITER_EXIT`` has)."""
+    names = tuple(item.name for item in items[index:] if isinstance(item, Instr))
+    return names[:len(_FOR_ITER_EXIT)]
 
 
 def _check_nulls(items: Sequence[Item], start: int) -> None:
@@ -435,6 +468,8 @@ def replace_match(replace: Callable[[Any], Any], ismatch: Callable[[Any], bool],
     return x
 
 
+# Instructions that must stay right after the one before them: a statement never starts there.
+_CONTINUATIONS = frozenset({"END_FOR", "RESUME"})
 _PREFIX = frozenset({"MAKE_CELL", "COPY_FREE_VARS", "RETURN_GENERATOR", "GEN_START", "RESUME"})
 
 
@@ -444,16 +479,18 @@ def _statements(instrs: Sequence[Item]) -> Iterator[tuple[int, int]]:
     start = _prefix_end(instrs)
     line: object = None
     begin: int | None = None
+    previous = ""
     pending = start  # where the pseudo-items before the next instruction begin
     for index in range(start, len(instrs)):
         item = instrs[index]
         if not isinstance(item, Instr):
             continue
-        if item.lineno != line and isinstance(item.lineno, int):
+        glued = item.name in _CONTINUATIONS or previous == "END_FOR"  # 3.13: END_FOR, POP_TOP
+        if item.lineno != line and isinstance(item.lineno, int) and not glued:
             if begin is not None:
                 yield begin, pending
             begin, line = index, item.lineno
-        pending = index + 1
+        pending, previous = index + 1, item.name
     if begin is not None:
         yield begin, pending
 
