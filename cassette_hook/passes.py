@@ -98,9 +98,9 @@ def rewrite_with_pass(pass_: Pass, ctx_type: type, func: FunctionType, code: Cod
     except PassError:
         raise
     except Exception as exc:
-        raise PassError(f"{pass_!r} returned code for {_name(func, code)} that cannot be rewritten: {exc}") from exc
+        raise PassError(f"{pass_!r} on {_name(func, code)}: returned code that cannot be rewritten: {exc}") from exc
     if new.co_freevars != base.co_freevars:
-        raise PassError(f"{pass_!r} returned code for {_name(func, code)} with the free variables "
+        raise PassError(f"{pass_!r} on {_name(func, code)}: returned code with the free variables "
                         f"{new.co_freevars}, not the function's {base.co_freevars}")
     return new
 
@@ -112,7 +112,7 @@ def _transformed(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType
         result = _run(pass_, ctx_type, func, code)
         pass_._results.set(code, result)
     if isinstance(result, _Failure):
-        raise PassError(f"{pass_!r} {result.what} (for {_name(func, code)})") from result.cause
+        raise PassError(f"{pass_!r} on {_name(func, code)}: {result.what}") from result.cause
     body, stacksize = result
     return body.copy(), stacksize
 
@@ -176,12 +176,6 @@ def _checked(body: Bytecode, base: CodeType) -> tuple[Bytecode, int]:
     items = list(body)
     _check_items(items)
     _check_names(items, body, base)
-    # bytecode's check: no instruction takes more than the stack holds.
-    try:
-        stacksize = ControlFlowGraph.from_bytecode(body).compute_stacksize(
-            check_pre_and_post=True, compute_exception_stack_depths=False)
-    except RuntimeError as exc:
-        raise _Invalid(f"its stack does not balance: {exc}") from None
     try:  # every path reaches each instruction with the same depth
         depths = stack_depths(items)
     except UnsupportedCode as exc:
@@ -189,9 +183,14 @@ def _checked(body: Bytecode, base: CodeType) -> tuple[Bytecode, int]:
     for item, depth in zip(items, depths):
         if isinstance(item, TryBegin) and item.stack_depth is UNSET:  # a try block the pass opened
             item.stack_depth = 0 if depth is None else depth
-    stacksize = max(stacksize, _peak(items, depths))
+    _check_nulls(items, _start_depth(base))  # and no instruction takes more than the stack holds
     _check_flow(items, depths, base)
-    _check_nulls(items, _start_depth(base))
+    try:  # bytecode's own check of the same, and its stack size
+        stacksize = ControlFlowGraph.from_bytecode(body).compute_stacksize(
+            check_pre_and_post=True, compute_exception_stack_depths=False)
+    except RuntimeError as exc:
+        raise _Invalid(f"its stack does not balance: {exc}") from None
+    stacksize = max(stacksize, _peak(items, depths))
     if sys.version_info >= (3, 12):
         body[:] = _checked_loads(items, body)
     return body, stacksize
@@ -208,7 +207,12 @@ def _peak(items: Sequence[Item], depths: Sequence[int | None]) -> int:
 
 
 def _where(index: int, item: object) -> str:
-    return f"item {index} ({item})"
+    """``item N (NAME arg, line L)``: where in the pass's result."""
+    if isinstance(item, Instr):
+        arg = "" if not item.require_arg() else " label" if isinstance(item.arg, Label) else f" {item.arg!r}"
+        line = f", line {item.lineno}" if isinstance(item.lineno, int) and item.lineno > 0 else ""
+        return f"item {index} ({item.name}{arg}{line})"
+    return f"item {index} ({type(item).__name__})"
 
 
 def _check_items(items: Sequence[object]) -> None:
@@ -217,12 +221,12 @@ def _check_items(items: Sequence[object]) -> None:
     for index, item in enumerate(items):
         if isinstance(item, Label):
             if id(item) in labels:
-                raise _Invalid(f"{_where(index, item)}: the same label is placed twice")
+                raise _Invalid(f"item {index}: the same label is placed twice")
             labels.add(id(item))
         elif isinstance(item, TryBegin):
             begins.add(id(item))
         elif not isinstance(item, (Instr, SetLineno, TryEnd)):
-            raise _Invalid(f"{_where(index, _short(item))} is not an instruction, a label or a try marker")
+            raise _Invalid(f"item {index} ({_short(item)}) is not an instruction, a label or a try marker")
     for index, item in enumerate(items):
         if isinstance(item, Instr) and item.has_jump() and id(item.arg) not in labels:
             raise _Invalid(f"{_where(index, item)} jumps to a label that is not in the code")
@@ -348,17 +352,24 @@ def _check_nulls(items: Sequence[Item], start: int) -> None:
 def _nulls_after(index: int, instr: Instr, state: tuple[bool, ...], *, jump: bool) -> tuple[bool, ...]:
     stack, name = list(state), instr.name
 
+    def need(count: int) -> None:
+        if count > len(stack):
+            raise _Invalid(f"{_where(index, instr)} needs {count} values on the stack, which holds {len(stack)}")
+
     def taken(position: int) -> None:
-        if position > len(stack) or stack[-position]:
+        need(position)
+        if stack[-position]:
             raise _Invalid(f"{_where(index, instr)} takes a NULL (left for a call) as an object: "
                            "the interpreter would crash")
 
     if name == "SWAP":
         n = int(instr.arg)  # type: ignore[arg-type]
+        need(n)
         stack[-1], stack[-n] = stack[-n], stack[-1]
         return tuple(stack)
     if name in _ROTATIONS or name == "ROT_N":
         n = _ROTATIONS.get(name) or int(instr.arg)  # type: ignore[arg-type]
+        need(n)
         stack[-n:] = [stack[-1], *stack[-n:-1]]
         return tuple(stack)
     if name in ("COPY", "DUP_TOP", "DUP_TOP_TWO"):
@@ -370,6 +381,7 @@ def _nulls_after(index: int, instr: Instr, state: tuple[bool, ...], *, jump: boo
     accepts, leaves = _family.null_slots(instr)
     pre, post = instr.pre_and_post_stack_effect(jump=jump)
     consumed = -pre if pre < 0 else 0
+    need(consumed)
     for position in range(1, consumed + 1):
         if position not in accepts:
             taken(position)
