@@ -701,3 +701,12 @@ def test_examples_print_what_they_promise():
 def test_pass_objects_are_public_names():
     for name in ("Pass", "PassError", "replace_match", "insert_statements", "nooverdub", "contextslot"):
         assert name in ch.__all__
+
+
+@pytest.mark.parametrize("func", [add_one, branches, raises_in_try, sums, with_comprehension, calls_helper])
+def test_twin_of_a_pass_that_changes_nothing_is_the_twin_without_a_pass(func):
+    from cassette_hook import passes, rewrite
+    from cassette_hook.callsite import HOOKS
+
+    passed = passes.rewrite_with_pass(ch.Pass(identity), Plain, func, func.__code__, HOOKS, operators=True)
+    assert passed.co_code == rewrite.rewrite_code(func.__code__, HOOKS, operators=True).co_code
