@@ -561,6 +561,7 @@ def insert_statements(instrs: MutableSequence[Item], stmtcount: Callable[[Statem
 
 def _located(item: Item, location: Any) -> Item:
     if isinstance(item, Instr) and item.location is None and location is not None:
-        return Instr(item.name, item.arg, location=location) if item.require_arg() else Instr(item.name, location=location)
+        item = item.copy()
+        item.location = location
     return item
 

@@ -22,10 +22,10 @@ from bytecode import Bytecode, FreeVar, Instr, Label
 sys.path.insert(0, os.path.dirname(__file__))
 
 import cassette_hook as ch
-import corpus
 from cassette_hook.rewrite import _dual
 from test_differential import DOCUMENTED, UNREWRITABLE_CLASS_BODIES, Counting, Null, _cases, run_overdubbed, run_plain
-from test_importhook import tree, write  # noqa: F401  (a fixture)
+import test_importhook
+from test_importhook import write
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -233,7 +233,8 @@ def plain_helper(ctx_type, func, code):
     """Load nooverdub(helper) where ``helper`` is loaded."""
     out = []
     for y in code:
-        if isinstance(y, Instr) and y.name == "LOAD_GLOBAL" and "helper" in (y.arg if isinstance(y.arg, tuple) else (y.arg,)):
+        names = y.arg if isinstance(y, Instr) and isinstance(y.arg, tuple) else (getattr(y, "arg", None),)
+        if isinstance(y, Instr) and y.name == "LOAD_GLOBAL" and "helper" in names:
             marker = Instr("LOAD_CONST", ch.nooverdub(helper), location=y.location)
             if sys.version_info < (3, 11) or not y.arg[0]:
                 out.append(marker)
@@ -629,6 +630,12 @@ def helper(x):
 def sin_to_cos(ctx_type, func, code):
     ch.replace_match(lambda y: "cos", lambda y: y == "sin", code)
     return code
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    """test_importhook's: a directory on sys.path, the hook and its modules removed afterwards."""
+    yield from test_importhook.tree.__wrapped__(tmp_path, monkeypatch)
 
 
 def test_import_hook_code_runs_the_pass_over_its_plain_body(tree):

@@ -78,7 +78,8 @@ def rewrite_code(code: CodeType, hooks: Hooks, *, operators: bool) -> CodeType:
     return assemble(bc, code.co_stacksize + 2, code.co_name)
 
 
-def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested, body: Bytecode | None = None) -> Bytecode:
+def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
+              body: Bytecode | None = None) -> Bytecode:
     """``code`` decoded (or ``body``, what a pass made of it), with its sites rewritten, its
     code constants mapped by ``nested`` and the pass markers (``_markers``) replaced."""
     bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True) if body is None else body
@@ -206,7 +207,7 @@ _SPECIAL_CONSTANTS = frozenset({GlobalName, nooverdub, ContextSlot})
 _CONSTANT_LOADS = frozenset({"LOAD_CONST", "RETURN_CONST"})  # RETURN_CONST: 3.12+
 
 
-def _load_special(item: Instr) -> list[Item]:
+def _load_special(item: Instr) -> list[Instr]:
     """A hook loaded by name, or a pass's marker replaced (see ``_markers``)."""
     arg, loc = item.arg, item.location
     if isinstance(arg, GlobalName):

@@ -12,7 +12,7 @@ from typing import Any, Callable, final
 
 
 @final
-class nooverdub:  # noqa: N801 -- Cassette's name, used like a function
+class nooverdub:  # Cassette's name, used like a function
     """``nooverdub(g)``: loaded as a constant in place of the callable ``g``, it makes that
     call plain -- never overdubbed: no hooks, no overloads, and ``g`` runs as it is.
 
