@@ -4,7 +4,9 @@ For each workload, ``overdub(ctx, run)`` with and without an identity pass, for 
 that overloads nothing (``Null``, the fast path) and one with a prehook (``Count``), all
 timed in one interleaved run (see harness.py); the first calls (when the pass runs and
 twins are made) are warm-up.  Also counts how often the pass ran against the number of
-distinct code objects it was given: once per code object.
+distinct code objects it was given: once per code object.  Then the one-time cost: making
+the twin code of the functions of a few stdlib modules with the identity pass (decoding
+for the pass, checking its result, rewriting) against without a pass.
 
     PYTHONPATH=. python benchmarks/bench_passes.py [--quick] [--workloads fib,go] [--json F]
 """
@@ -12,9 +14,11 @@ distinct code objects it was given: once per code object.
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
-from types import CodeType
+import textwrap
+from types import CodeType, FunctionType
 from typing import Any
 
 import common
@@ -28,6 +32,30 @@ RUNS: list[tuple[CodeType, str, int]] = []  # what the pass was given: (function
 def identity(ctx_type: type, func: Any, code: Any) -> Any:
     RUNS.append((func.__code__, code.name, code.first_lineno))  # a comprehension is part of func
     return code
+
+
+def first_entry(rounds: int) -> str:
+    from cassette_hook import passes, rewrite
+    from cassette_hook.callsite import HOOKS
+
+    funcs = [f for module in (textwrap, difflib) for value in vars(module).values()
+             for f in ([value] if isinstance(value, FunctionType) else vars(value).values() if isinstance(value, type)
+                       else []) if isinstance(f, FunctionType)]
+
+    def without() -> None:
+        for f in funcs:
+            rewrite.rewrite_code(f.__code__, HOOKS, operators=True)
+
+    def with_pass() -> None:
+        fresh = ch.Pass(lambda ctx_type, func, code: code)  # nothing memoized yet
+        for f in funcs:
+            passes.rewrite_with_pass(fresh, common.Null, f, f.__code__, HOOKS, operators=True)
+
+    result = harness.measure("first entry", {"no pass": without, "identity pass": with_pass}, rounds=rounds)
+    return harness.table(["twin code of", "functions", "no pass, ms each", "identity pass, ms each", "ratio"],
+                         [["textwrap + difflib", len(funcs), f"{result.median('no pass') / 1e6 / len(funcs):.2f}",
+                           f"{result.median('identity pass') / 1e6 / len(funcs):.2f}",
+                           f"{result.ratio('identity pass'):.2f}"]])
 
 
 def main() -> None:
@@ -64,7 +92,8 @@ def main() -> None:
     print(harness.table(["workload", "null ms", "null+pass / null", "count+pass / count", "max IQR/med",
                          "pass runs / code objects"], rows))
     ratios = [float(r[2]) for r in rows] + [float(r[3]) for r in rows]
-    print(f"\ngeometric mean of the ratios: {harness.geomean(ratios):.3f}")
+    print(f"\ngeometric mean of the ratios: {harness.geomean(ratios):.3f}\n")
+    print(first_entry(rounds))
     if args.json:
         with open(args.json, "w") as out:
             json.dump(raw, out)

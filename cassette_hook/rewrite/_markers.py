@@ -37,12 +37,6 @@ class ContextSlot:
     running context instead."""
 
     __slots__ = ()
-    _instance: ContextSlot | None = None
-
-    def __new__(cls) -> ContextSlot:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
 
     def __repr__(self) -> str:
         return "contextslot"
