@@ -76,7 +76,8 @@ def main() -> None:
         expected = mod.run()
         RUNS.clear()
         contexts = {"null": common.Null(), "null+pass": common.Null(pass_=pass_),
-                    "count": common.Count(metadata=[0]), "count+pass": common.Count(metadata=[0], pass_=pass_)}
+                    "count": common.Count(metadata=[0]), "count+pass": common.Count(metadata=[0], pass_=pass_),
+                    "count again": common.Count(metadata=[0])}  # an A/A control: the noise of this run
         for name, ctx in contexts.items():
             got = ch.overdub(ctx, mod.run)
             if got != expected:
@@ -88,11 +89,14 @@ def main() -> None:
         rows.append([mod.NAME, f"{result.median('null') / 1e6:.2f}",
                      f"{result.median('null+pass') / result.median('null'):.3f}",
                      f"{result.median('count+pass') / result.median('count'):.3f}",
+                     f"{result.median('count again') / result.median('count'):.3f}",
                      f"{max(result.spread(v) for v in variants):.3f}", f"{runs} / {codes}"])
-    print(harness.table(["workload", "null ms", "null+pass / null", "count+pass / count", "max IQR/med",
-                         "pass runs / code objects"], rows))
+    print(harness.table(["workload", "null ms", "null+pass / null", "count+pass / count", "A/A: count / count",
+                         "max IQR/med", "pass runs / code objects"], rows))
     ratios = [float(r[2]) for r in rows] + [float(r[3]) for r in rows]
-    print(f"\ngeometric mean of the ratios: {harness.geomean(ratios):.3f}\n")
+    control = [float(r[4]) for r in rows]
+    print(f"\ngeometric mean of the pass ratios: {harness.geomean(ratios):.3f}; "
+          f"of the A/A control: {harness.geomean(control):.3f}\n")
     print(first_entry(rounds))
     if args.json:
         with open(args.json, "w") as out:

@@ -31,7 +31,7 @@ from . import rewrite
 from .plan import WeakIdCache
 from .rewrite import _dual, _family
 from .rewrite._markers import contextslot, nooverdub
-from .rewrite._stack import COMPREHENSIONS, Item, UnsupportedCode, _effect, stack_depths
+from .rewrite._stack import Item, UnsupportedCode, _effect, stack_depths
 
 __all__ = ["Pass", "PassError", "contextslot", "insert_statements", "nooverdub", "replace_match"]
 
@@ -60,12 +60,15 @@ class Pass:
         if not callable(transform):
             raise TypeError(f"Pass() takes a callable transform(ctx_type, func, code), not {transform!r}")
         self.transform = transform
-        # id(code) -> (checked body, stack size) or the failure: the pass's memo.
-        self._results: WeakIdCache[tuple[Bytecode, int] | _Failure] = WeakIdCache()
+        # id(code) -> (checked body, stack size, code given) or the failure: the pass's memo.
+        self._results: WeakIdCache[_Result | _Failure] = WeakIdCache()
 
     def __repr__(self) -> str:
         name = getattr(self.transform, "__qualname__", None) or repr(self.transform)
         return f"Pass({name})"
+
+
+_Result = tuple[Bytecode, int, CodeType]
 
 
 class _Failure:
@@ -79,9 +82,11 @@ def rewrite_with_pass(pass_: Pass, ctx_type: type, func: FunctionType, code: Cod
                       *, operators: bool) -> CodeType:
     """``code`` (a function's, or a part of its body) with ``pass_`` applied, then its call
     sites rewritten; raises :class:`PassError` for anything wrong with the pass's result."""
-    body, stacksize = _transformed(pass_, ctx_type, func, code)
-    # The code the pass was given: a switched body's plain half.
-    base = _dual.plain_body(code) if _dual.is_switched(code) else code
+    try:
+        body, stacksize, base = _transformed(pass_, ctx_type, func, code)
+    except rewrite.RESOURCE_ERRORS as exc:  # running as a primitive would run it without the pass
+        short = "memory" if isinstance(exc, MemoryError) else "stack"
+        raise PassError(f"{pass_!r} on {_name(func, code)}: ran out of {short} applying the pass") from exc
 
     def nested(const: CodeType, part: bool) -> CodeType:
         # Comprehensions and class bodies run as part of the function: the pass sees them
@@ -105,19 +110,20 @@ def rewrite_with_pass(pass_: Pass, ctx_type: type, func: FunctionType, code: Cod
     return new
 
 
-def _transformed(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType) -> tuple[Bytecode, int]:
-    """The pass's checked result for ``code`` (a fresh copy: rewriting consumes it), run once."""
+def _transformed(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType) -> _Result:
+    """The pass's checked result for ``code`` (a fresh copy: rewriting consumes it), its
+    stack size and the code the pass was given (a switched body's plain half); run once."""
     result = pass_._results.get(code)
     if result is None:
         result = _run(pass_, ctx_type, func, code)
         pass_._results.set(code, result)
     if isinstance(result, _Failure):
         raise PassError(f"{pass_!r} on {_name(func, code)}: {result.what}") from result.cause
-    body, stacksize = result
-    return body.copy(), stacksize
+    body, stacksize, base = result
+    return body.copy(), stacksize, base
 
 
-def _run(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType) -> tuple[Bytecode, int] | _Failure:
+def _run(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType) -> _Result | _Failure:
     try:
         base = _dual.plain_body(code) if _dual.is_switched(code) else code
         given = Bytecode.from_code(base, conserve_exception_block_stackdepth=True)
@@ -135,7 +141,7 @@ def _run(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType) -> tup
     if not isinstance(body, Bytecode):
         return _Failure(f"returned {type(body).__qualname__} {_short(body)}, not a bytecode.Bytecode")
     try:
-        return _checked(body, base)
+        return (*_checked(body, base), base)
     except _Invalid as exc:
         return _Failure(f"returned invalid bytecode: {exc}")
     except rewrite.RESOURCE_ERRORS:
@@ -146,9 +152,9 @@ def _run(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType) -> tup
 
 def _name(func: FunctionType, code: CodeType) -> str:
     where = f"{code.co_filename}:{code.co_firstlineno}"
-    if code is func.__code__ or _dual.is_switched(code) or code.co_name not in COMPREHENSIONS:
+    if code is func.__code__:
         return f"{func.__qualname__} ({where})"
-    return f"a {code.co_name} in {func.__qualname__} ({where})"
+    return f"{code.co_name} in {func.__qualname__} ({where})"  # a comprehension or class body
 
 
 def _short(obj: object) -> str:
