@@ -21,6 +21,7 @@ on lists of ``bytecode`` items; see ``docs/passes.md``.
 from __future__ import annotations
 
 import sys
+import threading
 from types import CodeType, FunctionType
 from typing import Any, Callable, Iterator, MutableSequence, Sequence
 
@@ -54,7 +55,7 @@ class Pass:
     share rewritten code.
     """
 
-    __slots__ = ("transform", "_results", "__weakref__")
+    __slots__ = ("transform", "_results", "_lock", "__weakref__")
 
     def __init__(self, transform: Transform) -> None:
         if not callable(transform):
@@ -62,6 +63,7 @@ class Pass:
         self.transform = transform
         # id(code) -> (checked body, stack size, code given) or the failure: the pass's memo.
         self._results: WeakIdCache[_Result | _Failure] = WeakIdCache()
+        self._lock = threading.RLock()  # two threads entering one function run the pass once
 
     def __repr__(self) -> str:
         name = getattr(self.transform, "__qualname__", None) or repr(self.transform)
@@ -113,10 +115,11 @@ def rewrite_with_pass(pass_: Pass, ctx_type: type, func: FunctionType, code: Cod
 def _transformed(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType) -> _Result:
     """The pass's checked result for ``code`` (a fresh copy: rewriting consumes it), its
     stack size and the code the pass was given (a switched body's plain half); run once."""
-    result = pass_._results.get(code)
-    if result is None:
-        result = _run(pass_, ctx_type, func, code)
-        pass_._results.set(code, result)
+    with pass_._lock:
+        result = pass_._results.get(code)
+        if result is None:
+            result = _run(pass_, ctx_type, func, code)
+            pass_._results.set(code, result)
     if isinstance(result, _Failure):
         raise PassError(f"{pass_!r} on {_name(func, code)}: {result.what}") from result.cause
     body, stacksize, base = result

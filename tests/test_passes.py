@@ -11,6 +11,8 @@ import math
 import os
 import runpy
 import sys
+import threading
+import time
 import traceback
 import warnings
 from pathlib import Path
@@ -161,6 +163,23 @@ def test_pass_runs_once_per_code_object():
     for ctx in (Plain(pass_=pass_), Seen([], pass_=pass_), Seen([], pass_=pass_)):
         assert ch.overdub(ctx, lambda: one(1) + two(1)) == 5
     assert runs.count(one.__code__) == 1
+
+
+def test_threads_entering_one_function_run_the_pass_once():
+    runs = []
+
+    def slow(ctx_type, func, code):
+        runs.append(func)
+        time.sleep(0.05)  # both threads get here at once if nothing stops the second
+        return code
+
+    ctx = Plain(pass_=ch.Pass(slow))
+    threads = [threading.Thread(target=ch.overdub, args=(ctx, add_one, 1)) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert runs == [add_one]
 
 
 def test_pass_applies_to_the_functions_it_calls():
