@@ -46,9 +46,11 @@ from .generics import (
     recurse,
 )
 from .importhook import install, instrument, uninstall
+from .rewrite._markers import contextslot, nooverdub
 
 if TYPE_CHECKING:
     from .contexts import NullContext, ProfileContext, TraceContext
+    from .passes import Pass, PassError, insert_statements, replace_match
 
 __version__ = "0.1.0"
 
@@ -60,34 +62,47 @@ __all__ = [
     "NoMethodError",
     "NullContext",
     "OverdubInstead",
+    "Pass",
+    "PassError",
     "ProfileContext",
     "TraceContext",
     "canoverdub",
     "canrecurse",
     "context",
+    "contextslot",
     "current_context",
     "disablehooks",
     "execute",
     "fallback",
+    "insert_statements",
     "install",
     "install_from_env",
     "instrument",
+    "nooverdub",
     "overdub",
     "posthook",
     "prehook",
     "recurse",
+    "replace_match",
     "similarcontext",
     "uninstall",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """The built-in contexts are imported when first named (``ch.TraceContext``), so that
-    ``import cassette_hook`` does not pay for their report writers."""
-    if name in ("NullContext", "ProfileContext", "TraceContext"):
-        from . import contexts
+_LAZY = {
+    "NullContext": "contexts", "ProfileContext": "contexts", "TraceContext": "contexts",
+    "Pass": "passes", "PassError": "passes", "insert_statements": "passes", "replace_match": "passes",
+}
 
-        value = getattr(contexts, name)
+
+def __getattr__(name: str) -> Any:
+    """The built-in contexts and the passes are imported when first named
+    (``ch.TraceContext``, ``ch.Pass``), so that ``import cassette_hook`` pays neither for
+    the report writers nor for the ``bytecode`` package the passes work on."""
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

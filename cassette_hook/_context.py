@@ -92,7 +92,7 @@ class Context:
     exclude: ClassVar[Sequence[str]] = ()
 
     def __init__(self, metadata: Any = None, pass_: Any = None) -> None:
-        _no_passes_yet(pass_)
+        _check_pass(pass_)
         self.metadata = metadata
         self.pass_ = pass_
         self.tag: Any = None
@@ -160,7 +160,7 @@ def similarcontext(ctx: Context, *, metadata: Any = _UNSET, pass_: Any = _UNSET)
     if metadata is not _UNSET:
         changes["metadata"] = metadata
     if pass_ is not _UNSET:
-        _no_passes_yet(pass_)
+        _check_pass(pass_)
         changes["pass_"] = pass_
     return _copy(ctx, **changes)
 
@@ -171,11 +171,14 @@ def disablehooks(ctx: Context) -> Context:
     return _copy(ctx, hooks_enabled=False)
 
 
-def _no_passes_yet(pass_: Any) -> None:
-    # The contract's passes (``ch.Pass``) come in a later version; a pass given now must
-    # not be silently ignored.
-    if pass_ is not None:
-        raise NotImplementedError("cassette_hook: compiler passes (pass_=...) are not implemented in this version")
+def _check_pass(pass_: Any) -> None:
+    if pass_ is None:
+        return
+    from .passes import Pass  # (with ``bytecode``: only a context that has a pass needs it)
+
+    if not isinstance(pass_, Pass):
+        raise TypeError(f"pass_ must be a cassette_hook.Pass (or None), not {pass_!r}; "
+                        "wrap a transform(ctx_type, func, code) as ch.Pass(transform)")
 
 
 def _check(ctx: object, what: str) -> None:

@@ -80,7 +80,7 @@ class Plan:
 
     __slots__ = ("fast", "prehook", "posthook", "overdub", "execute", "fallback", "prehook_call",
                  "posthook_call", "operators", "twins", "constructions", "constructors", "in_scope",
-                 "_primitives", "_codes", "_modules", "__weakref__")
+                 "_primitives", "_codes", "_modules", "ctx_type", "pass_", "__weakref__")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
         self.prehook = hooks_enabled and generics.prehook.has_methods_for(ctx_type)
@@ -110,13 +110,14 @@ class Plan:
         self._codes = _rewritten.setdefault((self.operators, pass_), WeakIdCache())
         self.in_scope = _scope_test(ctx_type)  # module name -> may its code be recursed into?
         self._modules: dict[str, bool] = {}  # in_scope's answers, for switched code
+        self.ctx_type, self.pass_ = ctx_type, pass_
         _every_plan.add(self)
 
     def runs_module(self, module: str) -> bool:
         """May code of ``module`` run rewritten (the import hook's switch asks, per call)?"""
         known = self._modules.get(module)
-        if known is None:
-            known = self._modules[module] = self.in_scope(module)
+        if known is None:  # a switched body's rewritten half has no pass: a pass makes twins only
+            known = self._modules[module] = self.pass_ is None and self.in_scope(module)
         return known
 
     def twin(self, func: FunctionType) -> FunctionType | None:
@@ -144,12 +145,12 @@ class Plan:
         if not self.in_scope(_module_of(func)):
             return None
         code = func.__code__
-        if _names.is_switched(code):  # loaded by the import hook: rewritten already
+        if _names.is_switched(code) and self.pass_ is None:  # loaded by the import hook: rewritten already
             twin_code: CodeType | None = code
         elif id(code) in self._codes.values:
             twin_code = self._codes.values[id(code)]
         else:
-            twin_code = _rewrite_or_warn(func, code, self.operators)
+            twin_code = _rewrite_or_warn(func, code, self.operators, self)
             self._codes.set(code, twin_code)
         if twin_code is None:
             return None
@@ -205,11 +206,17 @@ def _scope_test(ctx_type: type[Context]) -> Callable[[str], bool]:
     return in_scope
 
 
-def _rewrite_or_warn(func: FunctionType, code: CodeType, operators: bool) -> CodeType | None:
+def _rewrite_or_warn(func: FunctionType, code: CodeType, operators: bool, plan: Plan) -> CodeType | None:
     """``code`` rewritten, or None (with a warning) if it cannot be; raises what
-    ``rewrite.RESOURCE_ERRORS`` says is no fault of the code."""
+    ``rewrite.RESOURCE_ERRORS`` says is no fault of the code.  With a pass, the pass's
+    rewrite, or its ``PassError``: never the body without the pass."""
     from .callsite import HOOKS
 
+    if plan.pass_ is not None:
+        from .passes import rewrite_with_pass
+
+        with recursion_budget.headroom(rewrite.HEADROOM):
+            return rewrite_with_pass(plan.pass_, plan.ctx_type, func, code, HOOKS, operators=operators)
     try:
         with recursion_budget.headroom(rewrite.HEADROOM):
             return rewrite.rewrite_code(code, HOOKS, operators=operators)

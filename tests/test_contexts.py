@@ -179,10 +179,10 @@ def test_a_third_party_reporting_context_gets_from_options_from_the_base():
     assert out.getvalue() == "18\n"
 
 
-def test_contexts_keep_metadata_and_refuse_passes():
+def test_contexts_keep_metadata_and_refuse_what_is_not_a_pass():
     assert TraceContext(metadata={"a": 1}).metadata == {"a": 1}
     assert ProfileContext().metadata is None
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(TypeError, match="pass_ must be a cassette_hook.Pass"):
         NullContext(pass_=object())
 
 

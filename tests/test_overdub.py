@@ -707,10 +707,10 @@ def test_asyncio_tasks_inherit_the_context_active_where_created():
     assert asyncio.run(main(ctx)) == (ctx, None)
 
 
-def test_a_pass_is_refused_until_passes_exist():
-    with pytest.raises(NotImplementedError, match="passes"):
+def test_a_pass_that_is_not_a_pass_object_is_refused():
+    with pytest.raises(TypeError, match="pass_ must be a cassette_hook.Pass"):
         Null(pass_=object())
-    with pytest.raises(NotImplementedError, match="passes"):
+    with pytest.raises(TypeError, match="pass_ must be a cassette_hook.Pass"):
         ch.similarcontext(Null(), pass_=object())
 
 

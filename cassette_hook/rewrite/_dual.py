@@ -48,6 +48,25 @@ _PREFIX = frozenset({"MAKE_CELL", "COPY_FREE_VARS", "RETURN_GENERATOR", "POP_TOP
 _CO_NEWLOCALS = 0x2
 
 
+def plain_body(code: CodeType) -> CodeType:
+    """The body as compiled, out of a switched code object: its prefix and the plain body,
+    without the switch and the rewritten body (a context with a pass rewrites this one).
+
+    The plain body's nested functions stay switchable, as :func:`switched` made them.
+    """
+    bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+    items = list(bc)
+    start = next(index for index, item in enumerate(items)
+                 if isinstance(item, Instr) and item.name == "LOAD_GLOBAL" and global_name(item) == ACTIVE)
+    jump, plain_label = items[start + 1], items[start + 2]
+    if not (isinstance(jump, Instr) and isinstance(jump.arg, Label) and isinstance(plain_label, Label)):
+        raise ValueError(f"{code.co_name} is not a switched code object")
+    end = items.index(jump.arg)
+    bc[:] = [*items[:start], *items[start + 3:end]]
+    bc.argnames = list(code.co_varnames)
+    return assemble(bc, code.co_stacksize, code.co_name)
+
+
 def switched(code: CodeType, module: str) -> CodeType:
     """``code`` (a module's, or any function's) with every body behind a mode switch.
 

@@ -29,6 +29,7 @@ from bytecode import BinaryOp, Compare, Instr, Label
 
 from ._instr import Location, arg_of, flagged_name
 from ._operators import UNARY, binary_op, compare_op
+from ._markers import nooverdub
 from ._stack import Item, pair_by_depth
 
 if TYPE_CHECKING:
@@ -82,6 +83,24 @@ class NullSlotFamily:
         """Load a global to call, with its ``NULL`` slot."""
         return Instr("LOAD_GLOBAL", (True, name), location=loc)
 
+    def null_slots(self, instr: Instr) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Where ``instr`` may meet or leave a ``NULL``: the stack positions (1 = top) of
+        its inputs that may be one, and of its outputs that may be one, counted as
+        ``bytecode``'s stack effects count them.  Anything else that meets a ``NULL``
+        crashes the interpreter (checked in passes' results)."""
+        name = instr.name
+        pair = 1 if self.null_after_callee else 2  # the NULL's place in a callee pair
+        if name in ("PUSH_NULL", "LOAD_FAST_AND_CLEAR"):
+            return (), (1,)
+        if name in ("LOAD_GLOBAL", "LOAD_SUPER_ATTR") and flagged_name(instr)[0] or self.is_method_load(instr):
+            return (), (pair,)
+        if name in ("STORE_FAST", "STORE_FAST_STORE_FAST"):  # restoring a comprehension's variable
+            return (1, 2) if name == "STORE_FAST_STORE_FAST" else (1,), ()
+        lower = self.consumer_depth(instr, 0)
+        if lower is None:
+            return (), ()
+        return (-lower - 1 if self.null_after_callee else -lower,), ()
+
     # -- the scheme ------------------------------------------------------------------
 
     def producer_depth(self, instr: Instr, depth: int) -> int | None:
@@ -97,8 +116,15 @@ class NullSlotFamily:
             return depth - 1
         return None
 
+    def call_constant(self, obj: object, loc: Location) -> list[Instr]:
+        """Call ``obj`` with no arguments, leaving its result on the stack."""
+        pair = [Instr("LOAD_CONST", obj, location=loc), Instr("PUSH_NULL", location=loc)]
+        return [*(pair if self.null_after_callee else reversed(pair)), *self.call(0, loc)]
+
     def rewrite_calls(self, items: list[Item], depths: Sequence[int | None], hooks: Hooks) -> list[Item]:
         paired = pair_by_depth(items, depths, self.producer_depth, self.consumer_depth)
+        for plain_call in self._plain_calls(items, depths):
+            paired.pop(plain_call, None)
         resolving: dict[int, tuple[object, int, Location]] = {}  # place -> (resolver, callee position, location)
         defined: set[int] = set()  # ends of what a decorator applies to: functions, classes, decorations
         for index, item in enumerate(items):
@@ -127,6 +153,20 @@ class NullSlotFamily:
             else:
                 out.append(item)
         return out
+
+    def _plain_calls(self, items: Sequence[Item], depths: Sequence[int | None]) -> set[int]:
+        """The calls whose callee is a ``nooverdub`` marker a pass loaded: they stay plain."""
+        if not any(_is_marker(item) for item in items):
+            return set()
+
+        def marker(instr: Instr, depth: int) -> int | None:
+            return depth if _is_marker(instr) else None
+
+        def callee(instr: Instr, depth: int) -> int | None:
+            lower = self.consumer_depth(instr, depth)
+            return None if lower is None else lower + (0 if self.null_after_callee else 1)
+
+        return set(pair_by_depth(items, depths, marker, callee))
 
     def _resolution_point(self, items: Sequence[object], consumer: int) -> int:
         """Where the resolve sequence goes: before the call and its ``KW_NAMES``/``PRECALL``."""
@@ -218,3 +258,7 @@ class NullSlotFamily:
             *self.call(2, loc),
             Instr("POP_TOP", location=loc),
         ]
+
+
+def _is_marker(item: object) -> bool:
+    return isinstance(item, Instr) and item.name == "LOAD_CONST" and type(item.arg) is nooverdub

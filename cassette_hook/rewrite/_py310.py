@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Sequence
 from bytecode import Compare, Instr, Label
 
 from ._instr import Location, arg_of
+from ._markers import nooverdub
 from ._operators import BINARY_310, UNARY, compare_op
 from ._stack import COMPREHENSIONS, Item, pair_by_depth
 
@@ -36,11 +37,13 @@ def _callee_depth(instr: Instr, depth: int) -> int | None:
 
 
 def rewrite_calls(items: list[Item], depths: Sequence[int | None], hooks: Hooks) -> list[Item]:
+    """``items`` with their call sites rewritten; the calls the compiler makes on its own,
+    and the calls of a ``nooverdub`` marker a pass loaded, stay as they are."""
     def compiler_callee(instr: Instr, depth: int) -> int | None:
         """The callee slot opened by a compiler-made call, which stays unrewritten."""
         index = position[id(instr)]
-        if instr.name == "LOAD_BUILD_CLASS":
-            return depth
+        if instr.name == "LOAD_BUILD_CLASS" or instr.name == "LOAD_CONST" and type(instr.arg) is nooverdub:
+            return depth  # ``__build_class__``, or a callable a pass wants called plainly
         if instr.name == "MAKE_FUNCTION":
             code = items[index - 2]
             if isinstance(code, Instr) and isinstance(code.arg, CodeType) and code.arg.co_name in COMPREHENSIONS:
@@ -111,6 +114,21 @@ def operator_site(instr: Instr, hooks: Hooks) -> list[Instr] | None:
 
 def _binary(site: object, at: Instr) -> list[Instr]:
     return [*_under(site, 3, at), Instr("CALL_FUNCTION", 2, location=at.location)]
+
+
+def call_constant(obj: object, loc: Location) -> list[Instr]:
+    """Call ``obj`` with no arguments, leaving its result on the stack."""
+    return [Instr("LOAD_CONST", obj, location=loc), Instr("CALL_FUNCTION", 0, location=loc)]
+
+
+def null_slots(instr: Instr) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Where ``instr`` may meet or leave a ``NULL`` (see ``NullSlotFamily.null_slots``):
+    on 3.10 only a method call's pair has one."""
+    if instr.name == "LOAD_METHOD":
+        return (), (2,)
+    if instr.name == "CALL_METHOD":
+        return (arg_of(instr, int) + 2,), ()
+    return (), ()
 
 
 def load_global(name: str, loc: Location) -> Instr:

@@ -21,6 +21,14 @@ class _Py311(NullSlotFamily):
             return depth - arg_of(instr, int) - 2
         return None if instr.name == "CALL" else super().consumer_depth(instr, depth)
 
+    def null_slots(self, instr: Instr) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        # PRECALL n takes the arguments off (as stack effects count); CALL then has [NULL, callee].
+        if instr.name == "CALL":
+            return (2,), ()
+        if instr.name == "PRECALL":
+            return (), ()
+        return super().null_slots(instr)
+
     def callee_position(self, instr: Instr) -> int:
         return arg_of(instr, int) + 1 if instr.name == "PRECALL" else super().callee_position(instr)
 
@@ -35,4 +43,6 @@ _family = _Py311()
 rewrite_calls = _family.rewrite_calls
 operator_site = _family.operator_site
 load_global = _family.load_global
+call_constant = _family.call_constant
+null_slots = _family.null_slots
 switch = _family

@@ -31,4 +31,6 @@ _family = _Py312()
 rewrite_calls = _family.rewrite_calls
 operator_site = _family.operator_site
 load_global = _family.load_global
+call_constant = _family.call_constant
+null_slots = _family.null_slots
 switch = _family

@@ -14,6 +14,7 @@ from typing import Any
 from bytecode import Bytecode, ConcreteInstr, Instr
 
 from . import RESOURCE_ERRORS, GlobalName, Hooks, Nested, UnsupportedCode
+from ._markers import ContextSlot, nooverdub
 from ._stack import COMPREHENSIONS, Item, stack_depths
 
 if sys.version_info >= (3, 13):
@@ -35,14 +36,21 @@ def decode(code: CodeType) -> Bytecode:
 
 def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
               decoded: Bytecode | None = None) -> Bytecode:
-    """``code`` decoded (or ``decoded``, its decoding, which is reused), with its sites
-    rewritten and its code constants mapped by ``nested``."""
+    """``code`` decoded (or ``decoded``: its decoding, reused, or what a pass made of it),
+    with its sites rewritten, its code constants mapped by ``nested`` and the pass markers
+    (``_markers``) replaced."""
     bc = decode(code) if decoded is None else decoded
     items = list(bc)
     items = family.rewrite_calls(items, stack_depths(items), hooks)
     if operators:
         items = _rewrite_operators(items, hooks)
-    bc[:] = [_load_hook(item) for item in _rewrite_nested(items, nested)]
+    out: list[Item] = []
+    for item in _rewrite_nested(items, nested):
+        if isinstance(item, Instr) and item.name in _CONSTANT_LOADS and type(item.arg) in _SPECIAL_CONSTANTS:
+            out += _load_special(item)
+        else:
+            out.append(item)
+    bc[:] = out
     # ``bytecode`` numbers locals by first use after the arguments it is given; giving it
     # all of them keeps co_varnames -- and so the order of ``locals()`` -- as compiled.
     bc.argnames = list(code.co_varnames)
@@ -152,10 +160,21 @@ def repaired_linetable(table: bytes) -> bytes:
     return bytes(out)
 
 
-def _load_hook(item: Item) -> Item:
-    if isinstance(item, Instr) and item.name == "LOAD_CONST" and type(item.arg) is GlobalName:
-        return family.load_global(str(item.arg), item.location)
-    return item
+_SPECIAL_CONSTANTS = frozenset({GlobalName, nooverdub, ContextSlot})
+_CONSTANT_LOADS = frozenset({"LOAD_CONST", "RETURN_CONST"})  # RETURN_CONST: 3.12+
+
+
+def _load_special(item: Instr) -> list[Instr]:
+    """A hook loaded by name, or a pass's marker replaced (see ``_markers``)."""
+    arg, loc = item.arg, item.location
+    if isinstance(arg, GlobalName):
+        return [family.load_global(str(arg), loc)]
+    if isinstance(arg, nooverdub):  # its calls were left plain by rewrite_calls: load the callable itself
+        return [Instr(item.name, arg.func, location=loc)]
+    from .._context import current_context  # a contextslot: the running context, here and now
+
+    load = family.call_constant(current_context, loc)
+    return load if item.name == "LOAD_CONST" else [*load, Instr("RETURN_VALUE", location=loc)]
 
 
 def _rewrite_operators(items: list[Item], hooks: Hooks) -> list[Item]:

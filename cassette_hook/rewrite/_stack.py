@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from bytecode import Instr, Label
-from bytecode.instr import SetLineno, TryBegin, TryEnd
+from bytecode.instr import UNSET, SetLineno, TryBegin, TryEnd
 
 from . import UnsupportedCode
 
@@ -27,7 +27,10 @@ Item = Instr | Label | SetLineno | TryBegin | TryEnd  # an element of a Bytecode
 
 
 def stack_depths(items: Sequence[Item]) -> list[int | None]:
-    """Depth of the value stack before each item (``None`` where unreachable)."""
+    """Depth of the value stack before each item (``None`` where unreachable).
+
+    A try block whose depth is not known yet (``UNSET``: one a pass opened) keeps the
+    depth at its start, as the compiler's do."""
     labels = {id(item): index for index, item in enumerate(items) if isinstance(item, Label)}
     depths: list[int | None] = [None] * len(items)
     pending: list[tuple[int, int]] = [(0, 0)]
@@ -47,7 +50,8 @@ def stack_depths(items: Sequence[Item]) -> list[int | None]:
             depths[index] = depth
             if isinstance(item, TryBegin):
                 handler = labels[id(item.target)]
-                reach(handler, int(item.stack_depth) + int(item.push_lasti) + 1)
+                kept = depth if item.stack_depth is UNSET else int(item.stack_depth)
+                reach(handler, kept + int(item.push_lasti) + 1)
             if isinstance(item, Instr):
                 if item.has_jump():
                     reach(labels[id(item.arg)], depth + item.stack_effect(jump=True))
