@@ -16,7 +16,8 @@ and the active stack), ``dispatch`` (generic functions with multiple dispatch),
 ``generics`` (overdub and the hooks), ``plan`` (twins of functions), ``callsite`` (the
 hot path of rewritten call sites), ``_special`` (special methods as the interpreter binds
 them), ``operators`` (recursing into Python dunders),
-``primitives`` (calling C code as the plain program would), ``rewrite`` (bytecode
+``primitives`` (calling C code as the plain program would), ``tagging`` (values that
+carry metadata through a context), ``rewrite`` (bytecode
 rewriting, one module per CPython version), ``importhook`` (the import hook and
 ``instrument``), ``_switch`` and ``_pyc`` (its runtime switch and code cache),
 ``_specs`` and ``_process`` (contexts named from the command line or the environment)
@@ -45,6 +46,21 @@ from .generics import (
     recurse,
 )
 from .importhook import install, instrument, uninstall
+from .tagging import (
+    NoMetaData,
+    Tagged,
+    enabletagging,
+    hasmetadata,
+    hastagging,
+    istagged,
+    istaggedtype,
+    metadata,
+    metadatatype,
+    overdub_tagged,
+    tag,
+    untag,
+    untagtype,
+)
 
 __version__ = "0.1.0"
 
@@ -53,25 +69,38 @@ __all__ = [
     "Context",
     "Generic",
     "Is",
+    "NoMetaData",
     "NoMethodError",
     "NullContext",
     "OverdubInstead",
     "ProfileContext",
+    "Tagged",
     "TraceContext",
     "canoverdub",
     "canrecurse",
     "context",
     "current_context",
     "disablehooks",
+    "enabletagging",
     "execute",
     "fallback",
+    "hasmetadata",
+    "hastagging",
     "install",
     "install_from_env",
     "instrument",
+    "istagged",
+    "istaggedtype",
+    "metadata",
+    "metadatatype",
     "overdub",
+    "overdub_tagged",
     "posthook",
     "prehook",
     "recurse",
     "similarcontext",
+    "tag",
     "uninstall",
+    "untag",
+    "untagtype",
 ]
