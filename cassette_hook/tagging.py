@@ -564,6 +564,8 @@ def for_primitive(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tupl
     """
     if id(f) in _PASSES_ON:
         return args, kwargs
+    if f is operator.setitem and len(args) == 3:  # ``obj[key] = item``: the item is stored as it is
+        return (_plain(args[0]), _plain(args[1]), args[2]), kwargs
     if id(f) in _JOINS and len(args) == 2:
         return (_plain(args[0]), [_plain(item) for item in _plain(args[1])]), kwargs
     if any(type(a) in WRAPPERS for a in args):
@@ -578,9 +580,9 @@ def _passes_on() -> set[int]:
     names = ("append", "appendleft", "insert", "extend", "extendleft", "__setitem__", "setdefault", "update",
              "get", "pop", "add", "__init__")
     stored: list[Any] = [getattr(kind, name) for kind in kinds for name in names if hasattr(kind, name)]
-    stored += [list, tuple, dict, set, frozenset, collections.deque, functools.partial, operator.setitem,
+    stored += [list, tuple, dict, set, frozenset, collections.deque, functools.partial,
                getattr, setattr, hasattr, delattr, object.__setattr__, types.GeneratorType.send,
-               types.CoroutineType.send, types.AsyncGeneratorType.asend, next, iter, types.SimpleNamespace]
+               types.CoroutineType.send, types.AsyncGeneratorType.asend, types.SimpleNamespace]
     own = (tag, untag, istagged, metadata, hasmetadata, istaggedtype, untagtype, enabletagging, overdub_tagged,
            hastagging, generics.overdub, generics.recurse, generics.fallback, generics.canrecurse)
     return {id(f) for f in (*stored, *own)}
