@@ -494,10 +494,10 @@ class MetadataType(dispatch.Generic):
             return self.default  # type: ignore[return-value]  # set: _no_metadata
         best = applicable[0]
         for m in applicable[1:]:
-            if dispatch._more_specific(m, best, 2):
+            if _more_specific(m, best):
                 best = m
         for m in applicable:
-            if m is not best and not dispatch._more_specific(best, m, 2):
+            if m is not best and not _more_specific(best, m):
                 raise dispatch.AmbiguityError(
                     f"metadatatype: ambiguous for ({ctx_type.__qualname__}, {value_type.__qualname__}): "
                     f"{dispatch._describe(best.func)} and {dispatch._describe(m.func)} both apply and "
@@ -528,6 +528,27 @@ def _type_matches(pattern: Any, t: type) -> bool:
     if members is not None:
         return any(_type_matches(m, t) for m in members)
     return issubclass(t, pattern.cls)
+
+
+def _type_le(p: Any, q: Any) -> bool:
+    """Is every class ``p`` names also named by ``q``?  (``Pattern.__le__`` for patterns
+    read as sets of classes: there ``Is[bool]`` names the class ``bool``, a subset of ``int``.)"""
+    if q is dispatch.ANY:  # type: ignore[attr-defined]
+        return True
+    if p is dispatch.ANY:  # type: ignore[attr-defined]
+        return False
+    if hasattr(p, "members"):
+        return all(_type_le(m, q) for m in p.members)
+    if isinstance(p, dispatch.Is):
+        return all(_type_matches(q, o) for o in p.objects if isinstance(o, type))
+    if hasattr(q, "members"):
+        return any(_type_le(p, m) for m in q.members)
+    return not isinstance(q, dispatch.Is) and issubclass(p.cls, q.cls)
+
+
+def _more_specific(a: Any, b: Any) -> bool:
+    a_le_b = all(_type_le(a.pattern(i), b.pattern(i)) for i in range(2))
+    return a_le_b and not all(_type_le(b.pattern(i), a.pattern(i)) for i in range(2))
 
 
 metadatatype = MetadataType("metadatatype", _no_metadata, MetadataType.__doc__)
@@ -604,6 +625,8 @@ def leave(ctx: _context.Context, out: Any) -> Any:
             _forget(tag_)  # the caller asked for them: its own from now on
         return out
     if type(out) in WRAPPERS and out._ch_tag is tag_:
+        if out._ch_generation == tag_.generation and tag_.live == 1:  # the only one left: no search
+            _forget(tag_)
         out = out._ch_value
     if tag_.live > 0:
         out = _scrub(tag_, out)
@@ -624,12 +647,15 @@ def _scrub(tag_: Tag, out: Any) -> Any:
     for old in olds:
         replace[id(old)] = old._ch_value
     _forget(tag_)
-    keep_alive = list(olds)
+    keep_alive = list(olds)  # ids stay valid while their objects live
+    mine = _Mine()  # ends the argument tuples below: holders of these are ours, not the program's
     while olds:
-        referrers = gc.get_referrers(*olds)
-        olds = []
-        for holder in referrers:
-            if holder is keep_alive or holder is replace or type(holder) is types.FrameType:
+        asked = (*olds, mine)
+        olds.clear()
+        for holder in gc.get_referrers(*asked):
+            if holder is keep_alive or holder is replace or holder is olds or type(holder) is types.FrameType:
+                continue
+            if type(holder) is tuple and holder and holder[-1] is mine:
                 continue
             new = _replaced(holder, replace)
             if new is not None and id(holder) not in replace:
@@ -637,6 +663,10 @@ def _scrub(tag_: Tag, out: Any) -> Any:
                 keep_alive.append(holder)
                 olds.append(holder)
     return replace.get(id(out), out)
+
+
+class _Mine:
+    __slots__ = ()
 
 
 def _replaced(holder: Any, replace: dict[int, Any]) -> Any:
