@@ -215,7 +215,9 @@ def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
 
 def canrecurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> bool:
     """Does ``recurse(ctx, f, *args)`` run a Python body (rather than ``fallback``)?"""
-    return (runnable(_plan.plan_for(_context.checked(ctx, "canrecurse")), f) or operators.body(f, args)) is not None
+    plan = _plan.plan_for(_context.checked(ctx, "canrecurse"))
+    plain = args if ctx.tag is None else tagging.for_primitive(f, args, kwargs)[0]  # as ``without_body`` sees them
+    return (runnable(plan, f) or operators.body(f, plain)) is not None
 
 
 canoverdub = canrecurse
