@@ -371,11 +371,22 @@ def tag(value: Any, ctx: _context.Context, metadata: Any = NoMetaData) -> Any:
     if tag_ is None:
         raise TypeError(f"tag(): tagging is not enabled for {_context.checked(ctx, 'tag')!r}; "
                         "tag values for ch.enabletagging(ctx, f), the copy it returns")
-    if type(value) in WRAPPERS and value._ch_tag is tag_:
+    kind = type(value)
+    if kind in WRAPPERS and value._ch_tag is tag_:
         value = value._ch_value
+        kind = type(value)
     if metadata is not NoMetaData:
-        _check_metadata(type(ctx), value, metadata)
+        allowed = _allowed.get((type(ctx), kind), NoMetaData) if _allowed_generation[0] == dispatch.generation \
+            else NoMetaData
+        if allowed is NoMetaData or not isinstance(metadata, allowed):
+            _check_metadata(type(ctx), value, metadata)
     return _make(value, tag_, metadata)
+
+
+# (context class, value class) -> what metadatatype allowed, while no method changed: tag()
+# is on the path of every overloaded operation, so its check is one dict lookup.
+_allowed: dict[tuple[type, type], Any] = {}
+_allowed_generation = [-1]
 
 
 def untag(x: Any, ctx: _context.Context) -> Any:
@@ -556,6 +567,10 @@ metadatatype = MetadataType("metadatatype", _no_metadata, MetadataType.__doc__)
 
 def _check_metadata(ctx_type: type, value: Any, meta: Any) -> None:
     allowed = metadatatype(ctx_type, type(value))
+    if _allowed_generation[0] != dispatch.generation:
+        _allowed.clear()
+        _allowed_generation[0] = dispatch.generation
+    _allowed[ctx_type, type(value)] = allowed
     if allowed is NoMetaData or not isinstance(meta, allowed):
         what = "no metadata" if allowed is NoMetaData else f"metadata of type {_name(allowed)}"
         raise TypeError(
@@ -583,16 +598,22 @@ def for_primitive(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tupl
     or pass on their arguments (``_PASSES_ON``) get them as they are, so that a tagged
     value appended to a list, or stored with ``setattr``, is still tagged when read back.
     """
-    if id(f) in _PASSES_ON:
-        return args, kwargs
-    if f is operator.setitem and len(args) == 3:  # ``obj[key] = item``: the item is stored as it is
-        return (_plain(args[0]), _plain(args[1]), args[2]), kwargs
-    if id(f) in _JOINS and len(args) == 2:
-        return (_plain(args[0]), [_plain(item) for item in _plain(args[1])]), kwargs
-    if any(type(a) in WRAPPERS for a in args):
-        args = tuple(_plain(a) for a in args)
-    if kwargs and any(type(v) in WRAPPERS for v in kwargs.values()):
-        kwargs = {k: _plain(v) for k, v in kwargs.items()}
+    if id(f) in _SPECIAL:
+        if id(f) in _PASSES_ON:
+            return args, kwargs
+        if f is operator.setitem and len(args) == 3:  # ``obj[key] = item``: the item is stored as it is
+            return (_plain(args[0]), _plain(args[1]), args[2]), kwargs
+        if id(f) in _JOINS and len(args) == 2:
+            return (_plain(args[0]), [_plain(item) for item in _plain(args[1])]), kwargs
+    for a in args:
+        if type(a) in WRAPPERS:
+            args = tuple(map(_plain, args))
+            break
+    if kwargs:
+        for v in kwargs.values():
+            if type(v) in WRAPPERS:
+                kwargs = {k: _plain(v) for k, v in kwargs.items()}
+                break
     return args, kwargs
 
 
@@ -724,3 +745,4 @@ def wrappers_of(ctx: _context.Context) -> Iterator[Tagged]:
 from . import generics  # noqa: E402
 
 _PASSES_ON.update(_passes_on())
+_SPECIAL = _PASSES_ON | _JOINS | {id(operator.setitem)}
