@@ -646,9 +646,7 @@ def leave(ctx: _context.Context, out: Any) -> Any:
             _forget(tag_)  # the caller asked for them: its own from now on
         return out
     if type(out) in WRAPPERS and out._ch_tag is tag_:
-        if out._ch_generation == tag_.generation and tag_.live == 1:  # the only one left: no search
-            _forget(tag_)
-        out = out._ch_value
+        out = out._ch_value  # (the program may have stored it too: the search below still runs)
     if tag_.live > 0:
         out = _scrub(tag_, out)
     return out

@@ -498,6 +498,18 @@ def test_wrappers_stored_where_the_result_does_not_lead_are_replaced_at_the_end_
     assert list(_tagging.wrappers_of(ctx)) == []
 
 
+def test_a_returned_wrapper_that_the_program_also_stored_is_replaced_where_it_was_stored() -> None:
+    ctx = tagging()
+    _STORE.clear()
+
+    def program() -> Any:
+        value = ch.tag(4.0, ctx, "m")
+        _STORE.append(value)
+        return value
+
+    assert type(ch.overdub(ctx, program)) is float and type(_STORE[0]) is float
+
+
 def test_a_with_block_is_an_extent_too() -> None:
     ctx = tagging()
     kept: list[Any] = []
