@@ -160,7 +160,7 @@ def main() -> None:
     ad = _load_example()
     try:
         import autograd
-        import autograd.numpy  # noqa: F401  (the namespace the functions use)
+        import autograd.numpy
     except ImportError:
         autograd = None
         print("autograd is not installed (pip install -r benchmarks/requirements.txt): its column is left out")

@@ -28,7 +28,6 @@ import functools
 import gc
 import math
 import operator
-import sys
 import types
 from types import FunctionType, MethodType
 from typing import Any, Callable, Iterator
@@ -254,8 +253,9 @@ _BINARY = {
     "xor": operator.xor,
 }
 _DUNDERS: dict[str, Callable[..., Any]] = {}
-for _name, _op in _BINARY.items():
-    _DUNDERS[f"__{_name}__"], _DUNDERS[f"__r{_name}__"] = _binary(_op)
+for _dunder, _op in _BINARY.items():
+    _DUNDERS[f"__{_dunder}__"], _DUNDERS[f"__r{_dunder}__"] = _binary(_op)
+del _dunder, _op
 _DUNDERS.update({
     "__pow__": _pow, "__rpow__": _rpow, "__round__": _round, "__setitem__": _setitem, "__call__": _call,
     "__exit__": _exit,
@@ -289,7 +289,7 @@ def wrapper_class(value_type: type) -> type[Tagged]:
             namespace[name] = None if own[name] is None else method
     if "__eq__" in namespace and "__hash__" not in namespace:  # a class statement would set it to None
         namespace["__hash__"] = None if getattr(value_type, "__hash__", None) is None else _DUNDERS["__hash__"]
-    cls: type[Tagged] = type(f"Tagged[{value_type.__qualname__}]", bases, namespace)  # type: ignore[assignment]
+    cls: type[Tagged] = type(f"Tagged[{value_type.__qualname__}]", bases, namespace)
     _classes[value_type] = cls
     WRAPPERS.add(cls)
     return cls
@@ -378,7 +378,7 @@ def tag(value: Any, ctx: _context.Context, metadata: Any = NoMetaData) -> Any:
     if metadata is not NoMetaData:
         allowed = _allowed.get((type(ctx), kind), NoMetaData) if _allowed_generation[0] == dispatch.generation \
             else NoMetaData
-        if allowed is NoMetaData or not isinstance(metadata, allowed):
+        if allowed is NoMetaData or not isinstance(metadata, allowed):  # type: ignore[arg-type]  # a class or tuple
             _check_metadata(type(ctx), value, metadata)
     return _make(value, tag_, metadata)
 
@@ -424,7 +424,7 @@ def istaggedtype(t: type, ctx: _context.Context | type[_context.Context]) -> boo
 
 def untagtype(t: type, ctx: _context.Context | type[_context.Context]) -> type:
     """``type(untag(x, ctx))`` for ``x`` of class ``t``: ``untagtype(type(tag(x, ctx)), ctx) is type(x)``."""
-    return t._ch_value_type if istaggedtype(t, ctx) else t
+    return t._ch_value_type if isinstance(t, type) and issubclass(t, Tagged) else t
 
 
 def overdub_tagged(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -463,29 +463,19 @@ class MetadataType(dispatch.Generic):
     methods, their specificity and ambiguity are the dispatch engine's.
     """
 
-    def __new__(cls, name: str, default: Callable[..., Any] | None = None, doc: str | None = None) -> MetadataType:
-        self = super().__new__(cls, name, default, doc)
-        cache: dict[tuple[type, type], Callable[..., Any]] = {}
-
-        def call(ctx_type: Any, value_type: Any) -> Any:
-            method = cache.get((ctx_type, value_type)) if self._generation == dispatch.generation else None
-            if method is None:
-                method = self._resolve_types(ctx_type, value_type)
-                if self._generation != dispatch.generation:
-                    cache.clear()
-                    self._generation = dispatch.generation
-                cache[ctx_type, value_type] = method
-            return method(ctx_type, value_type)
-
-        self._call = call
-        return self
-
     def __init__(self, name: str, default: Callable[..., Any] | None = None, doc: str | None = None) -> None:
         super().__init__(name, default, doc)
+        self._cache: dict[tuple[Any, Any], Callable[..., Any]] = {}
         self._generation = -1
 
-    def __call__(self, ctx_type: Any, value_type: Any) -> Any:  # type: ignore[override]  # two classes, not args
-        return self._call(ctx_type, value_type)
+    def __call__(self, ctx_type: Any, value_type: Any) -> Any:  # two classes, not arguments to dispatch on
+        if self._generation != dispatch.generation:  # a method changed, here or elsewhere
+            self._cache.clear()
+            self._generation = dispatch.generation
+        method = self._cache.get((ctx_type, value_type))
+        if method is None:
+            method = self._cache[ctx_type, value_type] = self._resolve_types(ctx_type, value_type)
+        return method(ctx_type, value_type)
 
     def resolve(self, args: tuple[object, ...]) -> Callable[..., Any]:
         if len(args) != 2:
@@ -531,7 +521,7 @@ def _type_matches(pattern: Any, t: type) -> bool:
     """Does the class ``t`` belong to the set of classes ``pattern`` names?"""
     if pattern is None:
         return False
-    if pattern is dispatch.ANY:  # type: ignore[attr-defined]  # module constant
+    if pattern is dispatch.ANY:
         return True
     if isinstance(pattern, dispatch.Is):
         return any(o is t for o in pattern.objects)
@@ -544,9 +534,9 @@ def _type_matches(pattern: Any, t: type) -> bool:
 def _type_le(p: Any, q: Any) -> bool:
     """Is every class ``p`` names also named by ``q``?  (``Pattern.__le__`` for patterns
     read as sets of classes: there ``Is[bool]`` names the class ``bool``, a subset of ``int``.)"""
-    if q is dispatch.ANY:  # type: ignore[attr-defined]
+    if q is dispatch.ANY:
         return True
-    if p is dispatch.ANY:  # type: ignore[attr-defined]
+    if p is dispatch.ANY:
         return False
     if hasattr(p, "members"):
         return all(_type_le(m, q) for m in p.members)

@@ -91,8 +91,8 @@ def _sink(ctx: Taint, f: ch.Is[execute_sql], query):
 
 def find_user(name):
     table = "users"
-    where = "name = '%s'" % name
-    return execute_sql("SELECT * FROM {} WHERE ".format(table) + where)
+    where = "name = '%s'" % name  # noqa: UP031 -- the point: % formatting is tracked
+    return execute_sql("SELECT * FROM {} WHERE ".format(table) + where)  # noqa: UP032 -- and str.format
 
 
 def search(words, limit):
