@@ -151,6 +151,38 @@ def variants(f: Callable[..., Any], x: float, ad: ModuleType, autograd: Any) -> 
     return out
 
 
+def _loop(x: Any) -> Any:
+    y = x
+    for _ in range(200):
+        y = y * 1.0001
+    return y
+
+
+def breakdown(ad: ModuleType, rounds: int) -> None:
+    """Where the time of one overloaded ``*`` goes: 200 of them in a loop, per variant."""
+    import operator
+
+    import cassette_hook as ch
+
+    class Machinery(ch.Context):
+        """An ``operator.mul`` overload that only multiplies: the hot path's share."""
+
+    @ch.overdub.register
+    def _(ctx: Machinery, f: ch.Is[operator.mul], a: Any, b: Any) -> Any:
+        return a * b
+
+    vs = {
+        "plain float": lambda: _loop(1.0),
+        "dual numbers": lambda: _loop(Dual(1.0, 1.0)),
+        "overload, no tags": lambda: ch.overdub(ch.enabletagging(Machinery(), _loop), _loop, 1.0),
+        "AD (tagging)": lambda: ad.derivative(_loop, 1.0),
+    }
+    res = harness.measure("mul", vs, baseline="plain float", rounds=rounds, min_sample_ns=5_000_000)
+    print(harness.table(["200 multiplications", "µs", "per operation µs"],
+                        [[v, f"{res.median(v) / 1e3:,.1f}", f"{res.median(v) / 200e3:.2f}"] for v in vs]))
+    ch.overdub.unregister(_)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -183,6 +215,8 @@ def main() -> None:
     if autograd is not None:
         headers += ["autograd µs", "autograd/tagging"]
     print(harness.table(headers + ["IQR/med"], rows))
+    print()
+    breakdown(ad, rounds)
 
 
 if __name__ == "__main__":
