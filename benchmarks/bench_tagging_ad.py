@@ -177,7 +177,7 @@ def breakdown(ad: ModuleType, rounds: int) -> None:
         "overload, no tags": lambda: ch.overdub(ch.enabletagging(Machinery(), _loop), _loop, 1.0),
         "AD (tagging)": lambda: ad.derivative(_loop, 1.0),
     }
-    res = harness.measure("mul", vs, baseline="plain float", rounds=rounds, min_sample_ns=5_000_000)
+    res = harness.measure("mul", vs, baseline="plain float", rounds=rounds, min_sample_ns=20_000_000)
     print(harness.table(["200 multiplications", "µs", "per operation µs"],
                         [[v, f"{res.median(v) / 1e3:,.1f}", f"{res.median(v) / 200e3:.2f}"] for v in vs]))
     ch.overdub.unregister(_)
@@ -204,7 +204,7 @@ def main() -> None:
         for variant, run in vs.items():
             got = float(run())
             assert math.isclose(got, expected, rel_tol=1e-9), f"{name}: {variant} gives {got}, dual numbers {expected}"
-        res = harness.measure(name, vs, baseline="dual (floor)", rounds=rounds, min_sample_ns=5_000_000)
+        res = harness.measure(name, vs, baseline="dual (floor)", rounds=rounds, min_sample_ns=20_000_000)
         row = [name, f"{res.median('dual (floor)') / 1e3:,.1f}", f"{res.median('tagging') / 1e3:,.1f}",
                f"{res.ratio('tagging'):.2f}"]
         if autograd is not None:

@@ -145,7 +145,7 @@ _set_tag = Tagged._ch_tag.__set__  # type: ignore[attr-defined]
 _set_meta = Tagged._ch_meta.__set__  # type: ignore[attr-defined]
 _set_generation = Tagged._ch_generation.__set__  # type: ignore[attr-defined]
 _new = object.__new__
-_C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.BuiltinFunctionType)
+_C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
 WRAPPERS: set[type] = set()  # every Tagged[C]: ``type(x) in WRAPPERS`` is the cheap test
 _classes: dict[type, type[Tagged]] = {}
 
