@@ -16,7 +16,8 @@ and the active stack), ``dispatch`` (generic functions with multiple dispatch),
 ``generics`` (overdub and the hooks), ``plan`` (twins of functions), ``callsite`` (the
 hot path of rewritten call sites), ``_special`` (special methods as the interpreter binds
 them), ``operators`` (recursing into Python dunders),
-``primitives`` (calling C code as the plain program would), ``rewrite`` (bytecode
+``primitives`` (calling C code as the plain program would), ``tagging`` (values that
+carry metadata through a context), ``rewrite`` (bytecode
 rewriting, one module per CPython version), ``importhook`` (the import hook and
 ``instrument``), ``_switch`` and ``_pyc`` (its runtime switch and code cache),
 ``_specs`` and ``_process`` (contexts named from the command line or the environment)
@@ -47,6 +48,21 @@ from .generics import (
 )
 from .importhook import install, instrument, uninstall
 from .rewrite._markers import contextslot, nooverdub
+from .tagging import (
+    NoMetaData,
+    Tagged,
+    enabletagging,
+    hasmetadata,
+    hastagging,
+    istagged,
+    istaggedtype,
+    metadata,
+    metadatatype,
+    overdub_tagged,
+    tag,
+    untag,
+    untagtype,
+)
 
 if TYPE_CHECKING:
     from .contexts import NullContext, ProfileContext, TraceContext
@@ -59,12 +75,14 @@ __all__ = [
     "Context",
     "Generic",
     "Is",
+    "NoMetaData",
     "NoMethodError",
     "NullContext",
     "OverdubInstead",
     "Pass",
     "PassError",
     "ProfileContext",
+    "Tagged",
     "TraceContext",
     "canoverdub",
     "canrecurse",
@@ -72,20 +90,31 @@ __all__ = [
     "contextslot",
     "current_context",
     "disablehooks",
+    "enabletagging",
     "execute",
     "fallback",
+    "hasmetadata",
+    "hastagging",
     "insert_statements",
     "install",
     "install_from_env",
     "instrument",
+    "istagged",
+    "istaggedtype",
+    "metadata",
+    "metadatatype",
     "nooverdub",
     "overdub",
+    "overdub_tagged",
     "posthook",
     "prehook",
     "recurse",
     "replace_match",
     "similarcontext",
+    "tag",
     "uninstall",
+    "untag",
+    "untagtype",
 ]
 
 

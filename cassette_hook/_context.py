@@ -210,6 +210,8 @@ def push(ctx: Context) -> Entry:
     if below is None:
         recursion_budget.acquire()
     active.set(entry)
+    if ctx.tag is not None:  # the tag's dynamic extent (see ``tagging.leave``)
+        ctx.tag.depth += 1
     return entry
 
 
@@ -220,6 +222,8 @@ def pop(ctx: Context) -> None:
         current = None if entry is None else entry.ctx
         raise RuntimeError(f"cannot deactivate {ctx!r}: the innermost active context is {current!r}")
     active.set(entry.below)
+    if ctx.tag is not None:
+        ctx.tag.depth -= 1
     if entry.raises_limit:
         recursion_budget.release()
 

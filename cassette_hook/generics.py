@@ -172,6 +172,8 @@ def _default_overdub(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
 
 
 def _default_fallback(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+    if ctx.tag is not None:  # primitives get untagged arguments
+        args, kwargs = tagging.for_primitive(f, args, kwargs)
     return call_primitive(f, args, kwargs)
 
 
@@ -205,15 +207,18 @@ def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     entry = top if top is not None and top.ctx is ctx else _context.push(_context.checked(ctx, "recurse"))
     try:
         run = runnable(entry.plan, f)
-        return run(*args, **kwargs) if run is not None else without_body(entry, f, args, kwargs)
+        out = run(*args, **kwargs) if run is not None else without_body(entry, f, args, kwargs)
     finally:
         if entry is not top:
             _context.pop(ctx)
+    return out if ctx.tag is None else tagging.leave(ctx, out)  # no wrapper outlives its context
 
 
 def canrecurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> bool:
     """Does ``recurse(ctx, f, *args)`` run a Python body (rather than ``fallback``)?"""
-    return (runnable(_plan.plan_for(_context.checked(ctx, "canrecurse")), f) or operators.body(f, args)) is not None
+    plan = _plan.plan_for(_context.checked(ctx, "canrecurse"))
+    plain = args if ctx.tag is None else tagging.for_primitive(f, args, kwargs)[0]  # as ``without_body`` sees them
+    return (runnable(plan, f) or operators.body(f, plain)) is not None
 
 
 canoverdub = canrecurse
@@ -222,14 +227,15 @@ canoverdub = canrecurse
 def without_body(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``recurse`` into a callee ``runnable`` found no Python body for (``entry`` is the top
     of the stack): an operator's protocol through Python dunders, else ``fallback``."""
-    run = operators.body(f, args)
+    plain, plain_kwargs = (args, kwargs) if entry.ctx.tag is None else tagging.for_primitive(f, args, kwargs)
+    run = operators.body(f, plain)
     if run is not None:
-        return run(*args, **kwargs)
+        return run(*plain, **plain_kwargs)
     if entry.plan.fallback:
         method = fallback.resolve((entry.ctx, f, *args))
         if method is not _default_fallback:
             return run_popped(entry, method, (entry.ctx, f, *args), kwargs)
-    return call_primitive(f, args, kwargs)
+    return call_primitive(f, plain, plain_kwargs)
 
 
 def run_popped(entry: _context.Entry, method: Callable[..., Any], args: tuple[Any, ...],
@@ -351,6 +357,6 @@ def construct(cls: type[Any], /, *args: Any, **kwargs: Any) -> Any:
 
 
 # Last: callsite builds on this module (and this module's bodies call callsite.call).
-from . import operators  # noqa: E402
+from . import operators, tagging  # noqa: E402
 from .callsite import call, resolve, seen_below  # noqa: E402
 from .primitives import call_primitive  # noqa: E402

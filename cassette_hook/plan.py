@@ -93,8 +93,10 @@ class Plan:
         self.prehook_call = (generics.prehook.sole_method(ctx_type, 2) or generics.prehook) if self.prehook else None
         self.posthook_call = ((generics.posthook.sole_method(ctx_type, 3) or generics.posthook)
                               if self.posthook else None)
-        # Nothing is observed or replaced: calls only need to be recursed into.
-        self.fast = not (self.prehook or self.posthook or self.overdub or self.execute or self.fallback)
+        # Nothing is observed or replaced: calls only need to be recursed into.  (Not with
+        # tagging: primitives must get untagged arguments, from ``fallback``.)
+        self.fast = not (self.prehook or self.posthook or self.overdub or self.execute or self.fallback
+                         or getattr(ctx_type, "tags_values", False))
         # Operator sites cost a call each; a context that observes nothing has no use for them.
         self.operators = bool(ctx_type.operators) and not self.fast
         # id(function) -> (twin, and the code, defaults and keyword defaults it was made
