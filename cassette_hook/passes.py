@@ -30,10 +30,10 @@ from bytecode.instr import UNSET, CellVar, FreeVar, SetLineno, TryBegin, TryEnd
 
 from . import rewrite
 from .plan import WeakIdCache
-from .rewrite import _dual, _names
-from .rewrite._rewriter import assemble, family, rewritten
+from .rewrite import UnsupportedCode, _dual, _names
 from .rewrite._markers import contextslot, nooverdub
-from .rewrite._stack import Item, UnsupportedCode, _effect, stack_depths
+from .rewrite._rewriter import assemble, family, rewritten
+from .rewrite._stack import Item, _effect, stack_depths
 
 __all__ = ["Pass", "PassError", "contextslot", "insert_statements", "nooverdub", "replace_match"]
 
