@@ -9,11 +9,17 @@ observe) a Python function resolves to its cached twin -- one dict lookup, no al
 
 :func:`call` is the same thing in one step, ``resolve(f)(*args)`` from this frame: what
 3.10 call sites, operator sites, partial objects and callbacks from C code run.
+
+This module is the reference: ``_speedups`` (C, built when the package is installed with
+a compiler at hand) replaces :func:`resolve` and :func:`call` with the same logic, which
+costs less per call and, in ``call``, adds no Python frame between the program's frames
+(``call`` runs :func:`site`'s closure in C).  ``CASSETTE_HOOK_PURE_PYTHON=1`` keeps these.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any, Callable
 
@@ -25,10 +31,26 @@ _set_active: Callable[[_context.Entry | None], Any]
 _reset_active: Callable[[Any], None]
 
 
+def _load_speedups() -> Any:
+    """The C hot path, or None: not built (no compiler at install), or not wanted."""
+    if os.environ.get("CASSETTE_HOOK_PURE_PYTHON"):
+        return None
+    try:
+        from . import _speedups
+    except ImportError:
+        return None
+    return _speedups
+
+
+_speedups = _load_speedups()
+
+
 def _follow(variable: Any) -> None:
     """Keep the stack variable's methods at hand, as globals (see ``_context.follow``)."""
     global _active_get, _set_active, _reset_active
     _active_get, _set_active, _reset_active = variable.get, variable.set, variable.reset
+    if _speedups is not None:
+        _speedups.bind(variable)
 
 
 _context.follow(_follow)
@@ -111,9 +133,6 @@ def operator_site(op: Any) -> Any:
 
 
 _operator_sites: dict[Any, Any] = {}
-HOOKS = rewrite.Hooks(resolve=resolve, resolve_star=resolve_star, call=call, call_ex=call_ex,
-                      operator_site=operator_site,
-                      yield_from=lambda obj: operators.yield_from_operand(obj))  # late: operators imports us
 
 
 def site(entry: _context.Entry, f: Any) -> Any:
@@ -215,3 +234,26 @@ def present(f: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
         if unbound is not None and hasattr(unbound, "__get__") and unbound.__get__(receiver, klass) == f:
             return unbound, (receiver, *args)
     return f, args
+
+
+def _accelerate(speedups: Any) -> None:
+    """Use the C hot path: ``resolve`` and ``call`` as above, handing it the Python parts
+    it delegates the rare cases to."""
+    global resolve, call
+    from .plan import Plan
+
+    speedups.configure(
+        entry_type=_context.Entry, plan_type=Plan, resolve_fast=_resolve_fast,
+        site_closure=site(None, None),  # type: ignore[arg-type]  # a sample: C makes the others alike
+        call_primitive=primitives.call_primitive, special=primitives.SPECIAL, indirect_names=_INDIRECT_NAMES,
+        present=present, overloaded=_overloaded, runnable=generics.runnable, without_body=generics.without_body,
+        seen_below=seen_below, overdub_instead=generics.OverdubInstead)
+    resolve, call = speedups.resolve, speedups.call
+
+
+if _speedups is not None:
+    _accelerate(_speedups)
+
+HOOKS = rewrite.Hooks(resolve=resolve, resolve_star=resolve_star, call=call, call_ex=call_ex,
+                      operator_site=operator_site,
+                      yield_from=lambda obj: operators.yield_from_operand(obj))  # late: operators imports us

@@ -36,10 +36,10 @@ Handler = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (f, args, kwa
 
 def call_primitive(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Call ``f(*args, **kwargs)`` as the plain program would, from the user's frame."""
-    handler = _SPECIAL.get(id(f))
+    handler = SPECIAL.get(id(f))
     if handler is None and type(f) is BuiltinFunctionType and f.__name__ in INDIRECT_NAMES:
         unbound = getattr(type(f.__self__), f.__name__, None)  # a bound method: ``items.sort``
-        handler = _SPECIAL.get(id(unbound))
+        handler = SPECIAL.get(id(unbound))
         if handler is not None:
             f, args = unbound, (f.__self__, *args)
     if handler is not None:
@@ -65,10 +65,9 @@ _frame_at = sys._getframe  # bound now: a program may delete sys._getframe (attr
 
 
 def user_frame() -> FrameType:
-    """The innermost frame that is not cassette_hook's own."""
-    frame: FrameType | None = _frame_at(1)
-    while frame is not None and _is_own(frame):
-        frame = frame.f_back
+    """The frame of the program that made the call being emulated: the innermost one that
+    is neither cassette_hook's own nor an overload's (see :func:`_program_frame`)."""
+    frame = _program_frame(_frame_at(1))
     assert frame is not None
     return frame
 
@@ -78,12 +77,31 @@ def _is_own(frame: FrameType) -> bool:
     return name == "cassette_hook" or name.startswith("cassette_hook.")
 
 
+def _program_frame(frame: FrameType | None) -> FrameType | None:
+    """``frame``, or the first frame above it, that the plain program would have.
+
+    Skipped: cassette_hook's frames, and a user's overload that handed the call on with
+    ``recurse``.  Under ``def overdub(self, f, *args): return ch.recurse(self, f, *args)``
+    the call ``eval("a * b")`` reaches the primitive from the overload's frame, but the
+    program made it one frame further out: that is where ``a`` is.  The overload is the
+    caller of ``recurse``, and is told from a program function that calls ``recurse``
+    itself (the caller it looks like) by its own caller: cassette_hook's machinery.
+    """
+    while frame is not None:
+        if not _is_own(frame):
+            return frame
+        caller = frame.f_back
+        if (frame.f_code is _RECURSE_CODE and caller is not None and not _is_own(caller)
+                and caller.f_back is not None and _is_own(caller.f_back)):
+            caller = caller.f_back  # an overload: the call is its call site's
+        frame = caller
+    return None
+
+
 def _outer_frame(frame: FrameType, depth: int) -> FrameType:
-    """``depth`` user frames above ``frame``, not counting cassette_hook's own frames."""
+    """``depth`` program frames above ``frame`` (see :func:`_program_frame`)."""
     for _ in range(depth):
-        up = frame.f_back
-        while up is not None and _is_own(up):
-            up = up.f_back
+        up = _program_frame(frame.f_back)
         if up is None:
             raise ValueError("call stack is not deep enough")
         frame = up
@@ -258,10 +276,12 @@ _RECURSION_LIMIT: dict[Any, Handler] = {
 # names, which the hot path checks before anything else.
 _INDIRECT = {id(f) for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT)}
 INDIRECT_NAMES = frozenset(f.__name__ for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT))
-_SPECIAL: dict[int, Handler] = {
+SPECIAL: dict[int, Handler] = {
     id(f): handler
     for f, handler in {**_CONSUMERS, **_FRAME_SENSITIVE, **_HIGHER_ORDER, **_RECURSION_LIMIT}.items()
 }
 
 # Last: callsite imports this module (and its callbacks call callsite.call).
-from . import callsite, operators  # noqa: E402
+from . import callsite, generics, operators  # noqa: E402
+
+_RECURSE_CODE = generics.recurse.__code__

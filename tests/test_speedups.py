@@ -1,0 +1,179 @@
+"""The C hot path (``cassette_hook/_speedups.c``) and its pure-Python reference.
+
+The whole suite runs on both (tox's ``py3XX`` and ``py3XX-pure`` environments); these
+tests pin what only one of them, or the choice between them, can show.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import cassette_hook as ch
+from cassette_hook import _context, callsite
+
+C_PATH = callsite._speedups is not None
+needs_c = pytest.mark.skipif(not C_PATH, reason="the C hot path is not in use in this run (the -pure environment)")
+
+
+class Null(ch.Context):
+    pass
+
+
+class Counting(ch.Context):
+    def prehook(self, f, /, *args, **kwargs):
+        self.metadata[0] += 1
+
+
+def test_the_c_path_is_in_use_where_the_run_requires_it():
+    if os.environ.get("CASSETTE_HOOK_REQUIRE_SPEEDUPS"):
+        assert C_PATH, "cassette_hook._speedups was not built or not imported"
+
+
+def test_the_pure_python_variable_keeps_the_python_path():
+    code = "from cassette_hook import callsite; print(callsite._speedups is None, callsite.resolve.__module__)"
+    env = {**os.environ, "CASSETTE_HOOK_PURE_PYTHON": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "cassette_hook.callsite"]
+
+
+@needs_c
+def test_resolve_and_call_are_the_c_functions():
+    assert type(callsite.resolve).__name__ == "builtin_function_or_method"
+    assert callsite.HOOKS.resolve is callsite._speedups.resolve
+    assert callsite.HOOKS.call is callsite._speedups.call
+
+
+def test_resolve_with_no_context_is_the_callee():
+    assert callsite.resolve(len) is len
+    assert callsite.resolve(test_resolve_with_no_context_is_the_callee) is test_resolve_with_no_context_is_the_callee
+
+
+def test_resolve_under_a_fast_plan_is_the_twin_until_the_function_changes():
+    def f(x=1):
+        return x
+
+    with Null():
+        twin = callsite.resolve(f)
+        assert twin is not f and twin.__code__ is not f.__code__ and twin() == 1
+        assert callsite.resolve(f) is twin
+        f.__defaults__ = (2,)
+        replaced = callsite.resolve(f)
+        assert replaced is not twin and replaced() == 2
+
+
+@pytest.mark.parametrize("ctx", [None, Null(), Counting([0])], ids=["no context", "fast plan", "hooked"])
+def test_call_passes_positional_and_keyword_arguments(ctx):
+    def f(a, /, b, *rest, c, **more):
+        return a, b, rest, c, more
+
+    with ctx or contextlib.nullcontext():
+        assert callsite.call(f, 1, 2, 3, c=4, d=5) == (1, 2, (3,), 4, {"d": 5})
+
+
+def test_call_without_a_callee_is_a_type_error():
+    with pytest.raises(TypeError, match="missing 1 required positional argument"):
+        callsite.call()
+
+
+def test_call_under_hooks_runs_the_prehook_once_per_call():
+    def leaf(x):
+        return x + 1
+
+    def f(x):
+        return leaf(x) * 2
+
+    ctx = Counting([0])
+    with ctx:
+        assert callsite.call(f, 3) == 8
+    assert ctx.metadata[0] >= 2  # f and leaf (and the operators)
+
+
+def test_call_of_a_frame_sensitive_builtin_sees_the_callers_locals():
+    def f():
+        x = 7  # noqa: F841 -- what locals() must see
+        return callsite.call(locals)
+
+    with Counting([0]):
+        assert callsite.call(f) == {"x": 7}
+
+
+@needs_c
+def test_a_callee_called_by_call_has_the_program_frame_below_it():
+    def callee():
+        return sys._getframe(1).f_code.co_name
+
+    def program():
+        return callsite._speedups.call(callee)
+
+    with Counting([0]):
+        assert program() == "program"
+
+
+@needs_c
+def test_bind_takes_only_a_context_variable():
+    with pytest.raises(TypeError, match="ContextVar"):
+        callsite._speedups.bind(object())
+
+
+@needs_c
+def test_bind_follows_the_stack_variable():
+    saved = _context.active
+    replacement: contextvars.ContextVar[_context.Entry | None] = contextvars.ContextVar("replacement", default=None)
+    callsite._speedups.bind(replacement)
+    try:
+        def f():
+            return 1
+
+        with Null():  # pushes on _context.active, which the C path no longer reads
+            assert callsite._speedups.resolve(f) is f
+    finally:
+        callsite._speedups.bind(saved)
+
+
+@needs_c
+def test_configure_names_what_is_missing():
+    with pytest.raises(TypeError, match="entry_type and plan_type"):
+        callsite._speedups.configure(resolve_fast=None)
+
+
+@needs_c
+def test_configure_refuses_a_class_without_the_slots():
+    class NotAnEntry:
+        pass
+
+    with pytest.raises(TypeError, match="NotAnEntry.ctx is not a slot"):
+        callsite._speedups.configure(entry_type=NotAnEntry, plan_type=NotAnEntry)
+
+
+# 3.10 runs every Python call on the C stack, plain too: there the plain program's own
+# limit is lower.
+DEPTH = 5_000 if sys.version_info < (3, 11) else 20_000
+DEEP = textwrap.dedent(f"""
+    import sys
+    import cassette_hook as ch
+
+    class Counting(ch.Context):
+        def prehook(self, f, *args, **kwargs):
+            pass
+
+    def down(n):
+        return 0 if n == 0 else 1 + down(n - 1)
+
+    sys.setrecursionlimit({DEPTH} + 100)
+    print(down({DEPTH}), ch.overdub(Counting(), down, {DEPTH}))
+""")
+
+
+def test_deep_recursion_under_hooks_runs_as_deep_as_plain():
+    """A hooked callee is called by the program's frame, not from C: as deep as the plain
+    program recurses, it recurses under hooks (a C trampoline between the frames would
+    overflow the C stack, or hit 3.12's C recursion limit of about 1,500)."""
+    out = subprocess.run([sys.executable, "-c", DEEP], capture_output=True, text=True)
+    assert (out.returncode, out.stdout.split()) == (0, [str(DEPTH)] * 2), out.stderr[-2000:]
