@@ -38,6 +38,7 @@ static PyObject *site_code, *site_globals, *site_qualname; /* callsite.site's cl
 static int site_entry_first;         /* its free variables are (entry, f), not (f, entry) */
 static PyObject *call_primitive;     /* (f, args, kwargs): a primitive that needs emulating */
 static PyObject *special;            /* id(builtin) -> handler: the primitives emulated */
+static PyObject *preparers;          /* id(builtin) -> prepare(args, kwargs) -> (args, kwargs) */
 static PyObject *indirect_names;     /* names of builtin methods that may be emulated */
 static PyObject *present;            /* (f, args) -> (f, args): how hooks see a builtin method */
 static PyObject *overloaded;         /* (entry, f, args, kwargs) -> out or OverdubInstead */
@@ -45,7 +46,9 @@ static PyObject *runnable;           /* (plan, f) -> what runs f's body, or None
 static PyObject *without_body;       /* (entry, f, args, kwargs): operator protocol or fallback */
 static PyObject *seen_below;         /* (hook, args, kwargs): a hook run under the contexts below */
 static PyObject *overdub_instead;    /* generics.OverdubInstead */
-static PyObject *str_values, *str_twin, *str_name;
+static PyObject *construct;          /* generics.construct(cls, *args, **kwargs): type.__call__ overdubbed */
+static PyObject *object_new;         /* object.__new__ */
+static PyObject *str_values, *str_twin, *str_name, *str_new, *str_init;
 
 #define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
 #define ARGS_ON_STACK 12
@@ -209,8 +212,8 @@ as_dict(PyObject *const *values, PyObject *kwnames)
     return dict;
 }
 
-/* Call fn(*args[:nargs], **kw) the Python way: fn(entry-or-f, args tuple, kwargs dict),
- * with `first` and optionally `second` before them. */
+/* Call fn the Python way: fn([first, [second,]] args tuple, kwargs dict), from a
+ * vectorcall's arguments (nargs positional, then the values of kwnames). */
 static PyObject *
 call_unpacked(PyObject *fn, PyObject *first, PyObject *second, PyObject *const *args, Py_ssize_t nargs,
               PyObject *kwnames)
@@ -225,7 +228,11 @@ call_unpacked(PyObject *fn, PyObject *first, PyObject *second, PyObject *const *
         return NULL;
     }
     PyObject *out;
-    if (second == NULL) {
+    if (first == NULL) {
+        PyObject *stack[2] = {tuple, dict};
+        out = PyObject_Vectorcall(fn, stack, 2, NULL);
+    }
+    else if (second == NULL) {
         PyObject *stack[3] = {first, tuple, dict};
         out = PyObject_Vectorcall(fn, stack, 3, NULL);
     }
@@ -430,6 +437,55 @@ call_overdubbed(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t 
     return out;
 }
 
+/* primitives.call_primitive: the primitive f called as the plain program would call it.
+ * A builtin that takes callbacks gets its arguments prepared (the callbacks made call
+ * sites) and is called from here, so the callbacks have the program's frame below them;
+ * the other emulated builtins are primitives.call_primitive's. */
+static PyObject *
+run_primitive(PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *key = PyLong_FromVoidPtr(f);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *prepare = PyDict_GetItemWithError(preparers, key);
+    Py_DECREF(key);
+    if (prepare != NULL) {
+        PyObject *prepared = call_unpacked(prepare, NULL, NULL, args, nargs, kwnames), *out = NULL;
+        if (prepared == NULL) {
+            return NULL;
+        }
+        if (PyTuple_CheckExact(prepared) && PyTuple_GET_SIZE(prepared) == 2
+            && PyTuple_CheckExact(PyTuple_GET_ITEM(prepared, 0)) && PyDict_CheckExact(PyTuple_GET_ITEM(prepared, 1))) {
+            out = PyObject_Call(f, PyTuple_GET_ITEM(prepared, 0), PyTuple_GET_ITEM(prepared, 1));
+        }
+        else {
+            PyErr_SetString(PyExc_TypeError, "cassette_hook: a preparer must return (args, kwargs)");
+        }
+        Py_DECREF(prepared);
+        return out;
+    }
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    int emulate = emulated(f);
+    return emulate < 0 ? NULL
+         : emulate ? call_unpacked(call_primitive, f, NULL, args, nargs, kwnames)
+                   : PyObject_Vectorcall(f, args, nargs, kwnames);
+}
+
+/* primitives.primitive: what the program's frame calls for a builtin it must not call
+ * directly (primitives.callable_for). */
+static PyObject *
+primitive(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "primitive() missing 1 required positional argument: 'f'");
+        return NULL;
+    }
+    return run_primitive(args[0], args + 1, nargs - 1, kwnames);
+}
+
 /* callsite.call: f(*args, **kwargs) as the innermost active context sees it. */
 static PyObject *
 call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -458,15 +514,74 @@ call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         }
     }
     if (run == f) {
-        int emulate = emulated(f);
-        out = emulate < 0 ? NULL
-            : emulate ? call_unpacked(call_primitive, f, NULL, args + 1, nargs - 1, kwnames)
-                      : PyObject_Vectorcall(f, args + 1, nargs - 1, kwnames);
+        out = run_primitive(f, args + 1, nargs - 1, kwnames);
     }
     else {
         out = PyObject_Vectorcall(run, args + 1, nargs - 1, kwnames);
     }
     Py_DECREF(run);
+    return out;
+}
+
+/* generics.construct for the common class -- object's __new__, a Python __init__ -- in C,
+ * so that no frame of ours is between the program's and __init__'s (type.__call__ calls
+ * __init__ from C too).  Any other class is generics.construct's. */
+static PyObject *
+construct_by_ref(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "construct_by_ref() missing 1 required positional argument: 'ref'");
+        return NULL;
+    }
+    PyObject *cls = PyObject_CallNoArgs(args[0]); /* alive: it is being called */
+    if (cls == NULL) {
+        return NULL;
+    }
+    if (!PyType_Check(cls)) {
+        PyErr_Format(PyExc_TypeError, "construct_by_ref(): %R is not a class", cls);
+        Py_DECREF(cls);
+        return NULL;
+    }
+    Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+    PyObject *small[ARGS_ON_STACK], **stack = small, *out = NULL;
+    if (total > ARGS_ON_STACK) {
+        stack = PyMem_Malloc(total * sizeof(PyObject *));
+        if (stack == NULL) {
+            Py_DECREF(cls);
+            return PyErr_NoMemory();
+        }
+    }
+    for (Py_ssize_t i = 1; i < total; i++) {
+        stack[i] = args[i];
+    }
+    PyObject *init = _PyType_Lookup((PyTypeObject *)cls, str_init); /* borrowed, as type.__call__ finds it */
+    if (_PyType_Lookup((PyTypeObject *)cls, str_new) != object_new || init == NULL || !PyFunction_Check(init)) {
+        stack[0] = cls;
+        out = PyObject_Vectorcall(construct, stack, nargs, kwnames);
+        goto done;
+    }
+    Py_INCREF(init);
+    PyObject *obj = PyObject_Vectorcall(object_new, &cls, 1, NULL);
+    PyObject *run = obj ? resolve(NULL, init) : NULL;
+    Py_DECREF(init);
+    if (run != NULL) {
+        stack[0] = obj;
+        PyObject *result = PyObject_Vectorcall(run, stack, nargs, kwnames);
+        Py_DECREF(run);
+        if (result == Py_None) {
+            out = Py_NewRef(obj);
+        }
+        else if (result != NULL) {
+            PyErr_Format(PyExc_TypeError, "__init__() should return None, not '%.200s'", Py_TYPE(result)->tp_name);
+        }
+        Py_XDECREF(result);
+    }
+    Py_XDECREF(obj);
+done:
+    if (stack != small) {
+        PyMem_Free(stack);
+    }
+    Py_DECREF(cls);
     return out;
 }
 
@@ -521,10 +636,11 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
     Py_XSETREF(entry_type, (PyTypeObject *)Py_NewRef(entry));
     Py_XSETREF(plan_type, (PyTypeObject *)Py_NewRef(plan));
     if (keep(kwargs, "resolve_fast", &resolve_fast) < 0 || keep(kwargs, "site_closure", &site_code) < 0 || keep(kwargs, "call_primitive", &call_primitive) < 0
-        || keep(kwargs, "special", &special) < 0 || keep(kwargs, "indirect_names", &indirect_names) < 0
+        || keep(kwargs, "special", &special) < 0 || keep(kwargs, "preparers", &preparers) < 0 || keep(kwargs, "indirect_names", &indirect_names) < 0
         || keep(kwargs, "present", &present) < 0 || keep(kwargs, "overloaded", &overloaded) < 0
         || keep(kwargs, "runnable", &runnable) < 0 || keep(kwargs, "without_body", &without_body) < 0
-        || keep(kwargs, "seen_below", &seen_below) < 0 || keep(kwargs, "overdub_instead", &overdub_instead) < 0) {
+        || keep(kwargs, "seen_below", &seen_below) < 0 || keep(kwargs, "overdub_instead", &overdub_instead) < 0
+        || keep(kwargs, "construct", &construct) < 0) {
         return NULL;
     }
     if (!PyFunction_Check(site_code)) {
@@ -549,7 +665,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
     Py_XSETREF(site_globals, Py_NewRef(PyFunction_GET_GLOBALS(closure)));
     site_code = Py_NewRef(PyFunction_GET_CODE(closure));
     Py_DECREF(closure);
-    if (!PyDict_CheckExact(special) || !PyAnySet_CheckExact(indirect_names)) {
+    if (!PyDict_CheckExact(special) || !PyDict_CheckExact(preparers) || !PyAnySet_CheckExact(indirect_names)) {
         PyErr_SetString(PyExc_TypeError, "configure(): special must be a dict, indirect_names a set");
         return NULL;
     }
@@ -560,6 +676,10 @@ static PyMethodDef methods[] = {
     {"resolve", resolve, METH_O, "What a rewritten call site calls in place of f."},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL | METH_KEYWORDS,
      "call(f, /, *args, **kwargs): f(*args, **kwargs) as the innermost active context sees it."},
+    {"primitive", (PyCFunction)(void (*)(void))primitive, METH_FASTCALL | METH_KEYWORDS,
+     "primitive(f, /, *args, **kwargs): the builtin f called as the plain program would call it."},
+    {"construct_by_ref", (PyCFunction)(void (*)(void))construct_by_ref, METH_FASTCALL | METH_KEYWORDS,
+     "construct_by_ref(ref, /, *args, **kwargs): ref() called, its __init__ overdubbed."},
     {"bind", bind, METH_O, "Use this ContextVar as the stack of active contexts."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "Hand over the classes and the Python functions the hot path delegates to."},
@@ -580,7 +700,14 @@ PyInit__speedups(void)
     str_values = PyUnicode_InternFromString("values");
     str_twin = PyUnicode_InternFromString("twin");
     str_name = PyUnicode_InternFromString("__name__");
-    if (str_values == NULL || str_twin == NULL || str_name == NULL) {
+    str_new = PyUnicode_InternFromString("__new__");
+    str_init = PyUnicode_InternFromString("__init__");
+    if (str_values == NULL || str_twin == NULL || str_name == NULL || str_new == NULL || str_init == NULL) {
+        return NULL;
+    }
+    object_new = _PyType_Lookup(&PyBaseObject_Type, str_new); /* lives as long as object */
+    if (object_new == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "object has no __new__");
         return NULL;
     }
     PyObject *module = PyModule_Create(&module_def);

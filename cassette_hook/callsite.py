@@ -11,9 +11,11 @@ observe) a Python function resolves to its cached twin -- one dict lookup, no al
 3.10 call sites, operator sites, partial objects and callbacks from C code run.
 
 This module is the reference: ``_speedups`` (C, built when the package is installed with
-a compiler at hand) replaces :func:`resolve` and :func:`call` with the same logic, which
-costs less per call and, in ``call``, adds no Python frame between the program's frames
-(``call`` runs :func:`site`'s closure in C).  ``CASSETTE_HOOK_PURE_PYTHON=1`` keeps these.
+a compiler at hand) replaces :func:`resolve` and :func:`call` (and the callables the
+program's frame calls for a builtin that takes callbacks and for a Python class) with the
+same logic, which costs less per call and adds no Python frame between the program's
+frames where the caller is C already (``call`` runs :func:`site`'s closure in C).
+``CASSETTE_HOOK_PURE_PYTHON=1`` keeps these.
 """
 
 from __future__ import annotations
@@ -133,6 +135,8 @@ def operator_site(op: Any) -> Any:
 
 
 _operator_sites: dict[Any, Any] = {}
+construct_by_ref = generics.construct_by_ref  # what a plan's constructor of a Python class calls
+primitive = primitives.primitive  # what the program's frame calls for a builtin that takes callbacks
 
 
 def site(entry: _context.Entry, f: Any) -> Any:
@@ -237,18 +241,21 @@ def present(f: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
 
 
 def _accelerate(speedups: Any) -> None:
-    """Use the C hot path: ``resolve`` and ``call`` as above, handing it the Python parts
+    """Use the C hot path: ``resolve``, ``call``, ``primitive`` (a builtin that takes
+    callbacks) and ``construct_by_ref`` (a Python class) in C, handing it the Python parts
     it delegates the rare cases to."""
-    global resolve, call
+    global resolve, call, construct_by_ref, primitive
     from .plan import Plan
 
     speedups.configure(
         entry_type=_context.Entry, plan_type=Plan, resolve_fast=_resolve_fast,
         site_closure=site(None, None),  # type: ignore[arg-type]  # a sample: C makes the others alike
-        call_primitive=primitives.call_primitive, special=primitives.SPECIAL, indirect_names=_INDIRECT_NAMES,
+        call_primitive=primitives.call_primitive, special=primitives.SPECIAL, preparers=primitives.PREPARERS,
+        indirect_names=_INDIRECT_NAMES,
         present=present, overloaded=_overloaded, runnable=generics.runnable, without_body=generics.without_body,
-        seen_below=seen_below, overdub_instead=generics.OverdubInstead)
+        seen_below=seen_below, overdub_instead=generics.OverdubInstead, construct=generics.construct)
     resolve, call = speedups.resolve, speedups.call
+    construct_by_ref, primitive = speedups.construct_by_ref, speedups.primitive
 
 
 if _speedups is not None:

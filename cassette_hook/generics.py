@@ -296,7 +296,7 @@ def _construction(plan: _plan.Plan, cls: type) -> Callable[..., Any] | None:
         how = _how_to_construct(plan, cls)
         plan.constructions.set(cls, how)
         if how == "python":
-            plan.constructors.set(cls, functools.partial(_construct_by_ref, weakref.ref(cls)))
+            plan.constructors.set(cls, functools.partial(callsite.construct_by_ref, weakref.ref(cls)))
     if how == "metaclass":  # a metaclass with its own __call__
         return _special_call(plan, cls, type(cls))
     return plan.constructors.values.get(id(cls))  # "python": construct it; else None
@@ -328,7 +328,8 @@ def _body(method: Any) -> FunctionType | None:
     return method if type(method) is FunctionType else None
 
 
-def _construct_by_ref(ref: weakref.ref[type], /, *args: Any, **kwargs: Any) -> Any:
+def construct_by_ref(ref: weakref.ref[type], /, *args: Any, **kwargs: Any) -> Any:
+    """What a plan's constructor calls: ``construct`` of the class, held weakly."""
     return construct(ref(), *args, **kwargs)  # type: ignore[arg-type]  # alive: it is being called
 
 
@@ -359,4 +360,5 @@ def construct(cls: type[Any], /, *args: Any, **kwargs: Any) -> Any:
 # Last: callsite builds on this module (and this module's bodies call callsite.call).
 from . import operators, tagging  # noqa: E402
 from .callsite import call, resolve, seen_below  # noqa: E402
+from . import callsite  # noqa: E402  (its construct_by_ref: the C one when built)
 from .primitives import call_primitive  # noqa: E402

@@ -55,7 +55,7 @@ def callable_for(f: Any) -> Any:
     """What the user's frame calls for the primitive ``f``: ``f`` itself, unless it is
     one of the builtins that must not be called directly even from there."""
     if id(f) in _INDIRECT or (type(f) is BuiltinFunctionType and f.__name__ in INDIRECT_NAMES):
-        return functools.partial(primitive, f)
+        return functools.partial(callsite.primitive, f)
     return f
 
 
@@ -193,8 +193,7 @@ def _overdubbed(callback: Any) -> Any:
     return callback
 
 
-def _arguments(*callbacks: int, keyword: str | None = None, nargs: int = 0, iterates: tuple[int, ...] = (),
-               iterates_alone: bool = False, copies: tuple[type, ...] = ()) -> Handler:
+class _Arguments:
     """A builtin whose arguments lead back into Python.
 
     ``callbacks`` (positions) and ``keyword`` are Python callbacks: they become call sites,
@@ -205,22 +204,35 @@ def _arguments(*callbacks: int, keyword: str | None = None, nargs: int = 0, iter
     only when it is the only positional argument, as ``max(xs)`` but not ``max(a, b)``),
     except for instances of ``copies``, which the builtin copies without iterating
     (``set(s)`` of a ``set`` subclass).
+
+    :meth:`prepare` only makes the arguments, so that the C hot path can call the builtin
+    itself: the callbacks then run with the program's frame below them, as plain.
     """
 
-    def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if len(args) >= nargs and any(p < len(args) for p in callbacks):
-            args = tuple(_overdubbed(a) if i in callbacks else a for i, a in enumerate(args))
-        if keyword is not None and keyword in kwargs:
-            kwargs = {**kwargs, keyword: _overdubbed(kwargs[keyword])}
-        if iterates and not (iterates_alone and len(args) != 1):
-            args = tuple(operators.iterated(a) if i in iterates and not isinstance(a, copies) else a
+    __slots__ = ("callbacks", "keyword", "nargs", "iterates", "iterates_alone", "copies")
+
+    def __init__(self, *callbacks: int, keyword: str | None = None, nargs: int = 0, iterates: tuple[int, ...] = (),
+                 iterates_alone: bool = False, copies: tuple[type, ...] = ()) -> None:
+        self.callbacks, self.keyword, self.nargs = callbacks, keyword, nargs
+        self.iterates, self.iterates_alone, self.copies = iterates, iterates_alone, copies
+
+    def prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if len(args) >= self.nargs and any(p < len(args) for p in self.callbacks):
+            args = tuple(_overdubbed(a) if i in self.callbacks else a for i, a in enumerate(args))
+        if self.keyword is not None and self.keyword in kwargs:
+            kwargs = {**kwargs, self.keyword: _overdubbed(kwargs[self.keyword])}
+        if self.iterates and not (self.iterates_alone and len(args) != 1):
+            args = tuple(operators.iterated(a) if i in self.iterates and not isinstance(a, self.copies) else a
                          for i, a in enumerate(args))
+        return args, kwargs
+
+    def __call__(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        args, kwargs = self.prepare(args, kwargs)
         return f(*args, **kwargs)
 
-    return handler
 
 
-_extend_iterating = _arguments(iterates=(1,))
+_extend_iterating = _Arguments(iterates=(1,))
 
 
 def _extend(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -234,25 +246,25 @@ def _extend(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 _EVERY = tuple(range(64))  # every positional argument (zip, map's iterables)
 
 _HIGHER_ORDER: dict[Any, Handler] = {
-    map: _arguments(0, iterates=_EVERY[1:]), filter: _arguments(0, iterates=(1,)),
-    functools.reduce: _arguments(0, iterates=(1,)),
-    sorted: _arguments(keyword="key", iterates=(0,)), list.sort: _arguments(keyword="key"),
-    min: _arguments(keyword="key", iterates=(0,), iterates_alone=True),
-    max: _arguments(keyword="key", iterates=(0,), iterates_alone=True),
-    functools.cmp_to_key: _arguments(0),
-    iter: _arguments(0, nargs=2),  # iter(callable, sentinel)
-    itertools.starmap: _arguments(0, iterates=(1,)), itertools.takewhile: _arguments(0, iterates=(1,)),
-    itertools.dropwhile: _arguments(0, iterates=(1,)), itertools.filterfalse: _arguments(0, iterates=(1,)),
-    itertools.groupby: _arguments(1, keyword="key", iterates=(0,)),
-    itertools.accumulate: _arguments(1, keyword="func", iterates=(0,)),
-    re.Pattern.sub: _arguments(1), re.Pattern.subn: _arguments(1),
+    map: _Arguments(0, iterates=_EVERY[1:]), filter: _Arguments(0, iterates=(1,)),
+    functools.reduce: _Arguments(0, iterates=(1,)),
+    sorted: _Arguments(keyword="key", iterates=(0,)), list.sort: _Arguments(keyword="key"),
+    min: _Arguments(keyword="key", iterates=(0,), iterates_alone=True),
+    max: _Arguments(keyword="key", iterates=(0,), iterates_alone=True),
+    functools.cmp_to_key: _Arguments(0),
+    iter: _Arguments(0, nargs=2),  # iter(callable, sentinel)
+    itertools.starmap: _Arguments(0, iterates=(1,)), itertools.takewhile: _Arguments(0, iterates=(1,)),
+    itertools.dropwhile: _Arguments(0, iterates=(1,)), itertools.filterfalse: _Arguments(0, iterates=(1,)),
+    itertools.groupby: _Arguments(1, keyword="key", iterates=(0,)),
+    itertools.accumulate: _Arguments(1, keyword="func", iterates=(0,)),
+    re.Pattern.sub: _Arguments(1), re.Pattern.subn: _Arguments(1),
 }
 # Builtins that iterate an argument but take no callbacks (not called from the hot path
 # through a wrapper: only contexts with hooks, whose primitives run here, reach into them).
 _CONSUMERS: dict[Any, Handler] = {
-    **{f: _arguments(iterates=(0,)) for f in (sum, any, all, list, tuple, enumerate)},
-    **{f: _arguments(iterates=(0,), copies=(set, frozenset)) for f in (set, frozenset)},
-    zip: _arguments(iterates=_EVERY), str.join: _arguments(iterates=(1,)), list.extend: _extend,
+    **{f: _Arguments(iterates=(0,)) for f in (sum, any, all, list, tuple, enumerate)},
+    **{f: _Arguments(iterates=(0,), copies=(set, frozenset)) for f in (set, frozenset)},
+    zip: _Arguments(iterates=_EVERY), str.join: _Arguments(iterates=(1,)), list.extend: _extend,
 }
 
 
@@ -280,6 +292,8 @@ SPECIAL: dict[int, Handler] = {
     id(f): handler
     for f, handler in {**_CONSUMERS, **_FRAME_SENSITIVE, **_HIGHER_ORDER, **_RECURSION_LIMIT}.items()
 }
+# The handlers that only make the arguments: id(f) -> prepare(args, kwargs) -> (args, kwargs).
+PREPARERS = {key: handler.prepare for key, handler in SPECIAL.items() if isinstance(handler, _Arguments)}
 
 # Last: callsite imports this module (and its callbacks call callsite.call).
 from . import callsite, generics, operators  # noqa: E402

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import traceback
 
 import pytest
 
@@ -177,3 +178,72 @@ def test_deep_recursion_under_hooks_runs_as_deep_as_plain():
     overflow the C stack, or hit 3.12's C recursion limit of about 1,500)."""
     out = subprocess.run([sys.executable, "-c", DEEP], capture_output=True, text=True)
     assert (out.returncode, out.stdout.split()) == (0, [str(DEPTH)] * 2), out.stderr[-2000:]
+
+
+class Made:
+    def __init__(self, value):
+        self.value = value
+        self.caller = sys._getframe(1).f_code.co_name
+
+
+class MadeByNew:
+    def __new__(cls, value):
+        obj = super().__new__(cls)
+        obj.new_saw = value
+        return obj
+
+    def __init__(self, value):
+        self.value = value
+
+
+@needs_c
+def test_init_of_a_python_class_has_the_program_frame_below_it():
+    def program():
+        return Made(1)
+
+    made = ch.overdub(Null(), program)
+    assert (made.value, made.caller) == (1, "program")
+
+
+def test_a_class_with_its_own_new_is_constructed_as_plain():
+    made = ch.overdub(Null(), MadeByNew, 5)
+    assert (type(made), made.new_saw, made.value) == (MadeByNew, 5, 5)
+
+
+def test_init_that_returns_a_value_is_the_plain_type_error():
+    class Bad:
+        def __init__(self):
+            return 1
+
+    with pytest.raises(TypeError, match="__init__\\(\\) should return None, not 'int'"):
+        ch.overdub(Null(), lambda: Bad())
+
+
+@needs_c
+def test_a_bad_constructor_call_has_the_plain_traceback():
+    def program():
+        return Made()
+
+    def entries(run):
+        with pytest.raises(TypeError) as caught:
+            run()
+        names = [entry.name for entry in traceback.extract_tb(caught.value.__traceback__)]
+        return names[names.index("program"):], str(caught.value)
+
+    assert entries(lambda: ch.overdub(Null(), program)) == entries(program)
+
+
+@pytest.mark.parametrize("ctx", [Null(), Counting([0])], ids=["fast plan", "hooked"])
+@needs_c
+def test_a_sorted_key_callback_has_the_program_frame_below_it(ctx):
+    callers = []
+
+    def key(v):
+        callers.append(sys._getframe(1).f_code.co_name)
+        return -v
+
+    def program():
+        return sorted([1, 3, 2], key=key)
+
+    assert ch.overdub(ctx, program) == [3, 2, 1]
+    assert callers == ["program"] * 3
