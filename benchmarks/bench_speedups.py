@@ -38,7 +38,8 @@ def child(rows: list[str], names: list[str], rounds: int) -> dict[str, dict[str,
         raise SystemExit(f"bench_speedups: wanted the {expected} hot path, got the {actual} one "
                          "(is the extension built? pip install -e . builds it)")
     ratios: dict[str, dict[str, float]] = {row: {} for row in rows}
-    for name, mod in zip(names, workloads.load(names)):
+    for mod in workloads.load(names):  # (a pyperformance program is skipped if the package is missing)
+        name = mod.__name__.rsplit(".", 1)[-1].removeprefix("pp_")
         variants = {"plain": mod.run, **{row: bench_tools.ROWS[row].make(mod) for row in rows}}
         result = harness.measure(name, variants, baseline="plain", rounds=rounds, budget_s=20)
         for row in rows:
@@ -62,8 +63,7 @@ def main() -> None:
     if args.child:
         json.dump(child(rows, names, inner), sys.stdout)
         return
-    samples: dict[str, dict[str, dict[str, list[float]]]] = {
-        v: {row: {name: [] for name in names} for row in rows} for v in VARIANTS}
+    samples: dict[str, dict[str, dict[str, list[float]]]] = {v: {row: {} for row in rows} for v in VARIANTS}
     for r in range(args.rounds or (3 if args.quick else 5)):
         for variant in VARIANTS if r % 2 == 0 else VARIANTS[::-1]:
             env = dict(os.environ)
@@ -74,8 +74,9 @@ def main() -> None:
             out = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
             for row, by_name in json.loads(out.stdout).items():
                 for name, ratio in by_name.items():
-                    samples[variant][row][name].append(ratio)
+                    samples[variant][row].setdefault(name, []).append(ratio)
         print(f"round {r + 1} done", file=sys.stderr)
+    names = [n for n in names if all(n in samples[v][rows[0]] for v in VARIANTS)]  # the ones measured
     print(f"Python {sys.version.split()[0]}; ratio to plain, geometric mean over {len(names)} workloads "
           f"({', '.join(names)}) of the median over rounds")
     table = []

@@ -103,7 +103,8 @@ current_twin(PyObject *table, PyObject *f, PyObject **twin)
     return 0;
 }
 
-/* The innermost active entry (a new reference), or NULL with *entry None: no context. */
+/* *entry: the innermost active entry (a new reference), or NULL when no context is
+ * active.  -1 on error. */
 static int
 active_entry(PyObject **entry)
 {
