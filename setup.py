@@ -2,7 +2,7 @@
 
 Everything else is in ``pyproject.toml`` and ``setup.cfg``.  The extension is optional: a
 machine without a C compiler installs the package without it, and ``callsite.py`` runs its
-pure-Python hot path (see docs/internals.md, "The C accelerator").
+pure-Python hot path (see docs/internals.md, "The C hot path").
 """
 
 from setuptools import Extension, setup

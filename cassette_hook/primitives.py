@@ -231,7 +231,6 @@ class _Arguments:
         return f(*args, **kwargs)
 
 
-
 _extend_iterating = _Arguments(iterates=(1,))
 
 

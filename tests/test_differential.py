@@ -122,8 +122,9 @@ _UNINSTRUMENTED: dict[str, list[str]] = {}
 # test asserts that documented behaviour instead of equality, so a change either way shows.
 
 def _extra_frames(ctx_type: type[ch.Context]) -> bool:
-    """cassette_hook's frames sit between user frames: at a 3.11+ call site under hooks (the
-    call site's Python closure), and at every 3.10 call site without the C hot path."""
+    """cassette_hook's frames sit between user frames: under an overload (``recurse``, and
+    the overload's own), at a 3.11+ call site under hooks (the call site's Python closure),
+    and at every 3.10 call site without the C hot path."""
     if ctx_type is Recursing:
         return True
     if sys.version_info < (3, 11):
