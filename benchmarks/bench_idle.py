@@ -172,10 +172,10 @@ def all_codes(mod: ModuleType) -> list[CodeType]:
 
 
 def switched_counts(mod: ModuleType) -> tuple[int, int]:
-    from cassette_hook.rewrite import _dual
+    from cassette_hook.rewrite import _names
 
     fns = list(functions(mod))
-    return sum(_dual.is_switched(f.__code__) for f in fns), len(fns)
+    return sum(_names.is_switched(f.__code__) for f in fns), len(fns)
 
 
 def idle() -> bool:
@@ -335,7 +335,7 @@ def main() -> None:
     args = ap.parse_args()
     if ch is None:
         raise SystemExit(common.no_package_note())
-    from cassette_hook.rewrite import _dual
+    from cassette_hook.rewrite import _names
 
     names = args.workloads.split(",") if args.workloads else list(workloads.ALL)
     for name in names:
@@ -371,10 +371,10 @@ def main() -> None:
             copies = {pkg: importlib.import_module(f"{pkg}.{module_name(name)}") for pkg in packages}
             for pkg in INSTRUMENTED:
                 if pkg in copies:
-                    assert _dual.is_switched(copies[pkg].run.__code__), f"{pkg}.{name}.run is not instrumented"
+                    assert _names.is_switched(copies[pkg].run.__code__), f"{pkg}.{name}.run is not instrumented"
             for pkg in (PLAIN, CONTROL, CLEAN):
                 if pkg in copies:
-                    assert not any(_dual.is_switched(f.__code__) for f in functions(copies[pkg])), pkg
+                    assert not any(_names.is_switched(f.__code__) for f in functions(copies[pkg])), pkg
             if CLEAN in copies:
                 assert copies[CLEAN].run.__builtins__ is not vars(builtins)  # type: ignore[attr-defined]
             n_switched, n_functions = switched_counts(copies[IDLE])

@@ -246,16 +246,12 @@ call_unpacked(PyObject *fn, PyObject *first, PyObject *second, PyObject *const *
     return out;
 }
 
-/* Does calling the primitive f need callsite's emulation (primitives.call_primitive)? */
+/* Does calling the primitive f (whose id is key) need primitives.call_primitive's
+ * emulation? */
 static int
-emulated(PyObject *f)
+emulated(PyObject *f, PyObject *key)
 {
-    PyObject *key = PyLong_FromVoidPtr(f);
-    if (key == NULL) {
-        return -1;
-    }
     int found = PyDict_Contains(special, key);
-    Py_DECREF(key);
     if (found || Py_TYPE(f) != &PyCFunction_Type) {
         return found;
     }
@@ -449,30 +445,26 @@ run_primitive(PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     if (key == NULL) {
         return NULL;
     }
-    PyObject *prepare = PyDict_GetItemWithError(preparers, key);
-    Py_DECREF(key);
+    PyObject *prepare = PyDict_GetItemWithError(preparers, key), *out = NULL;
     if (prepare != NULL) {
-        PyObject *prepared = call_unpacked(prepare, NULL, NULL, args, nargs, kwnames), *out = NULL;
-        if (prepared == NULL) {
-            return NULL;
-        }
-        if (PyTuple_CheckExact(prepared) && PyTuple_GET_SIZE(prepared) == 2
+        PyObject *prepared = call_unpacked(prepare, NULL, NULL, args, nargs, kwnames);
+        if (prepared != NULL && PyTuple_CheckExact(prepared) && PyTuple_GET_SIZE(prepared) == 2
             && PyTuple_CheckExact(PyTuple_GET_ITEM(prepared, 0)) && PyDict_CheckExact(PyTuple_GET_ITEM(prepared, 1))) {
             out = PyObject_Call(f, PyTuple_GET_ITEM(prepared, 0), PyTuple_GET_ITEM(prepared, 1));
         }
-        else {
+        else if (prepared != NULL) {
             PyErr_SetString(PyExc_TypeError, "cassette_hook: a preparer must return (args, kwargs)");
         }
-        Py_DECREF(prepared);
-        return out;
+        Py_XDECREF(prepared);
     }
-    if (PyErr_Occurred()) {
-        return NULL;
+    else if (!PyErr_Occurred()) {
+        int emulate = emulated(f, key);
+        out = emulate < 0 ? NULL
+            : emulate ? call_unpacked(call_primitive, f, NULL, args, nargs, kwnames)
+                      : PyObject_Vectorcall(f, args, nargs, kwnames);
     }
-    int emulate = emulated(f);
-    return emulate < 0 ? NULL
-         : emulate ? call_unpacked(call_primitive, f, NULL, args, nargs, kwnames)
-                   : PyObject_Vectorcall(f, args, nargs, kwnames);
+    Py_DECREF(key);
+    return out;
 }
 
 /* primitives.primitive: what the program's frame calls for a builtin it must not call

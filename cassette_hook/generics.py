@@ -14,23 +14,11 @@ from types import BuiltinMethodType, FunctionType, MethodType, ModuleType
 from typing import Any, Callable
 
 from . import _context, _special, dispatch, plan as _plan
+from ._constant import Constant
 
 
-class _OverdubInstead:
+class _OverdubInstead(Constant):
     """What ``execute`` returns to mean that the call is not a primitive and is overdubbed."""
-
-    _instance: _OverdubInstead | None = None
-
-    def __new__(cls) -> _OverdubInstead:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __call__(self) -> _OverdubInstead:  # Cassette spells it OverdubInstead()
-        return self
-
-    def __repr__(self) -> str:
-        return "OverdubInstead"
 
 
 OverdubInstead = _OverdubInstead()

@@ -32,25 +32,13 @@ import types
 from types import FunctionType, MethodType
 from typing import Any, Callable, Iterator
 
-from . import _context, dispatch
+from . import _context, _special, dispatch
+from ._constant import Constant
 
 
-class _NoMetaData:
+class _NoMetaData(Constant):
     """Cassette's ``NoMetaData()``: what ``metadata`` gives for a value with none, and
     what ``metadatatype`` answers for a value type that may carry none."""
-
-    _instance: _NoMetaData | None = None
-
-    def __new__(cls) -> _NoMetaData:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
-
-    def __call__(self) -> _NoMetaData:  # Cassette spells it NoMetaData()
-        return self
-
-    def __repr__(self) -> str:
-        return "NoMetaData"
 
 
 NoMetaData = _NoMetaData()
@@ -105,7 +93,7 @@ class Tagged:
             raise AttributeError(name)
         value = self._ch_value
         kind = type(value)
-        found = _class_attribute(kind, name)
+        found = _special.lookup(kind, name)
         if type(found) is types.MemberDescriptorType or _in_instance_dict(value, name, found):
             return _field(self, getattr(value, name))
         if type(found) is FunctionType:  # a Python method: its body sees the tagged self
@@ -148,17 +136,6 @@ _new = object.__new__
 _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
 WRAPPERS: set[type] = set()  # every Tagged[C]: ``type(x) in WRAPPERS`` is the cheap test
 _classes: dict[type, type[Tagged]] = {}
-
-
-def _class_attribute(kind: type, name: str) -> Any:
-    for klass in kind.__mro__:
-        found = klass.__dict__.get(name, _MISSING)
-        if found is not _MISSING:
-            return found
-    return _MISSING
-
-
-_MISSING: Any = object()
 
 
 def _in_instance_dict(value: Any, name: str, found: Any) -> bool:

@@ -266,34 +266,28 @@ def test_a_long_cold_start_names_each_module_it_rewrites_on_a_terminal(slow_star
     assert shown[1] == shown[3] == "\x1b[K"  # erased as each module is done, before its body runs
 
 
-def test_progress_is_not_shown_when_stderr_is_not_a_terminal(slow_start, monkeypatch):
-    (slow_start / "prog_c.py").write_text(MODULE)
-    piped = _Terminal(tty=False)
-    monkeypatch.setattr(sys, "stderr", piped)
-    ch.install(include=["prog_c"])
-    import prog_c  # noqa: F401
+def _stderr_of_first_import(root, monkeypatch, name, *, tty=True):
+    """What importing the new module ``name`` through the hook writes to stderr."""
+    (root / f"{name}.py").write_text(MODULE)
+    stderr = _Terminal(tty=tty)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    ch.install(include=[name])
+    importlib.import_module(name)
+    return stderr.text
 
-    assert piped.text == ""
+
+def test_progress_is_not_shown_when_stderr_is_not_a_terminal(slow_start, monkeypatch):
+    assert _stderr_of_first_import(slow_start, monkeypatch, "prog_c", tty=False) == ""
 
 
 def test_progress_waits_for_a_start_that_is_long(slow_start, monkeypatch):
-    (slow_start / "prog_d.py").write_text(MODULE)
-    terminal = _Terminal()
-    monkeypatch.setattr(sys, "stderr", terminal)
     monkeypatch.setattr(_debug.Progress, "DELAY", 3600.0)
-    ch.install(include=["prog_d"])
-    import prog_d  # noqa: F401
-
-    assert terminal.text == ""
+    assert _stderr_of_first_import(slow_start, monkeypatch, "prog_d") == ""
 
 
 def test_the_progress_line_fits_on_one_row_of_the_terminal(slow_start, monkeypatch):
-    (slow_start / "prog_with_a_rather_long_module_name_e.py").write_text(MODULE)
-    terminal = _Terminal()
-    monkeypatch.setattr(sys, "stderr", terminal)
     monkeypatch.setattr(_debug, "_width", lambda: 40)
-    ch.install(include=["prog_*"])
-    import prog_with_a_rather_long_module_name_e  # noqa: F401
+    text = _stderr_of_first_import(slow_start, monkeypatch, "prog_with_a_rather_long_module_name_e")
 
-    shown = [part for part in terminal.text.split("\r") if part]
+    shown = [part for part in text.split("\r") if part]
     assert shown[0] == "cassette_hook: instrumenting, module 1 \x1b[K"  # 39 characters, then erase to the end

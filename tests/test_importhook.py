@@ -22,7 +22,7 @@ import pytest
 
 import cassette_hook as ch
 from cassette_hook import _pyc, importhook
-from cassette_hook.rewrite import UnsupportedCode, _dual
+from cassette_hook.rewrite import UnsupportedCode, _dual, _names
 
 MODULE = """
 def fib(n):
@@ -84,7 +84,7 @@ def test_included_module_gets_switched_code(tree):
     ch.install(include=["hooked_a"])
     import hooked_a
 
-    assert _dual.is_switched(hooked_a.fib.__code__)
+    assert _names.is_switched(hooked_a.fib.__code__)
 
 
 def test_module_not_included_is_loaded_as_compiled(tree):
@@ -93,7 +93,7 @@ def test_module_not_included_is_loaded_as_compiled(tree):
     ch.install(include=["hooked_b"])
     import other_b
 
-    assert not _dual.is_switched(other_b.fib.__code__)
+    assert not _names.is_switched(other_b.fib.__code__)
 
 
 def test_excluded_module_is_loaded_as_compiled(tree):
@@ -103,8 +103,8 @@ def test_excluded_module_is_loaded_as_compiled(tree):
     ch.install(include=["pkg_c"], exclude=["pkg_c.skipped"])
     from pkg_c import inner, skipped
 
-    assert _dual.is_switched(inner.fib.__code__)
-    assert not _dual.is_switched(skipped.fib.__code__)
+    assert _names.is_switched(inner.fib.__code__)
+    assert not _names.is_switched(skipped.fib.__code__)
 
 
 def test_glob_and_directory_patterns_include_modules(tree):
@@ -118,8 +118,8 @@ def test_glob_and_directory_patterns_include_modules(tree):
         from glob_d import io_x
     finally:
         sys.path.remove(str(tree / "sub_d"))
-    assert _dual.is_switched(io_x.fib.__code__)
-    assert _dual.is_switched(by_path_d.fib.__code__)
+    assert _names.is_switched(io_x.fib.__code__)
+    assert _names.is_switched(by_path_d.fib.__code__)
 
 
 def test_idle_instrumented_module_behaves_as_compiled(tree):
@@ -151,7 +151,7 @@ def test_operator_sites_call_the_operator_itself_while_no_live_context_counts_op
     ch.install(include=["hooked_ops"])
     import hooked_ops
 
-    site = _dual.operator_name(operator.add)
+    site = _names.operator_name(operator.add)
     assert getattr(builtins, site) is operator.add
     with ch.NullContext():  # observes nothing, so counts no operators
         assert getattr(builtins, site) is operator.add
@@ -321,7 +321,7 @@ def test_another_finder_that_asks_every_other_finder_does_not_recurse_for_ever(t
     monkeypatch.setattr(sys, "meta_path", [sys.meta_path[0], other, *sys.meta_path[1:]])
     import hooked_asked
 
-    assert other.asked == ["hooked_asked"] and _dual.is_switched(hooked_asked.fib.__code__)
+    assert other.asked == ["hooked_asked"] and _names.is_switched(hooked_asked.fib.__code__)
 
 
 def test_install_twice_keeps_one_finder_with_the_new_patterns():
@@ -396,7 +396,7 @@ def test_namespace_package_modules_are_instrumented(tree):
     ch.install(include=["ns_l"])
     from ns_l import part
 
-    assert _dual.is_switched(part.fib.__code__) and part.fib(10) == 55
+    assert _names.is_switched(part.fib.__code__) and part.fib(10) == 55
 
 
 def test_module_from_a_sourceless_pyc_is_instrumented(tree):
@@ -406,7 +406,7 @@ def test_module_from_a_sourceless_pyc_is_instrumented(tree):
     ch.install(include=["compiled_m"])
     import compiled_m
 
-    assert _dual.is_switched(compiled_m.fib.__code__) and compiled_m.fib(10) == 55
+    assert _names.is_switched(compiled_m.fib.__code__) and compiled_m.fib(10) == 55
 
 
 def test_module_from_a_zip_archive_is_instrumented(tree):
@@ -419,7 +419,7 @@ def test_module_from_a_zip_archive_is_instrumented(tree):
         import zipped_n
     finally:
         sys.path.remove(str(archive))
-    assert _dual.is_switched(zipped_n.fib.__code__) and zipped_n.fib(10) == 55
+    assert _names.is_switched(zipped_n.fib.__code__) and zipped_n.fib(10) == 55
 
 
 class MadeInExecModule(importlib.abc.InspectLoader):
@@ -488,7 +488,7 @@ def test_module_a_finder_makes_lazy_is_lazy_and_instrumented(tree, monkeypatch):
 
     assert not hasattr(sys, "lazy_r_ran")  # not run until first used
     assert lazy_r.fib(10) == 55 and sys.lazy_r_ran
-    assert _dual.is_switched(lazy_r.fib.__code__)
+    assert _names.is_switched(lazy_r.fib.__code__)
 
 
 def _fresh_import(monkeypatch, name):
@@ -544,7 +544,7 @@ def test_module_that_cannot_be_rewritten_is_imported_plain_with_one_warning(tree
     with pytest.warns(RuntimeWarning, match="'broken_o'.*a shape the rewriter does not handle") as record:
         import broken_o
     assert len(record) == 1
-    assert broken_o.fib(10) == 55 and not _dual.is_switched(broken_o.fib.__code__)
+    assert broken_o.fib(10) == 55 and not _names.is_switched(broken_o.fib.__code__)
 
 
 # -- the cache -------------------------------------------------------------------------
@@ -557,7 +557,7 @@ def test_rewritten_code_is_cached_beside_cpythons_own_pyc(tree):
     ours = cache_file(source)
     assert ours.exists() and ours.name.startswith("cached_p.") and ours.name.endswith(".cassette_hook.pyc")
     cpython = Path(importlib.util.cache_from_source(str(source)))
-    assert not _dual.is_switched(_first_function(_code_in(cpython)))
+    assert not _names.is_switched(_first_function(_code_in(cpython)))
 
 
 def test_cached_code_is_reused_without_rewriting(tree, monkeypatch):
@@ -569,7 +569,7 @@ def test_cached_code_is_reused_without_rewriting(tree, monkeypatch):
     monkeypatch.setattr(_dual, "switched", lambda code, module: pytest.fail("rewrote despite the cache"))
     import cached_q as again
 
-    assert _dual.is_switched(again.fib.__code__)
+    assert _names.is_switched(again.fib.__code__)
 
 
 def test_cache_is_rewritten_when_the_source_changes(tree):
@@ -597,7 +597,7 @@ def test_corrupt_cache_file_is_ignored_and_rewritten(tree):
     del sys.modules["cached_s"]
     import cached_s as again
 
-    assert again.fib(10) == 55 and _dual.is_switched(again.fib.__code__)
+    assert again.fib(10) == 55 and _names.is_switched(again.fib.__code__)
     assert ours.read_bytes() == data
 
 
@@ -608,7 +608,7 @@ def test_unwritable_cache_directory_still_imports(tree):
     ch.install(include=["ro_t"])
     from ro_t import mod
 
-    assert mod.fib(10) == 55 and _dual.is_switched(mod.fib.__code__)
+    assert mod.fib(10) == 55 and _names.is_switched(mod.fib.__code__)
 
 
 def test_dont_write_bytecode_writes_no_cache(tree, monkeypatch):
@@ -617,7 +617,7 @@ def test_dont_write_bytecode_writes_no_cache(tree, monkeypatch):
     ch.install(include=["nowrite_u"])
     import nowrite_u
 
-    assert _dual.is_switched(nowrite_u.fib.__code__)
+    assert _names.is_switched(nowrite_u.fib.__code__)
     assert not cache_file(source).exists()
 
 
@@ -638,7 +638,7 @@ def test_concurrent_imports_from_processes_leave_a_good_cache_file(tree):
     processes = [subprocess.Popen([sys.executable, "-c", program]) for _ in range(4)]
     assert [p.wait(timeout=120) for p in processes] == [0, 0, 0, 0]
     code, _ = _pyc.read(str(cache_file(source)), _pyc.key(source.stat(), "raced_w", importhook.OPTIONS))
-    assert code is not None and _dual.is_switched(_first_function(code))
+    assert code is not None and _names.is_switched(_first_function(code))
     assert not [p for p in cache_file(source).parent.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -649,7 +649,7 @@ def test_instrument_a_function_in_place(tree):
     import late_x
 
     fib = late_x.fib
-    assert ch.instrument(fib) is fib and _dual.is_switched(fib.__code__)
+    assert ch.instrument(fib) is fib and _names.is_switched(fib.__code__)
     seen = Seen([])
     with seen:
         fib(1)
@@ -675,7 +675,7 @@ def test_instrument_a_class_covers_its_methods_and_properties():
 
     ch.instrument(Thing)
     for function in (Thing.method, Thing.static, Thing.klass.__func__, Thing.prop.fget):
-        assert _dual.is_switched(function.__code__)
+        assert _names.is_switched(function.__code__)
     seen = Seen([])
     with seen:
         assert Thing().prop == 4  # a property getter, called by C code
@@ -688,8 +688,8 @@ def test_instrument_a_module_covers_functions_defined_later(tree):
 
     ch.instrument(late_y)
     adder = late_y.make_adder(1)  # made after instrumenting, from the instrumented code
-    assert _dual.is_switched(adder.__code__) and adder(1) == 2
-    assert _dual.is_switched(late_y.Box.bigger.__code__)
+    assert _names.is_switched(adder.__code__) and adder(1) == 2
+    assert _names.is_switched(late_y.Box.bigger.__code__)
 
 
 def test_instrument_refuses_cassette_hooks_own_code():
@@ -747,7 +747,7 @@ def test_module_body_sees_the_same_frames_below_it_as_plain(tree):
     write(tree, "walker_hooked.py", STACK_WALKER)
     ch.install(include=["walker_hooked"])
     hooked = _stack_below_module_body("walker_hooked")
-    assert _dual.is_switched(sys.modules["walker_hooked"].__loader__.get_code("walker_hooked"))
+    assert _names.is_switched(sys.modules["walker_hooked"].__loader__.get_code("walker_hooked"))
     assert hooked == _stack_below_module_body("walker_plain")
 
 

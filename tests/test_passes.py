@@ -24,7 +24,7 @@ from bytecode import Bytecode, FreeVar, Instr, Label
 sys.path.insert(0, os.path.dirname(__file__))
 
 import cassette_hook as ch
-from cassette_hook.rewrite import _dual
+from cassette_hook.rewrite import _names
 from test_differential import DOCUMENTED, UNREWRITABLE_CLASS_BODIES, Counting, Null, _cases, run_overdubbed, run_plain
 import test_importhook
 from test_importhook import write
@@ -662,7 +662,7 @@ def test_import_hook_code_runs_the_pass_over_its_plain_body(tree):
     ch.install(include=["passes_hooked_a"])
     import passes_hooked_a as mod
 
-    assert _dual.is_switched(mod.wave.__code__)
+    assert _names.is_switched(mod.wave.__code__)
     seen_code = []
 
     def look(ctx_type, func, code):

@@ -6,6 +6,7 @@ import copy
 import gc
 import math
 import operator
+import pickle
 import sys
 import warnings
 from typing import Any
@@ -614,3 +615,10 @@ def test_no_wrapper_survives_the_flow_function() -> None:
     ch.overdub(ctx, lambda: _flows(ch.tag(1.0, ctx, None)))
     gc.collect()
     assert list(_tagging.wrappers_of(ctx)) == []
+
+
+@pytest.mark.parametrize("constant", [ch.NoMetaData, ch.OverdubInstead], ids=repr)
+def test_the_constants_survive_copying_and_pickling(constant):
+    assert copy.deepcopy(constant) is constant
+    assert pickle.loads(pickle.dumps(constant)) is constant
+    assert type(constant)() is constant

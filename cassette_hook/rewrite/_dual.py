@@ -36,13 +36,13 @@ from bytecode.instr import TryBegin, TryEnd
 
 from . import rewrite_part
 from ._instr import global_name
-from ._names import ACTIVE, ENTER, HOOKS, OPERATORS, is_switched, operator_name
+from ._names import ACTIVE, ENTER, HOOKS
 from ._rewriter import assemble, decode, family, rewritten
 from ._stack import COMPREHENSIONS, Item
 
-# (the names also live here, where switched code is made: ``_names`` holds them for the
-# runtime, which must not import this module and ``bytecode`` with it)
-__all__ = ["ACTIVE", "ENTER", "HOOKS", "OPERATORS", "is_switched", "operator_name", "switched"]
+# (what the runtime needs to know of switched code is in ``_names``, which does not
+# import ``bytecode``)
+__all__ = ["plain_body", "switched"]
 
 _PREFIX = frozenset({"MAKE_CELL", "COPY_FREE_VARS", "RETURN_GENERATOR", "POP_TOP", "GEN_START", "RESUME"})
 _CO_NEWLOCALS = 0x2
