@@ -31,13 +31,14 @@ HOOK_METHODS = ("prehook", "posthook", "overdub", "fallback", "execute")
 class Entry:
     """One level of the active context stack.
 
-    ``fast_twins`` is the plan's table of twins when the plan is fast (nothing to observe),
-    else ``None``: the one attribute the hot path reads for the common case.
+    ``direct_twins`` is the plan's table of the twins call sites call directly (all of
+    them when the plan is fast: nothing to observe), or ``None``: the one attribute the
+    hot path reads for the common case.
     ``raises_limit``: this entry's push raised the recursion limit (see ``_RecursionBudget``),
     so its pop lowers it.
     """
 
-    __slots__ = ("ctx", "plan", "below", "fast_twins", "raises_limit")
+    __slots__ = ("ctx", "plan", "below", "direct_twins", "raises_limit")
 
     def __init__(self, ctx: Context, below: Entry | None, raises_limit: bool = False) -> None:
         from .plan import plan_for
@@ -45,7 +46,7 @@ class Entry:
         self.ctx = ctx
         self.plan = plan = plan_for(ctx)
         self.below = below
-        self.fast_twins = plan.twins.values if plan.fast else None
+        self.direct_twins = None if plan.direct_twins is None else plan.direct_twins.values
         self.raises_limit = raises_limit
         _switch.entry_made(plan.operators)
 

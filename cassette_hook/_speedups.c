@@ -1,26 +1,30 @@
-/* The hot path of cassette_hook in C: what rewritten call sites run (see callsite.py).
+/* The hot path of cassette_hook in C: what rewritten call sites run.
  *
- * callsite.py holds the reference version of each function here, in Python; this module
- * replaces two of them when it is built (CASSETTE_HOOK_PURE_PYTHON=1 keeps the Python
- * ones).  Two reasons, both measured (docs/performance.md):
+ * Three Python modules hold the reference version of each part, and use this one when
+ * it is built (_native.py; CASSETTE_HOOK_PURE_PYTHON=1 keeps the Python ones):
+ * callsite.py (resolve, call, the overdubbed call's steps), dispatch.py (the walk of a
+ * generic's method cache) and tagging.py (a wrapper's fields, tag/untag/metadata).  Two
+ * reasons, both measured (docs/performance.md):
  *
  *   - Speed.  resolve() runs at every call site under a context; in C its fast case is a
  *     context-variable read, one dict lookup and three pointer compares.
  *   - Frames.  A C function adds no Python frame, so a callee that call() calls has the
  *     program's frame as its f_back: no frame of ours between the program's frames.
  *
- * resolve() only ever returns what the program's frame then calls: a callee called from
- * C runs in a new evaluation loop, on the C stack (and, from 3.12 on, against CPython's
- * C recursion limit of about 1,500-8,000 levels), where the program's own Python-to-Python
- * call would not.  So a hooked call at a 3.11+ call site still runs callsite.site's Python
- * closure; call() runs it here, where the caller is C already (3.10 call sites, operator
- * sites through a partial, callbacks from C code).
+ * resolve() only ever returns what the program's frame then calls: a Python callee called
+ * from C runs in a new evaluation loop, on the C stack (and, from 3.12 on, against
+ * CPython's C recursion limit of about 1,500-8,000 levels), where the program's own
+ * Python-to-Python call would not.  So a hooked call of a Python function at a 3.11+
+ * call site still runs callsite.site's Python closure; call() runs its steps here, where
+ * the caller is C already (3.10 call sites, operator sites through a partial, callbacks
+ * from C code), and so does a BuiltinSite, for a builtin callee (C code either way).
  *
- * Everything rare is delegated back to callsite.py's Python (configure() hands it over):
- * a Python frame there is only ever on the stack while it works, never under a callee,
- * except where the docstrings of those functions say so.
+ * Everything rare is delegated back to the Python modules (configure() and
+ * configure_tagging() hand it over): a Python frame there is only ever on the stack
+ * while it works, never under a callee, except where the docstrings of those functions
+ * say so.
  *
- * Entry and Plan are Python classes with __slots__; their slots are read here at the
+ * Entry, Plan and Tag are Python classes with __slots__; their slots are read here at the
  * offsets of their member descriptors, checked against the exact class.
  */
 #define PY_SSIZE_T_CLEAN
@@ -31,9 +35,9 @@
 /* What configure() was given. */
 static PyObject *active;             /* the ContextVar of the stack (replaced by bind()) */
 static PyTypeObject *entry_type, *plan_type;
-static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_fast_twins;
-static Py_ssize_t plan_prehook_call, plan_posthook_call, plan_overdub, plan_execute, plan_twins;
-static PyObject *resolve_fast;       /* (plan, f) -> what to call: past the twin table */
+static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
+static Py_ssize_t plan_fast, plan_prehook_call, plan_posthook_call, plan_overdub, plan_execute, plan_twins;
+static PyObject *resolve_direct;     /* (plan, f) -> what to call past the table of direct twins, or None */
 static PyObject *site_code, *site_globals, *site_qualname; /* callsite.site's closure, to make here */
 static int site_entry_first;         /* its free variables are (entry, f), not (f, entry) */
 static PyObject *call_primitive;     /* (f, args, kwargs): a primitive that needs emulating */
@@ -41,7 +45,8 @@ static PyObject *special;            /* id(builtin) -> handler: the primitives e
 static PyObject *preparers;          /* id(builtin) -> prepare(args, kwargs) -> (args, kwargs) */
 static PyObject *indirect_names;     /* names of builtin methods that may be emulated */
 static PyObject *present;            /* (f, args) -> (f, args): how hooks see a builtin method */
-static PyObject *overloaded;         /* (entry, f, args, kwargs) -> out or OverdubInstead */
+static PyObject *overload_dispatchers[2]; /* what generics.overdub and execute call: Dispatchers */
+static PyObject *overload_defaults[2]; /* their defaults: no overload */
 static PyObject *runnable;           /* (plan, f) -> what runs f's body, or None */
 static PyObject *without_body;       /* (entry, f, args, kwargs): operator protocol or fallback */
 static PyObject *seen_below;         /* (hook, args, kwargs): a hook run under the contexts below */
@@ -49,6 +54,7 @@ static PyObject *overdub_instead;    /* generics.OverdubInstead */
 static PyObject *construct;          /* generics.construct(cls, *args, **kwargs): type.__call__ overdubbed */
 static PyObject *object_new;         /* object.__new__ */
 static PyObject *str_values, *str_twin, *str_name, *str_new, *str_init;
+static PyObject *one;                /* the int 1 */
 
 #define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
 #define ARGS_ON_STACK 12
@@ -77,7 +83,8 @@ slot(PyObject *obj, Py_ssize_t offset, const char *name)
 
 /* The twin of function f in table (a dict id -> (twin, code, defaults, kwdefaults)), if
  * it is current: f still has the code and defaults it was made from.  1 and a borrowed
- * twin, 0 if there is none, -1 on error. */
+ * twin, 0 if there is none, 2 if the table says None (a direct table's "not direct"),
+ * -1 on error. */
 static int
 current_twin(PyObject *table, PyObject *f, PyObject **twin)
 {
@@ -92,6 +99,9 @@ current_twin(PyObject *table, PyObject *f, PyObject **twin)
     Py_DECREF(key);
     if (found == NULL) {
         return PyErr_Occurred() ? -1 : 0;
+    }
+    if (found == Py_None) {
+        return 2;
     }
     PyObject *defaults = PyFunction_GET_DEFAULTS(f), *kwdefaults = PyFunction_GET_KW_DEFAULTS(f);
     if (PyTuple_GET_ITEM(found, 1) == PyFunction_GET_CODE(f)
@@ -148,24 +158,58 @@ make_site(PyObject *entry, PyObject *f)
     return function;
 }
 
-/* callsite.resolve under entry: the twin, or what callsite's Python makes of f. */
+/* What a call site may call in place of f without running hooks: 1 and a new reference
+ * in *run (a direct twin, or what callsite._resolve_direct makes of f), 0 when the call
+ * must be overdubbed (callsite.site), -1 on error. */
+static int
+direct_run(PyObject *entry, PyObject *f, PyObject **run)
+{
+    PyObject *twins = slot(entry, entry_direct_twins, "direct_twins"), *twin = NULL;
+    if (twins == NULL) {
+        return -1;
+    }
+    if (twins == Py_None) {
+        return 0;
+    }
+    int found = current_twin(twins, f, &twin);
+    if (found != 0) {
+        if (found == 1) {
+            *run = Py_NewRef(twin);
+        }
+        return found == 2 ? 0 : found;
+    }
+    PyObject *plan = slot(entry, entry_plan, "plan");
+    if (plan == NULL) {
+        return -1;
+    }
+    if (SLOT(plan, plan_fast) != Py_True && !PyFunction_Check(f)) { /* only functions may be direct */
+        return 0;
+    }
+    PyObject *args[2] = {plan, f};
+    *run = PyObject_Vectorcall(resolve_direct, args, 2, NULL);
+    if (*run == NULL) {
+        return -1;
+    }
+    if (*run == Py_None) {
+        Py_CLEAR(*run);
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *builtin_site(PyObject *entry, PyObject *f);
+
+/* callsite.resolve under entry: a direct twin, or the overdubbed call's closure (for a
+ * builtin, the same in C: builtin_site). */
 static PyObject *
 resolve_in(PyObject *entry, PyObject *f)
 {
-    PyObject *twins = slot(entry, entry_fast_twins, "fast_twins"), *twin;
-    if (twins == NULL) {
-        return NULL;
+    PyObject *run;
+    int direct = direct_run(entry, f, &run);
+    if (direct != 0) {
+        return direct < 0 ? NULL : run;
     }
-    if (twins == Py_None) {
-        return make_site(entry, f);
-    }
-    int found = current_twin(twins, f, &twin);
-    if (found) {
-        return found < 0 ? NULL : Py_NewRef(twin);
-    }
-    PyObject *plan = slot(entry, entry_plan, "plan");
-    PyObject *args[2] = {plan, f};
-    return plan ? PyObject_Vectorcall(resolve_fast, args, 2, NULL) : NULL;
+    return Py_TYPE(f) == &PyCFunction_Type ? builtin_site(entry, f) : make_site(entry, f);
 }
 
 /* callsite.resolve: what a rewritten call site calls in place of f. */
@@ -246,6 +290,358 @@ call_unpacked(PyObject *fn, PyObject *first, PyObject *second, PyObject *const *
     return out;
 }
 
+/* -- dispatch: dispatch.Generic's type cache, walked in C ------------------------------
+ *
+ * A Generic's cache is a tree of dicts, roots[len(args)][type(args[0])][type(args[1])]...
+ * (dispatch._walk), ending in a method or a refiner.  A Dispatcher is what a Generic (a
+ * functools.partial) calls: it walks the tree and calls the method, so a cached dispatch
+ * costs no Python frame.  A Refiner is the cache for one argument position where the
+ * type alone does not decide (an Is[...] pattern names an object of that type): keyed by
+ * the argument's id when the patterns there are all Is[...], else by what the Python
+ * spec's key() makes of it.  What is not cached yet is Python's: miss() and fill(). */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *roots;  /* the Generic's type cache (a list, changed in place) */
+    PyObject *miss;   /* Generic._miss: args tuple -> the entry it caches */
+    vectorcallfunc vectorcall;
+} Dispatcher;
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t position;
+    PyObject *ids;    /* the ids some Is[...] names here (a frozenset), or None: key_of decides */
+    PyObject *key_of; /* _KeySpec.key */
+    PyObject *fill;   /* args tuple -> the entry for a new key: a method or the next Refiner */
+    PyObject *cache;  /* key -> entry */
+    vectorcallfunc vectorcall;
+} Refiner;
+
+static PyTypeObject DispatcherType, RefinerType, TaggedFieldsType;
+
+static int
+no_keywords(const char *name, PyObject *kwargs)
+{
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_Format(PyExc_TypeError, "%s() takes no keyword arguments", name);
+        return 0;
+    }
+    return 1;
+}
+
+/* The cache's key for args under this refiner (a new reference). */
+static PyObject *
+refiner_key(Refiner *self, PyObject *const *args, Py_ssize_t n)
+{
+    if (self->position >= n) {
+        PyErr_SetString(PyExc_TypeError, "cassette_hook: a refiner got too few arguments");
+        return NULL;
+    }
+    PyObject *value = args[self->position];
+    if (self->ids == Py_None) {
+        return PyObject_CallOneArg(self->key_of, value);
+    }
+    PyObject *key = PyLong_FromVoidPtr(value);
+    if (key == NULL) {
+        return NULL;
+    }
+    int named = PySet_Contains(self->ids, key);
+    if (named <= 0) {
+        Py_DECREF(key);
+        return named < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    return key;
+}
+
+/* The method these arguments get (a new reference): the entry for their key, refined
+ * further when it is the next Refiner. */
+static PyObject *
+refined(Refiner *self, PyObject *const *args, Py_ssize_t n)
+{
+    PyObject *key = refiner_key(self, args, n);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *entry = PyDict_GetItemWithError(self->cache, key);
+    if (entry != NULL) {
+        Py_INCREF(entry);
+    }
+    else if (!PyErr_Occurred()) {
+        PyObject *tuple = as_tuple(args, n);
+        entry = tuple ? PyObject_CallOneArg(self->fill, tuple) : NULL;
+        Py_XDECREF(tuple);
+        if (entry != NULL && PyDict_SetItem(self->cache, key, entry) < 0) {
+            Py_CLEAR(entry);
+        }
+    }
+    Py_DECREF(key);
+    if (entry != NULL && Py_TYPE(entry) == &RefinerType) {
+        PyObject *method = refined((Refiner *)entry, args, n);
+        Py_DECREF(entry);
+        return method;
+    }
+    return entry;
+}
+
+/* The method a generic whose dispatcher this is runs for these arguments (a new
+ * reference): Generic.resolve. */
+static PyObject *
+method_for(Dispatcher *self, PyObject *const *args, Py_ssize_t n)
+{
+    PyObject *entry = NULL;
+    if (PyList_CheckExact(self->roots) && n < PyList_GET_SIZE(self->roots)) {
+        entry = PyList_GET_ITEM(self->roots, n);
+        for (Py_ssize_t i = 0; i < n && entry != NULL; i++) {
+            entry = PyDict_CheckExact(entry) ? PyDict_GetItemWithError(entry, (PyObject *)Py_TYPE(args[i])) : NULL;
+        }
+        if (entry == NULL && PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    if (entry == NULL || entry == Py_None) {
+        PyObject *tuple = as_tuple(args, n);
+        entry = tuple ? PyObject_CallOneArg(self->miss, tuple) : NULL;
+        Py_XDECREF(tuple);
+        if (entry == NULL) {
+            return NULL;
+        }
+    }
+    else {
+        Py_INCREF(entry);
+    }
+    if (Py_TYPE(entry) == &RefinerType) {
+        PyObject *method = refined((Refiner *)entry, args, n);
+        Py_DECREF(entry);
+        return method;
+    }
+    return entry;
+}
+
+static PyObject *
+dispatcher_call(Dispatcher *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *method = method_for(self, args, PyVectorcall_NARGS(nargsf));
+    if (method == NULL) {
+        return NULL;
+    }
+    PyObject *out = PyObject_Vectorcall(method, args, nargsf, kwnames);
+    Py_DECREF(method);
+    return out;
+}
+
+static PyObject *
+dispatcher_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *roots;
+    if (!no_keywords("Dispatcher", kwargs) || !PyArg_UnpackTuple(args, "Dispatcher", 1, 1, &roots)) {
+        return NULL;
+    }
+    if (!PyList_CheckExact(roots)) {
+        PyErr_SetString(PyExc_TypeError, "Dispatcher(roots): roots must be a list");
+        return NULL;
+    }
+    Dispatcher *self = PyObject_GC_New(Dispatcher, type);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->roots = Py_NewRef(roots);
+    self->miss = Py_NewRef(Py_None);
+    self->vectorcall = (vectorcallfunc)dispatcher_call;
+    PyObject_GC_Track(self);
+    return (PyObject *)self;
+}
+
+static int
+dispatcher_traverse(Dispatcher *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->roots);
+    Py_VISIT(self->miss);
+    return 0;
+}
+
+static int
+dispatcher_clear(Dispatcher *self)
+{
+    Py_CLEAR(self->roots);
+    Py_CLEAR(self->miss);
+    return 0;
+}
+
+static void
+dispatcher_dealloc(Dispatcher *self)
+{
+    PyObject_GC_UnTrack(self);
+    dispatcher_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyObject *
+dispatcher_get_miss(Dispatcher *self, void *closure)
+{
+    return Py_NewRef(self->miss);
+}
+
+static int
+dispatcher_set_miss(Dispatcher *self, PyObject *value, void *closure)
+{
+    if (value == NULL || !PyCallable_Check(value)) {
+        PyErr_SetString(PyExc_TypeError, "Dispatcher.miss must be callable");
+        return -1;
+    }
+    Py_XSETREF(self->miss, Py_NewRef(value));
+    return 0;
+}
+
+static PyObject *
+dispatcher_resolve(Dispatcher *self, PyObject *args)
+{
+    if (!PyTuple_Check(args)) {
+        PyErr_SetString(PyExc_TypeError, "Dispatcher.resolve() takes the arguments as a tuple");
+        return NULL;
+    }
+    return method_for(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args));
+}
+
+static PyMethodDef dispatcher_methods[] = {
+    {"resolve", (PyCFunction)dispatcher_resolve, METH_O, "resolve(args): the method these arguments get."},
+    {NULL},
+};
+
+static PyGetSetDef dispatcher_getset[] = {
+    {"miss", (getter)dispatcher_get_miss, (setter)dispatcher_set_miss,
+     "Generic._miss: what fills the cache for arguments not in it."},
+    {NULL},
+};
+
+static PyMemberDef dispatcher_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Dispatcher, vectorcall), READONLY},
+    {NULL},
+};
+
+static PyTypeObject DispatcherType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cassette_hook._speedups.Dispatcher",
+    .tp_doc = "Dispatcher(roots): calls the method a Generic's type cache holds for the arguments.",
+    .tp_basicsize = sizeof(Dispatcher),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = dispatcher_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Dispatcher, vectorcall),
+    .tp_traverse = (traverseproc)dispatcher_traverse,
+    .tp_clear = (inquiry)dispatcher_clear,
+    .tp_dealloc = (destructor)dispatcher_dealloc,
+    .tp_methods = dispatcher_methods,
+    .tp_getset = dispatcher_getset,
+    .tp_members = dispatcher_members,
+};
+
+static PyObject *
+refiner_call(Refiner *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *method = refined(self, args, PyVectorcall_NARGS(nargsf));
+    if (method == NULL) {
+        return NULL;
+    }
+    PyObject *out = PyObject_Vectorcall(method, args, nargsf, kwnames);
+    Py_DECREF(method);
+    return out;
+}
+
+static PyObject *
+refiner_resolve(Refiner *self, PyObject *args)
+{
+    if (!PyTuple_Check(args)) {
+        PyErr_SetString(PyExc_TypeError, "Refiner.resolve() takes the arguments as a tuple");
+        return NULL;
+    }
+    return refined(self, &PyTuple_GET_ITEM(args, 0), PyTuple_GET_SIZE(args));
+}
+
+static PyObject *
+refiner_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    Py_ssize_t position;
+    PyObject *ids, *key_of, *fill;
+    if (!no_keywords("Refiner", kwargs) || !PyArg_ParseTuple(args, "nOOO:Refiner", &position, &ids, &key_of, &fill)) {
+        return NULL;
+    }
+    if (position < 0 || (ids != Py_None && !PyFrozenSet_CheckExact(ids)) || !PyCallable_Check(key_of)
+        || !PyCallable_Check(fill)) {
+        PyErr_SetString(PyExc_TypeError, "Refiner(position >= 0, ids: frozenset | None, key_of, fill)");
+        return NULL;
+    }
+    Refiner *self = PyObject_GC_New(Refiner, type);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->position = position;
+    self->ids = Py_NewRef(ids);
+    self->key_of = Py_NewRef(key_of);
+    self->fill = Py_NewRef(fill);
+    self->cache = PyDict_New();
+    self->vectorcall = (vectorcallfunc)refiner_call;
+    PyObject_GC_Track(self);
+    if (self->cache == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static int
+refiner_traverse(Refiner *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->ids);
+    Py_VISIT(self->key_of);
+    Py_VISIT(self->fill);
+    Py_VISIT(self->cache);
+    return 0;
+}
+
+static int
+refiner_clear(Refiner *self)
+{
+    Py_CLEAR(self->ids);
+    Py_CLEAR(self->key_of);
+    Py_CLEAR(self->fill);
+    Py_CLEAR(self->cache);
+    return 0;
+}
+
+static void
+refiner_dealloc(Refiner *self)
+{
+    PyObject_GC_UnTrack(self);
+    refiner_clear(self);
+    PyObject_GC_Del(self);
+}
+
+static PyMethodDef refiner_methods[] = {
+    {"resolve", (PyCFunction)refiner_resolve, METH_O, "resolve(args): the method these arguments get."},
+    {NULL},
+};
+
+static PyMemberDef refiner_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Refiner, vectorcall), READONLY},
+    {NULL},
+};
+
+static PyTypeObject RefinerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cassette_hook._speedups.Refiner",
+    .tp_doc = "Refiner(position, ids, key_of, fill): the cache for one position where types do not decide.",
+    .tp_basicsize = sizeof(Refiner),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = refiner_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Refiner, vectorcall),
+    .tp_traverse = (traverseproc)refiner_traverse,
+    .tp_clear = (inquiry)refiner_clear,
+    .tp_dealloc = (destructor)refiner_dealloc,
+    .tp_methods = refiner_methods,
+    .tp_members = refiner_members,
+};
+
 /* Does calling the primitive f (whose id is key) need primitives.call_primitive's
  * emulation? */
 static int
@@ -264,19 +660,19 @@ emulated(PyObject *f, PyObject *key)
     return found;
 }
 
-/* Run a hook (prehook or posthook) with the context popped: under the entry below, or
- * plain when there is none.  stack holds the hook's positional arguments, then the
+/* Run a hook or an overload with the context popped: under the entry below, or plain when
+ * there is none (a new reference).  stack holds its positional arguments, then the
  * call's keyword values. */
-static int
-run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwnames)
+static PyObject *
+run_popped(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *below = slot(entry, entry_below, "below");
     if (below == NULL) {
-        return -1;
+        return NULL;
     }
     PyObject *token = PyContextVar_Set(active, below);
     if (token == NULL) {
-        return -1;
+        return NULL;
     }
     PyObject *out = below == Py_None ? PyObject_Vectorcall(hook, stack, nargs, kwnames)
                                      : call_unpacked(seen_below, hook, NULL, stack, nargs, kwnames);
@@ -289,14 +685,59 @@ run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nar
         Py_XDECREF(value);
         Py_XDECREF(traceback);
         Py_XDECREF(out);
-        return -1;
+        return NULL;
     }
     PyErr_Restore(type, value, traceback);
-    if (out == NULL) {
-        return -1;
+    return out;
+}
+
+/* A prehook or posthook, run popped; its result is dropped. */
+static int
+run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *out = run_popped(entry, hook, stack, nargs, kwnames);
+    Py_XDECREF(out);
+    return out == NULL ? -1 : 0;
+}
+
+/* callsite.overload_of: the overdub method for call ([ctx, f, arguments...]) if it has
+ * one, else the execute one, else NULL without an error (a new reference). */
+static PyObject *
+overload_for(PyObject *const *call, Py_ssize_t n)
+{
+    for (int i = 0; i < 2; i++) {
+        PyObject *method = method_for((Dispatcher *)overload_dispatchers[i], call, n);
+        if (method == NULL || method != overload_defaults[i]) {
+            return method;
+        }
+        Py_DECREF(method);
     }
-    Py_DECREF(out);
-    return 0;
+    return NULL;
+}
+
+static PyObject *
+overload_of(PyObject *module, PyObject *call)
+{
+    if (!PyTuple_CheckExact(call)) {
+        PyErr_SetString(PyExc_TypeError, "overload_of() takes a tuple (ctx, f, *args)");
+        return NULL;
+    }
+    PyObject *method = overload_for(&PyTuple_GET_ITEM(call, 0), PyTuple_GET_SIZE(call));
+    return method != NULL || PyErr_Occurred() ? method : Py_NewRef(Py_None);
+}
+
+/* callsite._overloaded: what an overdub or execute overload makes of the call, or
+ * OverdubInstead (a new reference).  call is [ctx, callee, arguments..., keyword values]. */
+static PyObject *
+overloaded(PyObject *entry, PyObject *const *call, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *method = overload_for(call, nargs);
+    if (method == NULL) {
+        return PyErr_Occurred() ? NULL : Py_NewRef(overdub_instead);
+    }
+    PyObject *out = run_popped(entry, method, call, nargs, kwnames);
+    Py_DECREF(method);
+    return out;
 }
 
 /* What runs the callee's own body under the plan, or None (a new reference). */
@@ -304,7 +745,7 @@ static PyObject *
 body_of(PyObject *plan, PyObject *callee)
 {
     if (PyFunction_Check(callee)) {
-        PyObject *twins = slot(plan, plan_twins, "twins"), *twin;
+        PyObject *twins = slot(plan, plan_twins, "twins"), *twin = NULL;
         if (twins == NULL) {
             return NULL;
         }
@@ -314,10 +755,13 @@ body_of(PyObject *plan, PyObject *callee)
         }
         int found = current_twin(table, callee, &twin);
         Py_DECREF(table);
-        if (found) {
+        if (found == 1 || found < 0) { /* (this table lists no None) */
             return found < 0 ? NULL : Py_NewRef(twin);
         }
         return PyObject_CallMethodOneArg(plan, str_twin, callee);
+    }
+    if (Py_TYPE(callee) == &PyCFunction_Type) { /* C code: no body (generics.runnable) */
+        return Py_NewRef(Py_None);
     }
     PyObject *args[2] = {plan, callee};
     return PyObject_Vectorcall(runnable, args, 2, NULL);
@@ -344,7 +788,7 @@ overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs
     }
     PyObject *out;
     if (SLOT(plan, plan_overdub) == Py_True || SLOT(plan, plan_execute) == Py_True) {
-        out = call_unpacked(overloaded, entry, callee, args, nargs, kwnames);
+        out = overloaded(entry, stack + 1, nargs + 2, kwnames);
         if (out == NULL) {
             return NULL;
         }
@@ -375,6 +819,29 @@ overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs
     return out;
 }
 
+/* Could hooks see this builtin as an unbound method and its receiver (callsite.present)?
+ * Not when it is a module's function (operator.mul) or a class's (dict.fromkeys). */
+static int
+presented_as_method(PyObject *builtin)
+{
+    PyObject *receiver = PyCFunction_GET_SELF(builtin);
+    return receiver != NULL && receiver != Py_None && !PyModule_Check(receiver) && !PyType_Check(receiver);
+}
+
+/* callsite.present: (f, args), or what the Python one makes of a builtin method. */
+static PyObject *
+present_c(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "present(f, args) takes 2 arguments");
+        return NULL;
+    }
+    if (Py_TYPE(args[0]) == &PyCFunction_Type && !presented_as_method(args[0])) {
+        return PyTuple_Pack(2, args[0], args[1]);
+    }
+    return PyObject_Vectorcall(present, args, 2, NULL);
+}
+
 /* callsite.site's closure, called: the overdubbed call of f (prehook, overdub, posthook). */
 static PyObject *
 call_overdubbed(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
@@ -385,7 +852,8 @@ call_overdubbed(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t 
         receiver = PyMethod_GET_SELF(callee);
         callee = PyMethod_GET_FUNCTION(callee);
     }
-    else if (Py_TYPE(callee) == &PyCFunction_Type) { /* items.append(x): (list.append, items, x) */
+    else if (Py_TYPE(callee) == &PyCFunction_Type && presented_as_method(callee)) {
+        /* items.append(x): (list.append, items, x) */
         PyObject *tuple = as_tuple(args, nargs);
         if (tuple == NULL) {
             return NULL;
@@ -432,6 +900,74 @@ call_overdubbed(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t 
     }
     Py_XDECREF(presented);
     return out;
+}
+
+/* The overdubbed call of a builtin at a 3.11+ call site: callsite.site's closure, in C.
+ * Calling from C is what the closure must not do for a Python callee (its twin would run
+ * on the C stack); a builtin runs there whoever calls it.  The hooks and overloads then
+ * have the program's frame below them, as at operator sites. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *entry, *f;
+    vectorcallfunc vectorcall;
+} BuiltinSite;
+
+static PyObject *
+builtin_site_call(BuiltinSite *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    return call_overdubbed(self->entry, self->f, args, PyVectorcall_NARGS(nargsf), kwnames);
+}
+
+static void
+builtin_site_dealloc(BuiltinSite *self)
+{
+    Py_DECREF(self->entry);
+    Py_DECREF(self->f);
+    PyObject_Free(self);
+}
+
+/* The callee's names, which CPython puts in the error for a bad * or ** argument. */
+static PyObject *
+builtin_site_name(BuiltinSite *self, void *name)
+{
+    return PyObject_GetAttrString(self->f, (const char *)name);
+}
+
+static PyGetSetDef builtin_site_getset[] = {
+    {"__name__", (getter)builtin_site_name, NULL, NULL, "__name__"},
+    {"__qualname__", (getter)builtin_site_name, NULL, NULL, "__qualname__"},
+    {"__module__", (getter)builtin_site_name, NULL, NULL, "__module__"},
+    {NULL},
+};
+
+static PyMemberDef builtin_site_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(BuiltinSite, vectorcall), READONLY},
+    {NULL},
+};
+
+static PyTypeObject BuiltinSiteType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cassette_hook._speedups.BuiltinSite",
+    .tp_doc = "The overdubbed call of one builtin under one context (made by resolve).",
+    .tp_basicsize = sizeof(BuiltinSite),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(BuiltinSite, vectorcall),
+    .tp_dealloc = (destructor)builtin_site_dealloc,
+    .tp_getset = builtin_site_getset,
+    .tp_members = builtin_site_members,
+};
+
+static PyObject *
+builtin_site(PyObject *entry, PyObject *f)
+{
+    BuiltinSite *site = PyObject_New(BuiltinSite, &BuiltinSiteType);
+    if (site != NULL) {
+        site->entry = Py_NewRef(entry);
+        site->f = Py_NewRef(f);
+        site->vectorcall = (vectorcallfunc)builtin_site_call;
+    }
+    return (PyObject *)site;
 }
 
 /* primitives.call_primitive: the primitive f called as the plain program would call it.
@@ -494,17 +1030,14 @@ call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
     if (entry == NULL) {
         run = Py_NewRef(f);
     }
-    else if (SLOT(entry, entry_fast_twins) == Py_None) {
-        out = call_overdubbed(entry, f, args + 1, nargs - 1, kwnames);
-        Py_DECREF(entry);
-        return out;
-    }
     else {
-        run = resolve_in(entry, f);
-        Py_DECREF(entry);
-        if (run == NULL) {
-            return NULL;
+        int direct = direct_run(entry, f, &run);
+        if (direct <= 0) {
+            out = direct < 0 ? NULL : call_overdubbed(entry, f, args + 1, nargs - 1, kwnames);
+            Py_DECREF(entry);
+            return out;
         }
+        Py_DECREF(entry);
     }
     if (run == f) {
         out = run_primitive(f, args + 1, nargs - 1, kwnames);
@@ -601,6 +1134,393 @@ keep(PyObject *kwargs, const char *name, PyObject **into)
     return 0;
 }
 
+/* -- tagging: the wrappers and the functions an overload runs per operation --------------
+ *
+ * tagging.py holds the reference (a Python base class with slots and a __del__).  Here
+ * the fields of a wrapper are a C base class, whose deallocation does the __del__'s
+ * accounting without running Python, and tag/untag/metadata/istagged/hasmetadata -- a
+ * few per overloaded operation in forward-mode AD -- are C functions.  What is rare
+ * (a metadata type not checked yet, a context without tagging, a new wrapper class) is
+ * tagging.py's, handed over by configure_tagging(). */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *value, *tag, *meta, *generation;
+} TaggedFields;
+
+static PyTypeObject *tag_type;       /* tagging.Tag */
+static Py_ssize_t tag_depth, tag_live, tag_generation;
+static PyObject *wrapper_classes;    /* value class -> Tagged[class] (tagging._classes) */
+static PyObject *wrapper_class;      /* tagging.wrapper_class: makes one */
+static PyObject *wrappers;           /* the set of every Tagged[class] */
+static PyObject *tagging_context;    /* tagging._TaggingContext */
+static PyObject *no_metadata;        /* tagging.NoMetaData */
+static PyObject *allowed_metadata;   /* (context class, value class) -> what metadatatype allows */
+static PyObject *allowed_generation; /* [dispatch.generation when allowed_metadata was filled] */
+static PyObject *dispatch_module;    /* its generation: bumped when any method changes */
+static PyObject *check_metadata;     /* (context class, value, metadata): raises if not allowed */
+static PyObject *not_tagging;        /* (ctx, what): raises the error for a context without tagging */
+static PyObject *str_tag, *str_generation;
+
+/* x's fields if x is a wrapper of this tag, else NULL. */
+static TaggedFields *
+tagged_for(PyObject *x, PyObject *tag)
+{
+    int wrapper = PySet_Contains(wrappers, (PyObject *)Py_TYPE(x));
+    if (wrapper <= 0) {
+        return NULL; /* (a set of classes: a lookup cannot fail) */
+    }
+    TaggedFields *fields = (TaggedFields *)x;
+    return fields->tag == tag ? fields : NULL;
+}
+
+/* tagging._make: value wrapped for tag, carrying meta (a new reference). */
+static PyObject *
+make_wrapper(PyObject *value, PyObject *tag, PyObject *meta)
+{
+    if (Py_TYPE(tag) != tag_type) {
+        PyErr_Format(PyExc_TypeError, "cassette_hook: a context's tag is a %.200s, not a Tag", Py_TYPE(tag)->tp_name);
+        return NULL;
+    }
+    PyObject *cls = PyDict_GetItemWithError(wrapper_classes, (PyObject *)Py_TYPE(value));
+    if (cls != NULL) {
+        Py_INCREF(cls);
+    }
+    else if (PyErr_Occurred() || (cls = PyObject_CallOneArg(wrapper_class, (PyObject *)Py_TYPE(value))) == NULL) {
+        return NULL;
+    }
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &TaggedFieldsType)) {
+        PyErr_SetString(PyExc_TypeError, "cassette_hook: a wrapper class is not made on TaggedFields");
+        Py_DECREF(cls);
+        return NULL;
+    }
+    TaggedFields *wrapper = (TaggedFields *)((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 0);
+    Py_DECREF(cls);
+    if (wrapper == NULL) {
+        return NULL;
+    }
+    wrapper->value = Py_NewRef(value);
+    wrapper->tag = Py_NewRef(tag);
+    wrapper->meta = Py_NewRef(meta);
+    PyObject *depth = SLOT(tag, tag_depth), *generation = SLOT(tag, tag_generation), *live = SLOT(tag, tag_live);
+    int inside = depth ? PyObject_IsTrue(depth) : 0;
+    if (inside < 0) {
+        Py_DECREF(wrapper);
+        return NULL;
+    }
+    if (inside && generation != NULL && live != NULL) { /* made inside the extent: counted */
+        PyObject *more = PyNumber_Add(live, one);
+        if (more == NULL) {
+            Py_DECREF(wrapper);
+            return NULL;
+        }
+        Py_SETREF(SLOT(tag, tag_live), more);
+        wrapper->generation = Py_NewRef(generation);
+    }
+    else { /* made by the caller outside: the caller's own */
+        wrapper->generation = Py_NewRef(Py_None);
+    }
+    return (PyObject *)wrapper;
+}
+
+/* A wrapper made inside its tag's extent, of the tag's current generation, is gone:
+ * one live wrapper less for the extent's end to find (tagging.Tagged.__del__). */
+static void
+uncount(TaggedFields *self)
+{
+    PyObject *tag = self->tag, *generation = self->generation;
+    if (tag == NULL || generation == NULL || generation == Py_None || Py_TYPE(tag) != tag_type) {
+        return;
+    }
+    PyObject *current = SLOT(tag, tag_generation), *live = SLOT(tag, tag_live);
+    if (current == NULL || live == NULL || !PyLong_CheckExact(current) || !PyLong_CheckExact(generation)) {
+        return;
+    }
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    if (PyObject_RichCompareBool(current, generation, Py_EQ) == 1) {
+        PyObject *fewer = PyNumber_Subtract(live, one);
+        if (fewer != NULL) {
+            Py_SETREF(SLOT(tag, tag_live), fewer);
+        }
+    }
+    PyErr_Clear();
+    PyErr_Restore(type, value, traceback);
+}
+
+static int
+tagged_traverse(TaggedFields *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->value);
+    Py_VISIT(self->tag);
+    Py_VISIT(self->meta);
+    Py_VISIT(self->generation);
+    return 0;
+}
+
+static int
+tagged_clear(TaggedFields *self)
+{
+    Py_CLEAR(self->value);
+    Py_CLEAR(self->tag);
+    Py_CLEAR(self->meta);
+    Py_CLEAR(self->generation);
+    return 0;
+}
+
+static void
+tagged_dealloc(TaggedFields *self)
+{
+    PyObject_GC_UnTrack(self);
+    uncount(self);
+    tagged_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef tagged_members[] = {
+    {"_ch_value", T_OBJECT_EX, offsetof(TaggedFields, value), 0, "the plain value"},
+    {"_ch_tag", T_OBJECT_EX, offsetof(TaggedFields, tag), 0, "the Tag of the context it is tagged for"},
+    {"_ch_meta", T_OBJECT_EX, offsetof(TaggedFields, meta), 0, "its metadata, or NoMetaData"},
+    {"_ch_generation", T_OBJECT_EX, offsetof(TaggedFields, generation), 0,
+     "the tag's generation it was made in, or None when made outside the extent"},
+    {NULL},
+};
+
+static PyTypeObject TaggedFieldsType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cassette_hook._speedups.TaggedFields",
+    .tp_doc = "The fields of a tagged value (tagging.Tagged's base).",
+    .tp_basicsize = sizeof(TaggedFields),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)tagged_traverse,
+    .tp_clear = (inquiry)tagged_clear,
+    .tp_dealloc = (destructor)tagged_dealloc,
+    .tp_members = tagged_members,
+};
+
+/* Positional-or-keyword arguments named names[0..n), the last `optional` of them may be
+ * missing (left NULL).  0 on success. */
+static int
+arguments(const char *function, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+          const char *const *names, Py_ssize_t n, Py_ssize_t optional, PyObject **out)
+{
+    if (nargs > n) {
+        PyErr_Format(PyExc_TypeError, "%s() takes at most %zd arguments (%zd given)", function, n, nargs);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        out[i] = i < nargs ? args[i] : NULL;
+    }
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, k);
+        Py_ssize_t i = 0;
+        while (i < n && PyUnicode_CompareWithASCIIString(name, names[i]) != 0) {
+            i++;
+        }
+        if (i == n) {
+            PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", function, name);
+            return -1;
+        }
+        if (out[i] != NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() got multiple values for argument '%s'", function, names[i]);
+            return -1;
+        }
+        out[i] = args[nargs + k];
+    }
+    for (Py_ssize_t i = 0; i < n - optional; i++) {
+        if (out[i] == NULL) {
+            PyErr_Format(PyExc_TypeError, "%s() missing required argument '%s'", function, names[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* (x, ctx) of untag/metadata/istagged/hasmetadata, and x's fields if tagged for ctx. */
+static int
+x_and_ctx(const char *function, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **x,
+          TaggedFields **fields)
+{
+    static const char *const names[] = {"x", "ctx"};
+    PyObject *parsed[2];
+    if (arguments(function, args, nargs, kwnames, names, 2, 0, parsed) < 0) {
+        return -1;
+    }
+    *x = parsed[0];
+    *fields = NULL;
+    if (PySet_Contains(wrappers, (PyObject *)Py_TYPE(*x)) != 1) {
+        return 0;
+    }
+    PyObject *tag = PyObject_GetAttr(parsed[1], str_tag);
+    if (tag == NULL) {
+        return -1;
+    }
+    *fields = tagged_for(*x, tag);
+    Py_DECREF(tag);
+    return 0;
+}
+
+static PyObject *
+untag(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *x;
+    TaggedFields *fields;
+    if (x_and_ctx("untag", args, nargs, kwnames, &x, &fields) < 0) {
+        return NULL;
+    }
+    return Py_NewRef(fields ? fields->value : x);
+}
+
+static PyObject *
+metadata(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *x;
+    TaggedFields *fields;
+    if (x_and_ctx("metadata", args, nargs, kwnames, &x, &fields) < 0) {
+        return NULL;
+    }
+    return Py_NewRef(fields ? fields->meta : no_metadata);
+}
+
+static PyObject *
+istagged(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *x;
+    TaggedFields *fields;
+    if (x_and_ctx("istagged", args, nargs, kwnames, &x, &fields) < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(fields != NULL);
+}
+
+static PyObject *
+hasmetadata(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *x;
+    TaggedFields *fields;
+    if (x_and_ctx("hasmetadata", args, nargs, kwnames, &x, &fields) < 0) {
+        return NULL;
+    }
+    return PyBool_FromLong(fields != NULL && fields->meta != no_metadata);
+}
+
+/* May values of this class carry this metadata in this context class?  1 yes, 0 not
+ * known yet (check_metadata decides, and remembers), -1 on error. */
+static int
+metadata_allowed(PyObject *ctx_type, PyObject *value_type, PyObject *meta)
+{
+    PyObject *generation = PyObject_GetAttr(dispatch_module, str_generation);
+    if (generation == NULL) {
+        return -1;
+    }
+    int current = PyObject_RichCompareBool(PyList_GET_ITEM(allowed_generation, 0), generation, Py_EQ);
+    Py_DECREF(generation);
+    if (current <= 0) {
+        return current;
+    }
+    PyObject *key = PyTuple_Pack(2, ctx_type, value_type);
+    if (key == NULL) {
+        return -1;
+    }
+    PyObject *allowed = PyDict_GetItemWithError(allowed_metadata, key);
+    Py_DECREF(key);
+    if (allowed == NULL || allowed == no_metadata) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    return PyObject_IsInstance(meta, allowed);
+}
+
+static PyObject *
+tag(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    static const char *const names[] = {"value", "ctx", "metadata"};
+    PyObject *parsed[3];
+    if (arguments("tag", args, nargs, kwnames, names, 3, 1, parsed) < 0) {
+        return NULL;
+    }
+    PyObject *value = parsed[0], *ctx = parsed[1], *meta = parsed[2] ? parsed[2] : no_metadata;
+    int tagging = PyObject_IsInstance(ctx, tagging_context);
+    PyObject *tag = tagging > 0 ? PyObject_GetAttr(ctx, str_tag) : NULL;
+    if (tag == NULL || tag == Py_None) {
+        if (tagging >= 0 && !PyErr_Occurred()) {
+            PyObject *out = PyObject_CallOneArg(not_tagging, ctx);
+            Py_XDECREF(out);
+            if (out != NULL) {
+                PyErr_SetString(PyExc_TypeError, "tag(): tagging is not enabled for this context");
+            }
+        }
+        Py_XDECREF(tag);
+        return NULL;
+    }
+    TaggedFields *fields = tagged_for(value, tag);
+    if (fields != NULL) { /* already tagged for this context: its plain value, tagged anew */
+        value = fields->value;
+    }
+    if (meta != no_metadata) {
+        int allowed = metadata_allowed((PyObject *)Py_TYPE(ctx), (PyObject *)Py_TYPE(value), meta);
+        if (allowed == 0) {
+            PyObject *stack[3] = {(PyObject *)Py_TYPE(ctx), value, meta};
+            PyObject *checked = PyObject_Vectorcall(check_metadata, stack, 3, NULL);
+            Py_XDECREF(checked);
+            allowed = checked ? 1 : -1;
+        }
+        if (allowed < 0) {
+            Py_DECREF(tag);
+            return NULL;
+        }
+    }
+    Py_INCREF(value); /* fields may go with the wrapper it was read from */
+    PyObject *out = make_wrapper(value, tag, meta);
+    Py_DECREF(value);
+    Py_DECREF(tag);
+    return out;
+}
+
+static PyObject *
+make(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "make(value, tag, meta) takes 3 arguments");
+        return NULL;
+    }
+    return make_wrapper(args[0], args[1], args[2]);
+}
+
+static PyObject *
+configure_tagging(PyObject *module, PyObject *args, PyObject *kwargs)
+{
+    if (PyTuple_GET_SIZE(args) != 0 || kwargs == NULL) {
+        PyErr_SetString(PyExc_TypeError, "configure_tagging() takes keyword arguments");
+        return NULL;
+    }
+    PyObject *type = PyDict_GetItemString(kwargs, "tag_type");
+    if (type == NULL || !PyType_Check(type) || slot_offset((PyTypeObject *)type, "depth", &tag_depth) < 0
+        || slot_offset((PyTypeObject *)type, "live", &tag_live) < 0
+        || slot_offset((PyTypeObject *)type, "generation", &tag_generation) < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "configure_tagging() needs tag_type, a class with slots");
+        }
+        return NULL;
+    }
+    Py_XSETREF(tag_type, (PyTypeObject *)Py_NewRef(type));
+    if (keep(kwargs, "classes", &wrapper_classes) < 0 || keep(kwargs, "wrapper_class", &wrapper_class) < 0
+        || keep(kwargs, "wrappers", &wrappers) < 0 || keep(kwargs, "tagging_context", &tagging_context) < 0
+        || keep(kwargs, "no_metadata", &no_metadata) < 0 || keep(kwargs, "allowed", &allowed_metadata) < 0
+        || keep(kwargs, "allowed_generation", &allowed_generation) < 0 || keep(kwargs, "dispatch", &dispatch_module) < 0
+        || keep(kwargs, "check_metadata", &check_metadata) < 0 || keep(kwargs, "not_tagging", &not_tagging) < 0) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(wrapper_classes) || !PySet_CheckExact(wrappers) || !PyDict_CheckExact(allowed_metadata)
+        || !PyList_CheckExact(allowed_generation) || PyList_GET_SIZE(allowed_generation) != 1) {
+        PyErr_SetString(PyExc_TypeError,
+                        "configure_tagging(): classes and allowed must be dicts, wrappers a set, "
+                        "allowed_generation a list of one");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 configure(PyObject *module, PyObject *args, PyObject *kwargs)
 {
@@ -618,7 +1538,8 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
     if (slot_offset((PyTypeObject *)entry, "ctx", &entry_ctx) < 0
         || slot_offset((PyTypeObject *)entry, "plan", &entry_plan) < 0
         || slot_offset((PyTypeObject *)entry, "below", &entry_below) < 0
-        || slot_offset((PyTypeObject *)entry, "fast_twins", &entry_fast_twins) < 0
+        || slot_offset((PyTypeObject *)entry, "direct_twins", &entry_direct_twins) < 0
+        || slot_offset((PyTypeObject *)plan, "fast", &plan_fast) < 0
         || slot_offset((PyTypeObject *)plan, "prehook_call", &plan_prehook_call) < 0
         || slot_offset((PyTypeObject *)plan, "posthook_call", &plan_posthook_call) < 0
         || slot_offset((PyTypeObject *)plan, "overdub", &plan_overdub) < 0
@@ -628,9 +1549,10 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     Py_XSETREF(entry_type, (PyTypeObject *)Py_NewRef(entry));
     Py_XSETREF(plan_type, (PyTypeObject *)Py_NewRef(plan));
-    if (keep(kwargs, "resolve_fast", &resolve_fast) < 0 || keep(kwargs, "site_closure", &site_code) < 0 || keep(kwargs, "call_primitive", &call_primitive) < 0
+    if (keep(kwargs, "resolve_direct", &resolve_direct) < 0 || keep(kwargs, "site_closure", &site_code) < 0 || keep(kwargs, "call_primitive", &call_primitive) < 0
         || keep(kwargs, "special", &special) < 0 || keep(kwargs, "preparers", &preparers) < 0 || keep(kwargs, "indirect_names", &indirect_names) < 0
-        || keep(kwargs, "present", &present) < 0 || keep(kwargs, "overloaded", &overloaded) < 0
+        || keep(kwargs, "present", &present) < 0 || keep(kwargs, "overdub_default", &overload_defaults[0]) < 0
+        || keep(kwargs, "execute_default", &overload_defaults[1]) < 0
         || keep(kwargs, "runnable", &runnable) < 0 || keep(kwargs, "without_body", &without_body) < 0
         || keep(kwargs, "seen_below", &seen_below) < 0 || keep(kwargs, "overdub_instead", &overdub_instead) < 0
         || keep(kwargs, "construct", &construct) < 0) {
@@ -658,6 +1580,18 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
     Py_XSETREF(site_globals, Py_NewRef(PyFunction_GET_GLOBALS(closure)));
     site_code = Py_NewRef(PyFunction_GET_CODE(closure));
     Py_DECREF(closure);
+    const char *generics[2] = {"overdub", "execute"};
+    for (int i = 0; i < 2; i++) {
+        PyObject *generic = PyDict_GetItemString(kwargs, generics[i]);
+        PyObject *dispatcher = generic ? PyObject_GetAttrString(generic, "func") : NULL;
+        if (dispatcher == NULL || Py_TYPE(dispatcher) != &DispatcherType) {
+            Py_XDECREF(dispatcher);
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "configure() needs %s, a Generic that calls a Dispatcher", generics[i]);
+            return NULL;
+        }
+        Py_XSETREF(overload_dispatchers[i], dispatcher);
+    }
     if (!PyDict_CheckExact(special) || !PyDict_CheckExact(preparers) || !PyAnySet_CheckExact(indirect_names)) {
         PyErr_SetString(PyExc_TypeError, "configure(): special must be a dict, indirect_names a set");
         return NULL;
@@ -674,6 +1608,24 @@ static PyMethodDef methods[] = {
     {"construct_by_ref", (PyCFunction)(void (*)(void))construct_by_ref, METH_FASTCALL | METH_KEYWORDS,
      "construct_by_ref(ref, /, *args, **kwargs): ref() called, its __init__ overdubbed."},
     {"bind", bind, METH_O, "Use this ContextVar as the stack of active contexts."},
+    {"overload_of", overload_of, METH_O,
+     "overload_of(call): the overdub method for (ctx, f, *args), else the execute one, else None."},
+    {"present", (PyCFunction)(void (*)(void))present_c, METH_FASTCALL,
+     "present(f, args): how hooks see a builtin method call: (type's method, (receiver, *args))."},
+    {"tag", (PyCFunction)(void (*)(void))tag, METH_FASTCALL | METH_KEYWORDS,
+     "tag(value, ctx, metadata=NoMetaData)\n--\n\nvalue tagged with respect to ctx, carrying metadata."},
+    {"untag", (PyCFunction)(void (*)(void))untag, METH_FASTCALL | METH_KEYWORDS,
+     "untag(x, ctx)\n--\n\nThe plain value of x if it is tagged for ctx, else x itself."},
+    {"metadata", (PyCFunction)(void (*)(void))metadata, METH_FASTCALL | METH_KEYWORDS,
+     "metadata(x, ctx)\n--\n\nThe metadata x carries for ctx, or NoMetaData."},
+    {"istagged", (PyCFunction)(void (*)(void))istagged, METH_FASTCALL | METH_KEYWORDS,
+     "istagged(x, ctx)\n--\n\nIs x tagged for ctx (another context's tag does not count)?"},
+    {"hasmetadata", (PyCFunction)(void (*)(void))hasmetadata, METH_FASTCALL | METH_KEYWORDS,
+     "hasmetadata(x, ctx)\n--\n\nDoes x carry metadata for ctx?"},
+    {"make", (PyCFunction)(void (*)(void))make, METH_FASTCALL,
+     "make(value, tag, meta): value wrapped for tag (tagging._make)."},
+    {"configure_tagging", (PyCFunction)(void (*)(void))configure_tagging, METH_VARARGS | METH_KEYWORDS,
+     "Hand over tagging's classes, tables and the Python functions it delegates to."},
     {"configure", (PyCFunction)(void (*)(void))configure, METH_VARARGS | METH_KEYWORDS,
      "Hand over the classes and the Python functions the hot path delegates to."},
     {NULL},
@@ -703,8 +1655,24 @@ PyInit__speedups(void)
         PyErr_SetString(PyExc_RuntimeError, "object has no __new__");
         return NULL;
     }
+    str_tag = PyUnicode_InternFromString("tag");
+    str_generation = PyUnicode_InternFromString("generation");
+    one = PyLong_FromLong(1);
+    if (str_tag == NULL || str_generation == NULL || one == NULL) {
+        return NULL;
+    }
+    if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&RefinerType) < 0 || PyType_Ready(&TaggedFieldsType) < 0
+        || PyType_Ready(&BuiltinSiteType) < 0) {
+        return NULL;
+    }
     PyObject *module = PyModule_Create(&module_def);
     if (module == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddObjectRef(module, "Dispatcher", (PyObject *)&DispatcherType) < 0
+        || PyModule_AddObjectRef(module, "Refiner", (PyObject *)&RefinerType) < 0
+        || PyModule_AddObjectRef(module, "TaggedFields", (PyObject *)&TaggedFieldsType) < 0) {
+        Py_DECREF(module);
         return NULL;
     }
     return module;

@@ -60,9 +60,20 @@ def entry_gone(operators: bool) -> None:
 def _bind_operators(observed: bool) -> None:
     """Operator sites of switched code call the ``operator`` function itself unless some
     context that counts operators lives: a context that does not (``null``, most
-    observers of calls) then pays for a C call per operator, not a Python one."""
-    for op in _names.OPERATORS:
-        setattr(builtins, str(_names.operator_name(op)), functools.partial(_operator_call, op) if observed else op)
+    observers of calls) then pays for a C call per operator, not a Python one.
+
+    Both bindings are made once: this runs whenever such a context's first activation
+    starts or its last ends (every ``overdub`` of a tagging context), so it is one
+    ``dict.update``.
+    """
+    global _operator_bindings
+    if _operator_bindings is None:
+        named = [(str(_names.operator_name(op)), op) for op in _names.OPERATORS]
+        _operator_bindings = dict(named), {name: functools.partial(_operator_call, op) for name, op in named}
+    builtins.__dict__.update(_operator_bindings[observed])
+
+
+_operator_bindings: tuple[dict[str, Any], dict[str, Any]] | None = None  # (plain, observed)
 
 
 _switched_namespaces: weakref.WeakSet[ModuleType | FunctionType] = weakref.WeakSet()  # see keep_at_shutdown

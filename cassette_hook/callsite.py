@@ -4,28 +4,29 @@ On CPython 3.11+ a rewritten call site ``f(*args)`` becomes ``resolve(f)(*args)`
 user's frame still makes the call, to whatever :func:`resolve` picked.  With no context
 that is ``f``.  With a *fast* plan (the context overloads nothing, so there is nothing to
 observe) a Python function resolves to its cached twin -- one dict lookup, no allocation
-(a bound method: one), no extra frame, and CPython inlines the call.  With hooks or overloads it is
-:func:`site`'s closure for the call, which runs prehook, overdub and posthook.
+(a bound method: one), no extra frame, and CPython inlines the call.  So does a function
+that no overload names under a plan with no hooks (``Plan.direct_twin``).  Otherwise it
+is :func:`site`'s closure for the call, which runs prehook, overdub and posthook.
 
 :func:`call` is the same thing in one step, ``resolve(f)(*args)`` from this frame: what
 3.10 call sites, operator sites, partial objects and callbacks from C code run.
 
 This module is the reference: ``_speedups`` (C, built when the package is installed with
-a compiler at hand) replaces :func:`resolve` and :func:`call` (and the callables the
-program's frame calls for a builtin that takes callbacks and for a Python class) with the
-same logic, which costs less per call and adds no Python frame between the program's
-frames where the caller is C already (``call`` runs :func:`site`'s closure in C).
+a compiler at hand) replaces :func:`resolve`, :func:`call`, :func:`overload_of` and
+:func:`present` (and the callables the program's frame calls for a builtin that takes
+callbacks and for a Python class) with the same logic, which costs less per call and
+adds no Python frame between the program's frames where the caller is C already (``call``
+runs :func:`site`'s closure in C; so does what ``resolve`` returns for a builtin).
 ``CASSETTE_HOOK_PURE_PYTHON=1`` keeps these.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any, Callable
 
-from . import _context, dispatch, generics, operators, primitives, rewrite
+from . import _context, _native, dispatch, generics, operators, primitives, rewrite
 
 _INDIRECT_NAMES = primitives.INDIRECT_NAMES
 _active_get: Callable[[], _context.Entry | None]
@@ -33,18 +34,7 @@ _set_active: Callable[[_context.Entry | None], Any]
 _reset_active: Callable[[Any], None]
 
 
-def _load_speedups() -> Any:
-    """The C hot path, or None: not built (no compiler at install), or not wanted."""
-    if os.environ.get("CASSETTE_HOOK_PURE_PYTHON"):
-        return None
-    try:
-        from . import _speedups
-    except ImportError:
-        return None
-    return _speedups
-
-
-_speedups = _load_speedups()
+_speedups = _native.speedups
 
 
 def _follow(variable: Any) -> None:
@@ -63,19 +53,25 @@ def resolve(f: Any, /) -> Any:
     entry = _active_get()
     if entry is None:
         return f
-    twins = entry.fast_twins
-    if twins is None:
-        return site(entry, f)
-    found = twins.get(id(f))
-    if found is not None:  # f is that function; its twin holds while f keeps these:
-        twin, code, defaults, kwdefaults = found
-        if f.__code__ is code and f.__defaults__ is defaults and f.__kwdefaults__ is kwdefaults:
-            return twin
-    return _resolve_fast(entry.plan, f)
+    twins = entry.direct_twins
+    if twins is not None:
+        found = twins.get(id(f))
+        if found is not None:  # f is that function; its twin holds while f keeps these:
+            twin, code, defaults, kwdefaults = found
+            if f.__code__ is code and f.__defaults__ is defaults and f.__kwdefaults__ is kwdefaults:
+                return twin
+        run = _resolve_direct(entry.plan, f)
+        if run is not None:
+            return run
+    return site(entry, f)
 
 
-def _resolve_fast(plan: Any, f: Any) -> Any:
-    """``resolve`` under a fast plan, past the twin table: methods, classes, primitives."""
+def _resolve_direct(plan: Any, f: Any) -> Any:
+    """``resolve`` past the table of direct twins: what the call site may call in place
+    of ``f`` without running hooks (methods, classes, primitives under a fast plan), or
+    None: the call must go through :func:`site`."""
+    if not plan.fast:  # a plan whose overloads name their callees: Plan.direct_twin
+        return plan.direct_twin(f) if type(f) is FunctionType else None
     kind = type(f)
     if kind is MethodType:
         twin = plan.twin(f.__func__) if type(f.__func__) is FunctionType else None
@@ -189,19 +185,28 @@ def site(entry: _context.Entry, f: Any) -> Any:
 
 def _overloaded(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """What an ``overdub`` or ``execute`` overload makes of the call, or ``OverdubInstead``."""
-    for generic, default in ((generics.overdub, _default_overdub), (generics.execute, _default_execute)):
-        method = generic.resolve((entry.ctx, f, *args))
-        if method is not default:
-            below = entry.below  # generics.run_popped, one frame less per level
-            token = _set_active(below)
-            try:
-                out = (method(entry.ctx, f, *args, **kwargs) if below is None
-                       else seen_below(method, (entry.ctx, f, *args), kwargs))
-            finally:
-                _reset_active(token)
-            if generic is generics.overdub or out is not generics.OverdubInstead:
-                return out
-    return generics.OverdubInstead
+    method = overload_of((entry.ctx, f, *args))
+    if method is None:
+        return generics.OverdubInstead
+    below = entry.below  # generics.run_popped, one frame less per level
+    token = _set_active(below)
+    try:
+        return (method(entry.ctx, f, *args, **kwargs) if below is None
+                else seen_below(method, (entry.ctx, f, *args), kwargs))
+    finally:
+        _reset_active(token)
+
+
+def overload_of(call: tuple[Any, ...]) -> Any:
+    """The ``overdub`` method for ``call`` (``(ctx, f, *args)``) if it has one, else the
+    ``execute`` one, else None.  (An ``execute`` overload's ``OverdubInstead`` and no
+    overload both mean: run the callee's body.)"""
+    method = generics.overdub.resolve(call)
+    if method is _default_overdub:
+        method = generics.execute.resolve(call)
+        if method is _default_execute:
+            return None
+    return method
 
 
 def seen_below(hook: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -244,17 +249,18 @@ def _accelerate(speedups: Any) -> None:
     """Use the C hot path: ``resolve``, ``call``, ``primitive`` (a builtin that takes
     callbacks) and ``construct_by_ref`` (a Python class) in C, handing it the Python parts
     it delegates the rare cases to."""
-    global resolve, call, construct_by_ref, primitive
+    global resolve, call, construct_by_ref, primitive, overload_of, present
     from .plan import Plan
 
     speedups.configure(
-        entry_type=_context.Entry, plan_type=Plan, resolve_fast=_resolve_fast,
+        entry_type=_context.Entry, plan_type=Plan, resolve_direct=_resolve_direct,
         site_closure=site(None, None),  # type: ignore[arg-type]  # a sample: C makes the others alike
         call_primitive=primitives.call_primitive, special=primitives.SPECIAL, preparers=primitives.PREPARERS,
         indirect_names=_INDIRECT_NAMES,
-        present=present, overloaded=_overloaded, runnable=generics.runnable, without_body=generics.without_body,
+        present=present, overdub=generics.overdub, execute=generics.execute, overdub_default=_default_overdub,
+        execute_default=_default_execute, runnable=generics.runnable, without_body=generics.without_body,
         seen_below=seen_below, overdub_instead=generics.OverdubInstead, construct=generics.construct)
-    resolve, call = speedups.resolve, speedups.call
+    resolve, call, overload_of, present = speedups.resolve, speedups.call, speedups.overload_of, speedups.present
     construct_by_ref, primitive = speedups.construct_by_ref, speedups.primitive
 
 

@@ -12,7 +12,9 @@ Dispatch looks at ``type(arg)``, as Julia looks at ``typeof``: a class annotatio
 matches when ``issubclass(type(arg), C)``. That is ``isinstance`` except for objects that
 fake ``__class__``; it is what makes a type-keyed cache exact.
 
-This module imports nothing else from cassette_hook, so it can be used on its own.
+This module imports nothing else from cassette_hook but the optional C accelerator
+(``_speedups.Dispatcher`` and ``Refiner`` walk the caches without a Python frame), so it
+can be used on its own.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import types
 import typing
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
+
+from ._native import speedups as _speedups
 
 __all__ = ["AmbiguityError", "Generic", "Is", "NoMethodError", "Parametric", "Pattern", "generation"]
 
@@ -432,24 +436,24 @@ class _Refiner(functools.partial):  # type: ignore[type-arg]  # results vary by 
     """Type-cache entry for argument types where an ``Is`` or ``Parametric`` can matter.
 
     It stands where a method would, so calls whose types decide alone pay nothing for
-    it. It keys its own cache on the first position that needs more than the type; when
-    several do, its entries are _Refiners for the next ones. (A partial for the same
-    reason as Generic: calls go straight into the ``refine`` closure.)
+    it. It keys its own cache on one position that needs more than the type; ``fill``
+    makes the entry for a new key: the method, or (when later positions need more too)
+    the refiner for the next one. (A partial for the same reason as Generic: calls go
+    straight into the ``refine`` closure.) ``_speedups.Refiner`` is the same in C.
     """
 
     resolve: Callable[[tuple[object, ...]], Callable[..., Any]]  # the method these arguments get
 
-    def __new__(cls, generic: Generic, positions: tuple[tuple[int, _KeySpec], ...]) -> _Refiner:
-        (i, spec), rest = positions[0], positions[1:]
-        key_of = spec.key
+    def __new__(cls, i: int, key_of: Callable[[object], Hashable],
+                fill: Callable[[tuple[object, ...]], Any]) -> _Refiner:
         cache: dict[Hashable, Any] = {}
 
         def resolve(args: tuple[object, ...]) -> Any:
             key = key_of(args[i])
             entry: Any = cache.get(key)
             if entry is None:
-                entry = cache[key] = _Refiner(generic, rest) if rest else generic._resolve_uncached(args)
-            return entry.resolve(args) if rest else entry
+                entry = cache[key] = fill(args)
+            return entry.resolve(args) if type(entry) is _Refiner else entry
 
         def refine(*args: object, **kwargs: object) -> Any:
             method = cache.get(key_of(args[i]))  # a method, or the next _Refiner
@@ -460,6 +464,22 @@ class _Refiner(functools.partial):  # type: ignore[type-arg]  # results vary by 
         self = super().__new__(cls, refine)
         self.resolve = resolve
         return self
+
+
+def _refiner(generic: Generic, positions: tuple[tuple[int, _KeySpec], ...]) -> Any:
+    """The refiner for these positions (each one that needs more than the type), in C
+    when it is built: a spec of ``Is`` patterns only is keyed there without Python."""
+    (i, spec), rest = positions[0], positions[1:]
+
+    def fill(args: tuple[object, ...]) -> Any:
+        return _refiner(generic, rest) if rest else generic._resolve_uncached(args)
+
+    if _speedups is not None:
+        return _speedups.Refiner(i, None if spec.attrs else spec.ids, spec.key, fill)
+    return _Refiner(i, spec.key, fill)
+
+
+_REFINERS = frozenset({_Refiner} if _speedups is None else {_Refiner, _speedups.Refiner})
 
 
 # --- generic functions -----------------------------------------------------------------
@@ -480,6 +500,13 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
 
     def __new__(cls, name: str, default: Callable[..., Any] | None = None, doc: str | None = None) -> Generic:
         roots: list[Any] = [None]
+        if _speedups is not None:  # the same walk in C: no Python frame per call
+            dispatcher = _speedups.Dispatcher(roots)
+            self = super().__new__(cls, dispatcher)
+            dispatcher.miss = self._miss
+            self._roots = roots
+            self.resolve = dispatcher.resolve  # type: ignore[method-assign]  # the same, in C
+            return self
 
         def dispatch(*args: object, **kwargs: object) -> Any:
             # _walk(roots, args), unrolled for the arities hooks see most: walking the
@@ -539,7 +566,8 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
             entry = None
         if entry is None:
             entry = self._miss(args)
-        return entry.resolve(args) if type(entry) is _Refiner else entry
+        method: Callable[..., Any] = entry.resolve(args) if type(entry) in _REFINERS else entry
+        return method
 
     def _miss(self, args: tuple[object, ...]) -> Callable[..., Any]:
         """Fill the type cache: with the method when types decide, else with a _Refiner."""
@@ -548,7 +576,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
             last = len(self._specs) - 1
             positions = tuple((i, spec) for i, t in enumerate(types_)
                               if (spec := self._specs[min(i, last)]).relevant(t))
-            entry = _Refiner(self, positions) if positions else self._resolve_uncached(args)
+            entry = _refiner(self, positions) if positions else self._resolve_uncached(args)
             roots = self._roots
             roots.extend({} for _ in range(len(roots), len(args) + 1))
             if args:
@@ -658,6 +686,28 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         takes_anything = method.varargs is ANY and method.required <= min_args and all(p is ANY for p in rest)
         decided_by_type = first is ANY or (type(first) is _Class and issubclass(first_type, first.cls))
         return method.func if takes_anything and decided_by_type else None
+
+    def second_arguments_named(self, first_type: type) -> frozenset[int] | None:
+        """The ids of the objects that the methods able to take a first argument of exact
+        type ``first_type`` name as their second with ``Is[...]`` -- when that is all they
+        take there: a call whose second argument is none of these gets the default.  None
+        when such a method takes a class, Any or a Parametric second.
+
+        The hot path calls a callee the overloads of a context do not name (their second
+        argument is the callee) without asking dispatch.
+        """
+        named: set[int] = set()
+        with self._lock:
+            methods = self._methods
+        for m in methods:
+            first, second = m.pattern(0), m.pattern(1)
+            if first is None or second is None or not first.could_match_type(first_type):
+                continue
+            members = second.members if isinstance(second, _Union) else (second,)
+            if not all(isinstance(p, Is) for p in members):
+                return None
+            named.update(id(o) for o in second.named_objects())
+        return frozenset(named)
 
     def has_methods_for(self, first_type: type) -> bool:
         """Could a non-default method apply when the first argument's exact type is ``first_type``?

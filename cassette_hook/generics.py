@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import weakref
-from types import BuiltinMethodType, FunctionType, MethodType, ModuleType
+from types import BuiltinFunctionType, BuiltinMethodType, FunctionType, MethodType, ModuleType
 from typing import Any, Callable
 
 from . import _context, _special, dispatch, plan as _plan
@@ -250,6 +250,8 @@ def runnable(plan: _plan.Plan, f: Any) -> Callable[..., Any] | None:
     kind = type(f)
     if kind is FunctionType:
         return plan.twin(f)
+    if kind is BuiltinFunctionType:  # C code (what _special_call would find out, dearer)
+        return None
     if kind is MethodType:
         twin = runnable(plan, f.__func__)
         return None if twin is None else MethodType(twin, f.__self__)

@@ -79,8 +79,8 @@ class Plan:
     """Per context class: which overloads exist, and the twins its contexts run."""
 
     __slots__ = ("fast", "prehook", "posthook", "overdub", "execute", "fallback", "prehook_call",
-                 "posthook_call", "operators", "twins", "constructions", "constructors", "in_scope",
-                 "_primitives", "_codes", "_modules", "ctx_type", "pass_", "__weakref__")
+                 "posthook_call", "operators", "twins", "direct_twins", "_named", "constructions", "constructors",
+                 "in_scope", "_primitives", "_codes", "_modules", "ctx_type", "pass_", "__weakref__")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
         self.prehook = hooks_enabled and generics.prehook.has_methods_for(ctx_type)
@@ -99,10 +99,22 @@ class Plan:
                          or getattr(ctx_type, "tags_values", False))
         # Operator sites cost a call each; a context that observes nothing has no use for them.
         self.operators = bool(ctx_type.operators) and not self.fast
+        # With no hooks, and overloads that name their callees (``Is[...]``: forward-mode AD's
+        # rules, mocks), a call of any other Python function only runs its twin: call
+        # sites call it directly, as under a fast plan (``direct_twin``).
+        overdubs = generics.overdub.second_arguments_named(ctx_type)
+        executes = generics.execute.second_arguments_named(ctx_type)
+        direct = not (self.fast or self.prehook or self.posthook) and overdubs is not None and executes is not None
+        self._named = overdubs | executes if direct else frozenset()  # type: ignore[operator]  # direct: both sets
         # id(function) -> (twin, and the code, defaults and keyword defaults it was made
         # from): a twin is only good while the function still has those.  The hot path
         # reads ``twins.values`` directly.
         self.twins: WeakIdCache[Twin] = WeakIdCache()
+        # The twins call sites call directly: all of them under a fast plan; else those
+        # ``direct_twin`` found (None for a function that must go through the hooks).
+        self.direct_twins: WeakIdCache[Twin | None] | None = WeakIdCache() if direct else None
+        if self.fast:
+            self.direct_twins = self.twins  # type: ignore[assignment]  # (it holds no None)
         self._primitives: WeakIdCache[bool] = WeakIdCache()  # functions that have no twin
         # id(class) -> how calling it constructs: "python", "metaclass" or "primitive";
         # and for "python" classes, the callable the hot path returns for them (it holds
@@ -143,6 +155,16 @@ class Plan:
             self.twins.set(func, (twin, func.__code__, func.__defaults__, func.__kwdefaults__))
         return twin
 
+    def direct_twin(self, func: FunctionType) -> FunctionType | None:
+        """The twin a call site may call in place of ``func`` under this plan (not a fast
+        one), or None: calling ``func`` runs more than its twin (a hook, an overload that
+        names it), or it has none.  Entered in ``direct_twins`` either way."""
+        if self.direct_twins is None:
+            return None
+        twin = None if id(func) in self._named else self.twin(func)
+        self.direct_twins.set(func, None if twin is None else self.twins.values[id(func)])
+        return twin
+
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
         if not self.in_scope(_module_of(func)):
             return None
@@ -170,6 +192,8 @@ def _drop_twins_before_full_collections(phase: str, info: dict[str, int]) -> Non
     if phase == "start" and info["generation"] == 2:
         for plan in list(_every_plan):
             plan.twins.clear()
+            if plan.direct_twins is not None:
+                plan.direct_twins.clear()
 
 
 gc.callbacks.append(_drop_twins_before_full_collections)

@@ -29,7 +29,7 @@ import warnings
 from types import BuiltinFunctionType, FrameType, FunctionType, MethodType
 from typing import Any, Callable
 
-from . import _context
+from . import _context, dispatch
 
 Handler = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (f, args, kwargs) -> result
 
@@ -85,17 +85,30 @@ def _program_frame(frame: FrameType | None) -> FrameType | None:
     the call ``eval("a * b")`` reaches the primitive from the overload's frame, but the
     program made it one frame further out: that is where ``a`` is.  The overload is the
     caller of ``recurse``, and is told from a program function that calls ``recurse``
-    itself (the caller it looks like) by its own caller: cassette_hook's machinery.
+    itself (the caller it looks like) by its code: an ``overdub`` or ``execute`` method's.
+    (Its own caller may be the program's frame: the C hot path calls it from there.)
     """
     while frame is not None:
         if not _is_own(frame):
             return frame
         caller = frame.f_back
-        if (frame.f_code is _RECURSE_CODE and caller is not None and not _is_own(caller)
-                and caller.f_back is not None and _is_own(caller.f_back)):
+        if frame.f_code is _RECURSE_CODE and caller is not None and caller.f_code in _overload_codes():
             caller = caller.f_back  # an overload: the call is its call site's
         frame = caller
     return None
+
+
+def _overload_codes() -> Any:  # frozenset of code objects
+    """The code objects of the ``overdub`` and ``execute`` methods registered now."""
+    generation, codes = _overloads
+    if generation != dispatch.generation:  # a method was registered or removed
+        codes = frozenset(getattr(method, "__code__", None) for generic in (generics.overdub, generics.execute)
+                          for method in generic.methods())
+        _overloads[:] = [dispatch.generation, codes]
+    return codes
+
+
+_overloads: list[Any] = [-1, frozenset()]  # [dispatch.generation, codes] (see _overload_codes)
 
 
 def _outer_frame(frame: FrameType, depth: int) -> FrameType:

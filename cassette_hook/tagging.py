@@ -30,10 +30,11 @@ import math
 import operator
 import types
 from types import FunctionType, MethodType
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn
 
 from . import _context, _special, dispatch
 from ._constant import Constant
+from ._native import speedups as _speedups
 
 
 class _NoMetaData(Constant):
@@ -69,7 +70,32 @@ class Tag:
 # -- the wrappers ------------------------------------------------------------------------
 
 
-class Tagged:
+class _PureFields:
+    """The fields of a wrapper (``_speedups.TaggedFields`` in C), and its ``__del__``:
+    one live wrapper less for the end of the extent to find."""
+
+    __slots__ = ("_ch_value", "_ch_tag", "_ch_meta", "_ch_generation")
+    _ch_value: Any
+    _ch_tag: Tag
+    _ch_meta: Any
+    _ch_generation: int | None  # the tag's generation it was made in; None: made outside the extent
+
+    def __del__(self) -> None:
+        try:
+            tag = self._ch_tag
+            if self._ch_generation == tag.generation:
+                tag.live -= 1
+        except AttributeError:  # a half-made wrapper, or modules cleared at exit
+            pass
+
+
+if TYPE_CHECKING or _speedups is None:
+    _Fields = _PureFields
+else:
+    _Fields = _speedups.TaggedFields
+
+
+class Tagged(_Fields):
     """A value tagged with respect to one context: ``Tagged[C]`` for a value of class ``C``.
 
     Not made directly: ``ch.tag(value, ctx, metadata)``.  Its attributes are the value's:
@@ -78,7 +104,7 @@ class Tagged:
     a Python method binds to the wrapper, so its body sees a tagged ``self``.
     """
 
-    __slots__ = ("_ch_value", "_ch_tag", "_ch_meta", "_ch_generation")
+    __slots__ = ()
 
     _ch_value_type: type = object
 
@@ -119,19 +145,9 @@ class Tagged:
     def __dir__(self) -> list[str]:
         return dir(self._ch_value)
 
-    def __del__(self) -> None:
-        try:
-            tag = self._ch_tag
-            if self._ch_generation == tag.generation:
-                tag.live -= 1
-        except AttributeError:  # a half-made wrapper, or modules cleared at exit
-            pass
 
-
-_set_value = Tagged._ch_value.__set__  # type: ignore[attr-defined]  # slot descriptors
-_set_tag = Tagged._ch_tag.__set__  # type: ignore[attr-defined]
-_set_meta = Tagged._ch_meta.__set__  # type: ignore[attr-defined]
-_set_generation = Tagged._ch_generation.__set__  # type: ignore[attr-defined]
+_set_value, _set_tag, _set_meta, _set_generation = (  # what the slot descriptors (or C members) set
+    vars(_Fields)[name].__set__ for name in ("_ch_value", "_ch_tag", "_ch_meta", "_ch_generation"))
 _new = object.__new__
 _C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType)
 WRAPPERS: set[type] = set()  # every Tagged[C]: ``type(x) in WRAPPERS`` is the cheap test
@@ -346,8 +362,7 @@ def tag(value: Any, ctx: _context.Context, metadata: Any = NoMetaData) -> Any:
     """
     tag_ = ctx.tag if isinstance(ctx, _TaggingContext) else None
     if tag_ is None:
-        raise TypeError(f"tag(): tagging is not enabled for {_context.checked(ctx, 'tag')!r}; "
-                        "tag values for ch.enabletagging(ctx, f), the copy it returns")
+        _not_tagging(ctx)
     kind = type(value)
     if kind in WRAPPERS and value._ch_tag is tag_:
         value = value._ch_value
@@ -358,6 +373,11 @@ def tag(value: Any, ctx: _context.Context, metadata: Any = NoMetaData) -> Any:
         if allowed is NoMetaData or not isinstance(metadata, allowed):  # type: ignore[arg-type]  # a class or tuple
             _check_metadata(type(ctx), value, metadata)
     return _make(value, tag_, metadata)
+
+
+def _not_tagging(ctx: Any) -> NoReturn:
+    raise TypeError(f"tag(): tagging is not enabled for {_context.checked(ctx, 'tag')!r}; "
+                    "tag values for ch.enabletagging(ctx, f), the copy it returns")
 
 
 # (context class, value class) -> what metadatatype allowed, while no method changed: tag()
@@ -705,6 +725,15 @@ def wrappers_of(ctx: _context.Context) -> Iterator[Tagged]:
     """The wrappers of ``ctx``'s tag alive now (for tests and debugging)."""
     return (o for o in gc.get_objects() if type(o) in WRAPPERS and o._ch_tag is ctx.tag)
 
+
+if _speedups is not None:  # the functions an overload runs per operation, in C
+    _speedups.configure_tagging(
+        tag_type=Tag, classes=_classes, wrapper_class=wrapper_class, wrappers=WRAPPERS,
+        tagging_context=_TaggingContext, no_metadata=NoMetaData, allowed=_allowed,
+        allowed_generation=_allowed_generation, dispatch=dispatch, check_metadata=_check_metadata,
+        not_tagging=_not_tagging)
+    tag, untag, metadata = _speedups.tag, _speedups.untag, _speedups.metadata
+    istagged, hasmetadata, _make = _speedups.istagged, _speedups.hasmetadata, _speedups.make
 
 # Last: generics builds on this module.
 from . import generics  # noqa: E402

@@ -31,7 +31,7 @@ def value_and_derivative(f, x):
     """``f(x)`` and ``f'(x)``, for a function ``f`` of one number."""
     ctx = ch.enabletagging(Diff(), f)
     y = ch.overdub_tagged(ctx, f, ch.tag(x, ctx, 1.0))
-    return ch.untag(y, ctx), _derivative(ctx, y)
+    return _parts(ctx, y)
 
 
 def derivative(f, x):
@@ -39,60 +39,60 @@ def derivative(f, x):
     return value_and_derivative(f, x)[1]
 
 
-def _derivative(ctx, x):
+def _parts(ctx, x):
+    """An operand's plain value and its derivative (0.0 for a constant: it is not tagged)."""
     d = ch.metadata(x, ctx)
-    return 0.0 if d is ch.NoMetaData else d
-
-
-def _dual(ctx, value, d):
-    return ch.tag(value, ctx, d)
+    return ch.untag(x, ctx), 0.0 if d is ch.NoMetaData else d
 
 
 # -- the rules ----------------------------------------------------------------------------
-# Each overload sees the call with its tagged operands; an operand that is not tagged is a
-# constant (derivative 0).  ``ch.untag`` gives an operand's plain value.
+# Each overload sees the call with its tagged operands, and returns the result tagged with
+# its derivative.
 
 @ch.overdub.register
 def _add(ctx: Diff, f: ch.Is[operator.add, operator.iadd], a, b):
-    return _dual(ctx, ch.untag(a, ctx) + ch.untag(b, ctx), _derivative(ctx, a) + _derivative(ctx, b))
+    (u, du), (v, dv) = _parts(ctx, a), _parts(ctx, b)
+    return ch.tag(u + v, ctx, du + dv)
 
 
 @ch.overdub.register
 def _sub(ctx: Diff, f: ch.Is[operator.sub, operator.isub], a, b):
-    return _dual(ctx, ch.untag(a, ctx) - ch.untag(b, ctx), _derivative(ctx, a) - _derivative(ctx, b))
+    (u, du), (v, dv) = _parts(ctx, a), _parts(ctx, b)
+    return ch.tag(u - v, ctx, du - dv)
 
 
 @ch.overdub.register
 def _mul(ctx: Diff, f: ch.Is[operator.mul, operator.imul], a, b):
-    u, v = ch.untag(a, ctx), ch.untag(b, ctx)
-    return _dual(ctx, u * v, _derivative(ctx, a) * v + u * _derivative(ctx, b))
+    (u, du), (v, dv) = _parts(ctx, a), _parts(ctx, b)
+    return ch.tag(u * v, ctx, du * v + u * dv)
 
 
 @ch.overdub.register
 def _div(ctx: Diff, f: ch.Is[operator.truediv, operator.itruediv], a, b):
-    u, v = ch.untag(a, ctx), ch.untag(b, ctx)
-    return _dual(ctx, u / v, (_derivative(ctx, a) * v - u * _derivative(ctx, b)) / (v * v))
+    (u, du), (v, dv) = _parts(ctx, a), _parts(ctx, b)
+    return ch.tag(u / v, ctx, (du * v - u * dv) / (v * v))
 
 
 @ch.overdub.register
 def _pow(ctx: Diff, f: ch.Is[operator.pow, operator.ipow, pow], a, b):
-    u, v, du, dv = ch.untag(a, ctx), ch.untag(b, ctx), _derivative(ctx, a), _derivative(ctx, b)
+    (u, du), (v, dv) = _parts(ctx, a), _parts(ctx, b)
     out = u ** v
     d = v * u ** (v - 1) * du if du else 0.0
     if dv:  # a variable exponent: d(u^v) = u^v (v' ln u + v u'/u)
         d += out * math.log(u) * dv
-    return _dual(ctx, out, d)
+    return ch.tag(out, ctx, d)
 
 
 @ch.overdub.register
 def _neg(ctx: Diff, f: ch.Is[operator.neg], a):
-    return _dual(ctx, -ch.untag(a, ctx), -_derivative(ctx, a))
+    u, du = _parts(ctx, a)
+    return ch.tag(-u, ctx, -du)
 
 
 @ch.overdub.register
 def _abs(ctx: Diff, f: ch.Is[abs], a):
-    u = ch.untag(a, ctx)
-    return _dual(ctx, abs(u), math.copysign(1.0, u) * _derivative(ctx, a))
+    u, du = _parts(ctx, a)
+    return ch.tag(abs(u), ctx, math.copysign(1.0, u) * du)
 
 
 _OUTER = {  # f: f'
@@ -103,8 +103,8 @@ _OUTER = {  # f: f'
 
 @ch.overdub.register
 def _chain(ctx: Diff, f: ch.Is[math.sin, math.cos, math.exp, math.sqrt, math.log], a):
-    u = ch.untag(a, ctx)
-    return _dual(ctx, f(u), _OUTER[f](u) * _derivative(ctx, a))
+    u, du = _parts(ctx, a)
+    return ch.tag(f(u), ctx, _OUTER[f](u) * du)
 
 
 @ch.overdub.register

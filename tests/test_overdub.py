@@ -13,6 +13,7 @@ import weakref
 import pytest
 
 import cassette_hook as ch
+from cassette_hook import callsite
 
 
 class Null(ch.Context):
@@ -815,3 +816,86 @@ def test_a_function_whose_closure_leads_back_to_it_is_collected_while_its_contex
     del fn
     gc.collect()
     assert ref() is None
+
+
+# -- a context whose overloads name their callees ----------------------------------------
+# With no hooks and every overload written for named callees (``Is[...]``), a call of any
+# other function runs its twin and nothing else: call sites call the twin directly.
+
+
+def _named_callee(x):
+    return x + 1
+
+
+def _other_callee(x):
+    return _caller_name()
+
+
+def _doubled(x):
+    return 2 * x
+
+
+def _caller_name():
+    return sys._getframe().f_back.f_code.co_name  # the frame below, not what _getframe(1) finds
+
+
+class NamesItsCallees(ch.Context):
+    pass
+
+
+@ch.overdub.register
+def _replace_named_callee(ctx: NamesItsCallees, f: ch.Is[_named_callee], x):
+    return ("overloaded", x)
+
+
+def test_an_overload_naming_its_callee_runs_for_that_callee_and_only_for_it():
+    def run():
+        return _named_callee(1), _doubled(2)
+
+    assert ch.overdub(NamesItsCallees(), run) == (("overloaded", 1), 4)
+
+
+# 3.10's call sites run ``call``: a frame of ours unless it is the C one (docs/internals.md).
+_CALL_FRAME_OF_OURS = sys.version_info < (3, 11) and callsite._speedups is None
+
+
+def test_a_callee_no_overload_names_has_its_callers_frame_below_it():
+    def run():
+        return [_caller_name() for _ in range(3)], _other_callee(0)
+
+    in_run = "<listcomp>" if sys.version_info < (3, 12) else "run"
+    expected = (["call"] * 3, "call") if _CALL_FRAME_OF_OURS else ([in_run] * 3, "_other_callee")
+    assert ch.overdub(NamesItsCallees(), run) == expected
+
+
+def test_an_overload_registered_after_a_direct_call_applies_to_the_next_call():
+    class Later(ch.Context):
+        pass
+
+    def run():
+        return _doubled(1)
+
+    ctx = Later()
+    assert ch.overdub(ctx, run) == 2
+
+    @ch.overdub.register
+    def _(ctx: Later, f: ch.Is[_doubled], x):
+        return "overloaded later"
+
+    try:
+        assert ch.overdub(ctx, run) == "overloaded later"
+    finally:
+        ch.overdub.unregister(_)
+
+
+def test_a_direct_callee_whose_code_is_replaced_runs_its_new_code():
+    def callee():
+        return "old"
+
+    def run():
+        return callee()
+
+    ctx = NamesItsCallees()
+    assert ch.overdub(ctx, run) == "old"
+    callee.__code__ = (lambda: "new").__code__
+    assert ch.overdub(ctx, run) == "new"

@@ -141,7 +141,7 @@ def test_bind_follows_the_stack_variable():
 @needs_c
 def test_configure_names_what_is_missing():
     with pytest.raises(TypeError, match="entry_type and plan_type"):
-        callsite._speedups.configure(resolve_fast=None)
+        callsite._speedups.configure(resolve_direct=None)
 
 
 @needs_c

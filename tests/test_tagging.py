@@ -139,6 +139,34 @@ def test_untag_of_a_plain_value_is_the_value() -> None:
     assert ch.untag(value, tagging()) is value
 
 
+def test_tag_untag_and_metadata_take_their_arguments_by_keyword_too() -> None:
+    ctx = tagging()
+    x = ch.tag(value=1.5, ctx=ctx, metadata="m")
+    assert ch.untag(x=x, ctx=ctx) == 1.5 and ch.metadata(x, ctx=ctx) == "m"
+    assert ch.istagged(x=x, ctx=ctx) and ch.hasmetadata(x, ctx=ctx)
+
+
+def test_tag_and_untag_called_wrongly_raise_pythons_type_errors() -> None:
+    ctx = tagging()
+    with pytest.raises(TypeError, match="ctx"):
+        ch.untag(1.0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'meta'"):
+        ch.tag(1.0, ctx, meta="m")
+    with pytest.raises(TypeError, match="multiple values for argument 'ctx'"):
+        ch.tag(1.0, ctx, ctx=ctx)
+
+
+def test_the_extent_counts_only_the_wrappers_still_alive() -> None:
+    ctx = tagging()
+    with ctx:
+        kept = ch.tag(1.0, ctx, "kept")
+        for i in range(10):
+            ch.tag(float(i), ctx, i)  # made and gone at once
+        assert ctx.tag.live == 1
+        del kept
+        assert ctx.tag.live == 0
+
+
 def test_tagging_a_tagged_value_tags_its_plain_value_anew() -> None:
     ctx = tagging()
     x = ch.tag(ch.tag(2.0, ctx, "a"), ctx, "b")
