@@ -59,6 +59,12 @@ def test_a_program_with_nothing_to_rewrite_starts_without_the_rewriter(tmp_path)
                                                      "importlib_metadata", "xml.sax.saxutils"}
 
 
+def test_a_bare_program_starts_without_the_option_parser(tmp_path):
+    out = python("-X", "importtime", "-m", "cassette_hook", "-c", "pass", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert not imported_by_importtime(out.stderr) & {"argparse", "gettext", "locale", "shutil"}
+
+
 def test_a_program_with_calls_is_rewritten_as_ever(tmp_path):
     out = python("-X", "importtime", "-m", "cassette_hook", "-c", "print(len('abc'))", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
