@@ -19,7 +19,7 @@ import types
 
 from . import __version__, _debug, _process, _specs, _switch, _unmatched, importhook
 
-TYPE_CHECKING = False  # (not typing's: ``import typing`` is a tenth of ``python -c pass``)
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
     import argparse
     from typing import NoReturn, Sequence
