@@ -11,7 +11,8 @@ Reported: median ms of each, the ratio of each to ``python -c pass`` and the ms 
 (medians over rounds of the per-round ratio and difference), and which of the modules
 that used to be imported eagerly a plain ``import cassette_hook`` imports now (it should
 import none of them: ``bytecode`` only when something is rewritten, ``importlib_metadata``
-only when an entry point is looked up, the report writers only when a report is written).
+only when an entry point is looked up, the report writers only when a report is written,
+the generics -- and ``typing`` with them -- only when something is overdubbed).
 CPython's ``.pyc`` files are written by a warm-up run first (``PYTHONDONTWRITEBYTECODE`` is
 dropped), so no run compiles anything.
 
@@ -37,7 +38,7 @@ COMMANDS = {
     "python -m cassette_hook -c pass": ["-m", "cassette_hook", "-c", "pass"],
 }
 HEAVY = ("bytecode", "importlib_metadata", "xml.sax.saxutils", "urllib.request", "inspect", "tempfile", "sysconfig",
-         "importlib.abc", "cassette_hook.rewrite._dual", "cassette_hook.contexts")
+         "importlib.abc", "cassette_hook.rewrite._dual", "cassette_hook.contexts", "typing", "cassette_hook.generics")
 PROBE = ("import sys, cassette_hook; print(' '.join(m for m in sys.argv[1:] if m in sys.modules))")
 
 

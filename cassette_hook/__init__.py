@@ -30,43 +30,44 @@ run with ``filterwarnings = error``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
 from ._context import Context, context, current_context, disablehooks, similarcontext
 from ._process import install_from_env
-from .dispatch import AmbiguityError, Generic, Is, NoMethodError
-from .generics import (
-    OverdubInstead,
-    canoverdub,
-    canrecurse,
-    execute,
-    fallback,
-    overdub,
-    posthook,
-    prehook,
-    recurse,
-)
 from .importhook import install, instrument, uninstall
-from .rewrite._markers import contextslot, nooverdub
-from .tagging import (
-    NoMetaData,
-    Tagged,
-    enabletagging,
-    hasmetadata,
-    hastagging,
-    istagged,
-    istaggedtype,
-    metadata,
-    metadatatype,
-    overdub_tagged,
-    tag,
-    untag,
-    untagtype,
-)
 
+TYPE_CHECKING = False  # (typing's would import typing at every start: see __getattr__)
 if TYPE_CHECKING:
+    from typing import Any
+
     from .contexts import NullContext, ProfileContext, TraceContext
+    from .dispatch import AmbiguityError, Generic, Is, NoMethodError
+    from .generics import (
+        OverdubInstead,
+        canoverdub,
+        canrecurse,
+        execute,
+        fallback,
+        overdub,
+        posthook,
+        prehook,
+        recurse,
+    )
     from .passes import Pass, PassError, insert_statements, replace_match
+    from .rewrite._markers import contextslot, nooverdub
+    from .tagging import (
+        NoMetaData,
+        Tagged,
+        enabletagging,
+        hasmetadata,
+        hastagging,
+        istagged,
+        istaggedtype,
+        metadata,
+        metadatatype,
+        overdub_tagged,
+        tag,
+        untag,
+        untagtype,
+    )
 
 __version__ = "0.1.0"
 
@@ -119,15 +120,26 @@ __all__ = [
 
 
 _LAZY = {
-    "NullContext": "contexts", "ProfileContext": "contexts", "TraceContext": "contexts",
-    "Pass": "passes", "PassError": "passes", "insert_statements": "passes", "replace_match": "passes",
+    **dict.fromkeys(["AmbiguityError", "Generic", "Is", "NoMethodError"], "dispatch"),
+    **dict.fromkeys(["OverdubInstead", "canoverdub", "canrecurse", "execute", "fallback", "overdub", "posthook",
+                     "prehook", "recurse"], "generics"),
+    **dict.fromkeys(["NoMetaData", "Tagged", "enabletagging", "hasmetadata", "hastagging", "istagged",
+                     "istaggedtype", "metadata", "metadatatype", "overdub_tagged", "tag", "untag", "untagtype"],
+                    "tagging"),
+    **dict.fromkeys(["contextslot", "nooverdub"], "rewrite._markers"),
+    **dict.fromkeys(["NullContext", "ProfileContext", "TraceContext"], "contexts"),
+    **dict.fromkeys(["Pass", "PassError", "insert_statements", "replace_match"], "passes"),
 }
 
 
 def __getattr__(name: str) -> Any:
-    """The built-in contexts and the passes are imported when first named
-    (``ch.TraceContext``, ``ch.Pass``), so that ``import cassette_hook`` pays neither for
-    the report writers nor for the ``bytecode`` package the passes work on."""
+    """Everything a program needs only once it overdubs, tags, dispatches or rewrites is
+    imported when first named (``ch.overdub``, ``ch.TraceContext``, ``ch.Pass``): the
+    generics with the hot path and ``typing``, the report writers, the ``bytecode``
+    package the passes work on.  What stays is what ``python -m cassette_hook`` and
+    ``install_from_env`` need to start a program: contexts, the import hook and the
+    process-wide contexts, none of which imports ``typing`` at run time (each module
+    says ``TYPE_CHECKING = False`` for its annotations)."""
     if name in _LAZY:
         import importlib
 
@@ -135,3 +147,8 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The public names too, before they are imported."""
+    return sorted({*globals(), *__all__})

@@ -13,19 +13,41 @@ exit.
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import types
-from typing import NoReturn, Sequence
 
 from . import __version__, _debug, _process, _specs, _switch, _unmatched, importhook
+
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
+if TYPE_CHECKING:
+    import argparse
+    from typing import NoReturn, Sequence
 
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 _WITH_VALUE = {"--include", "--exclude", "--context", "--output", "--debug"}
 
 
+class _Options:
+    """What the command line asks for, with the defaults of the options not given (the
+    parser keeps none of its own: it fills this in)."""
+
+    def __init__(self) -> None:
+        self.include: list[str] = []
+        self.exclude: list[str] = []
+        self.context: list[str] = []
+        self.output: str | None = None
+        self.subprocesses = False
+        self.debug: list[str] = []
+        self.list_contexts = False
+        self.module: str | None = None
+        self.code: str | None = None
+        self.script: str | None = None
+
+
 def _parser() -> argparse.ArgumentParser:
+    import argparse
+
     parser = argparse.ArgumentParser(
         prog="python -m cassette_hook",
         usage="%(prog)s [options] (script.py | dir | app.zip | -m module | -c code) [args...]",
@@ -34,19 +56,19 @@ def _parser() -> argparse.ArgumentParser:
                "directory) is instrumented. Standard library and site-packages modules are instrumented "
                "only when named by --include.",
     )
-    parser.add_argument("--include", action="append", default=[], metavar="P",
+    parser.add_argument("--include", action="append", metavar="P",
                         help="instrument modules matching P: a module name (with its submodules), "
                              "a glob over module names, or a directory (repeatable)")
-    parser.add_argument("--exclude", action="append", default=[], metavar="P",
+    parser.add_argument("--exclude", action="append", metavar="P",
                         help="do not instrument modules matching P (repeatable)")
-    parser.add_argument("--context", action="append", default=[], metavar="SPEC",
+    parser.add_argument("--context", action="append", metavar="SPEC",
                         help="activate a context for the whole run: NAME (see --list-contexts) or "
                              "module:attr, optionally followed by ,key=value options (repeatable; "
                              "the last is innermost)")
     parser.add_argument("--output", metavar="FILE", help="where the contexts write their reports (default: stderr)")
     parser.add_argument("--subprocesses", action="store_true",
                         help="instrument child Python processes the same way (subprocess, multiprocessing)")
-    parser.add_argument("--debug", action="append", default=[], metavar="CATEGORY[,CATEGORY]",
+    parser.add_argument("--debug", action="append", metavar="CATEGORY[,CATEGORY]",
                         help="say on stderr what cassette_hook decides; 'import': for each import, whether "
                              "it was rewritten, why, and what the code cache did (repeatable)")
     parser.add_argument("--list-contexts", action="store_true", help="list the contexts --context can name and exit")
@@ -77,24 +99,47 @@ def _split(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return list(argv), []
 
 
+def _parse(own: list[str]) -> _Options:
+    """``own`` read as the parser reads it.  A bare ``-c code``, ``-m module`` or script,
+    which the parser could only read one way, is read without it: building it imports
+    ``argparse`` with ``gettext`` and ``locale`` (and, from 3.12, ``shutil`` to size the
+    help), a fifth of ``python -c pass``.  (A value starting with ``-`` is the parser's to
+    accept or refuse.)"""
+    options = _Options()
+    if len(own) == 2 and own[0] in ("-c", "-m") and not own[1].startswith("-"):
+        if own[0] == "-c":
+            options.code = own[1]
+        else:
+            options.module = own[1]
+    elif len(own) == 1 and not own[0].startswith("-"):
+        options.script = own[0]
+    else:
+        _parser().parse_args(own, namespace=options)
+    return options
+
+
+def _usage_error(message: str) -> NoReturn:
+    """Usage, then ``message``, on stderr; exit status 2 (the parser's own errors)."""
+    _parser().error(message)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
     own, program_args = _split(sys.argv[1:] if argv is None else argv)
-    options = parser.parse_args(own)
+    options = _parse(own)
     if options.list_contexts:
         _list_contexts()
         return 0
     targets = [t for t in (options.script, options.module, options.code) if t is not None]
     if len(targets) != 1:
-        parser.error("give exactly one of: a script, -m module, -c code")
+        _usage_error("give exactly one of: a script, -m module, -c code")
     try:
         contexts = [_specs.make(spec, options.output) for spec in options.context]
     except Exception as exc:  # a bad name, option, report file or constructor: the error, not our traceback
-        parser.error(_specs.describe_error(exc, "--context", "--output"))
+        _usage_error(_specs.describe_error(exc, "--context", "--output"))
     try:
         _debug.enable(options.debug)
     except ValueError as exc:
-        parser.error(f"--debug: {exc}")
+        _usage_error(f"--debug: {exc}")
     include = options.include or [_default_include(options)]
     if options.subprocesses:
         from . import _subprocesses
@@ -107,14 +152,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(options, program_args)
 
 
-def _default_include(options: argparse.Namespace) -> str:
+def _default_include(options: _Options) -> str:
     if options.module is not None:
-        return str(options.module.partition(".")[0])
+        return options.module.partition(".")[0]
     if options.code is not None:
         return os.getcwd()
+    assert options.script is not None  # (main checked: exactly one target)
     if _runs_as_main_module(_absolute(options.script)):
-        return str(os.path.realpath(options.script))  # the directory or zip file is the program
-    return str(os.path.dirname(os.path.realpath(options.script)))
+        return os.path.realpath(options.script)  # the directory or zip file is the program
+    return os.path.dirname(os.path.realpath(options.script))
 
 
 def _list_contexts() -> None:
@@ -126,7 +172,7 @@ def _list_contexts() -> None:
         print(f"{name:12} {doc}")
 
 
-def _run(options: argparse.Namespace, args: list[str]) -> int:
+def _run(options: _Options, args: list[str]) -> int:
     try:
         if options.module is not None:
             import runpy
@@ -139,6 +185,7 @@ def _run(options: argparse.Namespace, args: list[str]) -> int:
             sys.path[0] = ""
             _exec_main(compile(options.code, "<string>", "exec", dont_inherit=True), None)
         else:
+            assert options.script is not None  # (main checked: exactly one target)
             _run_script(options.script, args)
     except SystemExit:
         raise

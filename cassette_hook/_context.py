@@ -21,9 +21,12 @@ import contextlib
 import sys
 import threading
 from contextvars import ContextVar
-from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
 
-from . import dispatch
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
+if TYPE_CHECKING:
+    from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
+
+    from . import dispatch
 
 HOOK_METHODS = ("prehook", "posthook", "overdub", "fallback", "execute")
 
@@ -110,6 +113,8 @@ class Context:
 
     def __class_getitem__(cls, metadata_type: Any) -> dispatch.Parametric:
         """``Ctx[M]``: an annotation matching a ``Ctx`` whose metadata is an ``M``."""
+        from . import dispatch  # (with ``typing``: a start needs no dispatch)
+
         try:
             return dispatch.Parametric(cls, "metadata", metadata_type)
         except TypeError:

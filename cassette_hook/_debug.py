@@ -14,7 +14,10 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Iterable
+
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
+if TYPE_CHECKING:
+    from typing import Iterable
 
 CATEGORIES = {
     "import": "for each import the hook is asked about: rewritten or not, why, and what the code cache did",

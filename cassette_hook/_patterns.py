@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Iterable
+
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
+if TYPE_CHECKING:
+    from typing import Iterable
 
 
 def is_glob(pattern: str) -> bool:

@@ -22,9 +22,12 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-from typing import Iterable, Mapping
 
 from . import _context, _debug, _specs, _unmatched, importhook
+
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
+if TYPE_CHECKING:
+    from typing import Iterable, Mapping
 
 INCLUDE, EXCLUDE, CONTEXT, OUTPUT, SEPARATE = (
     "CASSETTE_HOOK_INCLUDE", "CASSETTE_HOOK_EXCLUDE", "CASSETTE_HOOK_CONTEXT", "CASSETTE_HOOK_OUTPUT",

@@ -10,11 +10,13 @@ output)`` classmethod (see ``cassette_hook.contexts``).
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from ._context import Context
 
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
+    from typing import Any
+
     import importlib_metadata
 
 GROUP = "cassette_hook.contexts"

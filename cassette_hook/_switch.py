@@ -22,10 +22,13 @@ import functools
 import threading
 import weakref
 from types import FunctionType, ModuleType
-from typing import Any, Callable
 
 from . import _context
 from .rewrite import _names
+
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
+if TYPE_CHECKING:
+    from typing import Any, Callable
 
 _lock = threading.RLock()  # re-entrant: an entry may die in a collection inside entry_made
 _live_entries = 0
@@ -97,7 +100,8 @@ def enter(module: str) -> bool:
 
 def install_builtins() -> None:
     """Put the hooks switched code loads by name among the builtins (idempotent)."""
-    from . import callsite
+    from . import generics  # noqa: F401  (first: callsite, operators and primitives, which import
+    from . import callsite  # each other at their ends, can only be entered through generics)
 
     hooks = _names.HOOKS
     names: dict[object, Any] = {  # the hooks' names are GlobalName strings

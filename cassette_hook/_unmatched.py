@@ -15,10 +15,13 @@ from __future__ import annotations
 import atexit
 import os
 import sys
-from typing import Iterable, Sequence
 
 from ._patterns import ModulePatterns
 from .importhook import _is_path
+
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
+if TYPE_CHECKING:
+    from typing import Iterable, Sequence
 
 
 def unmatched(include: Sequence[str], modules: Iterable[str], cwd: str | None = None) -> list[str]:

@@ -18,20 +18,23 @@ from importlib.machinery import (BuiltinImporter, ExtensionFileLoader, ModuleSpe
                                  SourcelessFileLoader)
 from importlib.util import LazyLoader
 from types import CodeType, FunctionType, MethodType, ModuleType
-from typing import Any, Iterable, Sequence, TypeVar
 
 from . import _debug, _pyc, _switch, rewrite
 from ._context import recursion_budget
 from ._patterns import ModulePatterns, is_glob
 from .rewrite import _names
 
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
+if TYPE_CHECKING:
+    from typing import Any, Iterable, Sequence, TypeVar
+
+    T = TypeVar("T")
+
 # What the hook never rewrites: itself and what it runs on.  Rewritten code calls into
 # cassette_hook, which must not call back into rewritten code of its own.
 NEVER = ("cassette_hook", "bytecode", "importlib_metadata", "zipp", "lazy_importer")
 _NEVER = ModulePatterns(NEVER)
 OPTIONS = "switched operators"  # what the rewritten code depends on besides its source
-
-T = TypeVar("T")
 
 
 class Patterns:
@@ -226,6 +229,7 @@ class _SwitchingSource(SourceFileLoader):
             header = _pyc.key(source, fullname, OPTIONS)
             code, found = _pyc.read(cache, header)
             if code is not None:
+                _switch.install_builtins()  # (the cache holds only switched code)
                 if _debug.imports:
                     _debug.say("import", f"{fullname}: cache hit: {cache}")
                 return code
@@ -356,10 +360,15 @@ def switch_or_warn(code: CodeType, module: str) -> CodeType:
 
     Running out of stack or memory is no failure of the code: it propagates, as it would
     from the plain import (the import fails, and can be tried again).
+
+    The hooks switched code loads are put among the builtins when it is first made here
+    (or read from the cache), not when the hook is installed: they come with the
+    generics and the hot path, which a program that imports nothing to rewrite never
+    needs (``python -m cassette_hook -c pass``).
     """
-    _switch.install_builtins()
     if _names.nothing_to_rewrite(code):
         return code
+    _switch.install_builtins()
     from .rewrite import _dual  # (``bytecode`` with it: imported when something is rewritten)
 
     _debug.progress.begin(module)
@@ -388,7 +397,6 @@ def install(include: Iterable[str] = (), exclude: Iterable[str] = ()) -> Switchi
     before stay as they are: :func:`instrument` them.  Returns the finder.
     """
     patterns = Patterns(include, exclude)
-    _switch.install_builtins()
     for finder in sys.meta_path:
         if isinstance(finder, SwitchingFinder):
             finder.patterns = patterns
@@ -418,7 +426,6 @@ def instrument(obj: T) -> T:
     class methods, properties and nested classes, and the functions a function defines
     when it runs later, all get it.  Objects of cassette_hook itself are refused.
     """
-    _switch.install_builtins()
     if isinstance(obj, ModuleType):
         _refuse_own(obj.__name__, obj)
         for value in list(vars(obj).values()):

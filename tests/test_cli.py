@@ -281,6 +281,22 @@ def test_version_and_help(tmp_path):
     assert "--include" in help_text and "--context" in help_text and "-m" in help_text
 
 
+BARE = [["-c", "pass"], ["-c", ""], ["-c", "x = 1\nprint(x)"], ["-m", "pkg.mod"], ["prog.py"], [""], ["dir with space"]]
+
+
+@pytest.mark.parametrize("own", BARE)
+def test_a_bare_program_is_read_as_the_parser_reads_it(own):
+    from cassette_hook import __main__ as cli
+
+    assert vars(cli._parse(own)) == vars(cli._parser().parse_args(own, namespace=cli._Options()))
+
+
+@pytest.mark.parametrize("args", [["-c", "-x"], ["-m", "-x"], ["-c"], ["-x.py"]])
+def test_a_value_that_looks_like_an_option_is_still_the_parsers_to_refuse(tmp_path, args):
+    result = run(*args, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.startswith("usage: python -m cassette_hook")
+
+
 def test_no_program_is_a_usage_error(tmp_path):
     result = run("--include", "x", cwd=tmp_path)
     assert result.returncode == 2 and "give exactly one of" in result.stderr

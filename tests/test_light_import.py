@@ -1,5 +1,6 @@
 """``import cassette_hook`` is light: what only rewriting, an entry-point lookup or a report
-needs is imported when that happens, not before."""
+needs is imported when that happens, not before; and so is ``python -m cassette_hook``
+starting a program: what only options, overdubbing or rewriting need waits for them."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ from cassette_hook.rewrite import _dual, _names
 ROOT = Path(__file__).resolve().parent.parent
 LATER = ("bytecode", "importlib_metadata", "xml.sax.saxutils", "inspect", "tempfile", "sysconfig",
          "cassette_hook.rewrite._dual", "cassette_hook.contexts", "cassette_hook.contexts.profile",
-         "cassette_hook.contexts.trace")
+         "cassette_hook.contexts.trace", "typing", "cassette_hook.dispatch", "cassette_hook.generics",
+         "cassette_hook.callsite", "cassette_hook.tagging")
 
 
 def python(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -57,6 +59,52 @@ def test_a_program_with_nothing_to_rewrite_starts_without_the_rewriter(tmp_path)
     assert out.returncode == 0, out.stderr
     assert not imported_by_importtime(out.stderr) & {"bytecode", "cassette_hook.rewrite._dual",
                                                      "importlib_metadata", "xml.sax.saxutils"}
+
+
+def imported_by_the_command_line(tmp_path: Path, *args: str) -> set[str]:
+    """What ``python -m cassette_hook ARGS`` imports that ``python -c pass`` does not."""
+    out = python("-X", "importtime", "-m", "cassette_hook", *args, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    return imported_by_importtime(out.stderr) - imported_by_importtime(python("-X", "importtime", "-c", "pass").stderr)
+
+
+def test_a_bare_program_starts_without_the_option_parser(tmp_path):
+    assert not imported_by_the_command_line(tmp_path, "-c", "pass") & {"argparse", "gettext", "locale", "shutil"}
+
+
+def test_a_program_with_nothing_to_rewrite_starts_without_the_generics_or_typing(tmp_path):
+    imported = imported_by_the_command_line(tmp_path, "-c", "import sys; x = 1")
+    assert not imported & {"typing", "cassette_hook.dispatch", "cassette_hook.generics", "cassette_hook.callsite",
+                           "cassette_hook.tagging"}
+
+
+def test_the_public_names_are_listed_before_they_are_imported():
+    out = python("-c", "import cassette_hook as ch; print(sorted(set(ch.__all__) - set(dir(ch))))")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "[]\n"
+
+
+def test_every_public_name_is_there_when_named():
+    assert all(getattr(ch, name) is not None for name in ch.__all__)
+
+
+def test_a_module_read_from_the_code_cache_finds_its_hooks_in_a_fresh_process(tmp_path):
+    (tmp_path / "cached_mod.py").write_text("def f():\n    return len('ab')\n")
+    program = textwrap.dedent("""\
+        import sys
+        sys.dont_write_bytecode = False  # (whatever PYTHONDONTWRITEBYTECODE says)
+        import cassette_hook as ch
+        ch.install(include=["cached_mod"])
+        import cached_mod
+        class Seen(ch.Context):
+            def prehook(self, f, *args, **kwargs):
+                print("saw", f.__name__)
+        with Seen():
+            print(cached_mod.f())
+    """)
+    first, cached = python("-c", program, cwd=tmp_path), python("-c", program, cwd=tmp_path)
+    assert list(tmp_path.glob("__pycache__/cached_mod.*.cassette_hook.pyc"))
+    assert first.stdout == cached.stdout == "saw len\n2\n", cached.stderr
 
 
 def test_a_program_with_calls_is_rewritten_as_ever(tmp_path):

@@ -16,7 +16,12 @@ from __future__ import annotations
 
 import warnings
 from types import CodeType
-from typing import Callable
+
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
+if TYPE_CHECKING:
+    from typing import Callable
+
+    Nested = Callable[[CodeType, bool], CodeType]  # (code constant, runs as part of this body?) -> replacement
 
 __all__ = ["HEADROOM", "RESOURCE_ERRORS", "GlobalName", "Hooks", "UnsupportedCode", "rewrite_code", "rewrite_part"]
 
@@ -56,9 +61,6 @@ class GlobalName(str):
 
 class UnsupportedCode(Exception):
     """The code object uses a shape the rewriter does not understand."""
-
-
-Nested = Callable[[CodeType, bool], CodeType]  # (code constant, runs as part of this body?) -> replacement
 
 
 def rewrite_code(code: CodeType, hooks: Hooks, *, operators: bool) -> CodeType:

@@ -11,7 +11,11 @@ import operator as _operator
 from types import CodeType
 
 from . import GlobalName, Hooks
-from ._operators import BINARY, COMPARE, UNARY, Operator
+from ._operators import BINARY, COMPARE, UNARY
+
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
+if TYPE_CHECKING:
+    from ._operators import Operator
 
 __all__ = ["ACTIVE", "ENTER", "HOOKS", "OPERATORS", "is_switched", "nothing_to_rewrite", "operator_name"]
 

@@ -7,12 +7,14 @@ between versions, the operator functions do not.
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING, Callable
 
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:  # (imported by code that rewrites nothing: ``_names``)
+    from typing import Callable
+
     from bytecode import BinaryOp, Compare
 
-Operator = Callable[..., object]
+    Operator = Callable[..., object]
 
 BINARY: dict[str, Operator] = {
     "ADD": operator.add, "SUBTRACT": operator.sub, "MULTIPLY": operator.mul,

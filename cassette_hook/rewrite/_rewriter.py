@@ -9,13 +9,16 @@ from __future__ import annotations
 import struct
 import sys
 from types import CodeType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bytecode import Bytecode, ConcreteInstr, Instr
 
-from . import RESOURCE_ERRORS, GlobalName, Hooks, Nested, UnsupportedCode
+from . import RESOURCE_ERRORS, GlobalName, Hooks, UnsupportedCode
 from ._markers import ContextSlot, nooverdub
 from ._stack import COMPREHENSIONS, Item, stack_depths
+
+if TYPE_CHECKING:
+    from . import Nested
 
 if sys.version_info >= (3, 13):
     from . import _py313 as family
