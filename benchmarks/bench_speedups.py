@@ -30,7 +30,7 @@ VARIANTS = ("python", "c")
 def child(rows: list[str], names: list[str], rounds: int) -> dict[str, dict[str, float]]:
     """Ratios to plain, per row and workload, measured in this interpreter."""
     import workloads
-    from cassette_hook import generics, callsite  # noqa: F401  (the hot path is entered through generics)
+    from cassette_hook import callsite
 
     expected = "python" if os.environ.get("CASSETTE_HOOK_PURE_PYTHON") else "c"
     actual = "python" if callsite._speedups is None else "c"

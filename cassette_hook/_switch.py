@@ -100,8 +100,7 @@ def enter(module: str) -> bool:
 
 def install_builtins() -> None:
     """Put the hooks switched code loads by name among the builtins (idempotent)."""
-    from . import generics  # noqa: F401  (first: callsite, operators and primitives, which import
-    from . import callsite  # each other at their ends, can only be entered through generics)
+    from . import callsite
 
     hooks = _names.HOOKS
     names: dict[object, Any] = {  # the hooks' names are GlobalName strings

@@ -233,7 +233,7 @@ def run_popped(entry: _context.Entry, method: Callable[..., Any], args: tuple[An
     below = entry.below
     token = _context.active.set(below)
     try:
-        return method(*args, **kwargs) if below is None else seen_below(method, args, kwargs)
+        return method(*args, **kwargs) if below is None else callsite.seen_below(method, args, kwargs)
     finally:
         _context.active.reset(token)
 
@@ -256,7 +256,7 @@ def runnable(plan: _plan.Plan, f: Any) -> Callable[..., Any] | None:
         twin = runnable(plan, f.__func__)
         return None if twin is None else MethodType(twin, f.__self__)
     if kind is functools.partial:  # its body is one call: of f.func with the merged arguments
-        return functools.partial(call, f.func, *f.args, **f.keywords)
+        return functools.partial(callsite.call, f.func, *f.args, **f.keywords)
     if isinstance(f, type):
         return _construction(plan, f)
     call_method = getattr(kind, "__call__", None)  # noqa: B004 -- the method itself, not a callable() test
@@ -329,19 +329,19 @@ def construct(cls: type[Any], /, *args: Any, **kwargs: Any) -> Any:
     if new is object.__new__:
         obj = new(cls)  # only Python __init__ takes the arguments (else we would not be here)
     elif type(new) is FunctionType or type(new) is MethodType:
-        obj = resolve(new)(cls, *args, **kwargs)
+        obj = callsite.resolve(new)(cls, *args, **kwargs)
     else:
         obj = new(cls, *args, **kwargs)
     kind = type(obj)
     if cls in kind.__mro__:  # a real subclass: type.__call__ ignores ABC registration
         raw = _special.lookup(kind, "__init__")
         if type(raw) is FunctionType:
-            result = resolve(raw)(obj, *args, **kwargs)
+            result = callsite.resolve(raw)(obj, *args, **kwargs)
         else:  # bound as type.__call__ binds it; kind.__init__ would unwrap a staticmethod
             init = _special.bound(raw, obj, kind)
             if init is None:
                 init = raw.__get__(obj, kind)  # a descriptor of a subclass's own (cls's is known)
-            result = (resolve(init) if _special.recursible(init) else init)(*args, **kwargs)
+            result = (callsite.resolve(init) if _special.recursible(init) else init)(*args, **kwargs)
         if result is not None:
             raise TypeError(f"__init__() should return None, not '{type(result).__name__}'")
     return obj
@@ -349,6 +349,6 @@ def construct(cls: type[Any], /, *args: Any, **kwargs: Any) -> Any:
 
 # Last: callsite builds on this module (and this module's bodies call callsite.call).
 from . import operators, tagging  # noqa: E402
-from .callsite import call, resolve, seen_below  # noqa: E402
-from . import callsite  # noqa: E402  (its construct_by_ref: the C one when built)
+from . import callsite  # noqa: E402  (a module reference: callsite may be the one importing us; and its
+# functions are the C ones once it has loaded them)
 from .primitives import call_primitive  # noqa: E402

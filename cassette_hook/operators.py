@@ -130,7 +130,7 @@ class _Iterated:
         self.obj = obj
 
     def __iter__(self) -> Any:
-        return call(iter, self.obj)
+        return callsite.call(iter, self.obj)
 
 
 class _Sized(_Iterated):
@@ -157,7 +157,7 @@ _STAND_INS = {(False, False): _Iterated, (True, False): _Sized, (False, True): _
 def yield_from_operand(obj: Any) -> Any:
     """What ``yield from obj`` iterates: ``iter(obj)`` as a call site, except for generators
     and coroutines, which the instruction takes as they are (with its own checks)."""
-    return obj if type(obj) in (GeneratorType, CoroutineType) else call(iter, obj)
+    return obj if type(obj) in (GeneratorType, CoroutineType) else callsite.call(iter, obj)
 
 
 def _iterator(result: Any) -> Any:
@@ -168,7 +168,7 @@ def _iterator(result: Any) -> Any:
 
 def _nested(method: Any, *args: Any) -> Any:
     """A Python dunder is a call site of its own."""
-    return call(method, *args)
+    return callsite.call(method, *args)
 
 
 def _subclass(right: type, left: type) -> bool:
@@ -243,4 +243,4 @@ def _compare(forward: str, reflected: str, symbol: str, a: Any, b: Any) -> Body 
 
 
 # Last: callsite imports the modules that import this one.
-from .callsite import call  # noqa: E402
+from . import callsite  # noqa: E402  (a module reference: callsite may be the one importing us)

@@ -25,7 +25,7 @@ import weakref
 from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
-from . import generics, rewrite
+from . import rewrite
 from ._context import recursion_budget
 from ._patterns import ModulePatterns
 from .rewrite import _names
@@ -257,3 +257,7 @@ def _rewrite_or_warn(func: FunctionType, code: CodeType, operators: bool, plan: 
             stacklevel=2,
         )
         return None
+
+
+# Last: the generics (and the hot path behind them) read this module's classes as they load.
+from . import generics  # noqa: E402

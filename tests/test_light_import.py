@@ -49,6 +49,13 @@ def test_the_built_in_contexts_are_there_when_named():
     assert {"NullContext", "ProfileContext", "TraceContext"} <= set(ch.__all__)
 
 
+@pytest.mark.parametrize("module", ["plan", "generics", "callsite", "operators", "primitives", "tagging", "dispatch"])
+def test_each_module_of_the_hot_path_can_be_imported_first(module: str) -> None:
+    program = f"import cassette_hook.{module}; import cassette_hook as ch; print(ch.overdub(ch.Context(), abs, -2))"
+    out = python("-c", program)
+    assert (out.returncode, out.stdout, out.stderr) == (0, "2\n", "")
+
+
 def test_an_unknown_attribute_of_the_package_is_still_an_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'NoSuchContext'"):
         ch.NoSuchContext
