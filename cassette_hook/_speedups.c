@@ -84,11 +84,12 @@ slot(PyObject *obj, Py_ssize_t offset, const char *name)
 /* The twin of function f in table (a dict id -> (twin, code, defaults, kwdefaults)), if
  * it is current: f still has the code and defaults it was made from.  1 and a borrowed
  * twin, 0 if there is none, 2 if the table says None (a direct table's "not direct"),
- * -1 on error. */
+ * -1 on error.  A class may be in a direct table too, as (constructor, None, None, None). */
 static int
 current_twin(PyObject *table, PyObject *f, PyObject **twin)
 {
-    if (!PyFunction_Check(f)) {
+    int function = PyFunction_Check(f);
+    if (!function && !PyType_Check(f)) {
         return 0;
     }
     PyObject *key = PyLong_FromVoidPtr(f);
@@ -102,6 +103,10 @@ current_twin(PyObject *table, PyObject *f, PyObject **twin)
     }
     if (found == Py_None) {
         return 2;
+    }
+    if (!function) {
+        *twin = PyTuple_GET_ITEM(found, 0);
+        return PyTuple_GET_ITEM(found, 1) == Py_None;
     }
     PyObject *defaults = PyFunction_GET_DEFAULTS(f), *kwdefaults = PyFunction_GET_KW_DEFAULTS(f);
     if (PyTuple_GET_ITEM(found, 1) == PyFunction_GET_CODE(f)
@@ -182,7 +187,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run)
     if (plan == NULL) {
         return -1;
     }
-    if (SLOT(plan, plan_fast) != Py_True && !PyFunction_Check(f)) { /* only functions may be direct */
+    if (SLOT(plan, plan_fast) != Py_True && !PyFunction_Check(f) && !PyType_Check(f)) { /* only these may be direct */
         return 0;
     }
     PyObject *args[2] = {plan, f};

@@ -56,9 +56,9 @@ def resolve(f: Any, /) -> Any:
     twins = entry.direct_twins
     if twins is not None:
         found = twins.get(id(f))
-        if found is not None:  # f is that function; its twin holds while f keeps these:
+        if found is not None:  # f is that function (or class); its twin holds while f keeps these:
             twin, code, defaults, kwdefaults = found
-            if f.__code__ is code and f.__defaults__ is defaults and f.__kwdefaults__ is kwdefaults:
+            if code is None or f.__code__ is code and f.__defaults__ is defaults and f.__kwdefaults__ is kwdefaults:
                 return twin
         run = _resolve_direct(entry.plan, f)
         if run is not None:
@@ -71,7 +71,9 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
     of ``f`` without running hooks (methods, classes, primitives under a fast plan), or
     None: the call must go through :func:`site`."""
     if not plan.fast:  # a plan whose overloads name their callees: Plan.direct_twin
-        return plan.direct_twin(f) if type(f) is FunctionType else None
+        if type(f) is FunctionType:
+            return plan.direct_twin(f)
+        return plan.direct_constructor(f) if isinstance(f, type) else None
     kind = type(f)
     if kind is MethodType:
         twin = plan.twin(f.__func__) if type(f.__func__) is FunctionType else None

@@ -165,6 +165,18 @@ class Plan:
         self.direct_twins.set(func, None if twin is None else self.twins.values[id(func)])
         return twin
 
+    def direct_constructor(self, cls: type) -> Callable[..., Any] | None:
+        """``direct_twin`` for a class: what constructs it overdubbed (a Python ``__init__``
+        recursed into), entered as ``(constructor, None, None, None)``: a class has no
+        code to go stale, and how it constructs is this plan's for good."""
+        if self.direct_twins is None:
+            return None
+        constructor = None
+        if id(cls) not in self._named and generics.runnable(self, cls) is not None:
+            constructor = self.constructors.values.get(id(cls))
+        self.direct_twins.set(cls, None if constructor is None else (constructor, None, None, None))  # type: ignore[arg-type]  # a Twin of a class
+        return constructor
+
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
         if not self.in_scope(_module_of(func)):
             return None

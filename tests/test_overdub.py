@@ -843,9 +843,18 @@ class NamesItsCallees(ch.Context):
     pass
 
 
+class _NamedClass:
+    pass
+
+
+class _OtherClass:
+    def __init__(self, x):
+        self.x = x
+
+
 @ch.overdub.register
-def _replace_named_callee(ctx: NamesItsCallees, f: ch.Is[_named_callee], x):
-    return ("overloaded", x)
+def _replace_named_callee(ctx: NamesItsCallees, f: ch.Is[_named_callee, _NamedClass], *args):
+    return ("overloaded", *args)
 
 
 def test_an_overload_naming_its_callee_runs_for_that_callee_and_only_for_it():
@@ -857,6 +866,13 @@ def test_an_overload_naming_its_callee_runs_for_that_callee_and_only_for_it():
 
 # 3.10's call sites run ``call``: a frame of ours unless it is the C one (docs/internals.md).
 _CALL_FRAME_OF_OURS = sys.version_info < (3, 11) and callsite._speedups is None
+
+
+def test_an_overload_naming_a_class_replaces_its_construction_and_only_its():
+    def run():
+        return _NamedClass(), _OtherClass(3).x
+
+    assert ch.overdub(NamesItsCallees(), run) == (("overloaded",), 3)
 
 
 def test_a_callee_no_overload_names_has_its_callers_frame_below_it():

@@ -247,3 +247,40 @@ def test_a_sorted_key_callback_has_the_program_frame_below_it(ctx):
 
     assert ch.overdub(ctx, program) == [3, 2, 1]
     assert callers == ["program"] * 3
+
+
+class _Made:
+    def __init__(self):
+        self.below = sys._getframe().f_back.f_code.co_name  # the frame below, as it is
+
+
+class NamesOthers(ch.Context):
+    pass
+
+
+@ch.overdub.register
+def _named(ctx: NamesOthers, f: ch.Is[len], x):
+    return 0
+
+
+@needs_c
+def test_a_class_no_overload_names_is_constructed_from_the_program_frame():
+    def run():
+        return _Made().below
+
+    assert ch.overdub(NamesOthers(), run) == "run"
+
+
+@needs_c
+def test_a_builtin_under_an_overload_has_the_program_frame_below_its_overload():
+    class Below(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Below, f: ch.Is[abs], x):
+        return sys._getframe().f_back.f_code.co_name
+
+    try:
+        assert ch.overdub(Below(), lambda: abs(-1)) == "<lambda>"
+    finally:
+        ch.overdub.unregister(_)
