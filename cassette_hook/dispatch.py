@@ -505,7 +505,8 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
             self = super().__new__(cls, dispatcher)
             dispatcher.miss = self._miss
             self._roots = roots
-            self.resolve = dispatcher.resolve  # type: ignore[method-assign]  # the same, in C
+            if cls.resolve is Generic.resolve:  # (a subclass may resolve otherwise: metadatatype)
+                self.resolve = dispatcher.resolve  # type: ignore[method-assign]  # the same, in C
             return self
 
         def dispatch(*args: object, **kwargs: object) -> Any:

@@ -232,6 +232,12 @@ def test_metadatatype_is_exact_for_is() -> None:
     assert ch.metadatatype(TypedChild, Flag) is float
 
 
+def test_metadatatype_resolve_answers_for_classes() -> None:
+    assert ch.metadatatype.resolve((Meta, float)) is _any_metadata
+    with pytest.raises(TypeError, match="takes a context class and a value class"):
+        ch.metadatatype.resolve((Meta, float, 1))
+
+
 def test_metadatatype_refuses_an_instance_for_the_context_class() -> None:
     with pytest.raises(TypeError, match="context class first"):
         ch.metadatatype(Typed(), float)
