@@ -36,7 +36,7 @@
 static PyObject *active;             /* the ContextVar of the stack (replaced by bind()) */
 static PyTypeObject *entry_type, *plan_type;
 static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
-static Py_ssize_t plan_fast, plan_prehook_call, plan_posthook_call, plan_overdub, plan_execute, plan_twins;
+static Py_ssize_t plan_fast, plan_fallback, plan_prehook_call, plan_posthook_call, plan_overdub, plan_execute, plan_twins;
 static PyObject *resolve_direct;     /* (plan, f) -> what to call past the table of direct twins, or None */
 static PyObject *site_code, *site_globals, *site_qualname; /* callsite.site's closure, to make here */
 static int site_entry_first;         /* its free variables are (entry, f), not (f, entry) */
@@ -47,13 +47,18 @@ static PyObject *indirect_names;     /* names of builtin methods that may be emu
 static PyObject *present;            /* (f, args) -> (f, args): how hooks see a builtin method */
 static PyObject *overload_dispatchers[2]; /* what generics.overdub and execute call: Dispatchers */
 static PyObject *overload_defaults[2]; /* their defaults: no overload */
+static PyObject *fallback_dispatcher;  /* what generics.fallback calls: a Dispatcher */
+static PyObject *fallback_default;     /* its default: call the primitive */
+static PyObject *plain_operators;      /* operators.PLAIN_OPERATORS: ids */
+static PyObject *c_operands;           /* operators.C_OPERANDS: classes */
+static PyObject *plain_value(PyObject *x); /* tagging._plain (in the tagging part below) */
 static PyObject *runnable;           /* (plan, f) -> what runs f's body, or None */
 static PyObject *without_body;       /* (entry, f, args, kwargs): operator protocol or fallback */
 static PyObject *seen_below;         /* (hook, args, kwargs): a hook run under the contexts below */
 static PyObject *overdub_instead;    /* generics.OverdubInstead */
 static PyObject *construct;          /* generics.construct(cls, *args, **kwargs): type.__call__ overdubbed */
 static PyObject *object_new;         /* object.__new__ */
-static PyObject *str_values, *str_twin, *str_name, *str_new, *str_init;
+static PyObject *str_values, *str_twin, *str_name, *str_new, *str_init, *str_tag;
 static PyObject *one;                /* the int 1 */
 
 #define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
@@ -772,6 +777,68 @@ body_of(PyObject *plan, PyObject *callee)
     return PyObject_Vectorcall(runnable, args, 2, NULL);
 }
 
+/* generics.without_body for an operator of operators.PLAIN_OPERATORS whose operands are
+ * all of operators.C_OPERANDS once unwrapped (a tagging context's primitives get plain
+ * values): no Python dunder to recurse into, so the operator is called on the plain
+ * operands, unless a fallback overload takes the call.  1 and the result in *out, 0 when
+ * the call is not such a call (generics.without_body decides), -1 on error.  call is
+ * [ctx, f, operands...]. */
+static int
+plain_operator(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, PyObject *kwnames,
+               PyObject **out)
+{
+    PyObject *f = call[1], *plain[2];
+    if (kwnames != NULL || n < 3 || n > 4 || Py_TYPE(f) != &PyCFunction_Type) {
+        return 0;
+    }
+    PyObject *key = PyLong_FromVoidPtr(f);
+    if (key == NULL) {
+        return -1;
+    }
+    int known = PySet_Contains(plain_operators, key);
+    Py_DECREF(key);
+    if (known <= 0) {
+        return known;
+    }
+    int unwrap = -1; /* does the context tag values (read once, if an operand needs it)? */
+    for (Py_ssize_t i = 2; i < n; i++) {
+        PyObject *operand = call[i];
+        int c = PySet_Contains(c_operands, (PyObject *)Py_TYPE(operand));
+        if (c == 0 && unwrap != 0) {
+            if (unwrap < 0) {
+                PyObject *tag = PyObject_GetAttr(call[0], str_tag);
+                if (tag == NULL) {
+                    return -1;
+                }
+                unwrap = tag != Py_None;
+                Py_DECREF(tag);
+            }
+            if (unwrap) {
+                operand = plain_value(operand);
+                c = PySet_Contains(c_operands, (PyObject *)Py_TYPE(operand));
+            }
+        }
+        if (c <= 0) {
+            return c;
+        }
+        plain[i - 2] = operand;
+    }
+    if (SLOT(plan, plan_fallback) == Py_True) {
+        PyObject *method = method_for((Dispatcher *)fallback_dispatcher, call, n);
+        if (method == NULL) {
+            return -1;
+        }
+        if (method != fallback_default) {
+            *out = run_popped(entry, method, call, n, NULL);
+            Py_DECREF(method);
+            return *out == NULL ? -1 : 1;
+        }
+        Py_DECREF(method);
+    }
+    *out = PyObject_Vectorcall(f, plain, n - 2, NULL);
+    return *out == NULL ? -1 : 1;
+}
+
 /* stack: [ctx, <ctx, then the result>, callee, positional arguments..., keyword values...] */
 static PyObject *
 overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs, PyObject *kwnames)
@@ -807,10 +874,13 @@ overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs
         if (run == NULL) {
             return NULL;
         }
-        out = run == Py_None ? call_unpacked(without_body, entry, callee, args, nargs, kwnames)
-                             : PyObject_Vectorcall(run, args, nargs, kwnames);
+        int plain = run == Py_None ? plain_operator(entry, plan, stack + 1, nargs + 2, kwnames, &out) : 0;
+        if (plain == 0) {
+            out = run == Py_None ? call_unpacked(without_body, entry, callee, args, nargs, kwnames)
+                                 : PyObject_Vectorcall(run, args, nargs, kwnames);
+        }
         Py_DECREF(run);
-        if (out == NULL) {
+        if (plain < 0 || out == NULL) {
             return NULL;
         }
     }
@@ -1165,7 +1235,7 @@ static PyObject *allowed_generation; /* [dispatch.generation when allowed_metada
 static PyObject *dispatch_module;    /* its generation: bumped when any method changes */
 static PyObject *check_metadata;     /* (context class, value, metadata): raises if not allowed */
 static PyObject *not_tagging;        /* (ctx, what): raises the error for a context without tagging */
-static PyObject *str_tag, *str_generation;
+static PyObject *str_generation;
 
 /* x's fields if x is a wrapper of this tag, else NULL. */
 static TaggedFields *
@@ -1177,6 +1247,16 @@ tagged_for(PyObject *x, PyObject *tag)
     }
     TaggedFields *fields = (TaggedFields *)x;
     return fields->tag == tag ? fields : NULL;
+}
+
+/* tagging._plain: x's value, however deeply wrapped (borrowed; x itself if not a wrapper). */
+static PyObject *
+plain_value(PyObject *x)
+{
+    while (wrappers != NULL && PySet_Contains(wrappers, (PyObject *)Py_TYPE(x)) == 1) {
+        x = ((TaggedFields *)x)->value;
+    }
+    return x;
 }
 
 /* tagging._make: value wrapped for tag, carrying meta (a new reference). */
@@ -1545,6 +1625,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || slot_offset((PyTypeObject *)entry, "below", &entry_below) < 0
         || slot_offset((PyTypeObject *)entry, "direct_twins", &entry_direct_twins) < 0
         || slot_offset((PyTypeObject *)plan, "fast", &plan_fast) < 0
+        || slot_offset((PyTypeObject *)plan, "fallback", &plan_fallback) < 0
         || slot_offset((PyTypeObject *)plan, "prehook_call", &plan_prehook_call) < 0
         || slot_offset((PyTypeObject *)plan, "posthook_call", &plan_posthook_call) < 0
         || slot_offset((PyTypeObject *)plan, "overdub", &plan_overdub) < 0
@@ -1558,6 +1639,8 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || keep(kwargs, "special", &special) < 0 || keep(kwargs, "preparers", &preparers) < 0 || keep(kwargs, "indirect_names", &indirect_names) < 0
         || keep(kwargs, "present", &present) < 0 || keep(kwargs, "overdub_default", &overload_defaults[0]) < 0
         || keep(kwargs, "execute_default", &overload_defaults[1]) < 0
+        || keep(kwargs, "fallback_default", &fallback_default) < 0
+        || keep(kwargs, "plain_operators", &plain_operators) < 0 || keep(kwargs, "c_operands", &c_operands) < 0
         || keep(kwargs, "runnable", &runnable) < 0 || keep(kwargs, "without_body", &without_body) < 0
         || keep(kwargs, "seen_below", &seen_below) < 0 || keep(kwargs, "overdub_instead", &overdub_instead) < 0
         || keep(kwargs, "construct", &construct) < 0) {
@@ -1585,8 +1668,9 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
     Py_XSETREF(site_globals, Py_NewRef(PyFunction_GET_GLOBALS(closure)));
     site_code = Py_NewRef(PyFunction_GET_CODE(closure));
     Py_DECREF(closure);
-    const char *generics[2] = {"overdub", "execute"};
-    for (int i = 0; i < 2; i++) {
+    const char *generics[3] = {"overdub", "execute", "fallback"};
+    PyObject **dispatchers[3] = {&overload_dispatchers[0], &overload_dispatchers[1], &fallback_dispatcher};
+    for (int i = 0; i < 3; i++) {
         PyObject *generic = PyDict_GetItemString(kwargs, generics[i]);
         PyObject *dispatcher = generic ? PyObject_GetAttrString(generic, "func") : NULL;
         if (dispatcher == NULL || Py_TYPE(dispatcher) != &DispatcherType) {
@@ -1595,7 +1679,11 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
             PyErr_Format(PyExc_TypeError, "configure() needs %s, a Generic that calls a Dispatcher", generics[i]);
             return NULL;
         }
-        Py_XSETREF(overload_dispatchers[i], dispatcher);
+        Py_XSETREF(*dispatchers[i], dispatcher);
+    }
+    if (!PyAnySet_CheckExact(plain_operators) || !PyAnySet_CheckExact(c_operands)) {
+        PyErr_SetString(PyExc_TypeError, "configure(): plain_operators and c_operands must be sets");
+        return NULL;
     }
     if (!PyDict_CheckExact(special) || !PyDict_CheckExact(preparers) || !PyAnySet_CheckExact(indirect_names)) {
         PyErr_SetString(PyExc_TypeError, "configure(): special must be a dict, indirect_names a set");

@@ -260,7 +260,9 @@ def _accelerate(speedups: Any) -> None:
         call_primitive=primitives.call_primitive, special=primitives.SPECIAL, preparers=primitives.PREPARERS,
         indirect_names=_INDIRECT_NAMES,
         present=present, overdub=generics.overdub, execute=generics.execute, overdub_default=_default_overdub,
-        execute_default=_default_execute, runnable=generics.runnable, without_body=generics.without_body,
+        execute_default=_default_execute, fallback=generics.fallback, fallback_default=generics.DEFAULTS["fallback"],
+        plain_operators=operators.PLAIN_OPERATORS, c_operands=operators.C_OPERANDS,
+        runnable=generics.runnable, without_body=generics.without_body,
         seen_below=seen_below, overdub_instead=generics.OverdubInstead, construct=generics.construct)
     resolve, call, overload_of, present = speedups.resolve, speedups.call, speedups.overload_of, speedups.present
     construct_by_ref, primitive = speedups.construct_by_ref, speedups.primitive

@@ -53,6 +53,15 @@ _ON_FIRST: dict[Any, str] = {  # Any: typeshed types the operators as functions,
 }
 
 
+# The operators whose ``body`` is None whenever every operand's class is one of
+# ``C_OPERANDS`` (builtin value classes: every dunder C, nothing to recurse into).  The
+# C hot path calls these directly, without asking ``body``.
+PLAIN_OPERATORS: frozenset[int] = frozenset(map(id, (*_BINARY, *_INPLACE, *_COMPARE,
+                                                   operator.neg, operator.pos, operator.invert)))
+C_OPERANDS: frozenset[type] = frozenset({int, float, complex, bool, str, bytes, type(None), tuple, list, dict, set,
+                                         frozenset, range, slice})
+
+
 def _python(method: object) -> bool:
     return method is not None and method is not _C
 

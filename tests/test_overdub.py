@@ -915,3 +915,64 @@ def test_a_direct_callee_whose_code_is_replaced_runs_its_new_code():
     assert ch.overdub(ctx, run) == "old"
     callee.__code__ = (lambda: "new").__code__
     assert ch.overdub(ctx, run) == "new"
+
+
+# -- operators on builtin values ---------------------------------------------------------
+# operators.PLAIN_OPERATORS on operands of operators.C_OPERANDS have no Python dunder to
+# recurse into: the hot path calls them as they are (in C, without asking operators.body).
+
+_SAMPLE_OPERANDS = [0, 3, -2.5, 1j, True, "ab", b"x", None, (1,), [2], {"k": 1}, {3}, frozenset({4}), range(2),
+                    slice(1)]
+
+
+def _plain_operators():
+    import operator as op
+
+    from cassette_hook import operators
+    return [f for f in vars(op).values() if id(f) in operators.PLAIN_OPERATORS]
+
+
+def test_plain_operators_on_builtin_values_have_no_python_body():
+    from cassette_hook import operators
+
+    assert {type(x) for x in _SAMPLE_OPERANDS} == operators.C_OPERANDS
+    for f in _plain_operators():
+        arity = 1 if f in (operator.neg, operator.pos, operator.invert) else 2
+        for a in _SAMPLE_OPERANDS:
+            for args in ([(a, b) for b in _SAMPLE_OPERANDS] if arity == 2 else [(a,)]):
+                assert operators.body(f, args) is None, (f, args)
+
+
+class CountsOperators(ch.Context):
+    def prehook(self, f, *args, **kwargs):
+        self.metadata.append(f)
+
+
+def test_operators_on_builtin_values_give_the_plain_results_and_errors_under_hooks():
+    def run(one=1, a="a", seven=7, pair=(1, 2)):  # (arguments: constants would be folded)
+        out = [one + 2, a * 3, [one] + [2], seven % 3, 2 ** seven, one < 2, -one, ~seven, pair == (1, 2)]
+        try:
+            one + a
+        except TypeError as e:
+            out.append(str(e))
+        return out
+
+    ctx = CountsOperators(metadata=[])
+    assert ch.overdub(ctx, run) == run()
+    assert operator.add in ctx.metadata and operator.mod in ctx.metadata
+
+
+class TakesAdditions(ch.Context):
+    pass
+
+
+@ch.fallback.register
+def _additions_are_strings(ctx: TakesAdditions, f: ch.Is[operator.add], a, b):
+    return f"{a}+{b}"
+
+
+def test_a_fallback_overload_still_takes_an_operator_on_builtin_values():
+    def run(one=1, three=3):
+        return one + 2, three * 4
+
+    assert ch.overdub(TakesAdditions(), run) == ("1+2", 12)
