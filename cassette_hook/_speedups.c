@@ -393,6 +393,19 @@ refined(Refiner *self, PyObject *const *args, Py_ssize_t n)
     return entry;
 }
 
+/* Call the method dispatch found (a new reference, consumed; NULL: its error) with the
+ * call's own arguments. */
+static PyObject *
+call_method(PyObject *method, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (method == NULL) {
+        return NULL;
+    }
+    PyObject *out = PyObject_Vectorcall(method, args, nargsf, kwnames);
+    Py_DECREF(method);
+    return out;
+}
+
 /* The method a generic whose dispatcher this is runs for these arguments (a new
  * reference): Generic.resolve. */
 static PyObject *
@@ -430,13 +443,7 @@ method_for(Dispatcher *self, PyObject *const *args, Py_ssize_t n)
 static PyObject *
 dispatcher_call(Dispatcher *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *method = method_for(self, args, PyVectorcall_NARGS(nargsf));
-    if (method == NULL) {
-        return NULL;
-    }
-    PyObject *out = PyObject_Vectorcall(method, args, nargsf, kwnames);
-    Py_DECREF(method);
-    return out;
+    return call_method(method_for(self, args, PyVectorcall_NARGS(nargsf)), args, nargsf, kwnames);
 }
 
 static PyObject *
@@ -548,13 +555,7 @@ static PyTypeObject DispatcherType = {
 static PyObject *
 refiner_call(Refiner *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *method = refined(self, args, PyVectorcall_NARGS(nargsf));
-    if (method == NULL) {
-        return NULL;
-    }
-    PyObject *out = PyObject_Vectorcall(method, args, nargsf, kwnames);
-    Py_DECREF(method);
-    return out;
+    return call_method(refined(self, args, PyVectorcall_NARGS(nargsf)), args, nargsf, kwnames);
 }
 
 static PyObject *

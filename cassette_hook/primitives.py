@@ -98,17 +98,17 @@ def _program_frame(frame: FrameType | None) -> FrameType | None:
     return None
 
 
-def _overload_codes() -> Any:  # frozenset of code objects
+def _overload_codes() -> frozenset[Any]:
     """The code objects of the ``overdub`` and ``execute`` methods registered now."""
-    generation, codes = _overloads
-    if generation != dispatch.generation:  # a method was registered or removed
-        codes = frozenset(getattr(method, "__code__", None) for generic in (generics.overdub, generics.execute)
-                          for method in generic.methods())
-        _overloads[:] = [dispatch.generation, codes]
-    return codes
+    global _overloads
+    if _overloads[0] != dispatch.generation:  # a method was registered or removed
+        _overloads = (dispatch.generation, frozenset(
+            getattr(method, "__code__", None) for generic in (generics.overdub, generics.execute)
+            for method in generic.methods()))
+    return _overloads[1]
 
 
-_overloads: list[Any] = [-1, frozenset()]  # [dispatch.generation, codes] (see _overload_codes)
+_overloads: tuple[int, frozenset[Any]] = (-1, frozenset())  # (dispatch.generation, the codes then)
 
 
 def _outer_frame(frame: FrameType, depth: int) -> FrameType:
