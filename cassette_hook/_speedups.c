@@ -49,7 +49,11 @@ static PyObject *overload_dispatchers[2]; /* what generics.overdub and execute c
 static PyObject *overload_defaults[2]; /* their defaults: no overload */
 static PyObject *fallback_dispatcher;  /* what generics.fallback calls: a Dispatcher */
 static PyObject *fallback_default;     /* its default: call the primitive */
-static PyObject *plain_operators;      /* operators.PLAIN_OPERATORS: ids */
+static PyObject *plain_operators;      /* operators.PLAIN_OPERATORS: ids, kept as addresses in: */
+/* an open-addressing table: asked at every operator call, which a set of ints would
+ * answer only after making an int of the address. */
+#define PLAIN_TABLE 128
+static const void *plain_operator_table[PLAIN_TABLE];
 static PyObject *c_operands;           /* operators.C_OPERANDS: classes */
 static PyObject *plain_value(PyObject *x); /* tagging._plain (in the tagging part below) */
 static PyObject *runnable;           /* (plan, f) -> what runs f's body, or None */
@@ -317,6 +321,8 @@ typedef struct {
     vectorcallfunc vectorcall;
 } Dispatcher;
 
+#define REFINER_RECENT 16
+
 typedef struct {
     PyObject_HEAD
     Py_ssize_t position;
@@ -324,6 +330,12 @@ typedef struct {
     PyObject *key_of; /* _KeySpec.key */
     PyObject *fill;   /* args tuple -> the entry for a new key: a method or the next Refiner */
     PyObject *cache;  /* key -> entry */
+    /* In front of ``cache`` for an ids refiner: the entry last found for an object at
+     * this address (see refined()). */
+    struct {
+        PyObject *object; /* borrowed, compared by address only, never read */
+        PyObject *entry;
+    } recent[REFINER_RECENT];
     vectorcallfunc vectorcall;
 } Refiner;
 
@@ -364,27 +376,49 @@ refiner_key(Refiner *self, PyObject *const *args, Py_ssize_t n)
 }
 
 /* The method these arguments get (a new reference): the entry for their key, refined
- * further when it is the next Refiner. */
+ * further when it is the next Refiner.
+ *
+ * An ids refiner keys its cache by the argument's id, an int made and hashed at every
+ * call; ``recent`` answers first, by the argument's address alone.  That is sound without
+ * holding the argument: every object some Is[...] names is alive as long as the refiner
+ * (registration holds it, and changing the methods makes new refiners), so an address
+ * that held a named object still holds it, and one that held another object holds another
+ * object again, which gets the same entry (the key of every unnamed object is None). */
 static PyObject *
 refined(Refiner *self, PyObject *const *args, Py_ssize_t n)
 {
-    PyObject *key = refiner_key(self, args, n);
-    if (key == NULL) {
-        return NULL;
-    }
-    PyObject *entry = PyDict_GetItemWithError(self->cache, key);
-    if (entry != NULL) {
-        Py_INCREF(entry);
-    }
-    else if (!PyErr_Occurred()) {
-        PyObject *tuple = as_tuple(args, n);
-        entry = tuple ? PyObject_CallOneArg(self->fill, tuple) : NULL;
-        Py_XDECREF(tuple);
-        if (entry != NULL && PyDict_SetItem(self->cache, key, entry) < 0) {
-            Py_CLEAR(entry);
+    PyObject *entry = NULL;
+    size_t slot = 0;
+    if (self->ids != Py_None && self->position < n) {
+        uintptr_t address = (uintptr_t)args[self->position];
+        slot = (size_t)((address >> 4) ^ (address >> 10)) % REFINER_RECENT;
+        if (self->recent[slot].object == args[self->position] && self->recent[slot].entry != NULL) {
+            entry = Py_NewRef(self->recent[slot].entry);
         }
     }
-    Py_DECREF(key);
+    if (entry == NULL) {
+        PyObject *key = refiner_key(self, args, n);
+        if (key == NULL) {
+            return NULL;
+        }
+        entry = PyDict_GetItemWithError(self->cache, key);
+        if (entry != NULL) {
+            Py_INCREF(entry);
+        }
+        else if (!PyErr_Occurred()) {
+            PyObject *tuple = as_tuple(args, n);
+            entry = tuple ? PyObject_CallOneArg(self->fill, tuple) : NULL;
+            Py_XDECREF(tuple);
+            if (entry != NULL && PyDict_SetItem(self->cache, key, entry) < 0) {
+                Py_CLEAR(entry);
+            }
+        }
+        Py_DECREF(key);
+        if (entry != NULL && self->ids != Py_None) {
+            self->recent[slot].object = args[self->position];
+            Py_XSETREF(self->recent[slot].entry, Py_NewRef(entry));
+        }
+    }
     if (entry != NULL && Py_TYPE(entry) == &RefinerType) {
         PyObject *method = refined((Refiner *)entry, args, n);
         Py_DECREF(entry);
@@ -590,6 +624,7 @@ refiner_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->key_of = Py_NewRef(key_of);
     self->fill = Py_NewRef(fill);
     self->cache = PyDict_New();
+    memset(self->recent, 0, sizeof(self->recent));
     self->vectorcall = (vectorcallfunc)refiner_call;
     PyObject_GC_Track(self);
     if (self->cache == NULL) {
@@ -606,6 +641,9 @@ refiner_traverse(Refiner *self, visitproc visit, void *arg)
     Py_VISIT(self->key_of);
     Py_VISIT(self->fill);
     Py_VISIT(self->cache);
+    for (int i = 0; i < REFINER_RECENT; i++) {
+        Py_VISIT(self->recent[i].entry);
+    }
     return 0;
 }
 
@@ -616,6 +654,9 @@ refiner_clear(Refiner *self)
     Py_CLEAR(self->key_of);
     Py_CLEAR(self->fill);
     Py_CLEAR(self->cache);
+    for (int i = 0; i < REFINER_RECENT; i++) {
+        Py_CLEAR(self->recent[i].entry);
+    }
     return 0;
 }
 
@@ -711,12 +752,20 @@ run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nar
     return out == NULL ? -1 : 0;
 }
 
+/* Which of overload_dispatchers overload_for asks: a plan knows whether its context has
+ * overdub and execute overloads at all, and a dispatch it can skip is one less walk of a
+ * type cache (and of a Refiner's, whose key is made anew at every call). */
+enum { ASK_OVERDUB = 1, ASK_EXECUTE = 2 };
+
 /* callsite.overload_of: the overdub method for call ([ctx, f, arguments...]) if it has
  * one, else the execute one, else NULL without an error (a new reference). */
 static PyObject *
-overload_for(PyObject *const *call, Py_ssize_t n)
+overload_for(PyObject *const *call, Py_ssize_t n, int ask)
 {
     for (int i = 0; i < 2; i++) {
+        if (!(ask & (1 << i))) {
+            continue;
+        }
         PyObject *method = method_for((Dispatcher *)overload_dispatchers[i], call, n);
         if (method == NULL || method != overload_defaults[i]) {
             return method;
@@ -733,16 +782,16 @@ overload_of(PyObject *module, PyObject *call)
         PyErr_SetString(PyExc_TypeError, "overload_of() takes a tuple (ctx, f, *args)");
         return NULL;
     }
-    PyObject *method = overload_for(&PyTuple_GET_ITEM(call, 0), PyTuple_GET_SIZE(call));
+    PyObject *method = overload_for(&PyTuple_GET_ITEM(call, 0), PyTuple_GET_SIZE(call), ASK_OVERDUB | ASK_EXECUTE);
     return method != NULL || PyErr_Occurred() ? method : Py_NewRef(Py_None);
 }
 
 /* callsite._overloaded: what an overdub or execute overload makes of the call, or
  * OverdubInstead (a new reference).  call is [ctx, callee, arguments..., keyword values]. */
 static PyObject *
-overloaded(PyObject *entry, PyObject *const *call, Py_ssize_t nargs, PyObject *kwnames)
+overloaded(PyObject *entry, int ask, PyObject *const *call, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *method = overload_for(call, nargs);
+    PyObject *method = overload_for(call, nargs, ask);
     if (method == NULL) {
         return PyErr_Occurred() ? NULL : Py_NewRef(overdub_instead);
     }
@@ -778,51 +827,129 @@ body_of(PyObject *plan, PyObject *callee)
     return PyObject_Vectorcall(runnable, args, 2, NULL);
 }
 
-/* generics.without_body for an operator of operators.PLAIN_OPERATORS whose operands are
- * all of operators.C_OPERANDS once unwrapped (a tagging context's primitives get plain
- * values): no Python dunder to recurse into, so the operator is called on the plain
- * operands, unless a fallback overload takes the call.  1 and the result in *out, 0 when
- * the call is not such a call (generics.without_body decides), -1 on error.  call is
- * [ctx, f, operands...]. */
-static int
-plain_operator(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, PyObject *kwnames,
-               PyObject **out)
+static size_t
+plain_slot(const void *address)
 {
-    PyObject *f = call[1], *plain[2];
-    if (kwnames != NULL || n < 3 || n > 4 || Py_TYPE(f) != &PyCFunction_Type) {
+    return (size_t)(((uintptr_t)address >> 4) ^ ((uintptr_t)address >> 11)) % PLAIN_TABLE;
+}
+
+static int
+is_plain_operator(PyObject *f)
+{
+    for (size_t i = plain_slot(f); plain_operator_table[i] != NULL; i = (i + 1) % PLAIN_TABLE) {
+        if (plain_operator_table[i] == f) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Fill plain_operator_table from the set of ids (at most half full, so probes end). */
+static int
+fill_plain_operators(PyObject *ids)
+{
+    if (PySet_GET_SIZE(ids) > PLAIN_TABLE / 2) {
+        PyErr_SetString(PyExc_ValueError, "configure(): too many plain operators for the C table");
+        return -1;
+    }
+    memset(plain_operator_table, 0, sizeof(plain_operator_table));
+    PyObject *iterator = PyObject_GetIter(ids), *id;
+    if (iterator == NULL) {
+        return -1;
+    }
+    while ((id = PyIter_Next(iterator)) != NULL) {
+        void *address = PyLong_AsVoidPtr(id);
+        Py_DECREF(id);
+        if (address == NULL) {
+            break;
+        }
+        size_t i = plain_slot(address);
+        while (plain_operator_table[i] != NULL) {
+            i = (i + 1) % PLAIN_TABLE;
+        }
+        plain_operator_table[i] = address;
+    }
+    Py_DECREF(iterator);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* A value of a builtin scalar class: every dunder of it is C, so a builtin given only
+ * these calls no Python code through them. */
+static int
+is_scalar(PyObject *x)
+{
+    return PyFloat_CheckExact(x) || PyLong_CheckExact(x) || PyUnicode_CheckExact(x) || PyBool_Check(x)
+           || x == Py_None || PyBytes_CheckExact(x) || PyComplex_CheckExact(x);
+}
+
+/* A module's builtin function (math.cos, len) that primitives does not emulate. */
+static int
+is_plain_function(PyObject *f)
+{
+    if (Py_TYPE(f) != &PyCFunction_Type || !PyModule_Check(PyCFunction_GET_SELF(f))) {
         return 0;
     }
     PyObject *key = PyLong_FromVoidPtr(f);
     if (key == NULL) {
         return -1;
     }
-    int known = PySet_Contains(plain_operators, key);
+    int emulated = PyDict_Contains(special, key);
     Py_DECREF(key);
-    if (known <= 0) {
-        return known;
+    return emulated < 0 ? -1 : !emulated;
+}
+
+/* generics.without_body for a call with nothing of Python to recurse into: an operator of
+ * operators.PLAIN_OPERATORS whose operands are all of operators.C_OPERANDS once unwrapped
+ * (a tagging context's primitives get plain values), or a module's builtin function that
+ * primitives does not emulate, given plain scalars only (so that tagging has nothing to
+ * unwrap).  The callee is called on the plain operands, unless a fallback overload takes
+ * the call.  1 and the result in *out, 0 when the call is not such a call
+ * (generics.without_body decides), -1 on error.  call is [ctx, f, operands...]. */
+static int
+plain_builtin(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, PyObject *kwnames,
+              PyObject **out)
+{
+    PyObject *f = call[1], *plain[2];
+    PyObject *const *operands = plain;
+    if (kwnames != NULL || Py_TYPE(f) != &PyCFunction_Type) {
+        return 0;
     }
-    int unwrap = -1; /* does the context tag values (read once, if an operand needs it)? */
-    for (Py_ssize_t i = 2; i < n; i++) {
-        PyObject *operand = call[i];
-        int c = PySet_Contains(c_operands, (PyObject *)Py_TYPE(operand));
-        if (c == 0 && unwrap != 0) {
-            if (unwrap < 0) {
-                PyObject *tag = PyObject_GetAttr(call[0], str_tag);
-                if (tag == NULL) {
-                    return -1;
+    if (n >= 3 && n <= 4 && is_plain_operator(f)) {
+        int unwrap = -1; /* does the context tag values (read once, if an operand needs it)? */
+        for (Py_ssize_t i = 2; i < n; i++) {
+            PyObject *operand = call[i];
+            int c = PySet_Contains(c_operands, (PyObject *)Py_TYPE(operand));
+            if (c == 0 && unwrap != 0) {
+                if (unwrap < 0) {
+                    PyObject *tag = PyObject_GetAttr(call[0], str_tag);
+                    if (tag == NULL) {
+                        return -1;
+                    }
+                    unwrap = tag != Py_None;
+                    Py_DECREF(tag);
                 }
-                unwrap = tag != Py_None;
-                Py_DECREF(tag);
+                if (unwrap) {
+                    operand = plain_value(operand);
+                    c = PySet_Contains(c_operands, (PyObject *)Py_TYPE(operand));
+                }
             }
-            if (unwrap) {
-                operand = plain_value(operand);
-                c = PySet_Contains(c_operands, (PyObject *)Py_TYPE(operand));
+            if (c <= 0) {
+                return c;
+            }
+            plain[i - 2] = operand;
+        }
+    }
+    else {
+        for (Py_ssize_t i = 2; i < n; i++) {
+            if (!is_scalar(call[i])) {
+                return 0;
             }
         }
-        if (c <= 0) {
-            return c;
+        int function = is_plain_function(f);
+        if (function <= 0) {
+            return function;
         }
-        plain[i - 2] = operand;
+        operands = call + 2;
     }
     if (SLOT(plan, plan_fallback) == Py_True) {
         PyObject *method = method_for((Dispatcher *)fallback_dispatcher, call, n);
@@ -836,7 +963,7 @@ plain_operator(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_
         }
         Py_DECREF(method);
     }
-    *out = PyObject_Vectorcall(f, plain, n - 2, NULL);
+    *out = PyObject_Vectorcall(f, operands, n - 2, NULL);
     return *out == NULL ? -1 : 1;
 }
 
@@ -860,8 +987,10 @@ overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs
         return NULL;
     }
     PyObject *out;
-    if (SLOT(plan, plan_overdub) == Py_True || SLOT(plan, plan_execute) == Py_True) {
-        out = overloaded(entry, stack + 1, nargs + 2, kwnames);
+    int ask = (SLOT(plan, plan_overdub) == Py_True ? ASK_OVERDUB : 0)
+              | (SLOT(plan, plan_execute) == Py_True ? ASK_EXECUTE : 0);
+    if (ask) {
+        out = overloaded(entry, ask, stack + 1, nargs + 2, kwnames);
         if (out == NULL) {
             return NULL;
         }
@@ -875,7 +1004,7 @@ overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs
         if (run == NULL) {
             return NULL;
         }
-        int plain = run == Py_None ? plain_operator(entry, plan, stack + 1, nargs + 2, kwnames, &out) : 0;
+        int plain = run == Py_None ? plain_builtin(entry, plan, stack + 1, nargs + 2, kwnames, &out) : 0;
         if (plain == 0) {
             out = run == Py_None ? call_unpacked(without_body, entry, callee, args, nargs, kwnames)
                                  : PyObject_Vectorcall(run, args, nargs, kwnames);
@@ -1491,17 +1620,28 @@ hasmetadata(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject 
     return PyBool_FromLong(fields != NULL && fields->meta != no_metadata);
 }
 
+/* The last answer of metadata_allowed, for the classes of (context, value, metadata)
+ * and dispatch's generation it was given in: AD tags every result with the same classes,
+ * so one entry answers nearly every call without a tuple to hash. */
+static PyObject *last_ctx_type, *last_value_type, *last_meta_type, *last_generation;
+
 /* May values of this class carry this metadata in this context class?  1 yes, 0 not
  * known yet (check_metadata decides, and remembers), -1 on error. */
 static int
 metadata_allowed(PyObject *ctx_type, PyObject *value_type, PyObject *meta)
 {
-    PyObject *generation = PyObject_GetAttr(dispatch_module, str_generation);
+    PyObject *generation = PyDict_GetItemWithError(PyModule_GetDict(dispatch_module), str_generation);
     if (generation == NULL) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_AttributeError, "cassette_hook: dispatch has no generation");
+        }
         return -1;
     }
+    if (generation == last_generation && ctx_type == last_ctx_type && value_type == last_value_type
+        && (PyObject *)Py_TYPE(meta) == last_meta_type) {
+        return 1;
+    }
     int current = PyObject_RichCompareBool(PyList_GET_ITEM(allowed_generation, 0), generation, Py_EQ);
-    Py_DECREF(generation);
     if (current <= 0) {
         return current;
     }
@@ -1514,7 +1654,14 @@ metadata_allowed(PyObject *ctx_type, PyObject *value_type, PyObject *meta)
     if (allowed == NULL || allowed == no_metadata) {
         return PyErr_Occurred() ? -1 : 0;
     }
-    return PyObject_IsInstance(meta, allowed);
+    int ok = PyObject_IsInstance(meta, allowed);
+    if (ok == 1 && PyObject_IsSubclass((PyObject *)Py_TYPE(meta), allowed) == 1) { /* (not for a __class__ that lies) */
+        Py_XSETREF(last_generation, Py_NewRef(generation));
+        Py_XSETREF(last_ctx_type, Py_NewRef(ctx_type));
+        Py_XSETREF(last_value_type, Py_NewRef(value_type));
+        Py_XSETREF(last_meta_type, Py_NewRef((PyObject *)Py_TYPE(meta)));
+    }
+    return ok;
 }
 
 static PyObject *
@@ -1598,10 +1745,11 @@ configure_tagging(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     if (!PyDict_CheckExact(wrapper_classes) || !PySet_CheckExact(wrappers) || !PyDict_CheckExact(allowed_metadata)
-        || !PyList_CheckExact(allowed_generation) || PyList_GET_SIZE(allowed_generation) != 1) {
+        || !PyList_CheckExact(allowed_generation) || PyList_GET_SIZE(allowed_generation) != 1
+        || !PyModule_Check(dispatch_module)) {
         PyErr_SetString(PyExc_TypeError,
                         "configure_tagging(): classes and allowed must be dicts, wrappers a set, "
-                        "allowed_generation a list of one");
+                        "allowed_generation a list of one, dispatch a module");
         return NULL;
     }
     Py_RETURN_NONE;
@@ -1684,6 +1832,9 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     if (!PyAnySet_CheckExact(plain_operators) || !PyAnySet_CheckExact(c_operands)) {
         PyErr_SetString(PyExc_TypeError, "configure(): plain_operators and c_operands must be sets");
+        return NULL;
+    }
+    if (fill_plain_operators(plain_operators) < 0) {
         return NULL;
     }
     if (!PyDict_CheckExact(special) || !PyDict_CheckExact(preparers) || !PyAnySet_CheckExact(indirect_names)) {

@@ -14,6 +14,7 @@ Run ``python examples/forward_ad.py`` for a few derivatives next to their closed
 
 import math
 import operator
+import types
 
 import cassette_hook as ch
 
@@ -47,33 +48,45 @@ def _parts(ctx, x):
 
 # -- the rules ----------------------------------------------------------------------------
 # Each overload sees the call with its tagged operands, and returns the result tagged with
-# its derivative.
+# its derivative.  Rules match only calls with a tagged operand: an operation on untagged
+# operands alone (``0.5 * k``, a loop index, two strings) has no derivative to carry, and
+# runs plainly, as dual numbers leave plain floats alone.
 
-@ch.overdub.register
+def _binary_rule(rule):
+    """Register ``rule(ctx, f, a, b)`` for the calls where ``a``, ``b`` or both are tagged
+    (one overload per case: dispatch reads each operand's annotation)."""
+    for a, b in ((ch.Tagged, object), (object, ch.Tagged), (ch.Tagged, ch.Tagged)):
+        method = types.FunctionType(rule.__code__, rule.__globals__, rule.__name__, rule.__defaults__)
+        method.__annotations__ = {**rule.__annotations__, "a": a, "b": b}
+        ch.overdub.register(method)
+    return rule
+
+
+@_binary_rule
 def _add(ctx: Diff, f: ch.Is[operator.add, operator.iadd], a, b):
     (u, du), (v, dv) = _parts(ctx, a), _parts(ctx, b)
     return ch.tag(u + v, ctx, du + dv)
 
 
-@ch.overdub.register
+@_binary_rule
 def _sub(ctx: Diff, f: ch.Is[operator.sub, operator.isub], a, b):
     (u, du), (v, dv) = _parts(ctx, a), _parts(ctx, b)
     return ch.tag(u - v, ctx, du - dv)
 
 
-@ch.overdub.register
+@_binary_rule
 def _mul(ctx: Diff, f: ch.Is[operator.mul, operator.imul], a, b):
     (u, du), (v, dv) = _parts(ctx, a), _parts(ctx, b)
     return ch.tag(u * v, ctx, du * v + u * dv)
 
 
-@ch.overdub.register
+@_binary_rule
 def _div(ctx: Diff, f: ch.Is[operator.truediv, operator.itruediv], a, b):
     (u, du), (v, dv) = _parts(ctx, a), _parts(ctx, b)
     return ch.tag(u / v, ctx, (du * v - u * dv) / (v * v))
 
 
-@ch.overdub.register
+@_binary_rule
 def _pow(ctx: Diff, f: ch.Is[operator.pow, operator.ipow, pow], a, b):
     (u, du), (v, dv) = _parts(ctx, a), _parts(ctx, b)
     out = u ** v
@@ -84,13 +97,13 @@ def _pow(ctx: Diff, f: ch.Is[operator.pow, operator.ipow, pow], a, b):
 
 
 @ch.overdub.register
-def _neg(ctx: Diff, f: ch.Is[operator.neg], a):
+def _neg(ctx: Diff, f: ch.Is[operator.neg], a: ch.Tagged):
     u, du = _parts(ctx, a)
     return ch.tag(-u, ctx, -du)
 
 
 @ch.overdub.register
-def _abs(ctx: Diff, f: ch.Is[abs], a):
+def _abs(ctx: Diff, f: ch.Is[abs], a: ch.Tagged):
     u, du = _parts(ctx, a)
     return ch.tag(abs(u), ctx, math.copysign(1.0, u) * du)
 
@@ -102,7 +115,7 @@ _OUTER = {  # f: f'
 
 
 @ch.overdub.register
-def _chain(ctx: Diff, f: ch.Is[math.sin, math.cos, math.exp, math.sqrt, math.log], a):
+def _chain(ctx: Diff, f: ch.Is[math.sin, math.cos, math.exp, math.sqrt, math.log], a: ch.Tagged):
     u, du = _parts(ctx, a)
     return ch.tag(f(u), ctx, _OUTER[f](u) * du)
 

@@ -297,6 +297,24 @@ def test_is_never_confuses_objects_of_the_same_type_on_cache_hits() -> None:
     assert [g(f) for f in calls] == ["sin", "cos", "other", "sin", "other", "cos"] * 2
 
 
+
+def test_is_refinement_answers_each_of_many_objects_by_identity() -> None:
+    """Many objects through one Is refiner, named and not, alternating and short-lived:
+    each gets its own answer (the C refiner remembers recent arguments by address)."""
+    g = Generic("g", default=lambda f: "other")
+    named = [lambda i=i: i for i in range(8)]
+
+    @g.register
+    def _(f: Is[tuple(named)]) -> str:
+        return "named"
+
+    for _ in range(3):
+        passing = [lambda: None for _ in range(40)]  # unnamed, made and dropped each round
+        calls = [f for pair in zip(named * 5, passing) for f in pair]
+        assert [g(f) for f in calls] == ["named", "other"] * 40
+        del passing, calls
+        gc.collect()
+
 def test_is_of_a_tuple_subscript_lists_its_members() -> None:
     assert Is[(1, 2)].objects == (1, 2)
     assert Is((1, 2)).objects == ((1, 2),)

@@ -3,6 +3,7 @@
 import asyncio
 import functools
 import gc
+import math
 import operator
 import sys
 import threading
@@ -976,3 +977,27 @@ def test_a_fallback_overload_still_takes_an_operator_on_builtin_values():
         return one + 2, three * 4
 
     assert ch.overdub(TakesAdditions(), run) == ("1+2", 12)
+
+
+class FloorsCounted(ch.Context):
+    """Overloads an operator (so calls are dispatched) and counts math.floor in fallback."""
+
+
+@ch.overdub.register
+def _floors_overdub(ctx: FloorsCounted, f: ch.Is[operator.neg], a):
+    return f(a)
+
+
+@ch.fallback.register
+def _floors_counted(ctx: FloorsCounted, f: ch.Is[math.floor], x):
+    ctx.metadata.append(x)
+    return f(x)
+
+
+def test_a_fallback_overload_still_takes_a_module_builtin_on_plain_scalars():
+    def run(x=2.5, y=7):
+        return math.floor(x), math.gcd(y, 21), len("abc")
+
+    ctx = FloorsCounted(metadata=[])
+    assert ch.overdub(ctx, run) == (2, 7, 3)
+    assert ctx.metadata == [2.5]

@@ -298,6 +298,40 @@ def test_registering_metadatatype_takes_effect_at_once() -> None:
         ch.metadatatype.unregister(late)
 
 
+
+def test_unregistering_metadatatype_takes_effect_at_once() -> None:
+    class Gone(ch.Context):
+        pass
+
+    def gone(ctx: Gone, value: float) -> type:
+        return float
+
+    ctx = ch.enabletagging(Gone(), len)
+    ch.metadatatype.register(gone)
+    try:
+        assert ch.metadata(ch.tag(1.0, ctx, 2.0), ctx) == 2.0
+    finally:
+        ch.metadatatype.unregister(gone)
+    with pytest.raises(TypeError, match="no metadata"):
+        ch.tag(1.0, ctx, 2.0)
+
+
+def test_metadata_of_another_class_than_allowed_is_refused_after_an_allowed_one() -> None:
+    class Floats(ch.Context):
+        pass
+
+    def floats(ctx: Floats, value: float) -> type:
+        return float
+
+    ctx = ch.enabletagging(Floats(), len)
+    ch.metadatatype.register(floats)
+    try:
+        assert ch.metadata(ch.tag(1.0, ctx, 2.0), ctx) == 2.0
+        with pytest.raises(TypeError, match="str"):
+            ch.tag(1.0, ctx, "two")
+    finally:
+        ch.metadatatype.unregister(floats)
+
 # -- what a tagged value looks like -------------------------------------------------------
 
 def test_isinstance_sees_the_value_class() -> None:

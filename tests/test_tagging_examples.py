@@ -125,6 +125,17 @@ def test_ad_through_augmented_assignment_sum_min_and_max() -> None:
     assert ad.derivative(f, 2.0) == pytest.approx(2 * 2.0 + 1 + 1 + 3)
 
 
+
+def test_ad_runs_operations_on_untagged_operands_plainly() -> None:
+    def f(x: float) -> float:
+        label = "step" + str(2)  # strings: no rule matches, no derivative to carry
+        items = [1.0]
+        items += [2.0]
+        scale = math.cos(0.5) * len(label) - abs(-2.0)
+        return scale * x + sum(items)
+
+    assert ad.derivative(f, 2.0) == pytest.approx(math.cos(0.5) * 5 - 2.0)
+
 def test_ad_of_a_constant_function_is_zero() -> None:
     assert ad.derivative(lambda x: 3.0, 1.0) == 0.0
 
