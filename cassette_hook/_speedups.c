@@ -11,13 +11,14 @@
  *   - Frames.  A C function adds no Python frame, so a callee that call() calls has the
  *     program's frame as its f_back: no frame of ours between the program's frames.
  *
- * resolve() only ever returns what the program's frame then calls: a Python callee called
- * from C runs in a new evaluation loop, on the C stack (and, from 3.12 on, against
- * CPython's C recursion limit of about 1,500-8,000 levels), where the program's own
- * Python-to-Python call would not.  So a hooked call of a Python function at a 3.11+
- * call site still runs callsite.site's Python closure; call() runs its steps here, where
- * the caller is C already (3.10 call sites, operator sites through a partial, callbacks
- * from C code), and so does a BuiltinSite, for a builtin callee (C code either way).
+ * resolve() returns what the program's frame then calls: under hooks, a Site, which runs
+ * callsite.site's steps here, so that the hooks and the callee have the program's frame
+ * below them.  A Python callee called from C runs in a new evaluation loop, on the C stack
+ * (and, from 3.12 on, against CPython's C recursion limit of about 1,500-8,000 levels),
+ * where the program's own Python-to-Python call would not: so a thread runs only so many
+ * Python callees through Sites at once, and deeper recursion gets callsite.site's Python
+ * closure (see SITE_BUDGET).  call() runs the same steps where the caller is C already
+ * (3.10 call sites, operator sites through a partial, callbacks from C code).
  *
  * Everything rare is delegated back to the Python modules (configure() and
  * configure_tagging() hand it over): a Python frame there is only ever on the stack
@@ -32,11 +33,18 @@
 #include <stddef.h>
 #include <structmember.h> /* PyMemberDef (in Python.h from 3.12 on) */
 
+#if defined(_MSC_VER)
+#define THREAD_LOCAL __declspec(thread)
+#else
+#define THREAD_LOCAL _Thread_local
+#endif
+
 /* What configure() was given. */
 static PyObject *active;             /* the ContextVar of the stack (replaced by bind()) */
 static PyTypeObject *entry_type, *plan_type;
 static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
-static Py_ssize_t plan_fast, plan_fallback, plan_prehook_call, plan_posthook_call, plan_overdub, plan_execute, plan_twins;
+static Py_ssize_t plan_fast, plan_fallback, plan_prehook_call, plan_posthook_call, plan_overdub, plan_execute, plan_twins,
+    plan_operators;
 static PyObject *resolve_direct;     /* (plan, f) -> what to call past the table of direct twins, or None */
 static PyObject *site_code, *site_globals, *site_qualname; /* callsite.site's closure, to make here */
 static int site_entry_first;         /* its free variables are (entry, f), not (f, entry) */
@@ -58,6 +66,8 @@ static PyObject *c_operands;           /* operators.C_OPERANDS: classes */
 static PyObject *plain_value(PyObject *x); /* tagging._plain (in the tagging part below) */
 static PyObject *runnable;           /* (plan, f) -> what runs f's body, or None */
 static PyObject *without_body;       /* (entry, f, args, kwargs): operator protocol or fallback */
+static PyObject *with_bodies;        /* operators.WITH_BODIES: ids of the callees operators.body knows */
+static PyObject *operator_body;      /* operators.body: (op, args) -> its Python dunders, or None */
 static PyObject *seen_below;         /* (hook, args, kwargs): a hook run under the contexts below */
 static PyObject *overdub_instead;    /* generics.OverdubInstead */
 static PyObject *construct;          /* generics.construct(cls, *args, **kwargs): type.__call__ overdubbed */
@@ -211,10 +221,9 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run)
     return 1;
 }
 
-static PyObject *builtin_site(PyObject *entry, PyObject *f);
+static PyObject *overdubbed_site(PyObject *entry, PyObject *f);
 
-/* callsite.resolve under entry: a direct twin, or the overdubbed call's closure (for a
- * builtin, the same in C: builtin_site). */
+/* callsite.resolve under entry: a direct twin, or the overdubbed call (overdubbed_site). */
 static PyObject *
 resolve_in(PyObject *entry, PyObject *f)
 {
@@ -223,7 +232,7 @@ resolve_in(PyObject *entry, PyObject *f)
     if (direct != 0) {
         return direct < 0 ? NULL : run;
     }
-    return Py_TYPE(f) == &PyCFunction_Type ? builtin_site(entry, f) : make_site(entry, f);
+    return overdubbed_site(entry, f);
 }
 
 /* callsite.resolve: what a rewritten call site calls in place of f. */
@@ -967,6 +976,73 @@ plain_builtin(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t
     return *out == NULL ? -1 : 1;
 }
 
+static PyObject *run_primitive(PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+
+/* generics.without_body, in C where it needs no Python of its own: a builtin function,
+ * method (list.extend, as hooks see items.extend) or class (map) under a context that does
+ * not tag (a tagging context's primitives get unwrapped arguments,
+ * tagging.for_primitive's) runs an operator's Python dunders if operators.body finds any,
+ * else a fallback overload if one takes the call, else the primitive (run_primitive).
+ * The builtin then has the program's frame below it, and so have the callbacks it makes
+ * (a generator resumed by next(), a key function).  Anything else is
+ * generics.without_body's.  call is [ctx, f, arguments..., keyword values...]. */
+static PyObject *
+no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, PyObject *kwnames)
+{
+    PyObject *f = call[1], *const *args = call + 2;
+    Py_ssize_t nargs = n - 2;
+    int c_class = PyType_Check(f) && !PyType_HasFeature((PyTypeObject *)f, Py_TPFLAGS_HEAPTYPE);
+    if (Py_TYPE(f) != &PyCFunction_Type && Py_TYPE(f) != &PyMethodDescr_Type && !c_class) {
+        return call_unpacked(without_body, entry, f, args, nargs, kwnames);
+    }
+    PyObject *tag = PyObject_GetAttr(call[0], str_tag);
+    if (tag == NULL) {
+        return NULL;
+    }
+    int tagging = tag != Py_None;
+    Py_DECREF(tag);
+    if (tagging) {
+        return call_unpacked(without_body, entry, f, args, nargs, kwnames);
+    }
+    int known = 0; /* does operators.body know f?  (It knows builtin functions only.) */
+    if (Py_TYPE(f) == &PyCFunction_Type) {
+        PyObject *key = PyLong_FromVoidPtr(f);
+        known = key ? PySet_Contains(with_bodies, key) : -1;
+        Py_XDECREF(key);
+    }
+    if (known < 0) {
+        return NULL;
+    }
+    if (known) {
+        PyObject *tuple = as_tuple(args, nargs);
+        PyObject *pair[2] = {f, tuple};
+        PyObject *body = tuple ? PyObject_Vectorcall(operator_body, pair, 2, NULL) : NULL;
+        Py_XDECREF(tuple);
+        if (body == NULL) {
+            return NULL;
+        }
+        if (body != Py_None) {
+            PyObject *out = PyObject_Vectorcall(body, args, nargs, kwnames);
+            Py_DECREF(body);
+            return out;
+        }
+        Py_DECREF(body);
+    }
+    if (SLOT(plan, plan_fallback) == Py_True) {
+        PyObject *method = method_for((Dispatcher *)fallback_dispatcher, call, n);
+        if (method == NULL) {
+            return NULL;
+        }
+        if (method != fallback_default) {
+            PyObject *out = run_popped(entry, method, call, n, kwnames);
+            Py_DECREF(method);
+            return out;
+        }
+        Py_DECREF(method);
+    }
+    return run_primitive(f, args, nargs, kwnames);
+}
+
 /* stack: [ctx, <ctx, then the result>, callee, positional arguments..., keyword values...] */
 static PyObject *
 overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs, PyObject *kwnames)
@@ -1006,7 +1082,7 @@ overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs
         }
         int plain = run == Py_None ? plain_builtin(entry, plan, stack + 1, nargs + 2, kwnames, &out) : 0;
         if (plain == 0) {
-            out = run == Py_None ? call_unpacked(without_body, entry, callee, args, nargs, kwnames)
+            out = run == Py_None ? no_body(entry, plan, stack + 1, nargs + 2, kwnames)
                                  : PyObject_Vectorcall(run, args, nargs, kwnames);
         }
         Py_DECREF(run);
@@ -1107,24 +1183,41 @@ call_overdubbed(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t 
     return out;
 }
 
-/* The overdubbed call of a builtin at a 3.11+ call site: callsite.site's closure, in C.
- * Calling from C is what the closure must not do for a Python callee (its twin would run
- * on the C stack); a builtin runs there whoever calls it.  The hooks and overloads then
- * have the program's frame below them, as at operator sites. */
+/* The overdubbed call at a 3.11+ call site: callsite.site's closure, in C, so that the
+ * hooks, the overloads and the callee itself have the program's frame below them, as when
+ * the program calls them plain (no frame of ours in between).
+ *
+ * The price is the C stack: a Python callee called from here runs in a new evaluation
+ * loop, where the program's own call would have been inlined.  Nested without bound, that
+ * meets CPython's C recursion limit (3.12: about 1,500 levels) or overflows the stack
+ * (3.11) where the plain program recurses on.  So a thread runs at most SITE_BUDGET
+ * Python callees through Sites at once; resolve() hands out the Python closure beyond that
+ * (its frames are visible, but it recurses as deep as the program).  A builtin callee
+ * runs on the C stack whoever calls it, and does not count. */
+#define SITE_BUDGET 100
+
 typedef struct {
     PyObject_HEAD
     PyObject *entry, *f;
     vectorcallfunc vectorcall;
-} BuiltinSite;
+} Site;
+
+static THREAD_LOCAL int sites_running; /* Python callees called from a Site on this thread, not yet returned */
 
 static PyObject *
-builtin_site_call(BuiltinSite *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+site_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    return call_overdubbed(self->entry, self->f, args, PyVectorcall_NARGS(nargsf), kwnames);
+    if (Py_TYPE(self->f) == &PyCFunction_Type) {
+        return call_overdubbed(self->entry, self->f, args, PyVectorcall_NARGS(nargsf), kwnames);
+    }
+    sites_running++;
+    PyObject *out = call_overdubbed(self->entry, self->f, args, PyVectorcall_NARGS(nargsf), kwnames);
+    sites_running--;
+    return out;
 }
 
 static void
-builtin_site_dealloc(BuiltinSite *self)
+site_dealloc(Site *self)
 {
     Py_DECREF(self->entry);
     Py_DECREF(self->f);
@@ -1133,44 +1226,49 @@ builtin_site_dealloc(BuiltinSite *self)
 
 /* The callee's names, which CPython puts in the error for a bad * or ** argument. */
 static PyObject *
-builtin_site_name(BuiltinSite *self, void *name)
+site_name(Site *self, void *name)
 {
     return PyObject_GetAttrString(self->f, (const char *)name);
 }
 
-static PyGetSetDef builtin_site_getset[] = {
-    {"__name__", (getter)builtin_site_name, NULL, NULL, "__name__"},
-    {"__qualname__", (getter)builtin_site_name, NULL, NULL, "__qualname__"},
-    {"__module__", (getter)builtin_site_name, NULL, NULL, "__module__"},
+static PyGetSetDef site_getset[] = {
+    {"__name__", (getter)site_name, NULL, NULL, "__name__"},
+    {"__qualname__", (getter)site_name, NULL, NULL, "__qualname__"},
+    {"__module__", (getter)site_name, NULL, NULL, "__module__"},
     {NULL},
 };
 
-static PyMemberDef builtin_site_members[] = {
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(BuiltinSite, vectorcall), READONLY},
+static PyMemberDef site_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Site, vectorcall), READONLY},
     {NULL},
 };
 
-static PyTypeObject BuiltinSiteType = {
+static PyTypeObject SiteType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cassette_hook._speedups.BuiltinSite",
-    .tp_doc = "The overdubbed call of one builtin under one context (made by resolve).",
-    .tp_basicsize = sizeof(BuiltinSite),
+    .tp_name = "cassette_hook._speedups.Site",
+    .tp_doc = "The overdubbed call of one callee under one context (made by resolve).",
+    .tp_basicsize = sizeof(Site),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_call = PyVectorcall_Call,
-    .tp_vectorcall_offset = offsetof(BuiltinSite, vectorcall),
-    .tp_dealloc = (destructor)builtin_site_dealloc,
-    .tp_getset = builtin_site_getset,
-    .tp_members = builtin_site_members,
+    .tp_vectorcall_offset = offsetof(Site, vectorcall),
+    .tp_dealloc = (destructor)site_dealloc,
+    .tp_getset = site_getset,
+    .tp_members = site_members,
 };
 
+/* callsite.site(entry, f) for a call site to call: a Site, or the closure once this
+ * thread's budget of Sites is spent (see SITE_BUDGET). */
 static PyObject *
-builtin_site(PyObject *entry, PyObject *f)
+overdubbed_site(PyObject *entry, PyObject *f)
 {
-    BuiltinSite *site = PyObject_New(BuiltinSite, &BuiltinSiteType);
+    if (Py_TYPE(f) != &PyCFunction_Type && sites_running >= SITE_BUDGET) {
+        return make_site(entry, f);
+    }
+    Site *site = PyObject_New(Site, &SiteType);
     if (site != NULL) {
         site->entry = Py_NewRef(entry);
         site->f = Py_NewRef(f);
-        site->vectorcall = (vectorcallfunc)builtin_site_call;
+        site->vectorcall = (vectorcallfunc)site_call;
     }
     return (PyObject *)site;
 }
@@ -1218,6 +1316,36 @@ primitive(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
         return NULL;
     }
     return run_primitive(args[0], args + 1, nargs - 1, kwnames);
+}
+
+static PyObject *call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+
+/* _switch._operator_call: an operator in switched code, op(*args), a call site when the
+ * innermost active context counts operators as calls. */
+static PyObject *
+operator_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "operator_call() missing 1 required positional argument: 'op'");
+        return NULL;
+    }
+    PyObject *entry;
+    if (active_entry(&entry) < 0) {
+        return NULL;
+    }
+    int observed = 0;
+    if (entry != NULL) {
+        PyObject *plan = slot(entry, entry_plan, "plan");
+        observed = plan != NULL && Py_TYPE(plan) == plan_type ? SLOT(plan, plan_operators) == Py_True : -1;
+        Py_DECREF(entry);
+    }
+    if (observed < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "cassette_hook: an entry's plan is not a Plan");
+        }
+        return NULL;
+    }
+    return observed ? call(module, args, nargs, kwnames) : PyObject_Vectorcall(args[0], args + 1, nargs - 1, kwnames);
 }
 
 /* callsite.call: f(*args, **kwargs) as the innermost active context sees it. */
@@ -1779,6 +1907,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || slot_offset((PyTypeObject *)plan, "posthook_call", &plan_posthook_call) < 0
         || slot_offset((PyTypeObject *)plan, "overdub", &plan_overdub) < 0
         || slot_offset((PyTypeObject *)plan, "execute", &plan_execute) < 0
+        || slot_offset((PyTypeObject *)plan, "operators", &plan_operators) < 0
         || slot_offset((PyTypeObject *)plan, "twins", &plan_twins) < 0) {
         return NULL;
     }
@@ -1791,6 +1920,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || keep(kwargs, "fallback_default", &fallback_default) < 0
         || keep(kwargs, "plain_operators", &plain_operators) < 0 || keep(kwargs, "c_operands", &c_operands) < 0
         || keep(kwargs, "runnable", &runnable) < 0 || keep(kwargs, "without_body", &without_body) < 0
+        || keep(kwargs, "with_bodies", &with_bodies) < 0 || keep(kwargs, "operator_body", &operator_body) < 0
         || keep(kwargs, "seen_below", &seen_below) < 0 || keep(kwargs, "overdub_instead", &overdub_instead) < 0
         || keep(kwargs, "construct", &construct) < 0) {
         return NULL;
@@ -1830,8 +1960,8 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         }
         Py_XSETREF(*dispatchers[i], dispatcher);
     }
-    if (!PyAnySet_CheckExact(plain_operators) || !PyAnySet_CheckExact(c_operands)) {
-        PyErr_SetString(PyExc_TypeError, "configure(): plain_operators and c_operands must be sets");
+    if (!PyAnySet_CheckExact(plain_operators) || !PyAnySet_CheckExact(c_operands) || !PyAnySet_CheckExact(with_bodies)) {
+        PyErr_SetString(PyExc_TypeError, "configure(): plain_operators, c_operands and with_bodies must be sets");
         return NULL;
     }
     if (fill_plain_operators(plain_operators) < 0) {
@@ -1846,6 +1976,8 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
 
 static PyMethodDef methods[] = {
     {"resolve", resolve, METH_O, "What a rewritten call site calls in place of f."},
+    {"operator_call", (PyCFunction)(void (*)(void))operator_call, METH_FASTCALL | METH_KEYWORDS,
+     "operator_call(op, *args): an operator of switched code (_switch._operator_call)."},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL | METH_KEYWORDS,
      "call(f, /, *args, **kwargs): f(*args, **kwargs) as the innermost active context sees it."},
     {"primitive", (PyCFunction)(void (*)(void))primitive, METH_FASTCALL | METH_KEYWORDS,
@@ -1907,7 +2039,7 @@ PyInit__speedups(void)
         return NULL;
     }
     if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&RefinerType) < 0 || PyType_Ready(&TaggedFieldsType) < 0
-        || PyType_Ready(&BuiltinSiteType) < 0) {
+        || PyType_Ready(&SiteType) < 0) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&module_def);

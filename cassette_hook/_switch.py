@@ -71,8 +71,12 @@ def _bind_operators(observed: bool) -> None:
     """
     global _operator_bindings
     if _operator_bindings is None:
+        from . import callsite  # (when a context is first entered, not at start: it configures the C hot path)
+
+        speedups = callsite._speedups
+        observe = _operator_call if speedups is None else speedups.operator_call  # C: no frame of ours
         named = [(str(_names.operator_name(op)), op) for op in _names.OPERATORS]
-        _operator_bindings = dict(named), {name: functools.partial(_operator_call, op) for name, op in named}
+        _operator_bindings = dict(named), {name: functools.partial(observe, op) for name, op in named}
     builtins.__dict__.update(_operator_bindings[observed])
 
 

@@ -15,8 +15,9 @@ This module is the reference: ``_speedups`` (C, built when the package is instal
 a compiler at hand) replaces :func:`resolve`, :func:`call`, :func:`overload_of` and
 :func:`present` (and the callables the program's frame calls for a builtin that takes
 callbacks and for a Python class) with the same logic, which costs less per call and
-adds no Python frame between the program's frames where the caller is C already (``call``
-runs :func:`site`'s closure in C; so does what ``resolve`` returns for a builtin).
+adds no Python frame between the program's frames: what ``resolve`` returns under hooks
+runs :func:`site`'s steps in C (but for recursion deeper than its budget of C stack,
+where it is :func:`site`'s closure), and so does ``call``.
 ``CASSETTE_HOOK_PURE_PYTHON=1`` keeps these.
 """
 
@@ -262,6 +263,7 @@ def _accelerate(speedups: Any) -> None:
         present=present, overdub=generics.overdub, execute=generics.execute, overdub_default=_default_overdub,
         execute_default=_default_execute, fallback=generics.fallback, fallback_default=generics.DEFAULTS["fallback"],
         plain_operators=operators.PLAIN_OPERATORS, c_operands=operators.C_OPERANDS,
+        with_bodies=operators.WITH_BODIES, operator_body=operators.body,
         runnable=generics.runnable, without_body=generics.without_body,
         seen_below=seen_below, overdub_instead=generics.OverdubInstead, construct=generics.construct)
     resolve, call, overload_of, present = speedups.resolve, speedups.call, speedups.overload_of, speedups.present

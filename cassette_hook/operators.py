@@ -60,6 +60,9 @@ PLAIN_OPERATORS: frozenset[int] = frozenset(map(id, (*_BINARY, *_INPLACE, *_COMP
                                                    operator.neg, operator.pos, operator.invert)))
 C_OPERANDS: frozenset[type] = frozenset({int, float, complex, bool, str, bytes, type(None), tuple, list, dict, set,
                                          frozenset, range, slice})
+# The ids of the callees ``body`` may find Python dunders for: the C hot path asks
+# ``body`` about these only.
+WITH_BODIES: frozenset[int] = frozenset(map(id, (*_BINARY, *_INPLACE, *_COMPARE, *_ON_FIRST, operator.contains)))
 
 
 def _python(method: object) -> bool:
@@ -76,10 +79,10 @@ def _special(obj: Any, name: str) -> Any:
     for klass in type(obj).__mro__:
         if name in klass.__dict__:
             found = klass.__dict__[name]
-            if type(found) is FunctionType:
-                return functools.partial(_nested, found, obj)
+            if type(found) is FunctionType:  # a call site of its own (``call`` is C: no frame of ours)
+                return functools.partial(callsite.call, found, obj)
             if type(found) in (staticmethod, classmethod) and type(found.__func__) is FunctionType:
-                return functools.partial(_nested, found.__get__(obj, type(obj)))
+                return functools.partial(callsite.call, found.__get__(obj, type(obj)))
             return None if klass is object or found is None else _C
     return None
 
@@ -107,7 +110,7 @@ def body(op: Any, args: tuple[Any, ...]) -> Body | None:
         method = _special(args[0], _ON_FIRST[op])
         if not _python(method):
             return None
-        return (lambda obj: _iterator(method())) if op is iter else (lambda obj, *rest: method(*rest))
+        return (lambda obj: _iterator(method())) if op is iter else _on_first(method)
     if op is operator.contains and len(args) == 2:
         method = _special(args[0], "__contains__")
         return (lambda container, item: bool(method(item))) if _python(method) else None
@@ -175,9 +178,13 @@ def _iterator(result: Any) -> Any:
     return result
 
 
-def _nested(method: Any, *args: Any) -> Any:
-    """A Python dunder is a call site of its own."""
-    return callsite.call(method, *args)
+def _on_first(method: functools.partial[Any]) -> Body:
+    """The body of ``op(obj, *rest)`` whose dunder ``method`` is bound to ``obj``: a plain
+    function is given ``obj`` as its own first argument, so that no frame of ours is
+    between the program's and the dunder's."""
+    if len(method.args) == 2:  # partial(call, function, obj)
+        return functools.partial(method.func, method.args[0])
+    return lambda obj, *rest: method(*rest)
 
 
 def _subclass(right: type, left: type) -> bool:

@@ -123,13 +123,13 @@ _UNINSTRUMENTED: dict[str, list[str]] = {}
 
 def _extra_frames(ctx_type: type[ch.Context]) -> bool:
     """cassette_hook's frames sit between user frames: under an overload (``recurse``, and
-    the overload's own), at a 3.11+ call site under hooks (the call site's Python closure),
-    and at every 3.10 call site without the C hot path."""
+    the overload's own), and, without the C hot path, at a 3.11+ call site under hooks
+    (the call site's Python closure) and at every 3.10 call site."""
     if ctx_type is Recursing:
         return True
-    if sys.version_info < (3, 11):
-        return not ACCELERATED
-    return ctx_type is not Null
+    if ACCELERATED:
+        return False
+    return sys.version_info < (3, 11) or ctx_type is not Null
 
 
 OWN_FRAME_NAMES = {"call", "overdubbed", "recurse"}

@@ -32,6 +32,11 @@ class Counting(ch.Context):
         self.metadata[0] += 1
 
 
+class Recording(ch.Context):
+    def prehook(self, f, /, *args, **kwargs):
+        self.metadata.append(f.__name__)
+
+
 def test_the_c_path_is_in_use_where_the_run_requires_it():
     if os.environ.get("CASSETTE_HOOK_REQUIRE_SPEEDUPS"):
         assert C_PATH, "cassette_hook._speedups was not built or not imported"
@@ -173,8 +178,9 @@ DEEP = textwrap.dedent(f"""
 
 
 def test_deep_recursion_under_hooks_runs_as_deep_as_plain():
-    """A hooked callee is called by the program's frame, not from C: as deep as the plain
-    program recurses, it recurses under hooks (a C trampoline between the frames would
+    """A hooked Python callee is called from C (a ``Site``) only so many levels deep at
+    once; deeper, the program's frame calls the site's Python closure, so as deep as the
+    plain program recurses, it recurses under hooks (C trampolines all the way down would
     overflow the C stack, or hit 3.12's C recursion limit of about 1,500)."""
     out = subprocess.run([sys.executable, "-c", DEEP], capture_output=True, text=True)
     assert (out.returncode, out.stdout.split()) == (0, [str(DEPTH)] * 2), out.stderr[-2000:]
@@ -284,3 +290,53 @@ def test_a_builtin_under_an_overload_has_the_program_frame_below_its_overload():
         assert ch.overdub(Below(), lambda: abs(-1)) == "<lambda>"
     finally:
         ch.overdub.unregister(_)
+
+
+@needs_c
+def test_a_hooked_python_callee_has_the_program_frame_below_it():
+    def callee():
+        return sys._getframe().f_back.f_code.co_name  # the frame below, as it is
+
+    def program():
+        return callee()
+
+    ctx = Recording([])
+    assert ch.overdub(ctx, program) == "program"
+    assert ctx.metadata == ["callee", "_getframe"]  # (the emulated _getframe() is its caller's own frame)
+
+
+@needs_c
+def test_a_generator_resumed_by_next_under_hooks_has_the_program_frame_below_it():
+    def gen():
+        yield sys._getframe().f_back.f_code.co_name  # the frame below, as it is
+
+    def program():
+        return next(gen())
+
+    assert ch.overdub(Counting([0]), program) == "program"
+
+
+@needs_c
+def test_a_map_callback_under_hooks_has_the_program_frame_below_it():
+    def callback(v):
+        return sys._getframe().f_back.f_code.co_name  # the frame below, as it is
+
+    def program():
+        return list(map(callback, [1]))
+
+    assert ch.overdub(Counting([0]), program) == program() == ["program"]
+
+
+class _Indexed:
+    def __getitem__(self, key):
+        return sys._getframe().f_back.f_code.co_name  # the frame below, as it is
+
+
+@needs_c
+def test_a_python_dunder_of_an_operator_under_hooks_has_the_program_frame_below_it():
+    def program(obj):
+        return obj[0]
+
+    ctx = Recording([])
+    assert ch.overdub(ctx, program, _Indexed()) == "program"
+    assert ctx.metadata[0] == "getitem"  # the subscript was seen (operators are on)
