@@ -66,6 +66,7 @@ static PyObject *c_operands;           /* operators.C_OPERANDS: classes */
 static PyObject *plain_value(PyObject *x); /* tagging._plain (in the tagging part below) */
 static PyObject *runnable;           /* (plan, f) -> what runs f's body, or None */
 static PyObject *without_body;       /* (entry, f, args, kwargs): operator protocol or fallback */
+static PyObject *python_call_ex;     /* callsite.call_ex: a star call call_ex() does not take */
 static PyObject *with_bodies;        /* operators.WITH_BODIES: ids of the callees operators.body knows */
 static PyObject *operator_body;      /* operators.body: (op, args) -> its Python dunders, or None */
 static PyObject *seen_below;         /* (hook, args, kwargs): a hook run under the contexts below */
@@ -1382,6 +1383,50 @@ call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
     return out;
 }
 
+/* callsite.call_ex: a 3.10 star call f(*args, **kwargs), with args a tuple and kwargs a
+ * dict (or None), as the call it is; anything else is callsite.call_ex's (which makes the
+ * plain call's errors). */
+static PyObject *
+call_ex(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 2 || nargs > 3 || !PyTuple_CheckExact(args[1])
+        || (nargs == 3 && args[2] != Py_None && !PyDict_CheckExact(args[2]))) {
+        return PyObject_Vectorcall(python_call_ex, args, nargs, NULL);
+    }
+    PyObject *positional = args[1], *keywords = nargs == 3 && args[2] != Py_None ? args[2] : NULL;
+    Py_ssize_t npositional = PyTuple_GET_SIZE(positional), nkw = keywords ? PyDict_GET_SIZE(keywords) : 0;
+    Py_ssize_t total = 1 + npositional + nkw;
+    PyObject *small[ARGS_ON_STACK], **stack = small, *kwnames = NULL, *out = NULL;
+    if (total > ARGS_ON_STACK && (stack = PyMem_Malloc(total * sizeof(PyObject *))) == NULL) {
+        return PyErr_NoMemory();
+    }
+    stack[0] = args[0];
+    for (Py_ssize_t i = 0; i < npositional; i++) {
+        stack[1 + i] = PyTuple_GET_ITEM(positional, i);
+    }
+    if (nkw && (kwnames = PyTuple_New(nkw)) == NULL) {
+        goto done;
+    }
+    Py_ssize_t pos = 0, k = 0;
+    PyObject *key, *value;
+    while (keywords && PyDict_Next(keywords, &pos, &key, &value)) {
+        if (!PyUnicode_Check(key)) { /* the plain call's error */
+            Py_CLEAR(kwnames);
+            out = PyObject_Vectorcall(python_call_ex, args, nargs, NULL);
+            goto done;
+        }
+        PyTuple_SET_ITEM(kwnames, k, Py_NewRef(key));
+        stack[1 + npositional + k++] = value;
+    }
+    out = call(module, stack, 1 + npositional, kwnames);
+done:
+    Py_XDECREF(kwnames);
+    if (stack != small) {
+        PyMem_Free(stack);
+    }
+    return out;
+}
+
 /* generics.construct for the common class -- object's __new__, a Python __init__ -- in C,
  * so that no frame of ours is between the program's and __init__'s (type.__call__ calls
  * __init__ from C too).  Any other class is generics.construct's. */
@@ -1921,6 +1966,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || keep(kwargs, "plain_operators", &plain_operators) < 0 || keep(kwargs, "c_operands", &c_operands) < 0
         || keep(kwargs, "runnable", &runnable) < 0 || keep(kwargs, "without_body", &without_body) < 0
         || keep(kwargs, "with_bodies", &with_bodies) < 0 || keep(kwargs, "operator_body", &operator_body) < 0
+        || keep(kwargs, "call_ex", &python_call_ex) < 0
         || keep(kwargs, "seen_below", &seen_below) < 0 || keep(kwargs, "overdub_instead", &overdub_instead) < 0
         || keep(kwargs, "construct", &construct) < 0) {
         return NULL;
@@ -1980,6 +2026,8 @@ static PyMethodDef methods[] = {
      "operator_call(op, *args): an operator of switched code (_switch._operator_call)."},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL | METH_KEYWORDS,
      "call(f, /, *args, **kwargs): f(*args, **kwargs) as the innermost active context sees it."},
+    {"call_ex", (PyCFunction)(void (*)(void))call_ex, METH_FASTCALL,
+     "call_ex(f, args, kwargs=None, /): the star call f(*args, **kwargs) (3.10 call sites)."},
     {"primitive", (PyCFunction)(void (*)(void))primitive, METH_FASTCALL | METH_KEYWORDS,
      "primitive(f, /, *args, **kwargs): the builtin f called as the plain program would call it."},
     {"construct_by_ref", (PyCFunction)(void (*)(void))construct_by_ref, METH_FASTCALL | METH_KEYWORDS,

@@ -249,10 +249,10 @@ def present(f: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
 
 
 def _accelerate(speedups: Any) -> None:
-    """Use the C hot path: ``resolve``, ``call``, ``primitive`` (a builtin that takes
-    callbacks) and ``construct_by_ref`` (a Python class) in C, handing it the Python parts
-    it delegates the rare cases to."""
-    global resolve, call, construct_by_ref, primitive, overload_of, present
+    """Use the C hot path: ``resolve``, ``call``, ``call_ex``, ``primitive`` (a builtin
+    that takes callbacks) and ``construct_by_ref`` (a Python class) in C, handing it the
+    Python parts it delegates the rare cases to."""
+    global resolve, call, call_ex, construct_by_ref, primitive, overload_of, present
     from .plan import Plan
 
     speedups.configure(
@@ -263,10 +263,11 @@ def _accelerate(speedups: Any) -> None:
         present=present, overdub=generics.overdub, execute=generics.execute, overdub_default=_default_overdub,
         execute_default=_default_execute, fallback=generics.fallback, fallback_default=generics.DEFAULTS["fallback"],
         plain_operators=operators.PLAIN_OPERATORS, c_operands=operators.C_OPERANDS,
-        with_bodies=operators.WITH_BODIES, operator_body=operators.body,
+        with_bodies=operators.WITH_BODIES, operator_body=operators.body, call_ex=call_ex,
         runnable=generics.runnable, without_body=generics.without_body,
         seen_below=seen_below, overdub_instead=generics.OverdubInstead, construct=generics.construct)
     resolve, call, overload_of, present = speedups.resolve, speedups.call, speedups.overload_of, speedups.present
+    call_ex = speedups.call_ex
     construct_by_ref, primitive = speedups.construct_by_ref, speedups.primitive
 
 

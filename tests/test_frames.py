@@ -1,0 +1,311 @@
+"""Frames are the program's: code that looks at its own stack sees, under any context, what
+it sees plainly (DESIGN.md §3, issue 10).
+
+Every program of ``tests/frames_program.py`` is run through its ``entry()`` plainly and
+under each context of :data:`CONTEXTS`; the observations (function names, files and line
+numbers of frames, counts, messages) must be equal.  Nothing is normalised but the stack
+above ``entry()`` (the test's own frames, and ``overdub``'s one allowed frame), which the
+programs cut off themselves.
+
+Under :class:`RecurseOverload` the frames of its own ``overdub`` method are code the user
+wrote, so they are the one allowed difference: exactly those frames are dropped from the
+observed stacks before comparing.  The programs that *count* frames or name a frame by its
+position (``warnings.warn(stacklevel=n)``, ``logging``'s caller fields, a depth counted
+along ``f_back``, recursion probing, a traceback's length) see an overload's frame as it
+is, so no filtering can make them equal there: they are compared under the other contexts
+only.  That overload takes Python functions only (``f: FunctionType``), so that C functions
+that read their caller's frame (``sys._getframe``, ``super()``) are called from the
+program's frames.  :class:`RecurseAnyOverload` takes every callee, C functions included:
+a C function called through it sees the overload's frame as its caller, which is harmless
+where the program calls it itself (``sys._getframe()`` then names the overload's frame,
+dropped, whose ``f_back`` is the program's) but not inside a library that asks for its
+own caller (``inspect.stack``, ``inspect.currentframe``, ``traceback.extract_stack``), so
+those three are compared under the narrower overload only.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import io
+import os
+import sys
+import types
+from typing import Any, Callable
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import cassette_hook as ch
+import frames_program as program
+from cassette_hook import callsite
+
+THIS_FILE = os.path.basename(__file__)
+
+
+class Null(ch.Context):
+    pass
+
+
+class Counting(ch.Context):
+    def prehook(self, f, /, *args, **kwargs):
+        self.metadata[0] += 1
+
+
+class RecurseOverload(ch.Context):
+    def overdub(self, f: types.FunctionType, /, *args, **kwargs):
+        return ch.recurse(self, f, *args, **kwargs)
+
+
+class RecurseAnyOverload(ch.Context):
+    def overdub(self, f, /, *args, **kwargs):
+        return ch.recurse(self, f, *args, **kwargs)
+
+
+def _lines(code: types.CodeType) -> range:
+    return range(code.co_firstlineno, max(line for _, _, line in code.co_lines() if line) + 1)
+
+
+_OVERLOADS = [(code.co_name, _lines(code))
+              for code in (RecurseOverload.overdub.__code__, RecurseAnyOverload.overdub.__code__)]
+
+
+def is_overload_frame(item: object) -> bool:
+    """A frame description ``(file, function, line)`` of one of the two overloads above."""
+    return (isinstance(item, tuple) and len(item) == 3 and item[0] == THIS_FILE
+            and any(item[1] == name and item[2] in lines for name, lines in _OVERLOADS))
+
+
+def without_overload_frames(observed: Any) -> Any:
+    if isinstance(observed, list):
+        return [without_overload_frames(x) for x in observed if not is_overload_frame(x)]
+    if isinstance(observed, tuple) and not is_overload_frame(observed):
+        return tuple(without_overload_frames(x) for x in observed)
+    return observed
+
+
+@pytest.fixture(scope="module")
+def hooked() -> types.ModuleType:
+    """``frames_program`` imported again, through the import hook: the same file, so the
+    same names and line numbers, with switched code."""
+    plain = sys.modules.pop(program.__name__)
+    ch.install(include=[program.__name__])
+    try:
+        module = importlib.import_module(program.__name__)
+    finally:
+        ch.uninstall()
+        sys.modules[program.__name__] = plain
+    assert module is not plain and module.entry.__code__.co_code != plain.entry.__code__.co_code
+    return module
+
+
+Runner = Callable[[types.ModuleType, types.ModuleType, str], Any]
+
+
+def _overdub(make: Callable[[], ch.Context]) -> Runner:
+    return lambda plain, hooked, case: ch.overdub(make(), plain.entry, plain.CASES[case])
+
+
+def _with(make: Callable[[], ch.Context]) -> Runner:
+    def run(plain: types.ModuleType, hooked: types.ModuleType, case: str) -> Any:
+        with make():
+            return hooked.entry(hooked.CASES[case])
+    return run
+
+
+CONTEXTS: dict[str, Runner] = {
+    "null": _overdub(Null),
+    "counting-prehook": _overdub(lambda: Counting([0])),
+    "trace": _overdub(lambda: ch.TraceContext(io.StringIO())),
+    "profile": _overdub(lambda: ch.ProfileContext(io.StringIO())),
+    "recurse-overload": _overdub(RecurseOverload),
+    "recurse-overload-any-callee": _overdub(RecurseAnyOverload),
+    "import-hook-null": _with(Null),
+    "import-hook-counting-prehook": _with(lambda: Counting([0])),
+}
+COUNTS_FRAMES = [name for name in CONTEXTS if not name.startswith("recurse-overload")]
+LIBRARY_ASKS_ITS_CALLER = [name for name in CONTEXTS if name != "recurse-overload-any-callee"]
+
+
+def observe(case: str, context: str, hooked: types.ModuleType) -> tuple[Any, Any]:
+    """What ``case`` sees plainly, and under ``context`` (its allowed difference dropped).
+
+    For the import hook, contexts of earlier tests are collected first: whether one that
+    counts operators is still alive changes how switched code runs operators, and the
+    result must not depend on the order the tests run in."""
+    if context.startswith("import-hook"):
+        gc.collect()
+    plain = program.entry(program.CASES[case])
+    observed = CONTEXTS[context](program, hooked, case)
+    if context.startswith("recurse-overload"):
+        observed = without_overload_frames(observed)
+    return plain, observed
+
+
+# -- where frames of ours are still seen ----------------------------------------------------
+# docs/internals.md ("The C hot path", "Known limitations") says where the program still
+# sees cassette_hook's frames.  There the test asserts the difference instead of equality,
+# so that a change either way shows: a gap closed must be taken off this list.
+
+C_PATH = callsite._speedups is not None
+SEEN_THROUGH = {"getframe_by_depth", "warnings_stacklevel"}  # the emulated builtins see past our frames
+RECURSION_PROBE = "recursion_depth_probe"  # the limit is emulated: the real one is raised while a context runs
+OVERLOADS = {"trace", "profile", "recurse-overload", "recurse-overload-any-callee"}
+
+
+def frames_of_ours_seen(case: str, context: str) -> bool:
+    """Does ``case`` see cassette_hook's frames under ``context``, on this run's hot path?"""
+    if case in SEEN_THROUGH:
+        return False
+    if case == RECURSION_PROBE or context in OVERLOADS:
+        return True  # an overload's ``recurse`` is a Python frame between the overload and the callee
+    if not C_PATH:  # hooks run in the site's Python closure; on 3.10 every call site is a Python call
+        if "counting" in context or sys.version_info < (3, 11):
+            return True
+        return case in {"call_through_functools_partial", "callbacks_from_map_and_sorted_key",
+                        "type_error_of_a_bad_constructor_call"}
+    # ``items.extend(generator)`` is iterated by primitives' Python consumer (so that a
+    # Python ``__next__`` would be a call site), whose frame resumes the generator.
+    return "counting" in context and case == "generator_frames"
+
+
+def assert_sees_the_plain_stack(case: str, context: str, hooked: types.ModuleType) -> None:
+    plain, observed = observe(case, context, hooked)
+    if frames_of_ours_seen(case, context):
+        assert observed != plain, f"{case} under {context}: now the plain stack; take it off the list"
+    else:
+        assert observed == plain
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_sys_getframe_by_depth_names_the_plain_frames(context, hooked):
+    assert_sees_the_plain_stack("getframe_by_depth", context, hooked)
+
+
+@pytest.mark.parametrize("context", LIBRARY_ASKS_ITS_CALLER)
+def test_inspect_stack_names_the_plain_frames_and_lines(context, hooked):
+    assert_sees_the_plain_stack("inspect_stack", context, hooked)
+
+
+@pytest.mark.parametrize("context", LIBRARY_ASKS_ITS_CALLER)
+def test_currentframe_f_back_chain_is_the_plain_one(context, hooked):
+    assert_sees_the_plain_stack("currentframe_f_back", context, hooked)
+
+
+@pytest.mark.parametrize("context", COUNTS_FRAMES)
+def test_stack_depth_counted_along_f_back_is_the_plain_one(context, hooked):
+    assert_sees_the_plain_stack("stack_depth_along_f_back", context, hooked)
+
+
+@pytest.mark.parametrize("context", LIBRARY_ASKS_ITS_CALLER)
+def test_traceback_extract_stack_is_the_plain_one(context, hooked):
+    assert_sees_the_plain_stack("extract_stack", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_extract_tb_of_a_caught_exception_is_the_plain_one(context, hooked):
+    assert_sees_the_plain_stack("extract_tb_of_a_caught_exception", context, hooked)
+
+
+@pytest.mark.parametrize("context", COUNTS_FRAMES)
+def test_logging_records_name_the_plain_caller(context, hooked):
+    assert_sees_the_plain_stack("logging_caller_fields", context, hooked)
+
+
+@pytest.mark.parametrize("context", COUNTS_FRAMES)
+def test_warnings_stacklevel_points_where_it_does_plainly(context, hooked):
+    assert_sees_the_plain_stack("warnings_stacklevel", context, hooked)
+
+
+@pytest.mark.parametrize("context", COUNTS_FRAMES)
+def test_recursion_probe_reaches_the_plain_depth(context, hooked):
+    assert_sees_the_plain_stack("recursion_depth_probe", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_type_error_of_a_call_with_wrong_arguments_has_the_plain_traceback(context, hooked):
+    assert_sees_the_plain_stack("type_error_of_a_call_with_wrong_arguments", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_type_error_of_a_bad_constructor_call_has_the_plain_traceback(context, hooked):
+    assert_sees_the_plain_stack("type_error_of_a_bad_constructor_call", context, hooked)
+
+
+@pytest.mark.parametrize("context", COUNTS_FRAMES)
+def test_arity_errors_are_told_from_inner_errors_by_traceback_length(context, hooked):
+    assert_sees_the_plain_stack("traceback_entry_count_of_a_bad_call_caught_by_depth", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_generator_frames_are_resumed_from_the_plain_frames(context, hooked):
+    assert_sees_the_plain_stack("generator_frames", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_coroutine_frames_are_awaited_from_the_plain_frames(context, hooked):
+    assert_sees_the_plain_stack("coroutine_frames", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_methods_classmethods_properties_and_super_see_the_plain_frames(context, hooked):
+    assert_sees_the_plain_stack("methods_classmethods_properties_and_super", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_functools_wraps_decorator_frames_are_the_plain_ones(context, hooked):
+    assert_sees_the_plain_stack("decorators_with_functools_wraps", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_a_call_through_functools_partial_sees_the_plain_frames(context, hooked):
+    assert_sees_the_plain_stack("call_through_functools_partial", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_callbacks_from_map_and_sorted_key_see_the_plain_frames(context, hooked):
+    assert_sees_the_plain_stack("callbacks_from_map_and_sorted_key", context, hooked)
+
+
+def test_every_program_of_the_corpus_has_its_test():
+    with open(__file__, encoding="utf-8") as fh:
+        source = fh.read()
+    assert [case for case in program.CASES if f'"{case}"' not in source] == []
+
+
+# --- nesting composes ---------------------------------------------------------------------
+
+def helper() -> str:
+    return "helped"
+
+
+def name_of(f: object) -> str:
+    return getattr(f, "__name__", repr(f))
+
+
+class Recording(ch.Context):
+    def prehook(self, f, /, *args, **kwargs):
+        self.metadata.append(name_of(f))
+
+
+class Inner(ch.Context):
+    def prehook(self, f, /, *args, **kwargs):
+        helper()
+        self.metadata.append(name_of(f))
+
+
+def inner_program() -> int:
+    return len(str(41 + 1))
+
+
+def outer_program(inner: ch.Context) -> int:
+    return ch.overdub(inner, inner_program)
+
+
+def test_calls_made_by_an_inner_contexts_hook_are_seen_by_the_outer_context_only():
+    outer, inner = Recording([]), Inner([])
+    assert ch.overdub(outer, outer_program, inner) == 2
+    assert "str" in inner.metadata and "len" in inner.metadata
+    assert "helper" in outer.metadata
+    assert "helper" not in inner.metadata
