@@ -244,15 +244,19 @@ class _Arguments:
         return f(*args, **kwargs)
 
 
-_extend_iterating = _Arguments(iterates=(1,))
-
-
-def _extend(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+class _Extend(_Arguments):
     """``list.extend``: ``xs.extend(xs)`` is handed ``xs`` itself, which it may copy
     without iterating (3.13 does, for a ``list`` subclass too)."""
-    if len(args) == 2 and args[1] is args[0]:
-        return f(*args, **kwargs)
-    return _extend_iterating(f, args, kwargs)
+
+    __slots__ = ()
+
+    def prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if len(args) == 2 and args[1] is args[0]:
+            return args, kwargs
+        return super().prepare(args, kwargs)
+
+
+_extend = _Extend(iterates=(1,))
 
 
 _EVERY = tuple(range(64))  # every positional argument (zip, map's iterables)
