@@ -210,6 +210,18 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run)
     if (SLOT(plan, plan_fast) != Py_True && !PyFunction_Check(f) && !PyType_Check(f)) { /* only these may be direct */
         return 0;
     }
+    if (Py_TYPE(f) == &PyMethod_Type && PyFunction_Check(PyMethod_GET_FUNCTION(f))) {
+        /* a bound method under a fast plan: its function's twin, bound alike (a fresh bound
+         * method is in no table; callsite._resolve_direct makes the twin the first time) */
+        found = current_twin(twins, PyMethod_GET_FUNCTION(f), &twin);
+        if (found == 1) {
+            *run = PyMethod_New(twin, PyMethod_GET_SELF(f));
+            return *run == NULL ? -1 : 1;
+        }
+        if (found < 0) {
+            return -1;
+        }
+    }
     PyObject *args[2] = {plan, f};
     *run = PyObject_Vectorcall(resolve_direct, args, 2, NULL);
     if (*run == NULL) {

@@ -74,6 +74,26 @@ def test_resolve_under_a_fast_plan_is_the_twin_until_the_function_changes():
         assert replaced is not twin and replaced() == 2
 
 
+
+class _Greeter:
+    def greet(self, x=1):
+        return (self, x)
+
+
+def test_resolve_of_a_bound_method_under_a_fast_plan_is_its_twin_bound_until_the_function_changes():
+    obj = _Greeter()
+    with Null():
+        first = callsite.resolve(obj.greet)
+        twin = first.__func__
+        assert twin is not _Greeter.greet and first.__self__ is obj and first() == (obj, 1)
+        assert callsite.resolve(obj.greet).__func__ is twin
+        _Greeter.greet.__defaults__ = (2,)
+        try:
+            replaced = callsite.resolve(obj.greet)
+            assert replaced.__func__ is not twin and replaced() == (obj, 2)
+        finally:
+            _Greeter.greet.__defaults__ = (1,)
+
 @pytest.mark.parametrize("ctx", [None, Null(), Counting([0])], ids=["no context", "fast plan", "hooked"])
 def test_call_passes_positional_and_keyword_arguments(ctx):
     def f(a, /, b, *rest, c, **more):
