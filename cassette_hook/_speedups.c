@@ -44,7 +44,7 @@ static PyObject *active;             /* the ContextVar of the stack (replaced by
 static PyTypeObject *entry_type, *plan_type;
 static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
 static Py_ssize_t plan_fast, plan_fallback, plan_prehook_call, plan_posthook_call, plan_overdub, plan_execute, plan_twins,
-    plan_operators;
+    plan_operators, plan_constructors;
 static PyObject *resolve_direct;     /* (plan, f) -> what to call past the table of direct twins, or None */
 static PyObject *site_code, *site_globals, *site_qualname; /* callsite.site's closure, to make here */
 static int site_entry_first;         /* its free variables are (entry, f), not (f, entry) */
@@ -183,6 +183,52 @@ make_site(PyObject *entry, PyObject *f)
     return function;
 }
 
+/* primitives.INDIRECT_NAMES as C strings (filled by configure()): a builtin of one of
+ * these names may take callbacks, and is not called directly (callsite._resolve_direct). */
+#define MAX_INDIRECT_NAMES 64
+static char *indirect_name_table[MAX_INDIRECT_NAMES];
+static Py_ssize_t n_indirect_names;
+
+static int
+has_indirect_name(PyObject *builtin)
+{
+    const char *name = ((PyCFunctionObject *)builtin)->m_ml->ml_name;
+    for (Py_ssize_t i = 0; i < n_indirect_names; i++) {
+        if (strcmp(name, indirect_name_table[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int
+fill_indirect_names(PyObject *names)
+{
+    for (Py_ssize_t i = 0; i < n_indirect_names; i++) {
+        PyMem_Free(indirect_name_table[i]);
+    }
+    n_indirect_names = 0;
+    PyObject *iterator = PyObject_GetIter(names), *name;
+    if (iterator == NULL) {
+        return -1;
+    }
+    while ((name = PyIter_Next(iterator)) != NULL) {
+        const char *utf8 = PyUnicode_Check(name) ? PyUnicode_AsUTF8(name) : NULL;
+        char *copy = utf8 && n_indirect_names < MAX_INDIRECT_NAMES ? PyMem_Malloc(strlen(utf8) + 1) : NULL;
+        Py_DECREF(name);
+        if (copy == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_ValueError, "configure(): indirect_names must be at most 64 strs");
+            }
+            break;
+        }
+        strcpy(copy, utf8);
+        indirect_name_table[n_indirect_names++] = copy;
+    }
+    Py_DECREF(iterator);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 /* What a call site may call in place of f without running hooks: 1 and a new reference
  * in *run (a direct twin, or what callsite._resolve_direct makes of f), 0 when the call
  * must be overdubbed (callsite.site), -1 on error. */
@@ -209,6 +255,28 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run)
     }
     if (SLOT(plan, plan_fast) != Py_True && !PyFunction_Check(f) && !PyType_Check(f)) { /* only these may be direct */
         return 0;
+    }
+    /* (from here on the plan is fast, or f a Python function or class) */
+    if (Py_TYPE(f) == &PyCFunction_Type && !has_indirect_name(f)) { /* C code with no callbacks: nothing to overdub */
+        *run = Py_NewRef(f);
+        return 1;
+    }
+    if (PyType_Check(f) && SLOT(plan, plan_fast) == Py_True) { /* a class whose construction the plan made before */
+        PyObject *constructor = NULL, *key = PyLong_FromVoidPtr(f);
+        PyObject *cache = key ? PyObject_GetAttr(SLOT(plan, plan_constructors), str_values) : NULL;
+        if (cache != NULL) {
+            constructor = PyDict_CheckExact(cache) ? PyDict_GetItemWithError(cache, key) : NULL;
+            Py_XINCREF(constructor);
+        }
+        Py_XDECREF(cache);
+        Py_XDECREF(key);
+        if (constructor != NULL) {
+            *run = constructor;
+            return 1;
+        }
+        if (PyErr_Occurred()) {
+            return -1;
+        }
     }
     if (Py_TYPE(f) == &PyMethod_Type && PyFunction_Check(PyMethod_GET_FUNCTION(f))) {
         /* a bound method under a fast plan: its function's twin, bound alike (a fresh bound
@@ -1965,6 +2033,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || slot_offset((PyTypeObject *)plan, "overdub", &plan_overdub) < 0
         || slot_offset((PyTypeObject *)plan, "execute", &plan_execute) < 0
         || slot_offset((PyTypeObject *)plan, "operators", &plan_operators) < 0
+        || slot_offset((PyTypeObject *)plan, "constructors", &plan_constructors) < 0
         || slot_offset((PyTypeObject *)plan, "twins", &plan_twins) < 0) {
         return NULL;
     }
@@ -2022,11 +2091,11 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "configure(): plain_operators, c_operands and with_bodies must be sets");
         return NULL;
     }
-    if (fill_plain_operators(plain_operators) < 0) {
-        return NULL;
-    }
     if (!PyDict_CheckExact(special) || !PyDict_CheckExact(preparers) || !PyAnySet_CheckExact(indirect_names)) {
         PyErr_SetString(PyExc_TypeError, "configure(): special must be a dict, indirect_names a set");
+        return NULL;
+    }
+    if (fill_plain_operators(plain_operators) < 0 || fill_indirect_names(indirect_names) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;

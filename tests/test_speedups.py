@@ -94,6 +94,22 @@ def test_resolve_of_a_bound_method_under_a_fast_plan_is_its_twin_bound_until_the
         finally:
             _Greeter.greet.__defaults__ = (1,)
 
+
+def test_resolve_of_a_builtin_under_a_fast_plan_is_the_builtin_unless_it_may_take_callbacks():
+    items = [3, 1, 2]
+    with Null():
+        assert callsite.resolve(len) is len and callsite.resolve(items.append) == items.append
+        by_sorted, by_sort = callsite.resolve(sorted), callsite.resolve(items.sort)
+        assert by_sorted is not sorted and by_sorted(items, key=lambda v: -v) == [3, 2, 1]
+        assert by_sort != items.sort and by_sort(key=lambda v: v) is None
+    assert items == [1, 2, 3]
+
+
+def test_resolve_of_a_class_under_a_fast_plan_is_the_same_constructor_each_time():
+    with Null():
+        constructor = callsite.resolve(_Greeter)
+        assert callsite.resolve(_Greeter) is constructor and type(constructor()) is _Greeter
+
 @pytest.mark.parametrize("ctx", [None, Null(), Counting([0])], ids=["no context", "fast plan", "hooked"])
 def test_call_passes_positional_and_keyword_arguments(ctx):
     def f(a, /, b, *rest, c, **more):
