@@ -262,8 +262,9 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run)
         return 1;
     }
     if (PyType_Check(f) && SLOT(plan, plan_fast) == Py_True) { /* a class whose construction the plan made before */
-        PyObject *constructor = NULL, *key = PyLong_FromVoidPtr(f);
-        PyObject *cache = key ? PyObject_GetAttr(SLOT(plan, plan_constructors), str_values) : NULL;
+        PyObject *constructors = slot(plan, plan_constructors, "constructors"), *constructor = NULL;
+        PyObject *key = constructors ? PyLong_FromVoidPtr(f) : NULL;
+        PyObject *cache = key ? PyObject_GetAttr(constructors, str_values) : NULL;
         if (cache != NULL) {
             constructor = PyDict_CheckExact(cache) ? PyDict_GetItemWithError(cache, key) : NULL;
             Py_XINCREF(constructor);
