@@ -57,17 +57,22 @@ static PyObject *overload_dispatchers[2]; /* what generics.overdub and execute c
 static PyObject *overload_defaults[2]; /* their defaults: no overload */
 static PyObject *fallback_dispatcher;  /* what generics.fallback calls: a Dispatcher */
 static PyObject *fallback_default;     /* its default: call the primitive */
+/* A set of objects by address, in an open-addressing table: asked at every operator
+ * call, which a set of ints would answer only after making an int of the address. */
+#define ADDRESS_SET_SIZE 128
+typedef struct {
+    const void *slots[ADDRESS_SET_SIZE];
+} AddressSet;
+
 static PyObject *plain_operators;      /* operators.PLAIN_OPERATORS: ids, kept as addresses in: */
-/* an open-addressing table: asked at every operator call, which a set of ints would
- * answer only after making an int of the address. */
-#define PLAIN_TABLE 128
-static const void *plain_operator_table[PLAIN_TABLE];
+static AddressSet plain_operator_set;
 static PyObject *c_operands;           /* operators.C_OPERANDS: classes */
 static PyObject *plain_value(PyObject *x); /* tagging._plain (in the tagging part below) */
 static PyObject *runnable;           /* (plan, f) -> what runs f's body, or None */
 static PyObject *without_body;       /* (entry, f, args, kwargs): operator protocol or fallback */
 static PyObject *python_call_ex;     /* callsite.call_ex: a star call call_ex() does not take */
-static PyObject *with_bodies;        /* operators.WITH_BODIES: ids of the callees operators.body knows */
+static PyObject *with_bodies;        /* operators.WITH_BODIES: ids of the callees operators.body knows, in: */
+static AddressSet with_bodies_set;
 static PyObject *operator_body;      /* operators.body: (op, args) -> its Python dunders, or None */
 static PyObject *seen_below;         /* (hook, args, kwargs): a hook run under the contexts below */
 static PyObject *overdub_instead;    /* generics.OverdubInstead */
@@ -919,31 +924,31 @@ body_of(PyObject *plan, PyObject *callee)
 }
 
 static size_t
-plain_slot(const void *address)
+address_slot(const void *address)
 {
-    return (size_t)(((uintptr_t)address >> 4) ^ ((uintptr_t)address >> 11)) % PLAIN_TABLE;
+    return (size_t)(((uintptr_t)address >> 4) ^ ((uintptr_t)address >> 11)) % ADDRESS_SET_SIZE;
 }
 
 static int
-is_plain_operator(PyObject *f)
+address_set_has(const AddressSet *set, const void *address)
 {
-    for (size_t i = plain_slot(f); plain_operator_table[i] != NULL; i = (i + 1) % PLAIN_TABLE) {
-        if (plain_operator_table[i] == f) {
+    for (size_t i = address_slot(address); set->slots[i] != NULL; i = (i + 1) % ADDRESS_SET_SIZE) {
+        if (set->slots[i] == address) {
             return 1;
         }
     }
     return 0;
 }
 
-/* Fill plain_operator_table from the set of ids (at most half full, so probes end). */
+/* Fill set from a set of ids (at most half full, so probes end). */
 static int
-fill_plain_operators(PyObject *ids)
+address_set_fill(AddressSet *set, PyObject *ids)
 {
-    if (PySet_GET_SIZE(ids) > PLAIN_TABLE / 2) {
-        PyErr_SetString(PyExc_ValueError, "configure(): too many plain operators for the C table");
+    if (PySet_GET_SIZE(ids) > ADDRESS_SET_SIZE / 2) {
+        PyErr_SetString(PyExc_ValueError, "configure(): too many ids for a C address set");
         return -1;
     }
-    memset(plain_operator_table, 0, sizeof(plain_operator_table));
+    memset(set->slots, 0, sizeof(set->slots));
     PyObject *iterator = PyObject_GetIter(ids), *id;
     if (iterator == NULL) {
         return -1;
@@ -954,14 +959,36 @@ fill_plain_operators(PyObject *ids)
         if (address == NULL) {
             break;
         }
-        size_t i = plain_slot(address);
-        while (plain_operator_table[i] != NULL) {
-            i = (i + 1) % PLAIN_TABLE;
+        size_t i = address_slot(address);
+        while (set->slots[i] != NULL) {
+            i = (i + 1) % ADDRESS_SET_SIZE;
         }
-        plain_operator_table[i] = address;
+        set->slots[i] = address;
     }
     Py_DECREF(iterator);
     return PyErr_Occurred() ? -1 : 0;
+}
+
+/* A fallback overload's answer to call ([ctx, f, arguments..., keyword values...]), when
+ * the plan has fallback overloads and one takes the call: 1 and the result in *out, 0
+ * when none does, -1 on error. */
+static int
+fallback_overload(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, PyObject *kwnames,
+                  PyObject **out)
+{
+    if (SLOT(plan, plan_fallback) != Py_True) {
+        return 0;
+    }
+    PyObject *method = method_for((Dispatcher *)fallback_dispatcher, call, n);
+    if (method == NULL) {
+        return -1;
+    }
+    int taken = method != fallback_default;
+    if (taken) {
+        *out = run_popped(entry, method, call, n, kwnames);
+    }
+    Py_DECREF(method);
+    return !taken ? 0 : *out == NULL ? -1 : 1;
 }
 
 /* A value of a builtin scalar class: every dunder of it is C, so a builtin given only
@@ -1005,7 +1032,7 @@ plain_builtin(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t
     if (kwnames != NULL || Py_TYPE(f) != &PyCFunction_Type) {
         return 0;
     }
-    if (n >= 3 && n <= 4 && is_plain_operator(f)) {
+    if (n >= 3 && n <= 4 && address_set_has(&plain_operator_set, f)) {
         int unwrap = -1; /* does the context tag values (read once, if an operand needs it)? */
         for (Py_ssize_t i = 2; i < n; i++) {
             PyObject *operand = call[i];
@@ -1042,17 +1069,9 @@ plain_builtin(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t
         }
         operands = call + 2;
     }
-    if (SLOT(plan, plan_fallback) == Py_True) {
-        PyObject *method = method_for((Dispatcher *)fallback_dispatcher, call, n);
-        if (method == NULL) {
-            return -1;
-        }
-        if (method != fallback_default) {
-            *out = run_popped(entry, method, call, n, NULL);
-            Py_DECREF(method);
-            return *out == NULL ? -1 : 1;
-        }
-        Py_DECREF(method);
+    int taken = fallback_overload(entry, plan, call, n, NULL, out);
+    if (taken != 0) {
+        return taken;
     }
     *out = PyObject_Vectorcall(f, operands, n - 2, NULL);
     return *out == NULL ? -1 : 1;
@@ -1086,16 +1105,7 @@ no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, Py
     if (tagging) {
         return call_unpacked(without_body, entry, f, args, nargs, kwnames);
     }
-    int known = 0; /* does operators.body know f?  (It knows builtin functions only.) */
-    if (Py_TYPE(f) == &PyCFunction_Type) {
-        PyObject *key = PyLong_FromVoidPtr(f);
-        known = key ? PySet_Contains(with_bodies, key) : -1;
-        Py_XDECREF(key);
-    }
-    if (known < 0) {
-        return NULL;
-    }
-    if (known) {
+    if (Py_TYPE(f) == &PyCFunction_Type && address_set_has(&with_bodies_set, f)) { /* operators.body knows it */
         PyObject *tuple = as_tuple(args, nargs);
         PyObject *pair[2] = {f, tuple};
         PyObject *body = tuple ? PyObject_Vectorcall(operator_body, pair, 2, NULL) : NULL;
@@ -1110,17 +1120,10 @@ no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, Py
         }
         Py_DECREF(body);
     }
-    if (SLOT(plan, plan_fallback) == Py_True) {
-        PyObject *method = method_for((Dispatcher *)fallback_dispatcher, call, n);
-        if (method == NULL) {
-            return NULL;
-        }
-        if (method != fallback_default) {
-            PyObject *out = run_popped(entry, method, call, n, kwnames);
-            Py_DECREF(method);
-            return out;
-        }
-        Py_DECREF(method);
+    PyObject *out;
+    int taken = fallback_overload(entry, plan, call, n, kwnames, &out);
+    if (taken != 0) {
+        return taken < 0 ? NULL : out;
     }
     return run_primitive(f, args, nargs, kwnames);
 }
@@ -1400,7 +1403,7 @@ primitive(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     return run_primitive(args[0], args + 1, nargs - 1, kwnames);
 }
 
-static PyObject *call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+static PyObject *call_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
 /* _switch._operator_call: an operator in switched code, op(*args), a call site when the
  * innermost active context counts operators as calls. */
@@ -1419,15 +1422,38 @@ operator_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (entry != NULL) {
         PyObject *plan = slot(entry, entry_plan, "plan");
         observed = plan != NULL && Py_TYPE(plan) == plan_type ? SLOT(plan, plan_operators) == Py_True : -1;
-        Py_DECREF(entry);
     }
+    PyObject *out = NULL;
     if (observed < 0) {
         if (!PyErr_Occurred()) {
             PyErr_SetString(PyExc_TypeError, "cassette_hook: an entry's plan is not a Plan");
         }
-        return NULL;
     }
-    return observed ? call(module, args, nargs, kwnames) : PyObject_Vectorcall(args[0], args + 1, nargs - 1, kwnames);
+    else {
+        out = observed ? call_in(entry, args[0], args + 1, nargs - 1, kwnames)
+                       : PyObject_Vectorcall(args[0], args + 1, nargs - 1, kwnames);
+    }
+    Py_XDECREF(entry);
+    return out;
+}
+
+/* f(*args, **kwargs) under entry (borrowed; NULL: no context active). */
+static PyObject *
+call_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *run;
+    if (entry == NULL) {
+        run = Py_NewRef(f);
+    }
+    else {
+        int direct = direct_run(entry, f, &run);
+        if (direct <= 0) {
+            return direct < 0 ? NULL : call_overdubbed(entry, f, args, nargs, kwnames);
+        }
+    }
+    PyObject *out = run == f ? run_primitive(f, args, nargs, kwnames) : PyObject_Vectorcall(run, args, nargs, kwnames);
+    Py_DECREF(run);
+    return out;
 }
 
 /* callsite.call: f(*args, **kwargs) as the innermost active context sees it. */
@@ -1438,29 +1464,12 @@ call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
         PyErr_SetString(PyExc_TypeError, "call() missing 1 required positional argument: 'f'");
         return NULL;
     }
-    PyObject *f = args[0], *entry, *run, *out;
+    PyObject *entry;
     if (active_entry(&entry) < 0) {
         return NULL;
     }
-    if (entry == NULL) {
-        run = Py_NewRef(f);
-    }
-    else {
-        int direct = direct_run(entry, f, &run);
-        if (direct <= 0) {
-            out = direct < 0 ? NULL : call_overdubbed(entry, f, args + 1, nargs - 1, kwnames);
-            Py_DECREF(entry);
-            return out;
-        }
-        Py_DECREF(entry);
-    }
-    if (run == f) {
-        out = run_primitive(f, args + 1, nargs - 1, kwnames);
-    }
-    else {
-        out = PyObject_Vectorcall(run, args + 1, nargs - 1, kwnames);
-    }
-    Py_DECREF(run);
+    PyObject *out = call_in(entry, args[0], args + 1, nargs - 1, kwnames);
+    Py_XDECREF(entry);
     return out;
 }
 
@@ -2096,7 +2105,8 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "configure(): special must be a dict, indirect_names a set");
         return NULL;
     }
-    if (fill_plain_operators(plain_operators) < 0 || fill_indirect_names(indirect_names) < 0) {
+    if (address_set_fill(&plain_operator_set, plain_operators) < 0 || address_set_fill(&with_bodies_set, with_bodies) < 0
+        || fill_indirect_names(indirect_names) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;

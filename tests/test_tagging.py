@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
 import math
@@ -9,7 +10,7 @@ import operator
 import pickle
 import sys
 import warnings
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -298,39 +299,35 @@ def test_registering_metadatatype_takes_effect_at_once() -> None:
         ch.metadatatype.unregister(late)
 
 
-
-def test_unregistering_metadatatype_takes_effect_at_once() -> None:
-    class Gone(ch.Context):
-        pass
-
-    def gone(ctx: Gone, value: float) -> type:
-        return float
-
-    ctx = ch.enabletagging(Gone(), len)
-    ch.metadatatype.register(gone)
-    try:
-        assert ch.metadata(ch.tag(1.0, ctx, 2.0), ctx) == 2.0
-    finally:
-        ch.metadatatype.unregister(gone)
-    with pytest.raises(TypeError, match="no metadata"):
-        ch.tag(1.0, ctx, 2.0)
-
-
-def test_metadata_of_another_class_than_allowed_is_refused_after_an_allowed_one() -> None:
+@contextlib.contextmanager
+def _float_metadata_allowed() -> Iterator[ch.Context]:
+    """A tagging context whose floats may carry float metadata while the block runs."""
     class Floats(ch.Context):
         pass
 
     def floats(ctx: Floats, value: float) -> type:
         return float
 
-    ctx = ch.enabletagging(Floats(), len)
     ch.metadatatype.register(floats)
     try:
+        yield ch.enabletagging(Floats(), len)
+    finally:
+        ch.metadatatype.unregister(floats)
+
+
+def test_unregistering_metadatatype_takes_effect_at_once() -> None:
+    with _float_metadata_allowed() as ctx:
+        assert ch.metadata(ch.tag(1.0, ctx, 2.0), ctx) == 2.0
+    with pytest.raises(TypeError, match="no metadata"):
+        ch.tag(1.0, ctx, 2.0)
+
+
+def test_metadata_of_another_class_than_allowed_is_refused_after_an_allowed_one() -> None:
+    with _float_metadata_allowed() as ctx:
         assert ch.metadata(ch.tag(1.0, ctx, 2.0), ctx) == 2.0
         with pytest.raises(TypeError, match="str"):
             ch.tag(1.0, ctx, "two")
-    finally:
-        ch.metadatatype.unregister(floats)
+
 
 # -- what a tagged value looks like -------------------------------------------------------
 
