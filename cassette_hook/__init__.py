@@ -139,14 +139,22 @@ def __getattr__(name: str) -> Any:
     package the passes work on.  What stays is what ``python -m cassette_hook`` and
     ``install_from_env`` need to start a program: contexts, the import hook and the
     process-wide contexts, none of which imports ``typing`` at run time (each module
-    says ``TYPE_CHECKING = False`` for its annotations)."""
-    if name in _LAZY:
-        import importlib
+    says ``TYPE_CHECKING = False`` for its annotations).
 
-        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    The first name imports them all, and this function removes itself: CPython 3.11+
+    never specializes attribute reads of a module that has a ``__getattr__``, so with it
+    every ``ch.tag`` in an overload would be a generic lookup, about 20 ns more a read
+    (measured in docs/performance.md).  A program that names one of these rewrites code
+    too, nearly always, and so imports ``bytecode`` anyway."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    namespace = globals()
+    for lazy, module in _LAZY.items():
+        namespace[lazy] = getattr(importlib.import_module(f".{module}", __name__), lazy)
+    namespace.pop("__getattr__", None)
+    return namespace[name]
 
 
 def __dir__() -> list[str]:

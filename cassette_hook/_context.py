@@ -99,7 +99,7 @@ class Context:
         _check_pass(pass_)
         self.metadata = metadata
         self.pass_ = pass_
-        self.tag: Any = None
+        self.tag: Any = None  # bound once, by enabletagging, before the copy is handed out (_speedups relies on it)
         self.hooks_enabled = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -1815,6 +1815,41 @@ arguments(const char *function, PyObject *const *args, Py_ssize_t nargs, PyObjec
     return 0;
 }
 
+/* The last context whose tag was read, by a weak reference, and that tag. */
+static PyObject *last_tagging_context, *last_tag;
+
+static int
+is_last_tagging_context(PyObject *ctx)
+{
+    return last_tagging_context != NULL && ((PyWeakReference *)last_tagging_context)->wr_object == ctx;
+}
+
+/* ctx.tag (a new reference).  tag, untag and metadata each need it, and AD calls them
+ * five times per operation, always for one context: the last context read answers
+ * without an attribute lookup.  Sound because enabletagging binds a context's tag before
+ * the context is handed out, and nothing rebinds it; and a weak reference, since its
+ * referent is cleared when the context dies, never matches another context that later
+ * gets the same address. */
+static PyObject *
+context_tag(PyObject *ctx)
+{
+    if (is_last_tagging_context(ctx)) {
+        return Py_NewRef(last_tag);
+    }
+    PyObject *tag = PyObject_GetAttr(ctx, str_tag);
+    if (tag != NULL && Py_TYPE(tag) == tag_type) {
+        PyObject *ref = PyWeakref_NewRef(ctx, NULL);
+        if (ref == NULL) { /* (a context class without weak references: not remembered) */
+            PyErr_Clear();
+        }
+        else {
+            Py_XSETREF(last_tagging_context, ref);
+            Py_XSETREF(last_tag, Py_NewRef(tag));
+        }
+    }
+    return tag;
+}
+
 /* (x, ctx) of untag/metadata/istagged/hasmetadata, and x's fields if tagged for ctx. */
 static int
 x_and_ctx(const char *function, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **x,
@@ -1830,7 +1865,7 @@ x_and_ctx(const char *function, PyObject *const *args, Py_ssize_t nargs, PyObjec
     if (PySet_Contains(wrappers, (PyObject *)Py_TYPE(*x)) != 1) {
         return 0;
     }
-    PyObject *tag = PyObject_GetAttr(parsed[1], str_tag);
+    PyObject *tag = context_tag(parsed[1]);
     if (tag == NULL) {
         return -1;
     }
@@ -1936,8 +1971,8 @@ tag(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
         return NULL;
     }
     PyObject *value = parsed[0], *ctx = parsed[1], *meta = parsed[2] ? parsed[2] : no_metadata;
-    int tagging = PyObject_IsInstance(ctx, tagging_context);
-    PyObject *tag = tagging > 0 ? PyObject_GetAttr(ctx, str_tag) : NULL;
+    int tagging = is_last_tagging_context(ctx) || PyObject_IsInstance(ctx, tagging_context);
+    PyObject *tag = tagging > 0 ? context_tag(ctx) : NULL;
     if (tag == NULL || tag == Py_None) {
         if (tagging >= 0 && !PyErr_Occurred()) {
             PyObject *out = PyObject_CallOneArg(not_tagging, ctx);

@@ -201,3 +201,24 @@ def test_a_module_under_an_included_directory_is_rewritten_once_the_library_is_k
     out = python("-c", probe)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "True True\n"
+
+
+def test_naming_one_deferred_name_imports_them_all_and_leaves_no_module_getattr():
+    probe = ("import cassette_hook as ch; had = '__getattr__' in vars(ch); ch.tag\n"
+             "print(had, '__getattr__' in vars(ch), sorted(set(ch.__all__) - set(vars(ch))))")
+    out = python("-c", probe)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "True False []\n"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="3.10's interpreter specializes nothing")
+def test_reads_of_the_package_attributes_in_a_hook_are_specialized():
+    # CPython never specializes attribute reads of a module with a __getattr__: each
+    # ``ch.tag`` in an overload would then be a generic lookup.
+    probe = ("import dis, cassette_hook as ch\n"
+             "def overload(x): return ch.tag, ch.untag\n"
+             "for _ in range(100): overload(1)\n"
+             "print(sorted({i.opname for i in dis.get_instructions(overload, adaptive=True) if 'ATTR' in i.opname}))")
+    out = python("-c", probe)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "['LOAD_ATTR_MODULE']\n"

@@ -10,6 +10,7 @@ import operator
 import pickle
 import sys
 import warnings
+import weakref
 from typing import Any, Iterator
 
 import pytest
@@ -179,6 +180,25 @@ def test_tags_belong_to_one_context_instance() -> None:
     x = ch.tag(1.0, ctx, "m")
     assert not ch.istagged(x, other) and ch.metadata(x, other) is ch.NoMetaData and ch.untag(x, other) is x
     assert not ch.istagged(x, Meta())
+
+
+def test_a_new_context_at_a_dead_contexts_address_has_its_own_tag() -> None:
+    """The C path remembers the last context whose tag it read; a context made where a
+    collected one lived is another context, and its values are not the dead one's."""
+    base, reused = Meta(), 0
+    for _ in range(50):
+        ctx = ch.enabletagging(base, tagging)
+        x = ch.tag(1.0, ctx, "m")
+        assert ch.istagged(x, ctx)
+        address, ref = id(ctx), weakref.ref(ctx)
+        del ctx
+        assert ref() is None
+        other = ch.enabletagging(base, tagging)
+        reused += id(other) == address
+        assert not ch.istagged(x, other) and ch.untag(x, other) is x
+        assert ch.metadata(ch.tag(2.0, other, "n"), other) == "n"
+        del other
+    assert reused, "no context was ever made at a dead one's address: the test checks nothing"
 
 
 def test_nometadata_is_a_singleton_callable_as_in_cassette() -> None:
