@@ -13,6 +13,11 @@ own -- any new thread, whoever started it, since threads start with an empty
 ``contextvars.Context`` -- reads them at no cost beyond the read it does anyway.  A
 default cannot be changed, so changing the whole-program contexts replaces the variable,
 and the modules that keep its methods at hand for speed :func:`follow` it.
+
+The variable is read through :func:`top`, never directly: while a context's hooks run,
+the C hot path leaves the variable as it is and records, per thread, that the running
+code's innermost entry is the one below (``Popped`` in ``_speedups.c``).  What pushes
+sets the variable; what pops puts back what the push found there (``Entry.outer``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
     from . import dispatch
 
 HOOK_METHODS = ("prehook", "posthook", "overdub", "fallback", "execute")
+_NOT_SET: Any = object()
 
 
 class Entry:
@@ -39,16 +45,20 @@ class Entry:
     hot path reads for the common case.
     ``raises_limit``: this entry's push raised the recursion limit (see ``_RecursionBudget``),
     so its pop lowers it.
+    ``outer``: what the stack's variable held when this entry was pushed, which its pop
+    puts back: ``below``, unless the push was made by a hook running popped on the C
+    path, where the variable still holds the hook's own context (see :func:`top`).
     """
 
-    __slots__ = ("ctx", "plan", "below", "direct_twins", "raises_limit")
+    __slots__ = ("ctx", "plan", "below", "direct_twins", "raises_limit", "outer")
 
-    def __init__(self, ctx: Context, below: Entry | None, raises_limit: bool = False) -> None:
+    def __init__(self, ctx: Context, below: Entry | None, raises_limit: bool = False, outer: Any = _NOT_SET) -> None:
         from .plan import plan_for
 
         self.ctx = ctx
         self.plan = plan = plan_for(ctx)
         self.below = below
+        self.outer = below if outer is _NOT_SET else outer
         self.direct_twins = None if plan.direct_twins is None else plan.direct_twins.values
         self.raises_limit = raises_limit
         _switch.entry_made(plan.operators)
@@ -62,14 +72,37 @@ class Entry:
 
 
 active: ContextVar[Entry | None] = ContextVar("cassette_hook.active", default=None)
-_followers: list[Callable[[ContextVar[Entry | None]], None]] = []
+top: Callable[[], Entry | None] = active.get
+"""The innermost active entry, as the running code sees it: ``active.get`` on the
+pure-Python path, ``_speedups.top`` on the C one (:func:`read_top_with`)."""
+_speedups: Any = None
+_followers: list[Callable[[ContextVar[Entry | None], Callable[[], Entry | None]], None]] = []
 
 
-def follow(bind: Callable[[ContextVar[Entry | None]], None]) -> None:
-    """Call ``bind(variable)`` with the stack's variable now and whenever it is replaced
-    (for modules that keep ``active.get`` and the like in globals, for speed)."""
+def follow(bind: Callable[[ContextVar[Entry | None], Callable[[], Entry | None]], None]) -> None:
+    """Call ``bind(variable, top)`` with the stack's variable and its reader now and
+    whenever either is replaced (for modules that keep them in globals, for speed)."""
     _followers.append(bind)
-    bind(active)
+    bind(active, top)
+
+
+def read_top_with(speedups: Any) -> None:
+    """Read the stack through the C hot path from now on (``callsite`` calls this when it
+    runs on it: the C path's hooks run popped without setting the variable)."""
+    global _speedups
+    _speedups = speedups
+    _rebound()
+
+
+def _rebound() -> None:
+    global top
+    if _speedups is None:
+        top = active.get
+    else:
+        _speedups.bind(active)
+        top = _speedups.top
+    for bind in _followers:
+        bind(active, top)
 
 
 from . import _switch  # noqa: E402  (it reads ``active``)
@@ -145,7 +178,7 @@ def context(name: str, *, operators: bool = True, include: Sequence[str] | None 
 
 def current_context() -> Context | None:
     """The innermost active context of this thread or task, or ``None``."""
-    entry = active.get()
+    entry = top()
     return None if entry is None else entry.ctx
 
 
@@ -211,8 +244,8 @@ def not_a_context(obj: object, what: str) -> str:
 
 def push(ctx: Context) -> Entry:
     """Make ``ctx`` the innermost active context (a :class:`Context`: callers check)."""
-    below = active.get()
-    entry = Entry(ctx, below, raises_limit=below is None)
+    below = top()
+    entry = Entry(ctx, below, raises_limit=below is None, outer=active.get())
     if below is None:
         recursion_budget.acquire()
     active.set(entry)
@@ -223,11 +256,11 @@ def push(ctx: Context) -> Entry:
 
 def pop(ctx: Context) -> None:
     """Deactivate ``ctx``, which must be the innermost active context."""
-    entry = active.get()
+    entry = top()
     if entry is None or entry.ctx is not ctx:
         current = None if entry is None else entry.ctx
         raise RuntimeError(f"cannot deactivate {ctx!r}: the innermost active context is {current!r}")
-    active.set(entry.below)
+    active.set(entry.outer)
     if ctx.tag is not None:
         ctx.tag.depth -= 1
     if entry.raises_limit:
@@ -303,7 +336,6 @@ recursion_budget = _RecursionBudget()
 
 _whole_program: list[Context] = []
 _bottom: Entry | None = None  # the top of the whole-program stack: the variable's default
-_NOT_SET: Any = object()
 
 
 def whole_program() -> list[Context]:
@@ -354,8 +386,7 @@ def _rebase() -> None:
     elif bottom is None and was is not None:
         recursion_budget.release()
     active, _bottom = new, bottom
-    for bind in _followers:
-        bind(new)
+    _rebound()
 
 
 def _moved(stack: Entry | None, old_bottom: Entry | None, new_bottom: Entry | None) -> Entry | None:

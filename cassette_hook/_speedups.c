@@ -33,8 +33,15 @@
 #include <stddef.h>
 #include <structmember.h> /* PyMemberDef (in Python.h from 3.12 on) */
 
+/* Per-thread state (two variables, read at every hooked call).  On ELF the default model
+ * for a shared object calls __tls_get_addr at each access (4.5% of a counting prehook's
+ * time on 3.12); initial-exec reads it at a fixed offset from the thread pointer, from the
+ * static TLS block glibc keeps a surplus of for modules loaded later.  Where that surplus
+ * is gone, loading this module fails, and the package runs the pure-Python hot path. */
 #if defined(_MSC_VER)
 #define THREAD_LOCAL __declspec(thread)
+#elif defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
+#define THREAD_LOCAL _Thread_local __attribute__((tls_model("initial-exec")))
 #else
 #define THREAD_LOCAL _Thread_local
 #endif
@@ -106,6 +113,57 @@ slot(PyObject *obj, Py_ssize_t offset, const char *name)
     return value; /* borrowed */
 }
 
+/* The tables of twins are dicts keyed by id (plan.WeakIdCache), and a lookup makes an int
+ * of the address and hashes it: an allocation and a free per call, a quarter of what a
+ * context that overloads nothing adds to a call.  The last lookups are remembered by
+ * address, with the table's version: a dict's ma_version_tag changes at every change of
+ * what it maps, and no two dicts share one (a process-wide counter), so an entry whose
+ * version is the table's still says what the table says, borrowed from it.  (A callee
+ * that dies leaves its table first: WeakIdCache's callback, before the address is free.)
+ * The field is deprecated from 3.12 on, for want of users, and still kept through 3.13. */
+typedef struct {
+    PyObject *table, *f, *found; /* found: borrowed from the table, NULL for "not there" */
+    uint64_t version;
+} TwinMemo;
+
+#define TWIN_MEMO 256 /* a power of two */
+static TwinMemo twin_memo[TWIN_MEMO];
+
+static inline uint64_t
+dict_version(PyObject *dict)
+{
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    return ((PyDictObject *)dict)->ma_version_tag;
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+}
+
+/* table[id(f)], borrowed, or NULL (with an error set if there was one). */
+static PyObject *
+by_id(PyObject *table, PyObject *f)
+{
+    uintptr_t address = (uintptr_t)f;
+    TwinMemo *memo = &twin_memo[((address >> 4) ^ (address >> 12) ^ ((uintptr_t)table >> 4)) & (TWIN_MEMO - 1)];
+    uint64_t version = dict_version(table);
+    if (memo->f == f && memo->table == table && memo->version == version) {
+        return memo->found;
+    }
+    PyObject *key = PyLong_FromVoidPtr(f);
+    if (key == NULL) {
+        return NULL;
+    }
+    PyObject *found = PyDict_GetItemWithError(table, key);
+    Py_DECREF(key);
+    if (found != NULL || !PyErr_Occurred()) {
+        *memo = (TwinMemo){table, f, found, version};
+    }
+    return found;
+}
+
 /* The twin of function f in table (a dict id -> (twin, code, defaults, kwdefaults)), if
  * it is current: f still has the code and defaults it was made from.  1 and a borrowed
  * twin, 0 if there is none, 2 if the table says None (a direct table's "not direct"),
@@ -117,13 +175,12 @@ current_twin(PyObject *table, PyObject *f, PyObject **twin)
     if (!function && !PyType_Check(f)) {
         return 0;
     }
-    PyObject *key = PyLong_FromVoidPtr(f);
-    if (key == NULL) {
-        return -1;
-    }
-    PyObject *found = PyDict_GetItemWithError(table, key);
-    Py_DECREF(key);
+    PyObject *found = PyDict_CheckExact(table) ? by_id(table, f) : NULL;
     if (found == NULL) {
+        if (!PyDict_CheckExact(table)) {
+            PyErr_SetString(PyExc_TypeError, "cassette_hook: a table of twins is not a dict");
+            return -1;
+        }
         return PyErr_Occurred() ? -1 : 0;
     }
     if (found == Py_None) {
@@ -143,12 +200,44 @@ current_twin(PyObject *table, PyObject *f, PyObject **twin)
     return 0;
 }
 
+/* A context is popped while its hooks and overloads run (calls they make are seen by the
+ * contexts below it, never by it).  The Python reference sets the stack's variable to the
+ * entry below and resets it after: two context-variable writes, each a new HAMT and a
+ * token, and the variable's read cache lost twice; about 40% of what a counting prehook
+ * costs (bench_tools' "count" row, 3.12).  Here the variable keeps its value, and this
+ * thread records instead that while it holds `from`, the running code's innermost entry
+ * is `to`, the one below.  Every reader of the stack goes through stack_top() (Python's
+ * through _context.top), and whatever sets the variable meanwhile (a `with ctx:` in a
+ * hook, the Python closure's pops) composes with the record: another value is read as it
+ * is.  Like the variable, the record covers everything the hook runs on this thread,
+ * asyncio tasks it runs included (docs/internals.md says where the two differ). */
+typedef struct {
+    PyObject *from, *to; /* strong references, or NULL: no context popped */
+} Popped;
+
+static THREAD_LOCAL Popped popped;
+
+/* *top: what the stack's variable holds, read through this thread's Popped record (a new
+ * reference: an Entry, None, or what else the variable was set to).  -1 on error. */
+static int
+stack_top(PyObject **top)
+{
+    if (PyContextVar_Get(active, NULL, top) < 0) {
+        return -1;
+    }
+    Popped *now = &popped;
+    if (*top == now->from && *top != NULL) {
+        Py_SETREF(*top, Py_NewRef(now->to));
+    }
+    return 0;
+}
+
 /* *entry: the innermost active entry (a new reference), or NULL when no context is
  * active.  -1 on error. */
 static int
 active_entry(PyObject **entry)
 {
-    if (PyContextVar_Get(active, NULL, entry) < 0) {
+    if (stack_top(entry) < 0) {
         return -1;
     }
     if (*entry == Py_None) {
@@ -268,14 +357,12 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run)
     }
     if (PyType_Check(f) && SLOT(plan, plan_fast) == Py_True) { /* a class whose construction the plan made before */
         PyObject *constructors = slot(plan, plan_constructors, "constructors"), *constructor = NULL;
-        PyObject *key = constructors ? PyLong_FromVoidPtr(f) : NULL;
-        PyObject *cache = key ? PyObject_GetAttr(constructors, str_values) : NULL;
+        PyObject *cache = constructors ? PyObject_GetAttr(constructors, str_values) : NULL;
         if (cache != NULL) {
-            constructor = PyDict_CheckExact(cache) ? PyDict_GetItemWithError(cache, key) : NULL;
+            constructor = PyDict_CheckExact(cache) ? by_id(cache, f) : NULL;
             Py_XINCREF(constructor);
         }
         Py_XDECREF(cache);
-        Py_XDECREF(key);
         if (constructor != NULL) {
             *run = constructor;
             return 1;
@@ -790,12 +877,18 @@ static PyTypeObject RefinerType = {
     .tp_members = refiner_members,
 };
 
-/* Does calling the primitive f (whose id is key) need primitives.call_primitive's
- * emulation? */
+/* Is f in a dict keyed by id (special, preparers)?  1, 0, or -1 on error. */
 static int
-emulated(PyObject *f, PyObject *key)
+has_id(PyObject *table, PyObject *f)
 {
-    int found = PyDict_Contains(special, key);
+    return by_id(table, f) != NULL ? 1 : PyErr_Occurred() ? -1 : 0;
+}
+
+/* Does calling the primitive f need primitives.call_primitive's emulation? */
+static int
+emulated(PyObject *f)
+{
+    int found = has_id(special, f);
     if (found || Py_TYPE(f) != &PyCFunction_Type) {
         return found;
     }
@@ -818,24 +911,18 @@ run_popped(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t n
     if (below == NULL) {
         return NULL;
     }
-    PyObject *token = PyContextVar_Set(active, below);
-    if (token == NULL) {
+    PyObject *held;
+    if (PyContextVar_Get(active, NULL, &held) < 0) {
         return NULL;
     }
+    Popped *now = &popped, outer = *now;
+    now->from = held;
+    now->to = Py_NewRef(below);
     PyObject *out = below == Py_None ? PyObject_Vectorcall(hook, stack, nargs, kwnames)
                                      : call_unpacked(seen_below, hook, NULL, stack, nargs, kwnames);
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    int reset = PyContextVar_Reset(active, token);
-    Py_DECREF(token);
-    if (reset < 0) {
-        Py_XDECREF(type);
-        Py_XDECREF(value);
-        Py_XDECREF(traceback);
-        Py_XDECREF(out);
-        return NULL;
-    }
-    PyErr_Restore(type, value, traceback);
+    Py_XDECREF(now->from);
+    Py_DECREF(now->to);
+    *now = outer;
     return out;
 }
 
@@ -1007,12 +1094,7 @@ is_plain_function(PyObject *f)
     if (Py_TYPE(f) != &PyCFunction_Type || !PyModule_Check(PyCFunction_GET_SELF(f))) {
         return 0;
     }
-    PyObject *key = PyLong_FromVoidPtr(f);
-    if (key == NULL) {
-        return -1;
-    }
-    int emulated = PyDict_Contains(special, key);
-    Py_DECREF(key);
+    int emulated = has_id(special, f);
     return emulated < 0 ? -1 : !emulated;
 }
 
@@ -1301,11 +1383,21 @@ site_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
     return out;
 }
 
+/* Sites kept for reuse: a call site makes one per call and drops it when the call
+ * returns, so a few at hand spare the allocator nearly every one (under the GIL). */
+#define SITES_KEPT 16
+static Site *sites_kept[SITES_KEPT];
+static int sites_kept_count;
+
 static void
 site_dealloc(Site *self)
 {
     Py_DECREF(self->entry);
     Py_DECREF(self->f);
+    if (sites_kept_count < SITES_KEPT) {
+        sites_kept[sites_kept_count++] = self;
+        return;
+    }
     PyObject_Free(self);
 }
 
@@ -1349,7 +1441,14 @@ overdubbed_site(PyObject *entry, PyObject *f)
     if (Py_TYPE(f) != &PyCFunction_Type && sites_running >= SITE_BUDGET) {
         return make_site(entry, f);
     }
-    Site *site = PyObject_New(Site, &SiteType);
+    Site *site;
+    if (sites_kept_count > 0) {
+        site = sites_kept[--sites_kept_count];
+        PyObject_Init((PyObject *)site, &SiteType);
+    }
+    else {
+        site = PyObject_New(Site, &SiteType);
+    }
     if (site != NULL) {
         site->entry = Py_NewRef(entry);
         site->f = Py_NewRef(f);
@@ -1365,11 +1464,7 @@ overdubbed_site(PyObject *entry, PyObject *f)
 static PyObject *
 run_primitive(PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *key = PyLong_FromVoidPtr(f);
-    if (key == NULL) {
-        return NULL;
-    }
-    PyObject *prepare = PyDict_GetItemWithError(preparers, key), *out = NULL;
+    PyObject *prepare = by_id(preparers, f), *out = NULL;
     if (prepare != NULL) {
         PyObject *prepared = call_unpacked(prepare, NULL, NULL, args, nargs, kwnames);
         if (prepared != NULL && PyTuple_CheckExact(prepared) && PyTuple_GET_SIZE(prepared) == 2
@@ -1382,12 +1477,11 @@ run_primitive(PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
         Py_XDECREF(prepared);
     }
     else if (!PyErr_Occurred()) {
-        int emulate = emulated(f, key);
+        int emulate = emulated(f);
         out = emulate < 0 ? NULL
             : emulate ? call_unpacked(call_primitive, f, NULL, args, nargs, kwnames)
                       : PyObject_Vectorcall(f, args, nargs, kwnames);
     }
-    Py_DECREF(key);
     return out;
 }
 
@@ -1577,6 +1671,21 @@ done:
     }
     Py_DECREF(cls);
     return out;
+}
+
+/* _context.top on the C path: the innermost active entry as the running code sees it. */
+static PyObject *
+top(PyObject *module, PyObject *unused)
+{
+    PyObject *entry;
+    if (active == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "cassette_hook: no stack variable bound");
+        return NULL;
+    }
+    if (stack_top(&entry) < 0) {
+        return NULL;
+    }
+    return entry != NULL ? entry : Py_NewRef(Py_None);
 }
 
 static PyObject *
@@ -2160,6 +2269,7 @@ static PyMethodDef methods[] = {
     {"construct_by_ref", (PyCFunction)(void (*)(void))construct_by_ref, METH_FASTCALL | METH_KEYWORDS,
      "construct_by_ref(ref, /, *args, **kwargs): ref() called, its __init__ overdubbed."},
     {"bind", bind, METH_O, "Use this ContextVar as the stack of active contexts."},
+    {"top", top, METH_NOARGS, "top(): the innermost active Entry as the running code sees it, or None."},
     {"overload_of", overload_of, METH_O,
      "overload_of(call): the overdub method for (ctx, f, *args), else the execute one, else None."},
     {"present", (PyCFunction)(void (*)(void))present_c, METH_FASTCALL,

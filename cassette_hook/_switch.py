@@ -87,10 +87,10 @@ _switched_namespaces: weakref.WeakSet[ModuleType | FunctionType] = weakref.WeakS
 _active_get: Callable[[], _context.Entry | None]
 
 
-def _follow(variable: Any) -> None:
-    """Keep the stack variable's ``get`` at hand, as a global (see ``_context.follow``)."""
+def _follow(variable: Any, top: Callable[[], _context.Entry | None]) -> None:
+    """Keep the stack's reader at hand, as a global (see ``_context.follow``)."""
     global _active_get
-    _active_get = variable.get
+    _active_get = top
 
 
 _context.follow(_follow)

@@ -38,12 +38,11 @@ _reset_active: Callable[[Any], None]
 _speedups = _native.speedups
 
 
-def _follow(variable: Any) -> None:
-    """Keep the stack variable's methods at hand, as globals (see ``_context.follow``)."""
+def _follow(variable: Any, top: Callable[[], _context.Entry | None]) -> None:
+    """Keep the stack's reader and its variable's methods at hand, as globals (see
+    ``_context.follow``)."""
     global _active_get, _set_active, _reset_active
-    _active_get, _set_active, _reset_active = variable.get, variable.set, variable.reset
-    if _speedups is not None:
-        _speedups.bind(variable)
+    _active_get, _set_active, _reset_active = top, variable.set, variable.reset
 
 
 _context.follow(_follow)
@@ -269,6 +268,7 @@ def _accelerate(speedups: Any) -> None:
     resolve, call, overload_of, present = speedups.resolve, speedups.call, speedups.overload_of, speedups.present
     call_ex = speedups.call_ex
     construct_by_ref, primitive = speedups.construct_by_ref, speedups.primitive
+    _context.read_top_with(speedups)
 
 
 if _speedups is not None:

@@ -191,7 +191,7 @@ DEFAULTS: dict[str, Callable[..., Any]] = {
 
 def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
-    top = _context.active.get()
+    top = _context.top()
     entry = top if top is not None and top.ctx is ctx else _context.push(_context.checked(ctx, "recurse"))
     try:
         run = runnable(entry.plan, f)

@@ -178,7 +178,7 @@ def _running_in(tag: Tag) -> bool:
 
     Overloads and hooks run with their context popped: they see ``False``.
     """
-    entry = _context.active.get()
+    entry = _context.top()
     return entry is not None and entry.ctx.tag is tag
 
 

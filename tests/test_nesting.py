@@ -116,3 +116,76 @@ def test_an_inner_context_sees_nothing_of_the_outer_ones_hooks() -> None:
     with LoudOuter():
         ch.overdub(Quiet(), g, 4.0)
     assert _names(seen_by_inner) == ["sqrt"]
+
+
+def test_a_hook_sees_the_context_below_as_current() -> None:
+    seen: list[Any] = []
+
+    class Asking(ch.Context):
+        operators = False
+
+        def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+            seen.append(ch.current_context())
+
+    outer = Outer([])
+    with outer:
+        ch.overdub(Asking(), g, 4.0)
+    assert seen == [outer]
+
+
+def test_a_with_block_in_a_hook_leaves_the_hooks_context_active_after_the_hook() -> None:
+    class Other(ch.Context):
+        operators = False
+
+    class Nesting(ch.Context):
+        operators = False
+
+        def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+            with Other():
+                helper(f)
+            self.metadata.append(f)
+
+    def two_calls(x: float) -> float:
+        return math.sqrt(x) + abs(-x)
+
+    ctx = Nesting([])
+    assert ch.overdub(ctx, two_calls, 4.0) == 6.0
+    assert _names(ctx.metadata) == ["sqrt", "abs"]  # the second call is seen: the block popped what it pushed
+    assert ch.current_context() is None
+
+
+def test_a_hook_that_runs_an_event_loop_is_seen_by_the_contexts_below_it() -> None:
+    import asyncio
+
+    async def work(x: float) -> float:
+        return helper(x)
+
+    class Looping(ch.Context):
+        operators = False
+
+        def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+            if f is math.sqrt:
+                asyncio.run(work(1.0))  # a task, in a copy of the hook's contextvars.Context
+            self.metadata.append(f)
+
+    outer, inner = Outer([]), Looping([])
+    with outer:
+        assert ch.overdub(inner, g, 4.0) == 3.0
+    assert "helper" in _names(outer.metadata)
+    assert "helper" not in _names(inner.metadata)
+    assert _names(inner.metadata) == ["sqrt"]
+
+
+def test_a_hook_that_raises_leaves_its_context_active() -> None:
+    class Raising(ch.Context):
+        operators = False
+
+        def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+            if f is math.sqrt:
+                raise LookupError("from the hook")
+
+    ctx = Raising()
+    with ctx:
+        with pytest.raises(LookupError, match="from the hook"):
+            ch.overdub(ctx, g, 4.0)
+        assert ch.current_context() is ctx

@@ -168,15 +168,15 @@ def test_bind_takes_only_a_context_variable():
 def test_bind_follows_the_stack_variable():
     saved = _context.active
     replacement: contextvars.ContextVar[_context.Entry | None] = contextvars.ContextVar("replacement", default=None)
+    entry = _context.Entry(Null(), None)
+    token = replacement.set(entry)
     callsite._speedups.bind(replacement)
     try:
-        def f():
-            return 1
-
-        with Null():  # pushes on _context.active, which the C path no longer reads
-            assert callsite._speedups.resolve(f) is f
+        assert callsite._speedups.top() is entry  # the replacement's value
+        assert saved.get() is None
     finally:
         callsite._speedups.bind(saved)
+        replacement.reset(token)
 
 
 @needs_c

@@ -226,7 +226,7 @@ def _call_with_context_active(ctx: TraceContext, f: Any, /, *args: Any, **kwargs
     """Run ``f`` as a primitive (``fallback``, its own code, not rewritten), with ``ctx``
     active as ``recurse`` would have it, so that the program's instrumented functions
     that ``f`` calls back are still traced."""
-    top = _context.active.get()
+    top = _context.top()
     entry = top if top is not None and top.ctx is ctx else _context.push(ctx)
     try:
         return without_body(entry, f, args, kwargs)
