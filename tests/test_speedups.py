@@ -74,6 +74,33 @@ def test_resolve_under_a_fast_plan_is_the_twin_until_the_function_changes():
         assert replaced is not twin and replaced() == 2
 
 
+def _closure(value):
+    def read():
+        return value
+    return read
+
+
+def test_a_closure_made_where_a_dead_one_lived_gets_a_twin_of_its_own():
+    """Twins are found by the callee's address (C remembers recent lookups, for as long as
+    the table is unchanged).  Closures of one code object, made and dropped in turn, take
+    the same address; and a tuple shaped like the dead one's table entry takes the
+    entry's memory, so a lookup remembered past the table's change would find it."""
+    addresses, decoys = set(), []
+    code = _closure(0).__code__
+
+    def decoy():
+        return "decoy"
+
+    with Null():
+        for value in range(200):
+            read = _closure(value)
+            addresses.add(id(read))
+            assert callsite.resolve(read)() == value
+            assert callsite.resolve(read)() == value  # (found in the table this time)
+            del read
+            decoys.append((decoy, code, None, None))
+    assert len(addresses) < 200, "no address was reused: the test checks nothing"
+
 
 class _Greeter:
     def greet(self, x=1):
