@@ -213,6 +213,7 @@ current_twin(PyObject *table, PyObject *f, PyObject **twin)
  * asyncio tasks it runs included (docs/internals.md says where the two differ). */
 typedef struct {
     PyObject *from, *to; /* strong references, or NULL: no context popped */
+    PyObject *entry;     /* the popped entry (borrowed: the caller of run_popped holds it) */
 } Popped;
 
 static THREAD_LOCAL Popped popped;
@@ -918,6 +919,7 @@ run_popped(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t n
     Popped *now = &popped, outer = *now;
     now->from = held;
     now->to = Py_NewRef(below);
+    now->entry = entry;
     PyObject *out = below == Py_None ? PyObject_Vectorcall(hook, stack, nargs, kwnames)
                                      : call_unpacked(seen_below, hook, NULL, stack, nargs, kwnames);
     Py_XDECREF(now->from);
@@ -1455,6 +1457,66 @@ overdubbed_site(PyObject *entry, PyObject *f)
         site->vectorcall = (vectorcallfunc)site_call;
     }
     return (PyObject *)site;
+}
+
+/* generics.recurse's common case: called by an overload (or hook) of ctx's own entry,
+ * running popped on this thread, for a callee with a body.  generics._recurse pushes a
+ * new entry for ctx (the popped one is not on the stack), runs the body and pops it: an
+ * Entry made per call.  unpop(ctx, f) puts the popped entry back instead (the thread's
+ * Popped record says, until repop(), that the top is the entry itself) and returns what
+ * runs f's body, which recurse calls from its own frame: a call from C here would put
+ * the callee on the C stack, one level per recursion (RecursionError 1,000 deep on 3.12;
+ * see SITE_BUDGET).  None (nothing changed) when it is not that case: no overload
+ * running, another context's, a with-block since, a tagging context (its results are
+ * unwrapped as they leave), or a callee without a body; generics._recurse then runs. */
+static PyObject *
+unpop(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "unpop(ctx, f) takes 2 arguments");
+        return NULL;
+    }
+    Popped *now = &popped;
+    PyObject *entry = now->entry;
+    if (entry == NULL || now->to == entry || SLOT(entry, entry_ctx) != args[0]) {
+        Py_RETURN_NONE;
+    }
+    PyObject *held, *plan = slot(entry, entry_plan, "plan");
+    if (plan == NULL || PyContextVar_Get(active, NULL, &held) < 0) {
+        return NULL;
+    }
+    Py_XDECREF(held); /* (compared only: the record holds its own) */
+    if (held != now->from) { /* a with-block since the overload began */
+        Py_RETURN_NONE;
+    }
+    PyObject *tag = PyObject_GetAttr(args[0], str_tag);
+    if (tag == NULL) {
+        return NULL;
+    }
+    int tagging = tag != Py_None;
+    Py_DECREF(tag);
+    PyObject *run = tagging ? Py_NewRef(Py_None) : body_of(plan, args[1]);
+    if (run != NULL && run != Py_None) {
+        Py_SETREF(now->to, Py_NewRef(entry));
+    }
+    return run;
+}
+
+/* After unpop's callee returns: the entry is popped again. */
+static PyObject *
+repop(PyObject *module, PyObject *unused)
+{
+    Popped *now = &popped;
+    if (now->entry == NULL || now->to != now->entry) {
+        PyErr_SetString(PyExc_RuntimeError, "cassette_hook: repop() without unpop()");
+        return NULL;
+    }
+    PyObject *below = slot(now->entry, entry_below, "below");
+    if (below == NULL) {
+        return NULL;
+    }
+    Py_SETREF(now->to, Py_NewRef(below));
+    Py_RETURN_NONE;
 }
 
 /* primitives.call_primitive: the primitive f called as the plain program would call it.
@@ -2269,6 +2331,9 @@ static PyMethodDef methods[] = {
     {"construct_by_ref", (PyCFunction)(void (*)(void))construct_by_ref, METH_FASTCALL | METH_KEYWORDS,
      "construct_by_ref(ref, /, *args, **kwargs): ref() called, its __init__ overdubbed."},
     {"bind", bind, METH_O, "Use this ContextVar as the stack of active contexts."},
+    {"unpop", (PyCFunction)(void (*)(void))unpop, METH_FASTCALL,
+     "unpop(ctx, f): put back the popped entry of ctx's running overload, and return what runs f's body; or None."},
+    {"repop", repop, METH_NOARGS, "repop(): pop again what unpop() put back."},
     {"top", top, METH_NOARGS, "top(): the innermost active Entry as the running code sees it, or None."},
     {"overload_of", overload_of, METH_O,
      "overload_of(call): the overdub method for (ctx, f, *args), else the execute one, else None."},

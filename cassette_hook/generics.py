@@ -13,7 +13,7 @@ import weakref
 from types import BuiltinFunctionType, BuiltinMethodType, FunctionType, MethodType, ModuleType
 from typing import Any, Callable
 
-from . import _context, _special, dispatch, plan as _plan
+from . import _context, _native, _special, dispatch, plan as _plan
 from ._constant import Constant
 
 
@@ -200,6 +200,27 @@ def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
         if entry is not top:
             _context.pop(ctx)
     return out if ctx.tag is None else tagging.leave(ctx, out)  # no wrapper outlives its context
+
+
+_recurse = recurse  # the reference, and what the C path's recurse hands all but its common case
+
+if _native.speedups is not None:
+    _unpop, _repop = _native.speedups.unpop, _native.speedups.repop
+
+    def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:  # type: ignore[no-redef]
+        """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
+        # On the C hot path an overload of ctx's own entry (the common case) puts that
+        # entry back for the call (_speedups.unpop) instead of pushing a new one.
+        run = _unpop(ctx, f)
+        if run is None:
+            return _recurse(ctx, f, *args, **kwargs)
+        try:
+            return run(*args, **kwargs)
+        finally:
+            _repop()
+
+
+RECURSE_CODES = frozenset({_recurse.__code__, recurse.__code__})  # (primitives skips their frames)
 
 
 def canrecurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> bool:

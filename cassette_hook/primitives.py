@@ -92,7 +92,7 @@ def _program_frame(frame: FrameType | None) -> FrameType | None:
         if not _is_own(frame):
             return frame
         caller = frame.f_back
-        if frame.f_code is _RECURSE_CODE and caller is not None and caller.f_code in _overload_codes():
+        if frame.f_code in _RECURSE_CODES and caller is not None and caller.f_code in _overload_codes():
             caller = caller.f_back  # an overload: the call is its call site's
         frame = caller
     return None
@@ -314,4 +314,4 @@ PREPARERS = {key: handler.prepare for key, handler in SPECIAL.items() if isinsta
 # Last: callsite imports this module (and its callbacks call callsite.call).
 from . import callsite, generics, operators  # noqa: E402
 
-_RECURSE_CODE = generics.recurse.__code__
+_RECURSE_CODES = generics.RECURSE_CODES
