@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import weakref
-from types import BuiltinFunctionType, BuiltinMethodType, FunctionType, MethodType, ModuleType
+from types import BuiltinFunctionType, BuiltinMethodType, CodeType, FunctionType, MethodType, ModuleType
 from typing import Any, Callable
 
 from . import _context, _native, _special, dispatch, plan as _plan
@@ -207,7 +207,7 @@ _recurse = recurse  # the reference, and what the C path's recurse hands all but
 if _native.speedups is not None:
     _unpop, _repop = _native.speedups.unpop, _native.speedups.repop
 
-    def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:  # type: ignore[no-redef]
+    def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
         # On the C hot path an overload of ctx's own entry (the common case) puts that
         # entry back for the call (_speedups.unpop) instead of pushing a new one.
@@ -220,7 +220,7 @@ if _native.speedups is not None:
             _repop()
 
 
-RECURSE_CODES = frozenset({_recurse.__code__, recurse.__code__})  # (primitives skips their frames)
+RECURSE_CODES: frozenset[CodeType] = frozenset({_recurse.__code__, recurse.__code__})  # (primitives skips their frames)
 
 
 def canrecurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> bool:
