@@ -446,7 +446,7 @@ def test_threads_started_under_a_context_do_not_inherit_it():
 
 # -- options shared by trace and profile, and child processes ------------------------------
 
-@pytest.mark.parametrize("cls, default, other", [(TraceContext, False, "yes"), (ProfileContext, True, "no")])
+@pytest.mark.parametrize("cls, default, other", [(TraceContext, False, "yes"), (ProfileContext, False, "yes")])
 def test_operators_option_makes_a_variant_of_the_class(cls, default, other):
     variant = cls.from_options({"operators": other}, None)
     assert isinstance(variant, cls) and type(variant) is not cls

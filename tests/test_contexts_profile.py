@@ -68,6 +68,12 @@ def total(ctx):
 def test_profile_counts_every_call_including_the_top_level_one():
     stats = profile(fib, 10).stats()
     assert stats[f"{M}.fib"].calls == 177
+    assert set(stats) == {f"{M}.fib"}  # operators are not calls by default
+
+
+def test_profile_counts_operators_when_asked():
+    stats = profile(fib, 10, operators=True).stats()
+    assert stats[f"{M}.fib"].calls == 177
     assert stats["operator.lt"].calls == 177
     assert stats["operator.add"].calls == 88
 
@@ -185,13 +191,13 @@ def test_table_lists_functions_sorted_by_self_time():
 
 
 def test_table_sorts_by_calls_and_limits_rows():
-    lines = profile(fib, 6).table(sort="calls", limit=2).splitlines()
+    lines = profile(fib, 6, operators=True).table(sort="calls", limit=2).splitlines()
     assert [line.split()[0] for line in lines[3:5]] == ["25", "25"]  # fib and operator.lt
     assert lines[5] == "... and 2 more functions"
 
 
 def test_write_report_writes_the_table_to_output(tmp_path):
-    ctx = ProfileContext.from_options({"sort": "name"}, str(tmp_path / "table.txt"))
+    ctx = ProfileContext.from_options({"sort": "name", "operators": "yes"}, str(tmp_path / "table.txt"))
     ch.overdub(ctx, fib, 3)
     ctx.write_report()
     text = (tmp_path / "table.txt").read_text(encoding="utf-8")

@@ -37,9 +37,11 @@ class ProfileContext(ReportingContext):
     ``speedscope`` (JSON for https://www.speedscope.app), ``collapsed`` (collapsed stacks
     for flamegraph.pl, inferno or speedscope), ``dot`` (a Graphviz call graph),
     ``flamegraph`` (an SVG flame graph) and ``raw`` (the data, for :meth:`merge`).
-    ``operators=False`` leaves operators out: faster and less noisy, but the Python
-    methods behind operators (``__add__``, ``__getitem__`` ...) are then not seen, nor
-    the calls they make (see :class:`ReportingContext`).
+    ``operators``: operators are not calls unless ``True`` (see :class:`ReportingContext`),
+    a function-level view, as a profiler gives: with them, every ``a + b``, ``x[i]`` and
+    ``x < y`` is a row of its own and costs what a call does; without them, the Python
+    methods behind operators (``__add__``, ``__getitem__`` ...) are not seen either, and
+    their time is their caller's.
 
     Functions are named ``module.qualname`` (``builtins.len``; methods of builtin types
     as ``list.append``).  Each thread has its own call stack; the statistics add the
@@ -48,6 +50,7 @@ class ProfileContext(ReportingContext):
     that call yet.
     """
 
+    operators = False  # a profile of every a + b, x[i], x < y in every loop is mostly noise, and costs a call each
     option_parsers = {"sort": choice(*_reports.SORT_KEYS), "limit": whole_number, "speedscope": path,
                       "collapsed": path, "dot": path, "flamegraph": path, "raw": path, "operators": yes_no}
 
