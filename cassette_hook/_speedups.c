@@ -2142,7 +2142,7 @@ tag(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
         return NULL;
     }
     PyObject *value = parsed[0], *ctx = parsed[1], *meta = parsed[2] ? parsed[2] : no_metadata;
-    int tagging = is_last_tagging_context(ctx) || PyObject_IsInstance(ctx, tagging_context);
+    int tagging = is_last_tagging_context(ctx) ? 1 : PyObject_IsInstance(ctx, tagging_context);
     PyObject *tag = tagging > 0 ? context_tag(ctx) : NULL;
     if (tag == NULL || tag == Py_None) {
         if (tagging >= 0 && !PyErr_Occurred()) {
