@@ -189,3 +189,47 @@ def test_a_hook_that_raises_leaves_its_context_active() -> None:
         with pytest.raises(LookupError, match="from the hook"):
             ch.overdub(ctx, g, 4.0)
         assert ch.current_context() is ctx
+
+
+def test_an_overload_that_catches_what_recurse_raised_keeps_seeing_the_calls_after() -> None:
+    seen: list[Any] = []
+
+    class Catching(ch.Context):
+        operators = False
+
+        def overdub(self, f: Any, *args: Any, **kwargs: Any) -> Any:
+            seen.append(f)
+            try:
+                return ch.recurse(self, f, *args, **kwargs)
+            except LookupError:
+                return "caught"
+
+    def failing() -> None:
+        raise LookupError("from the callee")
+
+    def program() -> tuple[Any, ...]:
+        return failing(), abs(-1), ch.current_context()
+
+    ctx = Catching()
+    assert ch.overdub(ctx, program) == ("caught", 1, ctx)
+    assert _names(seen) == ["program", "failing", "LookupError", "abs", "current_context"]
+    assert ch.current_context() is None
+
+
+def test_recurse_under_a_with_block_in_the_overload_runs_above_that_block() -> None:
+    class Other(ch.Context):
+        operators = False
+
+    class Wrapping(ch.Context):
+        operators = False
+
+        def overdub(self, f: Any, *args: Any, **kwargs: Any) -> Any:
+            with Other():
+                return ch.recurse(self, f, *args, **kwargs)
+
+    def asks() -> Any:
+        return ch.current_context()
+
+    ctx = Wrapping()
+    assert ch.overdub(ctx, asks) is ctx  # pushed again, above Other's block
+    assert ch.current_context() is None
