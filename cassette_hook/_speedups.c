@@ -48,7 +48,8 @@
 
 /* What configure() was given. */
 static PyObject *active;             /* the ContextVar of the stack (replaced by bind()) */
-static PyTypeObject *entry_type, *plan_type;
+static PyTypeObject *entry_type, *plan_type, *id_table_type; /* id_table_type: plan.WeakIdCache */
+static Py_ssize_t id_table_values;
 static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
 static Py_ssize_t plan_fast, plan_fallback, plan_prehook_call, plan_posthook_call, plan_overdub, plan_execute, plan_twins,
     plan_operators, plan_constructors;
@@ -85,7 +86,7 @@ static PyObject *seen_below;         /* (hook, args, kwargs): a hook run under t
 static PyObject *overdub_instead;    /* generics.OverdubInstead */
 static PyObject *construct;          /* generics.construct(cls, *args, **kwargs): type.__call__ overdubbed */
 static PyObject *object_new;         /* object.__new__ */
-static PyObject *str_values, *str_twin, *str_name, *str_new, *str_init, *str_tag;
+static PyObject *str_twin, *str_name, *str_new, *str_init, *str_tag;
 static PyObject *one;                /* the int 1 */
 
 #define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
@@ -111,6 +112,17 @@ slot(PyObject *obj, Py_ssize_t offset, const char *name)
         PyErr_Format(PyExc_AttributeError, "%s has no %s", Py_TYPE(obj)->tp_name, name);
     }
     return value; /* borrowed */
+}
+
+/* A plan.WeakIdCache's dict id -> value (borrowed), read at its slot. */
+static PyObject *
+values_of(PyObject *cache)
+{
+    if (Py_TYPE(cache) != id_table_type) {
+        PyErr_Format(PyExc_TypeError, "cassette_hook: a %.200s is not a WeakIdCache", Py_TYPE(cache)->tp_name);
+        return NULL;
+    }
+    return slot(cache, id_table_values, "values");
 }
 
 /* The tables of twins are dicts keyed by id (plan.WeakIdCache), and a lookup makes an int
@@ -358,12 +370,11 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run)
     }
     if (PyType_Check(f) && SLOT(plan, plan_fast) == Py_True) { /* a class whose construction the plan made before */
         PyObject *constructors = slot(plan, plan_constructors, "constructors"), *constructor = NULL;
-        PyObject *cache = constructors ? PyObject_GetAttr(constructors, str_values) : NULL;
+        PyObject *cache = constructors ? values_of(constructors) : NULL;
         if (cache != NULL) {
             constructor = PyDict_CheckExact(cache) ? by_id(cache, f) : NULL;
             Py_XINCREF(constructor);
         }
-        Py_XDECREF(cache);
         if (constructor != NULL) {
             *run = constructor;
             return 1;
@@ -994,12 +1005,11 @@ body_of(PyObject *plan, PyObject *callee)
         if (twins == NULL) {
             return NULL;
         }
-        PyObject *table = PyObject_GetAttr(twins, str_values);
+        PyObject *table = values_of(twins);
         if (table == NULL) {
             return NULL;
         }
         int found = current_twin(table, callee, &twin);
-        Py_DECREF(table);
         if (found == 1 || found < 0) { /* (this table lists no None) */
             return found < 0 ? NULL : Py_NewRef(twin);
         }
@@ -2234,8 +2244,10 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
     }
     entry = PyDict_GetItemString(kwargs, "entry_type");
     plan = PyDict_GetItemString(kwargs, "plan_type");
-    if (entry == NULL || plan == NULL || !PyType_Check(entry) || !PyType_Check(plan)) {
-        PyErr_SetString(PyExc_TypeError, "configure() needs entry_type and plan_type");
+    PyObject *id_table = PyDict_GetItemString(kwargs, "id_table_type");
+    if (entry == NULL || plan == NULL || id_table == NULL || !PyType_Check(entry) || !PyType_Check(plan)
+        || !PyType_Check(id_table)) {
+        PyErr_SetString(PyExc_TypeError, "configure() needs entry_type, plan_type and id_table_type");
         return NULL;
     }
     if (slot_offset((PyTypeObject *)entry, "ctx", &entry_ctx) < 0
@@ -2250,9 +2262,11 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || slot_offset((PyTypeObject *)plan, "execute", &plan_execute) < 0
         || slot_offset((PyTypeObject *)plan, "operators", &plan_operators) < 0
         || slot_offset((PyTypeObject *)plan, "constructors", &plan_constructors) < 0
-        || slot_offset((PyTypeObject *)plan, "twins", &plan_twins) < 0) {
+        || slot_offset((PyTypeObject *)plan, "twins", &plan_twins) < 0
+        || slot_offset((PyTypeObject *)id_table, "values", &id_table_values) < 0) {
         return NULL;
     }
+    Py_XSETREF(id_table_type, (PyTypeObject *)Py_NewRef(id_table));
     Py_XSETREF(entry_type, (PyTypeObject *)Py_NewRef(entry));
     Py_XSETREF(plan_type, (PyTypeObject *)Py_NewRef(plan));
     if (keep(kwargs, "resolve_direct", &resolve_direct) < 0 || keep(kwargs, "site_closure", &site_code) < 0 || keep(kwargs, "call_primitive", &call_primitive) < 0
@@ -2369,12 +2383,11 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
-    str_values = PyUnicode_InternFromString("values");
     str_twin = PyUnicode_InternFromString("twin");
     str_name = PyUnicode_InternFromString("__name__");
     str_new = PyUnicode_InternFromString("__new__");
     str_init = PyUnicode_InternFromString("__init__");
-    if (str_values == NULL || str_twin == NULL || str_name == NULL || str_new == NULL || str_init == NULL) {
+    if (str_twin == NULL || str_name == NULL || str_new == NULL || str_init == NULL) {
         return NULL;
     }
     object_new = _PyType_Lookup(&PyBaseObject_Type, str_new); /* lives as long as object */

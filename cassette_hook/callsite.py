@@ -252,10 +252,10 @@ def _accelerate(speedups: Any) -> None:
     that takes callbacks) and ``construct_by_ref`` (a Python class) in C, handing it the
     Python parts it delegates the rare cases to."""
     global resolve, call, call_ex, construct_by_ref, primitive, overload_of, present
-    from .plan import Plan
+    from .plan import Plan, WeakIdCache
 
     speedups.configure(
-        entry_type=_context.Entry, plan_type=Plan, resolve_direct=_resolve_direct,
+        entry_type=_context.Entry, plan_type=Plan, id_table_type=WeakIdCache, resolve_direct=_resolve_direct,
         site_closure=site(None, None),  # type: ignore[arg-type]  # a sample: C makes the others alike
         call_primitive=primitives.call_primitive, special=primitives.SPECIAL, preparers=primitives.PREPARERS,
         indirect_names=_INDIRECT_NAMES,

@@ -45,6 +45,8 @@ class WeakIdCache(Generic[V]):
     before the object's memory (and so its id) can be reused.
     """
 
+    __slots__ = ("values", "_refs")  # (the C hot path reads ``values`` at its slot)
+
     def __init__(self) -> None:
         self.values: dict[int, V] = {}
         self._refs: dict[int, weakref.ref[Any]] = {}

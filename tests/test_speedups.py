@@ -208,7 +208,7 @@ def test_bind_follows_the_stack_variable():
 
 @needs_c
 def test_configure_names_what_is_missing():
-    with pytest.raises(TypeError, match="entry_type and plan_type"):
+    with pytest.raises(TypeError, match="entry_type, plan_type and id_table_type"):
         callsite._speedups.configure(resolve_direct=None)
 
 
@@ -218,7 +218,7 @@ def test_configure_refuses_a_class_without_the_slots():
         pass
 
     with pytest.raises(TypeError, match="NotAnEntry.ctx is not a slot"):
-        callsite._speedups.configure(entry_type=NotAnEntry, plan_type=NotAnEntry)
+        callsite._speedups.configure(entry_type=NotAnEntry, plan_type=NotAnEntry, id_table_type=NotAnEntry)
 
 
 # 3.10 runs every Python call on the C stack, plain too: there the plain program's own
