@@ -76,6 +76,7 @@ static PyObject *plain_operators;      /* operators.PLAIN_OPERATORS: ids, kept a
 static AddressSet plain_operator_set;
 static PyObject *c_operands;           /* operators.C_OPERANDS: classes */
 static PyObject *plain_value(PyObject *x); /* tagging._plain (in the tagging part below) */
+static int is_tagging(PyObject *ctx);      /* ctx.tag is not None (in the tagging part below) */
 static PyObject *runnable;           /* (plan, f) -> what runs f's body, or None */
 static PyObject *without_body;       /* (entry, f, args, kwargs): operator protocol or fallback */
 static PyObject *python_call_ex;     /* callsite.call_ex: a star call call_ex() does not take */
@@ -102,6 +103,17 @@ slot_offset(PyTypeObject *type, const char *name, Py_ssize_t *offset)
     }
     *offset = ((PyMemberDescrObject *)descr)->d_member->offset;
     return 0;
+}
+
+/* 0 if a function of ours that takes its callee first got one, else -1 and Python's error. */
+static int
+first_argument(Py_ssize_t nargs, const char *function, const char *name)
+{
+    if (nargs >= 1) {
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "%s() missing 1 required positional argument: '%s'", function, name);
+    return -1;
 }
 
 static PyObject *
@@ -154,10 +166,15 @@ dict_version(PyObject *dict)
 #endif
 }
 
-/* table[id(f)], borrowed, or NULL (with an error set if there was one). */
+/* table[id(f)], borrowed, or NULL (with an error set if there was one, or if table is
+ * not a dict). */
 static PyObject *
 by_id(PyObject *table, PyObject *f)
 {
+    if (!PyDict_CheckExact(table)) {
+        PyErr_Format(PyExc_TypeError, "cassette_hook: a table by id is a %.200s, not a dict", Py_TYPE(table)->tp_name);
+        return NULL;
+    }
     uintptr_t address = (uintptr_t)f;
     TwinMemo *memo = &twin_memo[((address >> 4) ^ (address >> 12) ^ ((uintptr_t)table >> 4)) & (TWIN_MEMO - 1)];
     uint64_t version = dict_version(table);
@@ -187,12 +204,8 @@ current_twin(PyObject *table, PyObject *f, PyObject **twin)
     if (!function && !PyType_Check(f)) {
         return 0;
     }
-    PyObject *found = PyDict_CheckExact(table) ? by_id(table, f) : NULL;
+    PyObject *found = by_id(table, f);
     if (found == NULL) {
-        if (!PyDict_CheckExact(table)) {
-            PyErr_SetString(PyExc_TypeError, "cassette_hook: a table of twins is not a dict");
-            return -1;
-        }
         return PyErr_Occurred() ? -1 : 0;
     }
     if (found == Py_None) {
@@ -372,7 +385,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run)
         PyObject *constructors = slot(plan, plan_constructors, "constructors"), *constructor = NULL;
         PyObject *cache = constructors ? values_of(constructors) : NULL;
         if (cache != NULL) {
-            constructor = PyDict_CheckExact(cache) ? by_id(cache, f) : NULL;
+            constructor = by_id(cache, f);
             Py_XINCREF(constructor);
         }
         if (constructor != NULL) {
@@ -1132,13 +1145,8 @@ plain_builtin(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t
             PyObject *operand = call[i];
             int c = PySet_Contains(c_operands, (PyObject *)Py_TYPE(operand));
             if (c == 0 && unwrap != 0) {
-                if (unwrap < 0) {
-                    PyObject *tag = PyObject_GetAttr(call[0], str_tag);
-                    if (tag == NULL) {
-                        return -1;
-                    }
-                    unwrap = tag != Py_None;
-                    Py_DECREF(tag);
+                if (unwrap < 0 && (unwrap = is_tagging(call[0])) < 0) {
+                    return -1;
                 }
                 if (unwrap) {
                     operand = plain_value(operand);
@@ -1190,14 +1198,9 @@ no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, Py
     if (Py_TYPE(f) != &PyCFunction_Type && Py_TYPE(f) != &PyMethodDescr_Type && !c_class) {
         return call_unpacked(without_body, entry, f, args, nargs, kwnames);
     }
-    PyObject *tag = PyObject_GetAttr(call[0], str_tag);
-    if (tag == NULL) {
-        return NULL;
-    }
-    int tagging = tag != Py_None;
-    Py_DECREF(tag);
-    if (tagging) {
-        return call_unpacked(without_body, entry, f, args, nargs, kwnames);
+    int tagging = is_tagging(call[0]);
+    if (tagging != 0) {
+        return tagging < 0 ? NULL : call_unpacked(without_body, entry, f, args, nargs, kwnames);
     }
     if (Py_TYPE(f) == &PyCFunction_Type && address_set_has(&with_bodies_set, f)) { /* operators.body knows it */
         PyObject *tuple = as_tuple(args, nargs);
@@ -1499,12 +1502,10 @@ unpop(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (held != now->from) { /* a with-block since the overload began */
         Py_RETURN_NONE;
     }
-    PyObject *tag = PyObject_GetAttr(args[0], str_tag);
-    if (tag == NULL) {
+    int tagging = is_tagging(args[0]);
+    if (tagging < 0) {
         return NULL;
     }
-    int tagging = tag != Py_None;
-    Py_DECREF(tag);
     PyObject *run = tagging ? Py_NewRef(Py_None) : body_of(plan, args[1]);
     if (run != NULL && run != Py_None) {
         Py_SETREF(now->to, Py_NewRef(entry));
@@ -1562,8 +1563,7 @@ run_primitive(PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
 static PyObject *
 primitive(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    if (nargs < 1) {
-        PyErr_SetString(PyExc_TypeError, "primitive() missing 1 required positional argument: 'f'");
+    if (first_argument(nargs, "primitive", "f") < 0) {
         return NULL;
     }
     return run_primitive(args[0], args + 1, nargs - 1, kwnames);
@@ -1576,8 +1576,7 @@ static PyObject *call_in(PyObject *entry, PyObject *f, PyObject *const *args, Py
 static PyObject *
 operator_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    if (nargs < 1) {
-        PyErr_SetString(PyExc_TypeError, "operator_call() missing 1 required positional argument: 'op'");
+    if (first_argument(nargs, "operator_call", "op") < 0) {
         return NULL;
     }
     PyObject *entry;
@@ -1626,8 +1625,7 @@ call_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs, P
 static PyObject *
 call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    if (nargs < 1) {
-        PyErr_SetString(PyExc_TypeError, "call() missing 1 required positional argument: 'f'");
+    if (first_argument(nargs, "call", "f") < 0) {
         return NULL;
     }
     PyObject *entry;
@@ -1689,8 +1687,7 @@ done:
 static PyObject *
 construct_by_ref(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    if (nargs < 1) {
-        PyErr_SetString(PyExc_TypeError, "construct_by_ref() missing 1 required positional argument: 'ref'");
+    if (first_argument(nargs, "construct_by_ref", "ref") < 0) {
         return NULL;
     }
     PyObject *cls = PyObject_CallNoArgs(args[0]); /* alive: it is being called */
@@ -1996,7 +1993,8 @@ arguments(const char *function, PyObject *const *args, Py_ssize_t nargs, PyObjec
     return 0;
 }
 
-/* The last context whose tag was read, by a weak reference, and that tag. */
+/* The last context whose tag was read, by a weak reference, and that tag (held: a dead
+ * context's tag lives on until another tagging context is read). */
 static PyObject *last_tagging_context, *last_tag;
 
 static int
@@ -2029,6 +2027,22 @@ context_tag(PyObject *ctx)
         }
     }
     return tag;
+}
+
+/* Does ctx tag values (has enabletagging given it a tag)?  1, 0, or -1 on error. */
+static int
+is_tagging(PyObject *ctx)
+{
+    if (is_last_tagging_context(ctx)) {
+        return 1;
+    }
+    PyObject *tag = PyObject_GetAttr(ctx, str_tag);
+    if (tag == NULL) {
+        return -1;
+    }
+    int tagging = tag != Py_None;
+    Py_DECREF(tag);
+    return tagging;
 }
 
 /* (x, ctx) of untag/metadata/istagged/hasmetadata, and x's fields if tagged for ctx. */

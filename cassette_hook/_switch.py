@@ -84,13 +84,13 @@ _operator_bindings: tuple[dict[str, Any], dict[str, Any]] | None = None  # (plai
 
 
 _switched_namespaces: weakref.WeakSet[ModuleType | FunctionType] = weakref.WeakSet()  # see keep_at_shutdown
-_active_get: Callable[[], _context.Entry | None]
+_top: Callable[[], _context.Entry | None]
 
 
 def _follow(variable: Any, top: Callable[[], _context.Entry | None]) -> None:
     """Keep the stack's reader at hand, as a global (see ``_context.follow``)."""
-    global _active_get
-    _active_get = top
+    global _top
+    _top = top
 
 
 _context.follow(_follow)
@@ -98,7 +98,7 @@ _context.follow(_follow)
 
 def enter(module: str) -> bool:
     """Should a switched body of ``module`` run rewritten here and now?"""
-    entry = _active_get()
+    entry = _top()
     return entry is not None and entry.plan.runs_module(module)
 
 
@@ -128,7 +128,7 @@ def install_builtins() -> None:
 def _operator_call(op: Any, /, *args: Any) -> Any:
     """An operator in switched code: a call site if the context counts operators as calls."""
     __tracebackhide__ = True
-    entry = _active_get()
+    entry = _top()
     if entry is None or not entry.plan.operators:
         return op(*args)
     from .callsite import call

@@ -30,7 +30,7 @@ from typing import Any, Callable
 from . import _context, _native, dispatch, generics, operators, primitives, rewrite
 
 _INDIRECT_NAMES = primitives.INDIRECT_NAMES
-_active_get: Callable[[], _context.Entry | None]
+_top: Callable[[], _context.Entry | None]
 _set_active: Callable[[_context.Entry | None], Any]
 _reset_active: Callable[[Any], None]
 
@@ -41,8 +41,8 @@ _speedups = _native.speedups
 def _follow(variable: Any, top: Callable[[], _context.Entry | None]) -> None:
     """Keep the stack's reader and its variable's methods at hand, as globals (see
     ``_context.follow``)."""
-    global _active_get, _set_active, _reset_active
-    _active_get, _set_active, _reset_active = top, variable.set, variable.reset
+    global _top, _set_active, _reset_active
+    _top, _set_active, _reset_active = top, variable.set, variable.reset
 
 
 _context.follow(_follow)
@@ -50,7 +50,7 @@ _context.follow(_follow)
 
 def resolve(f: Any, /) -> Any:
     """What a rewritten call site calls in place of ``f``."""
-    entry = _active_get()
+    entry = _top()
     if entry is None:
         return f
     twins = entry.direct_twins

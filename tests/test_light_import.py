@@ -27,6 +27,13 @@ def python(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[s
     return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=120)
 
 
+def printed_by(program: str, *args: str) -> str:
+    """What ``python -c program args`` prints, in a fresh interpreter; it must succeed."""
+    out = python("-c", program, *args)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def imported_by_importtime(stderr: str) -> set[str]:
     """The modules ``-X importtime`` reports (its lines end with the module's name)."""
     return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
@@ -35,9 +42,7 @@ def imported_by_importtime(stderr: str) -> set[str]:
 def test_importing_cassette_hook_imports_none_of_what_only_some_uses_need():
     probe = ("import sys; before = set(sys.modules); import cassette_hook\n"
              "print(' '.join(m for m in sys.argv[1:] if m in sys.modules and m not in before))")
-    out = python("-c", probe, *LATER)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == []
+    assert printed_by(probe, *LATER).split() == []
 
 
 def test_the_built_in_contexts_are_there_when_named():
@@ -86,9 +91,7 @@ def test_a_program_with_nothing_to_rewrite_starts_without_the_generics_or_typing
 
 
 def test_the_public_names_are_listed_before_they_are_imported():
-    out = python("-c", "import cassette_hook as ch; print(sorted(set(ch.__all__) - set(dir(ch))))")
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == "[]\n"
+    assert printed_by("import cassette_hook as ch; print(sorted(set(ch.__all__) - set(dir(ch))))") == "[]\n"
 
 
 def test_every_public_name_is_there_when_named():
@@ -168,9 +171,7 @@ def test_a_module_with_nothing_to_rewrite_is_imported_as_compiled(tmp_path, monk
 def test_installing_name_patterns_does_not_look_for_the_library_directories():
     probe = ("import sys; before = 'sysconfig' in sys.modules; import cassette_hook as ch\n"
              "ch.install(include=['mypkg']); print('sysconfig' in sys.modules and not before)")
-    out = python("-c", probe)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == "False\n"
+    assert printed_by(probe) == "False\n"
 
 
 def test_a_program_importing_nothing_from_its_directory_does_not_look_for_the_library(tmp_path):
@@ -187,9 +188,7 @@ def test_a_directory_pattern_still_leaves_the_library_alone():
              "ch.install(include=[os.path.dirname(os.__file__)])\n"
              "import json\n"
              "print(json.dumps([1]), _names.is_switched(json.dumps.__code__), 'sysconfig' in sys.modules)")
-    out = python("-c", probe)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == "[1] False True\n"
+    assert printed_by(probe) == "[1] False True\n"
 
 
 def test_a_module_under_an_included_directory_is_rewritten_once_the_library_is_known(tmp_path):
@@ -198,17 +197,13 @@ def test_a_module_under_an_included_directory_is_rewritten_once_the_library_is_k
              f"sys.path.insert(0, {str(tmp_path)!r}); ch.install(include=[{str(tmp_path)!r}])\n"
              "import lib_first\n"
              "print(_names.is_switched(lib_first.f.__code__), 'sysconfig' in sys.modules)")
-    out = python("-c", probe)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == "True True\n"
+    assert printed_by(probe) == "True True\n"
 
 
 def test_naming_one_deferred_name_imports_them_all_and_leaves_no_module_getattr():
     probe = ("import cassette_hook as ch; had = '__getattr__' in vars(ch); ch.tag\n"
              "print(had, '__getattr__' in vars(ch), sorted(set(ch.__all__) - set(vars(ch))))")
-    out = python("-c", probe)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == "True False []\n"
+    assert printed_by(probe) == "True False []\n"
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="3.10's interpreter specializes nothing")
@@ -219,6 +214,4 @@ def test_reads_of_the_package_attributes_in_a_hook_are_specialized():
              "def overload(x): return ch.tag, ch.untag\n"
              "for _ in range(100): overload(1)\n"
              "print(sorted({i.opname for i in dis.get_instructions(overload, adaptive=True) if 'ATTR' in i.opname}))")
-    out = python("-c", probe)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout == "['LOAD_ATTR_MODULE']\n"
+    assert printed_by(probe) == "['LOAD_ATTR_MODULE']\n"

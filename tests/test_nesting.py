@@ -30,6 +30,12 @@ class Outer(ch.Context):
         self.metadata.append(f)
 
 
+class Bystander(ch.Context):
+    """A context with nothing to do: a ``with`` block of it pushes and pops an entry."""
+
+    operators = False
+
+
 class InnerPrehook(ch.Context):
     operators = False
 
@@ -134,14 +140,11 @@ def test_a_hook_sees_the_context_below_as_current() -> None:
 
 
 def test_a_with_block_in_a_hook_leaves_the_hooks_context_active_after_the_hook() -> None:
-    class Other(ch.Context):
-        operators = False
-
     class Nesting(ch.Context):
         operators = False
 
         def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
-            with Other():
+            with Bystander():
                 helper(f)
             self.metadata.append(f)
 
@@ -217,19 +220,16 @@ def test_an_overload_that_catches_what_recurse_raised_keeps_seeing_the_calls_aft
 
 
 def test_recurse_under_a_with_block_in_the_overload_runs_above_that_block() -> None:
-    class Other(ch.Context):
-        operators = False
-
     class Wrapping(ch.Context):
         operators = False
 
         def overdub(self, f: Any, *args: Any, **kwargs: Any) -> Any:
-            with Other():
+            with Bystander():
                 return ch.recurse(self, f, *args, **kwargs)
 
     def asks() -> Any:
         return ch.current_context()
 
     ctx = Wrapping()
-    assert ch.overdub(ctx, asks) is ctx  # pushed again, above Other's block
+    assert ch.overdub(ctx, asks) is ctx  # pushed again, above the Bystander's block
     assert ch.current_context() is None
