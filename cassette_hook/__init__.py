@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         overdub,
         posthook,
         prehook,
+        raisehook,
         recurse,
     )
     from .passes import Pass, PassError, insert_statements, replace_match
@@ -109,6 +110,7 @@ __all__ = [
     "overdub_tagged",
     "posthook",
     "prehook",
+    "raisehook",
     "recurse",
     "replace_match",
     "similarcontext",
@@ -122,7 +124,7 @@ __all__ = [
 _LAZY = {
     **dict.fromkeys(["AmbiguityError", "Generic", "Is", "NoMethodError"], "dispatch"),
     **dict.fromkeys(["OverdubInstead", "canoverdub", "canrecurse", "execute", "fallback", "overdub", "posthook",
-                     "prehook", "recurse"], "generics"),
+                     "prehook", "raisehook", "recurse"], "generics"),
     **dict.fromkeys(["NoMetaData", "Tagged", "enabletagging", "hasmetadata", "hastagging", "istagged",
                      "istaggedtype", "metadata", "metadatatype", "overdub_tagged", "tag", "untag", "untagtype"],
                     "tagging"),

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from . import dispatch
 
-HOOK_METHODS = ("prehook", "posthook", "overdub", "fallback", "execute")
+HOOK_METHODS = ("prehook", "posthook", "raisehook", "overdub", "fallback", "execute")
 _NOT_SET: Any = object()
 
 
@@ -119,9 +119,9 @@ class Context:
       ``"pkg.*.io"``) bounding recursion.  Functions outside are still seen by hooks but run
       as primitives, so the calls they make are not seen.
 
-    Methods named ``prehook``, ``posthook``, ``overdub``, ``fallback`` or ``execute`` defined
-    on a subclass are registered as overloads of the generic of that name for the subclass
-    (their annotations, if any, constrain the other arguments).
+    Methods named ``prehook``, ``posthook``, ``raisehook``, ``overdub``, ``fallback`` or
+    ``execute`` defined on a subclass are registered as overloads of the generic of that
+    name for the subclass (their annotations, if any, constrain the other arguments).
     """
 
     operators: ClassVar[bool] = True

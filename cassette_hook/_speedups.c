@@ -51,8 +51,8 @@ static PyObject *active;             /* the ContextVar of the stack (replaced by
 static PyTypeObject *entry_type, *plan_type, *id_table_type; /* id_table_type: plan.WeakIdCache */
 static Py_ssize_t id_table_values;
 static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
-static Py_ssize_t plan_fast, plan_fallback, plan_prehook_call, plan_posthook_call, plan_overdub, plan_execute, plan_twins,
-    plan_operators, plan_constructors;
+static Py_ssize_t plan_fast, plan_fallback, plan_prehook_call, plan_posthook_call, plan_raisehook_call, plan_overdub,
+    plan_execute, plan_twins, plan_operators, plan_constructors;
 static PyObject *resolve_direct;     /* (plan, f) -> what to call past the table of direct twins, or None */
 static PyObject *site_code, *site_globals, *site_qualname; /* callsite.site's closure, to make here */
 static int site_entry_first;         /* its free variables are (entry, f), not (f, entry) */
@@ -961,6 +961,60 @@ run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nar
     return out == NULL ? -1 : 0;
 }
 
+/* The exception being raised, taken out of the thread's state as one object (a new
+ * reference; its traceback on it), and put back.  3.12 keeps it as one object already. */
+static PyObject *
+fetch_exception(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL) {
+        PyException_SetTraceback(value, traceback);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+#endif
+}
+
+static void
+restore_exception(PyObject *exc)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(Py_NewRef(Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+#endif
+}
+
+/* An overdubbed call raised: raisehook(ctx, exc, f, ...) runs popped (stack as for a
+ * posthook, stack[1] free), then the exception goes on as it was, its traceback whole.
+ * One the hook raises goes on instead, with the call's as its __context__. */
+static void
+run_raisehook(PyObject *entry, PyObject *hook, PyObject **stack, Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *exc = fetch_exception();
+    stack[1] = exc;
+    PyObject *out = run_popped(entry, hook, stack, nargs, kwnames);
+    if (out != NULL) {
+        Py_DECREF(out);
+        restore_exception(exc);
+        return;
+    }
+    PyObject *raised = fetch_exception();
+    if (raised != exc) {
+        PyException_SetContext(raised, exc); /* (steals exc) */
+    }
+    else {
+        Py_DECREF(exc);
+    }
+    restore_exception(raised);
+}
+
 /* Which of overload_dispatchers overload_for asks: a plan knows whether its context has
  * overdub and execute overloads at all, and a dispatch it can skip is one less walk of a
  * type cache (and of a Refiner's, whose key is made anew at every call). */
@@ -1250,7 +1304,7 @@ overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs
     if (ask) {
         out = overloaded(entry, ask, stack + 1, nargs + 2, kwnames);
         if (out == NULL) {
-            return NULL;
+            goto raised;
         }
     }
     else {
@@ -1269,7 +1323,7 @@ overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs
         }
         Py_DECREF(run);
         if (plain < 0 || out == NULL) {
-            return NULL;
+            goto raised;
         }
     }
     if (posthook != NULL && posthook != Py_None) {
@@ -1280,6 +1334,12 @@ overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs
         }
     }
     return out;
+raised:;
+    PyObject *raisehook = SLOT(plan, plan_raisehook_call);
+    if (raisehook != NULL && raisehook != Py_None) {
+        run_raisehook(entry, raisehook, stack, nargs + 3, kwnames);
+    }
+    return NULL;
 }
 
 /* Could hooks see this builtin as an unbound method and its receiver (callsite.present)?
@@ -2272,6 +2332,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || slot_offset((PyTypeObject *)plan, "fallback", &plan_fallback) < 0
         || slot_offset((PyTypeObject *)plan, "prehook_call", &plan_prehook_call) < 0
         || slot_offset((PyTypeObject *)plan, "posthook_call", &plan_posthook_call) < 0
+        || slot_offset((PyTypeObject *)plan, "raisehook_call", &plan_raisehook_call) < 0
         || slot_offset((PyTypeObject *)plan, "overdub", &plan_overdub) < 0
         || slot_offset((PyTypeObject *)plan, "execute", &plan_execute) < 0
         || slot_offset((PyTypeObject *)plan, "operators", &plan_operators) < 0

@@ -138,7 +138,8 @@ primitive = primitives.primitive  # what the program's frame calls for a builtin
 
 
 def site(entry: _context.Entry, f: Any) -> Any:
-    """The overdubbed call of ``f``: prehook, overdub (by default, recurse), posthook.
+    """The overdubbed call of ``f``: prehook, overdub (by default, recurse), then posthook,
+    or raisehook if it raised.
 
     A closure rather than a partial: the user's frame calls it like any Python function,
     which CPython inlines, so deep recursion under hooks costs Python frames (the budget
@@ -155,34 +156,36 @@ def site(entry: _context.Entry, f: Any) -> Any:
         elif type(callee) is BuiltinFunctionType:
             callee, args = present(callee, args)
         if plan.prehook_call is not None:
-            below = entry.below
-            token = _set_active(below)
-            try:
-                if below is None:
-                    plan.prehook_call(entry.ctx, callee, *args, **kwargs)
-                else:
-                    seen_below(plan.prehook_call, (entry.ctx, callee, *args), kwargs)
-            finally:
-                _reset_active(token)
-        out: Any = generics.OverdubInstead
-        if plan.overdub or plan.execute:
-            out = _overloaded(entry, callee, args, kwargs)
-        if out is generics.OverdubInstead:
-            run = plan.twin(callee) if type(callee) is FunctionType else generics.runnable(plan, callee)
-            out = generics.without_body(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
+            _hook(entry, plan.prehook_call, (entry.ctx, callee, *args), kwargs)
+        try:
+            out: Any = generics.OverdubInstead
+            if plan.overdub or plan.execute:
+                out = _overloaded(entry, callee, args, kwargs)
+            if out is generics.OverdubInstead:
+                run = plan.twin(callee) if type(callee) is FunctionType else generics.runnable(plan, callee)
+                out = generics.without_body(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
+        except BaseException as exc:
+            if plan.raisehook_call is not None:
+                _hook(entry, plan.raisehook_call, (entry.ctx, exc, callee, *args), kwargs)
+            raise
         if plan.posthook_call is not None:
-            below = entry.below
-            token = _set_active(below)
-            try:
-                if below is None:
-                    plan.posthook_call(entry.ctx, out, callee, *args, **kwargs)
-                else:
-                    seen_below(plan.posthook_call, (entry.ctx, out, callee, *args), kwargs)
-            finally:
-                _reset_active(token)
+            _hook(entry, plan.posthook_call, (entry.ctx, out, callee, *args), kwargs)
         return out
 
     return overdubbed
+
+
+def _hook(entry: _context.Entry, hook: Any, call: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """A prehook, posthook or raisehook, run popped (``active`` set to the entry below)."""
+    below = entry.below
+    token = _set_active(below)
+    try:
+        if below is None:
+            hook(*call, **kwargs)
+        else:
+            seen_below(hook, call, kwargs)
+    finally:
+        _reset_active(token)
 
 
 def _overloaded(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -1,5 +1,5 @@
-"""The contextual generics -- ``overdub``, ``prehook``, ``posthook``, ``fallback``,
-``execute`` -- their default methods, and ``recurse``.
+"""The contextual generics -- ``overdub``, ``prehook``, ``posthook``, ``raisehook``,
+``fallback``, ``execute`` -- their default methods, and ``recurse``.
 
 Defaults follow Cassette: hooks do nothing; ``overdub`` asks ``execute`` (Cassette 0.1)
 and otherwise recurses; ``recurse`` runs the callee's own body with its call sites
@@ -25,20 +25,22 @@ OverdubInstead = _OverdubInstead()
 
 
 class ContextGeneric(dispatch.Generic):
-    """A generic called with a context first, then the callee (``posthook``: its result
-    too), whose registrations also reset the context plans (see :mod:`plan`)."""
+    """A generic called with a context first, then the callee (``posthook``: the call's
+    result before it, ``raisehook``: its exception), whose registrations also reset the
+    context plans (see :mod:`plan`)."""
 
     @property
     def _leading(self) -> tuple[str, ...]:
         """The arguments every call passes before the callee's own."""
-        return ("ctx", "out", "f") if self.name == "posthook" else ("ctx", "f")
+        return _LEADING.get(self.name, ("ctx", "f"))
 
     def _resolve_uncached(self, args: tuple[object, ...]) -> Callable[..., Any]:
         """Refuse a call that does not start with a context and the callee: the first time
         each combination of argument types is resolved, so no call pays for it after."""
         leading = self._leading
         if len(args) < len(leading):
-            *first, last = ({"ctx": "a context", "out": "a result", "f": "a callable"}[a] for a in leading)
+            *first, last = ({"ctx": "a context", "out": "a result", "exc": "an exception", "f": "a callable"}[a]
+                            for a in leading)
             raise TypeError(f"{self.name}() needs {', '.join(first)} and {last}: "
                             f"{self.name}({', '.join(leading)}, *args, **kwargs)")
         if not isinstance(args[0], _context.Context):
@@ -89,6 +91,9 @@ class ContextGeneric(dispatch.Generic):
     def unregister(self, func: Any) -> None:
         super().unregister(func)
         _plan.invalidate()
+
+
+_LEADING = {"posthook": ("ctx", "out", "f"), "raisehook": ("ctx", "exc", "f")}
 
 
 def _leading_positional(func: Any, count: int) -> Any:
@@ -171,6 +176,11 @@ with ``@prehook.register`` or a ``prehook`` method on the context class.""")
 posthook = ContextGeneric("posthook", _no_hook, """``posthook(ctx, out, f, *args, **kwargs)``: called after
 every overdubbed call that returned ``out`` (not after one that raised).  Does nothing by
 default; overload it like ``prehook``.""")
+raisehook = ContextGeneric("raisehook", _no_hook, """``raisehook(ctx, exc, f, *args, **kwargs)``: called after
+every overdubbed call that raised ``exc``, which then goes on as it was.  So exactly one of
+``posthook`` and ``raisehook`` follows each ``prehook`` that returned (what a profiler or a
+tracer needs to keep its stack).  Does nothing by default; overload it like ``prehook``.
+An exception it raises replaces the call's, which becomes its ``__context__``.""")
 execute = ContextGeneric("execute", _default_execute, """``execute(ctx, f, *args, **kwargs)``, Cassette 0.1's
 primitive hook: an overload that returns anything but ``OverdubInstead`` makes the call
 a primitive with that result.  Returns ``OverdubInstead`` by default.""")
@@ -184,7 +194,7 @@ scope).  By default it calls ``f``, with the context still active so that callba
 from C (``sorted(key=...)``, ``map``) are overdubbed.""")
 
 DEFAULTS: dict[str, Callable[..., Any]] = {
-    "prehook": _no_hook, "posthook": _no_hook, "execute": _default_execute,
+    "prehook": _no_hook, "posthook": _no_hook, "raisehook": _no_hook, "execute": _default_execute,
     "overdub": _default_overdub, "fallback": _default_fallback,
 }
 

@@ -80,13 +80,14 @@ _plans: dict[tuple[type, Any, bool], Plan] = {}
 class Plan:
     """Per context class: which overloads exist, and the twins its contexts run."""
 
-    __slots__ = ("fast", "prehook", "posthook", "overdub", "execute", "fallback", "prehook_call",
-                 "posthook_call", "operators", "twins", "direct_twins", "_named", "constructions", "constructors",
-                 "in_scope", "_primitives", "_codes", "_modules", "ctx_type", "pass_", "__weakref__")
+    __slots__ = ("fast", "prehook", "posthook", "raisehook", "overdub", "execute", "fallback", "prehook_call",
+                 "posthook_call", "raisehook_call", "operators", "twins", "direct_twins", "_named", "constructions",
+                 "constructors", "in_scope", "_primitives", "_codes", "_modules", "ctx_type", "pass_", "__weakref__")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
         self.prehook = hooks_enabled and generics.prehook.has_methods_for(ctx_type)
         self.posthook = hooks_enabled and generics.posthook.has_methods_for(ctx_type)
+        self.raisehook = hooks_enabled and generics.raisehook.has_methods_for(ctx_type)
         self.overdub = generics.overdub.has_methods_for(ctx_type)
         self.execute = generics.execute.has_methods_for(ctx_type)
         self.fallback = generics.fallback.has_methods_for(ctx_type)
@@ -95,9 +96,12 @@ class Plan:
         self.prehook_call = (generics.prehook.sole_method(ctx_type, 2) or generics.prehook) if self.prehook else None
         self.posthook_call = ((generics.posthook.sole_method(ctx_type, 3) or generics.posthook)
                               if self.posthook else None)
+        self.raisehook_call = ((generics.raisehook.sole_method(ctx_type, 3) or generics.raisehook)
+                               if self.raisehook else None)
         # Nothing is observed or replaced: calls only need to be recursed into.  (Not with
         # tagging: primitives must get untagged arguments, from ``fallback``.)
-        self.fast = not (self.prehook or self.posthook or self.overdub or self.execute or self.fallback
+        hooks = self.prehook or self.posthook or self.raisehook
+        self.fast = not (hooks or self.overdub or self.execute or self.fallback
                          or getattr(ctx_type, "tags_values", False))
         # Operator sites cost a call each; a context that observes nothing has no use for them.
         self.operators = bool(ctx_type.operators) and not self.fast
@@ -106,7 +110,7 @@ class Plan:
         # sites call it directly, as under a fast plan (``direct_twin``).
         overdubs = generics.overdub.second_arguments_named(ctx_type)
         executes = generics.execute.second_arguments_named(ctx_type)
-        direct = not (self.fast or self.prehook or self.posthook) and overdubs is not None and executes is not None
+        direct = not (self.fast or hooks) and overdubs is not None and executes is not None
         self._named = overdubs | executes if direct else frozenset()  # type: ignore[operator]  # direct: both sets
         # id(function) -> (twin, and the code, defaults and keyword defaults it was made
         # from): a twin is only good while the function still has those.  The hot path

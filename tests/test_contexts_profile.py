@@ -55,7 +55,7 @@ def program():
 
 def profile(f, *args, **options):
     ctx = ProfileContext(io.StringIO(), **options)
-    ch.overdub(ctx, f, *args)
+    ctx.runcall(f, *args)
     return ctx
 
 
@@ -139,8 +139,8 @@ def test_profile_locations_are_the_functions_first_lines():
 def test_profile_under_with_accumulates_runs():
     ctx = ProfileContext()
     with ctx:
-        ch.overdub(ctx, fib, 5)
-        ch.overdub(ctx, fib, 5)
+        ctx.runcall(fib, 5)
+        ctx.runcall(fib, 5)
     assert ctx.stats()[f"{M}.fib"].calls == 30
 
 
@@ -164,7 +164,7 @@ def test_each_thread_has_its_own_call_stack():
 
     def run():
         barrier.wait()
-        ch.overdub(ctx, fib, 8)
+        ctx.runcall(fib, 8)
 
     threads = [threading.Thread(target=run, name=f"worker {i}") for i in range(2)]
     for t in threads:
@@ -207,7 +207,7 @@ def test_write_report_writes_the_table_to_output(tmp_path):
 
 def test_write_report_defaults_to_stderr(capsys):
     ctx = ProfileContext()
-    ch.overdub(ctx, abs, -1)
+    ctx.runcall(abs, -1)
     ctx.write_report()
     out, err = capsys.readouterr()
     assert out == "" and err.splitlines()[-1].split()[-1] == "builtins.abs"
@@ -220,7 +220,7 @@ def reports(tmp_path):
     """A profile of ``program`` with every file written by write_report."""
     options = {key: str(tmp_path / f"{key}-{{pid}}") for key in ("speedscope", "collapsed", "dot", "flamegraph", "raw")}
     ctx = ProfileContext.from_options(options, str(tmp_path / "table.txt"))
-    ch.overdub(ctx, program)
+    ctx.runcall(program)
     ctx.write_report()
     files = {key: tmp_path / f"{key}-{os.getpid()}" for key in options}
     assert all(f.exists() for f in files.values())
@@ -337,3 +337,11 @@ def test_profile_names_each_function_one_decorator_wrapped_by_its_own_name():
     stats = profile(call_both_decorated).stats()
     assert stats[f"{M}.decorated_one"].calls == 2  # the wrapper and the function it wraps
     assert stats[f"{M}.decorated_two"].calls == 4
+
+
+def test_overdub_alone_profiles_the_calls_inside_but_not_the_top_level_one():
+    ctx = ProfileContext()
+    ch.overdub(ctx, fib, 5)
+    stats = ctx.stats()
+    assert stats[f"{M}.fib"].calls == 14  # fib(5) makes 14 calls of fib; runcall counts the 15th
+    assert [set(tree.root.children) for tree in ctx._trees] == [{f"{M}.fib"}]

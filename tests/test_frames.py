@@ -151,7 +151,7 @@ def observe(case: str, context: str, hooked: types.ModuleType) -> tuple[Any, Any
 C_PATH = callsite._speedups is not None
 SEEN_THROUGH = {"getframe_by_depth", "warnings_stacklevel"}  # the emulated builtins see past our frames
 RECURSION_PROBE = "recursion_depth_probe"  # the limit is emulated: the real one is raised while a context runs
-OVERLOADS = {"trace", "profile", "recurse-overload", "recurse-overload-any-callee"}
+OVERLOADS = {"trace", "recurse-overload", "recurse-overload-any-callee"}
 
 
 def frames_of_ours_seen(case: str, context: str) -> bool:

@@ -36,14 +36,16 @@ class Node:
 
 
 class ThreadTree:
-    """One thread's call tree, and the path of the calls running in it now."""
+    """One thread's call tree, the path of the calls running in it now, and when each of
+    them started (``perf_counter_ns``; the root has none)."""
 
-    __slots__ = ("name", "root", "stack")
+    __slots__ = ("name", "root", "stack", "starts")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.root = Node("")
         self.stack = [self.root]
+        self.starts: list[int] = []
 
     def total(self) -> int:
         return sum(c.total for c in list(self.root.children.values()))

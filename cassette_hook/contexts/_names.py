@@ -58,6 +58,10 @@ def _cache_key(f: Any) -> Any:
 
 def name_of(f: Any) -> str:
     """``module.qualname``; methods of builtin types as ``list.append`` (no ``builtins.``)."""
+    if type(f) is FunctionType:  # the common case, once per call of a profile: inline
+        module = f.__module__
+        if type(module) is str and module and module != "builtins":
+            return f"{module}.{f.__qualname__}"
     module, qualname = module_and_qualname(f)
     if module == "builtins" and "." in qualname:
         return qualname

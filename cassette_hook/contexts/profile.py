@@ -1,11 +1,13 @@
 """``ProfileContext``: how often each function is called and where the time goes.
 
-It overloads ``overdub`` as a method and times the call around ``recurse`` in a
-``finally``: ``posthook`` is not called when a call raises, and a profile must still
-count it.  Every call site the context sees is timed, C functions and builtin methods
-included, with ``time.perf_counter_ns``; the time of a call includes the cost of
-overdubbing the calls inside it, so a profile measures the program as it runs under
-cassette_hook.
+It times each call from its ``prehook`` to its ``posthook``, or to its ``raisehook`` if
+it raised: exactly one of the two follows each prehook, so the thread's stack of running
+calls stays right through exceptions.  Hooks, unlike an ``overdub`` overload around
+``recurse``, put no frame of ours between the program's (a profiled program's
+``inspect.stack()`` and tracebacks are its own) and cost one call each.  Every call site
+the context sees is timed, C functions and builtin methods included, with
+``time.perf_counter_ns``; the time of a call includes the cost of overdubbing the calls
+inside it, so a profile measures the program as it runs under cassette_hook.
 
 The calls are recorded in a call tree per thread (see ``_calltree``); the reports --
 the table, speedscope JSON, collapsed stacks, a Graphviz call graph and an SVG flame
@@ -20,7 +22,7 @@ import threading
 from time import perf_counter_ns
 from typing import Any, Iterable, TextIO
 
-from ..generics import recurse
+from ..generics import overdub
 from . import _reports
 from ._base import Output, ReportingContext, choice, expand, path, per_process, text_output, whole_number, yes_no
 from ._calltree import FunctionStats, Node, ThreadTree, dump, function_stats, load
@@ -71,24 +73,46 @@ class ProfileContext(ReportingContext):
         self._threads = threading.local()
         self._lock = threading.Lock()
 
-    def overdub(self, f: Any, /, *args: Any, **kwargs: Any) -> Any:
-        """Run the call (``recurse``), counting it and timing it even if it raises."""
+    def prehook(self, f: Any, /, *args: Any, **kwargs: Any) -> None:
+        """A call starts: its node (``f`` under the running call) joins this thread's stack."""
         try:
-            stack = self._threads.tree.stack
+            tree = self._threads.tree
         except AttributeError:
-            stack = self._new_thread().stack
+            tree = self._new_thread()
+        stack = tree.stack
         name = name_of(f)
         node = stack[-1].children.get(name)
         if node is None:
             node = self._new_node(stack[-1], name, f)
         stack.append(node)
-        start = perf_counter_ns()
+        tree.starts.append(perf_counter_ns())
+
+    def posthook(self, out: Any, f: Any, /, *args: Any, **kwargs: Any) -> None:
+        """The call returned: it is counted and timed."""
+        self._ended(perf_counter_ns())
+
+    def raisehook(self, exc: BaseException, f: Any, /, *args: Any, **kwargs: Any) -> None:
+        """The call raised: it is counted and timed all the same."""
+        self._ended(perf_counter_ns())
+
+    def runcall(self, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """``ch.overdub(self, f, *args, **kwargs)`` with the call of ``f`` itself profiled
+        too, as ``cProfile.Profile.runcall`` does: ``f`` is then the root of the profile.
+        (``overdub`` alone hooks only the calls inside ``f``, as for every context.)"""
+        self.prehook(f, *args, **kwargs)
         try:
-            return recurse(self, f, *args, **kwargs)
-        finally:
-            node.total += perf_counter_ns() - start
-            node.calls += 1
-            stack.pop()
+            out = overdub(self, f, *args, **kwargs)
+        except BaseException as exc:
+            self.raisehook(exc, f, *args, **kwargs)
+            raise
+        self.posthook(out, f, *args, **kwargs)
+        return out
+
+    def _ended(self, now: int) -> None:
+        tree = self._threads.tree
+        node = tree.stack.pop()
+        node.total += now - tree.starts.pop()
+        node.calls += 1
 
     def _new_thread(self) -> ThreadTree:
         tree = self._threads.tree = ThreadTree(threading.current_thread().name)
