@@ -118,6 +118,11 @@ class Context:
     - ``include`` / ``exclude``: module-name patterns (prefixes like ``"pkg"`` or globs like
       ``"pkg.*.io"``) bounding recursion.  Functions outside are still seen by hooks but run
       as primitives, so the calls they make are not seen.
+    - ``libraries``: ``True`` recurses into the standard library and installed packages
+      like any code; ``False`` runs their functions and classes as primitives (seen by
+      hooks, not entered; the program's functions they call back are still seen where
+      the import hook instrumented them); a sequence of module patterns enters only
+      those libraries.  A library's code is told by its file (see ``_libraries``).
 
     Methods named ``prehook``, ``posthook``, ``raisehook``, ``overdub``, ``fallback`` or
     ``execute`` defined on a subclass are registered as overloads of the generic of that
@@ -127,6 +132,7 @@ class Context:
     operators: ClassVar[bool] = True
     include: ClassVar[Sequence[str] | None] = None
     exclude: ClassVar[Sequence[str]] = ()
+    libraries: ClassVar[bool | Sequence[str]] = True
 
     def __init__(self, metadata: Any = None, pass_: Any = None) -> None:
         _check_pass(pass_)

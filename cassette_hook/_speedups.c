@@ -1241,7 +1241,9 @@ static PyObject *run_primitive(PyObject *f, PyObject *const *args, Py_ssize_t na
  * tagging.for_primitive's) runs an operator's Python dunders if operators.body finds any,
  * else a fallback overload if one takes the call, else the primitive (run_primitive).
  * The builtin then has the program's frame below it, and so have the callbacks it makes
- * (a generator resumed by next(), a key function).  Anything else is
+ * (a generator resumed by next(), a key function).  So has a Python function or class
+ * outside the context's scope (a library's, under libraries = False), which no operator
+ * or emulation concerns: the fallback overload, else the call itself.  Anything else is
  * generics.without_body's.  call is [ctx, f, arguments..., keyword values...]. */
 static PyObject *
 no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, PyObject *kwnames)
@@ -1249,7 +1251,8 @@ no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, Py
     PyObject *f = call[1], *const *args = call + 2;
     Py_ssize_t nargs = n - 2;
     int c_class = PyType_Check(f) && !PyType_HasFeature((PyTypeObject *)f, Py_TPFLAGS_HEAPTYPE);
-    if (Py_TYPE(f) != &PyCFunction_Type && Py_TYPE(f) != &PyMethodDescr_Type && !c_class) {
+    int python = Py_TYPE(f) == &PyFunction_Type || (PyType_Check(f) && !c_class);
+    if (!python && Py_TYPE(f) != &PyCFunction_Type && Py_TYPE(f) != &PyMethodDescr_Type && !c_class) {
         return call_unpacked(without_body, entry, f, args, nargs, kwnames);
     }
     int tagging = is_tagging(call[0]);
@@ -1276,7 +1279,7 @@ no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, Py
     if (taken != 0) {
         return taken < 0 ? NULL : out;
     }
-    return run_primitive(f, args, nargs, kwnames);
+    return python ? PyObject_Vectorcall(f, args, nargs, kwnames) : run_primitive(f, args, nargs, kwnames);
 }
 
 /* stack: [ctx, <ctx, then the result>, callee, positional arguments..., keyword values...] */

@@ -324,7 +324,7 @@ def _construction(plan: _plan.Plan, cls: type) -> Callable[..., Any] | None:
 
 
 def _how_to_construct(plan: _plan.Plan, cls: type[Any]) -> str:
-    if not plan.in_scope(getattr(cls, "__module__", None) or ""):
+    if not plan.recurses_into(cls):
         return "primitive"
     if _special.lookup(type(cls), "__call__") is not _TYPE_CALL:
         return "metaclass"
@@ -332,7 +332,7 @@ def _how_to_construct(plan: _plan.Plan, cls: type[Any]) -> str:
     if init is None:
         return "primitive"  # an __init__ only the interpreter should bind (see _special)
     bodies = (_body(cls.__new__), _body(init))
-    if any(body is not None and plan.in_scope(body.__module__ or "") for body in bodies):
+    if any(body is not None and plan.recurses_into(body) for body in bodies):
         return "python"
     return "primitive"  # nothing in scope happens in Python when constructing it
 

@@ -21,6 +21,7 @@ from types import CodeType, FunctionType, MethodType, ModuleType
 
 from . import _debug, _pyc, _switch, rewrite
 from ._context import recursion_budget
+from ._libraries import library_paths
 from ._patterns import ModulePatterns, is_glob
 from .rewrite import _names
 
@@ -122,7 +123,7 @@ class Patterns:
                 return True
             _finding_library.active = True
             try:
-                library = self._library = tuple(os.path.join(os.path.realpath(p), "") for p in _library_paths())
+                library = self._library = tuple(os.path.join(os.path.realpath(p), "") for p in library_paths())
             finally:
                 _finding_library.active = False
         return path.startswith(library)
@@ -498,14 +499,3 @@ def _is_path(pattern: str) -> bool:
 
 def _under(path: str, directory: str) -> bool:
     return path == directory or path.startswith(os.path.join(directory, ""))
-
-
-def _library_paths() -> set[str]:
-    import sysconfig  # (see Patterns._in_library)
-
-    paths = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
-    import site
-
-    paths.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
-    paths.add(site.getusersitepackages())
-    return {p for p in paths if p}

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
 from . import rewrite
 from ._context import recursion_budget
+from ._libraries import LIBRARIES
 from ._patterns import ModulePatterns
 from .rewrite import _names
 
@@ -82,7 +83,7 @@ class Plan:
 
     __slots__ = ("fast", "prehook", "posthook", "raisehook", "overdub", "execute", "fallback", "prehook_call",
                  "posthook_call", "raisehook_call", "operators", "twins", "direct_twins", "_named", "constructions",
-                 "constructors", "in_scope", "_primitives", "_codes", "_modules", "ctx_type", "pass_", "__weakref__")
+                 "constructors", "_in_scope", "_primitives", "_codes", "_modules", "ctx_type", "pass_", "__weakref__")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
         self.prehook = hooks_enabled and generics.prehook.has_methods_for(ctx_type)
@@ -128,8 +129,8 @@ class Plan:
         self.constructions: WeakIdCache[str] = WeakIdCache()
         self.constructors: WeakIdCache[Callable[..., Any]] = WeakIdCache()
         self._codes = _rewritten.setdefault((self.operators, pass_), WeakIdCache())
-        self.in_scope = _scope_test(ctx_type)  # module name -> may its code be recursed into?
-        self._modules: dict[str, bool] = {}  # in_scope's answers, for switched code
+        self._in_scope = _scope_test(ctx_type)  # (module name, is it a library's?) -> may it be recursed into?
+        self._modules: dict[str, bool] = {}  # runs_module's answers
         self.ctx_type, self.pass_ = ctx_type, pass_
         _every_plan.add(self)
 
@@ -137,8 +138,15 @@ class Plan:
         """May code of ``module`` run rewritten (the import hook's switch asks, per call)?"""
         known = self._modules.get(module)
         if known is None:  # a switched body's rewritten half has no pass: a pass makes twins only
-            known = self._modules[module] = self.pass_ is None and self.in_scope(module)
+            known = self._modules[module] = self.pass_ is None and self._in_scope(
+                module, lambda: LIBRARIES.is_library_module(module))
         return known
+
+    def recurses_into(self, obj: FunctionType | type) -> bool:
+        """May the code of this function or class be recursed into (the context's
+        ``include``, ``exclude`` and ``libraries``), rather than run as a primitive?"""
+        module = _module_of(obj) if type(obj) is FunctionType else getattr(obj, "__module__", None)
+        return self._in_scope(module if type(module) is str else "", lambda: LIBRARIES.defined(obj))
 
     def twin(self, func: FunctionType) -> FunctionType | None:
         """The overdubbed twin of ``func``, or ``None`` if it must run as a primitive."""
@@ -184,7 +192,7 @@ class Plan:
         return constructor
 
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
-        if not self.in_scope(_module_of(func)):
+        if not self.recurses_into(func):
             return None
         code = func.__code__
         if _names.is_switched(code) and self.pass_ is None:  # loaded by the import hook: rewritten already
@@ -237,17 +245,29 @@ def _module_of(func: FunctionType) -> str:
     return getattr(func, "__module__", None) or func.__globals__.get("__name__") or ""
 
 
-def _scope_test(ctx_type: type[Context]) -> Callable[[str], bool]:
+def _scope_test(ctx_type: type[Context]) -> Callable[[str, Callable[[], bool]], bool]:
+    """``in_scope(module, is_library)`` for the options of ``ctx_type``: is code of
+    ``module`` recursed into?  ``is_library()`` says if the code is a library's, and is
+    asked only when ``libraries`` is not ``True``: answering reads file paths."""
     own = ModulePatterns(["cassette_hook"])  # cassette_hook never instruments itself
     include = None if ctx_type.include is None else ModulePatterns(ctx_type.include)
     exclude = ModulePatterns(ctx_type.exclude)
+    libraries = ctx_type.libraries
+    if isinstance(libraries, str) or not (isinstance(libraries, bool) or _is_patterns(libraries)):
+        raise TypeError(f"{ctx_type.__qualname__}.libraries must be True, False or a sequence of module "
+                        f"patterns, not {libraries!r}")
+    named = None if isinstance(libraries, bool) else ModulePatterns(libraries)
 
-    def in_scope(module: str) -> bool:
-        if own.matches(module) or include is not None and not include.matches(module):
+    def in_scope(module: str, is_library: Callable[[], bool]) -> bool:
+        if own.matches(module) or include is not None and not include.matches(module) or exclude.matches(module):
             return False
-        return not exclude.matches(module)
+        return libraries is True or (named is not None and named.matches(module)) or not is_library()
 
     return in_scope
+
+
+def _is_patterns(value: object) -> bool:
+    return isinstance(value, (list, tuple)) and all(isinstance(p, str) for p in value)
 
 
 def _rewrite_or_warn(func: FunctionType, code: CodeType, operators: bool, plan: Plan) -> CodeType | None:

@@ -68,7 +68,7 @@ PROGRAM_TRACE_WITH_OPERATORS = f"""\
 def trace(f, *args, **options):
     out = io.StringIO()
     ctx = TraceContext(out, **options)
-    result = ch.overdub(ctx, f, *args)
+    result = ctx.runcall(f, *args)
     ctx.write_report()
     return result, out.getvalue()
 
@@ -213,7 +213,7 @@ def test_trace_shows_the_call_tree_with_arguments_results_and_exceptions():
 def test_trace_under_with_is_the_same():
     out = io.StringIO()
     with TraceContext(out) as ctx:
-        assert ch.overdub(ctx, program, 2, 3, 4) == 18
+        assert ctx.runcall(program, 2, 3, 4) == 18
     assert out.getvalue() == PROGRAM_TRACE
 
 
@@ -341,7 +341,7 @@ def test_trace_does_not_change_exceptions():
 
     ctx = TraceContext(io.StringIO())
     with pytest.raises(KeyError) as info:
-        ch.overdub(ctx, outer)
+        ctx.runcall(outer)
     assert info.value is error
 
 
@@ -360,7 +360,7 @@ def test_trace_to_a_broken_stream_stops_the_trace_not_the_program():
     out = io.StringIO()
     out.close()
     ctx = TraceContext(out)
-    assert ch.overdub(ctx, program, 2, 3, 4) == 18
+    assert ctx.runcall(program, 2, 3, 4) == 18
     ctx.write_report()
 
 
@@ -368,8 +368,8 @@ def test_trace_to_a_stream_that_cannot_encode_a_value_escapes_it():
     raw = io.BytesIO()
     out = io.TextIOWrapper(raw, encoding="ascii")
     ctx = TraceContext(out)
-    assert ch.overdub(ctx, str.upper, "é") == "É"
-    assert ch.overdub(ctx, lambda s: s.upper(), "é") == "É"
+    assert ctx.runcall(str.upper, "é") == "É"
+    assert ctx.runcall(lambda s: s.upper(), "é") == "É"
     ctx.write_report()
     lambda_ = f"{M}.test_trace_to_a_stream_that_cannot_encode_a_value_escapes_it.<locals>.<lambda>"
     assert raw.getvalue().decode("ascii").endswith(f"str.upper('\\xe9') -> '\\xc9'\n{lambda_} -> '\\xc9'\n")
@@ -377,9 +377,9 @@ def test_trace_to_a_stream_that_cannot_encode_a_value_escapes_it():
 
 def test_trace_writes_a_file_and_closes_it_at_write_report(tmp_path):
     ctx = TraceContext.from_options({}, str(tmp_path / "trace-{pid}.txt"))
-    ch.overdub(ctx, program, 2, 3, 4)
+    ctx.runcall(program, 2, 3, 4)
     ctx.write_report()
-    ch.overdub(ctx, program, 2, 3, 4)  # after the report: not written, no error
+    ctx.runcall(program, 2, 3, 4)  # after the report: not written, no error
     [file] = tmp_path.iterdir()
     assert file.name == f"trace-{__import__('os').getpid()}.txt"
     assert file.read_text(encoding="utf-8") == PROGRAM_TRACE
@@ -387,7 +387,7 @@ def test_trace_writes_a_file_and_closes_it_at_write_report(tmp_path):
 
 def test_trace_defaults_to_stderr_at_the_time_of_writing(capsys):
     ctx = TraceContext()
-    ch.overdub(ctx, abs, -2)
+    ctx.runcall(abs, -2)
     ctx.write_report()
     assert capsys.readouterr() == ("", "builtins.abs(-2) -> 2\n")
 
@@ -412,10 +412,10 @@ def test_trace_keeps_each_threads_tree_and_names_the_other_threads():
 
     def run():
         barrier.wait()
-        ch.overdub(ctx, program, 2, 3, 4)
+        ctx.runcall(program, 2, 3, 4)
 
     threads = [threading.Thread(target=run, name=f"worker-{i}") for i in range(3)]
-    ch.overdub(ctx, abs, -1)  # the thread that made the context: its lines are not prefixed
+    ctx.runcall(abs, -1)  # the thread that made the context: its lines are not prefixed
     for t in threads:
         t.start()
     for t in threads:
@@ -438,7 +438,7 @@ def test_threads_started_under_a_context_do_not_inherit_it():
         t.start()
         t.join()
 
-    ch.overdub(ctx, start)
+    ctx.runcall(start)
     assert f"{M}.times(" not in out.getvalue()
     name = f"{M}.test_threads_started_under_a_context_do_not_inherit_it.<locals>.start"
     assert out.getvalue().endswith(f"{name} -> None\n")
@@ -500,17 +500,17 @@ def test_a_forked_child_traces_to_a_file_of_its_own(tmp_path):
     import os
 
     ctx = TraceContext(tmp_path / "trace.txt")
-    ch.overdub(ctx, abs, -1)
+    ctx.runcall(abs, -1)
     pid = os.fork()
     if pid == 0:  # the child
         try:
             ctx.separate()
-            ch.overdub(ctx, abs, -2)
+            ctx.runcall(abs, -2)
             ctx.write_report()
         finally:
             os._exit(0)
     os.waitpid(pid, 0)
-    ch.overdub(ctx, abs, -3)
+    ctx.runcall(abs, -3)
     ctx.write_report()
     assert (tmp_path / "trace.txt").read_text(encoding="utf-8") == "builtins.abs(-1) -> 1\nbuiltins.abs(-3) -> 3\n"
     assert (tmp_path / f"trace.{pid}.txt").read_text(encoding="utf-8") == "builtins.abs(-2) -> 2\n"

@@ -345,3 +345,11 @@ def test_overdub_alone_profiles_the_calls_inside_but_not_the_top_level_one():
     stats = ctx.stats()
     assert stats[f"{M}.fib"].calls == 14  # fib(5) makes 14 calls of fib; runcall counts the 15th
     assert [set(tree.root.children) for tree in ctx._trees] == [{f"{M}.fib"}]
+
+
+def test_runcall_counts_a_top_level_call_that_raises_and_raises_it():
+    ctx = ProfileContext()
+    with pytest.raises(ValueError, match="no"):
+        ctx.runcall(fail)
+    assert ctx.stats()[f"{M}.fail"].calls == 1
+    assert ctx._trees[0].stack == [ctx._trees[0].root]  # nothing left running

@@ -151,7 +151,8 @@ def observe(case: str, context: str, hooked: types.ModuleType) -> tuple[Any, Any
 C_PATH = callsite._speedups is not None
 SEEN_THROUGH = {"getframe_by_depth", "warnings_stacklevel"}  # the emulated builtins see past our frames
 RECURSION_PROBE = "recursion_depth_probe"  # the limit is emulated: the real one is raised while a context runs
-OVERLOADS = {"trace", "recurse-overload", "recurse-overload-any-callee"}
+OVERLOADS = {"recurse-overload", "recurse-overload-any-callee"}
+HOOKED = {"counting-prehook", "import-hook-counting-prehook", "trace", "profile"}
 
 
 def frames_of_ours_seen(case: str, context: str) -> bool:
@@ -161,7 +162,7 @@ def frames_of_ours_seen(case: str, context: str) -> bool:
     if case == RECURSION_PROBE or context in OVERLOADS:
         return True  # an overload's ``recurse`` is a Python frame between the overload and the callee
     if not C_PATH:  # hooks run in the site's Python closure; on 3.10 every call site is a Python call
-        if "counting" in context or sys.version_info < (3, 11):
+        if context in HOOKED or sys.version_info < (3, 11):
             return True
         # a partial's call, a builtin's callbacks and a construction run through Python
         # helpers (``call``, ``call_primitive``, ``construct``) under any context

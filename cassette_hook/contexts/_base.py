@@ -40,16 +40,48 @@ class ReportingContext(Context):
     ``operators`` (are operators call sites?) for this context.  That option belongs to
     the class, because the rewritten code is shared per class, so such a context is an
     instance of a subclass made for it (its name is the same; ``isinstance`` holds).
+    Subclasses turn more constructor options into class options the same way
+    (:meth:`class_options`).
     """
 
     option_parsers: ClassVar[Mapping[str, Callable[[str], Any]]] = {}
     """Option key -> a function parsing its string value (raising ``ValueError`` if it is
     bad).  Each key is also the name of a keyword argument of the constructor."""
 
-    def __new__(cls, *args: Any, operators: bool | None = None, **kwargs: Any) -> ReportingContext:
-        if operators is not None and bool(operators) != bool(cls.operators):
-            cls = _variant(cls, bool(operators))
-        return super().__new__(cls)
+    def __new__(cls, *args: Any, **kwargs: Any) -> ReportingContext:
+        options = {key: value for key, value in cls.class_options(**kwargs).items() if getattr(cls, key) != value}
+        return super().__new__(_variant(cls, options) if options else cls)
+
+    @classmethod
+    def class_options(cls, *, operators: bool | None = None, **kwargs: Any) -> dict[str, Any]:
+        """The class options that the constructor's keyword arguments ``kwargs`` ask for
+        (``operators``; subclasses add theirs)."""
+        return {} if operators is None else {"operators": bool(operators)}
+
+    def runcall(self, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """``ch.overdub(self, f, *args, **kwargs)`` with the call of ``f`` itself hooked
+        too -- its ``prehook``, then ``posthook`` or ``raisehook`` -- as
+        ``cProfile.Profile.runcall`` profiles it: ``f`` is then the root of a trace or a
+        profile.  (``overdub`` alone hooks only the calls inside ``f``, for every context.)
+        The hooks run with the context popped, as at any call site."""
+        from .. import _context, generics
+
+        top = _context.top()
+        with self if top is None or top.ctx is not self else contextlib.nullcontext():  # (active: once)
+            entry = _context.top()
+            assert entry is not None
+            hooked = self.hooks_enabled
+            if hooked:
+                generics.run_popped(entry, generics.prehook, (self, f, *args), kwargs)
+            try:
+                out = generics.overdub(self, f, *args, **kwargs)
+            except BaseException as exc:
+                if hooked:
+                    generics.run_popped(entry, generics.raisehook, (self, exc, f, *args), kwargs)
+                raise
+            if hooked:
+                generics.run_popped(entry, generics.posthook, (self, out, f, *args), kwargs)
+        return out
 
     def __init__(self, output: Output = None, *, operators: bool | None = None, metadata: Any = None,
                  pass_: Any = None) -> None:
@@ -105,16 +137,16 @@ class ReportingContext(Context):
             self.output = per_process(self.output)
 
 
-_variants: dict[tuple[type, bool], type] = {}
+_variants: dict[tuple[type, frozenset[tuple[str, Any]]], type] = {}
 
 
-def _variant(cls: type[R], operators: bool) -> type[R]:
-    """``cls`` with the class option ``operators`` set (made once per class and value)."""
-    variant = _variants.get((cls, operators))
+def _variant(cls: type[R], options: dict[str, Any]) -> type[R]:
+    """``cls`` with these class options set (made once per class and values)."""
+    key = (cls, frozenset(options.items()))
+    variant = _variants.get(key)
     if variant is None:
-        namespace = {"operators": operators, "__module__": cls.__module__, "__qualname__": cls.__qualname__,
-                     "__doc__": cls.__doc__}
-        variant = _variants.setdefault((cls, operators), type(cls.__name__, (cls,), namespace))
+        namespace = {**options, "__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
+        variant = _variants.setdefault(key, type(cls.__name__, (cls,), namespace))
     return variant
 
 

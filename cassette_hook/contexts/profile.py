@@ -22,7 +22,6 @@ import threading
 from time import perf_counter_ns
 from typing import Any, Iterable, TextIO
 
-from ..generics import overdub
 from . import _reports
 from ._base import Output, ReportingContext, choice, expand, path, per_process, text_output, whole_number, yes_no
 from ._calltree import FunctionStats, Node, ThreadTree, dump, function_stats, load
@@ -94,19 +93,6 @@ class ProfileContext(ReportingContext):
     def raisehook(self, exc: BaseException, f: Any, /, *args: Any, **kwargs: Any) -> None:
         """The call raised: it is counted and timed all the same."""
         self._ended(perf_counter_ns())
-
-    def runcall(self, f: Any, /, *args: Any, **kwargs: Any) -> Any:
-        """``ch.overdub(self, f, *args, **kwargs)`` with the call of ``f`` itself profiled
-        too, as ``cProfile.Profile.runcall`` does: ``f`` is then the root of the profile.
-        (``overdub`` alone hooks only the calls inside ``f``, as for every context.)"""
-        self.prehook(f, *args, **kwargs)
-        try:
-            out = overdub(self, f, *args, **kwargs)
-        except BaseException as exc:
-            self.raisehook(exc, f, *args, **kwargs)
-            raise
-        self.posthook(out, f, *args, **kwargs)
-        return out
 
     def _ended(self, now: int) -> None:
         tree = self._threads.tree

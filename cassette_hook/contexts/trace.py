@@ -1,21 +1,24 @@
 """``TraceContext``: an indented call tree with arguments, results and exceptions.
 
-It overloads ``overdub`` rather than the hooks because ``posthook`` is not called when a
-call raises, and a trace must show the exception that ended a call.  The trace is
+It is made of three hooks: ``prehook`` starts a call, and ``posthook`` or ``raisehook``
+(exactly one of them follows each prehook) ends it with its result or its exception.
+Hooks put no frame of ours between the program's, so a traced program's ``logging``
+caller fields, ``inspect.stack()`` and tracebacks are its own.  The trace is
 written as the program runs; to keep it short, a call that shows no call of its own is
 written as one line when it ends, ``name(args) -> result``, and a call that does is
 opened by its first shown callee and closed by ``name -> result``.
 
 What it shows by default is meant to be read: the program's own calls -- into its own
 functions, builtins and libraries -- but not the calls inside the standard library or
-installed packages (those are run as one call each, ``libraries=yes`` shows their
-insides), operators only when asked (``operators=yes``), and ten levels at most
-(``depth=all`` shows every level).  A whole program's trace with everything in it runs
-to hundreds of thousands of lines, mostly of import-time library internals.
+installed packages (those run as one call each: the class option ``libraries`` of
+``Context``; ``libraries=yes`` shows their insides), operators only when asked
+(``operators=yes``), and ten levels at most (``depth=all`` shows every level).  A whole
+program's trace with everything in it runs to hundreds of thousands of lines, mostly of
+import-time library internals.
 
 Tracing must not change what the program does: values are shown through a
-``reprlib``-style abbreviator whose failures become a placeholder, the overload re-raises
-exactly what the call raised, and a stream that cannot be written to stops the trace,
+``reprlib``-style abbreviator whose failures become a placeholder, a hook never touches
+the call's result or exception, and a stream that cannot be written to stops the trace,
 not the program.
 """
 
@@ -31,10 +34,7 @@ import sys
 import threading
 from typing import Any, Callable, Sequence, TextIO, cast
 
-from .. import _context
-from ..generics import recurse, without_body
 from ._base import Output, ReportingContext, expand, patterns, positive_number, yes_no
-from ._libraries import Libraries
 from ._names import ModuleFilter, module_and_qualname, name_of
 
 DEFAULT_DEPTH = 10
@@ -61,19 +61,22 @@ class TraceContext(ReportingContext):
     calls inside them are shown in their place.  ``libraries``: ``False`` (the default)
     runs a Python function or class of the standard library or of an installed package
     as one call, shown with its result, without showing the calls inside it (but
-    showing the program's own functions it calls back); ``True`` traces inside them too,
-    as does naming their module in ``include``.  ``width``: how many characters a value
+    showing the program's own functions it calls back, where the import hook
+    instrumented them); ``True`` traces inside them too, as does naming their module in
+    ``include``.  ``width``: how many characters a value
     may take.  ``operators``: operators are not calls unless ``True`` (see
     :class:`ReportingContext`): without them, the Python methods behind operators
     (``__add__``, ``__getitem__`` ...) and their calls are not seen either.
 
-    The trace streams as the program runs; :meth:`write_report` flushes it (and closes
+    ``ctx.runcall(f, *args)`` traces the call of ``f`` too (``ch.overdub`` shows only
+    the calls inside ``f``).  The trace streams as the program runs; :meth:`write_report` flushes it (and closes
     ``output`` if it is a file the context opened).  Each thread has its own indentation;
     lines from threads other than the one that made the context (for the command line's,
     the main thread) are prefixed ``[thread name]``.
     """
 
     operators = False  # a trace of a + b, x[i], x < y in every loop is mostly noise
+    libraries = False  # nor of the thousands of calls inside json.dumps
     option_parsers = {"depth": depth_or_all, "include": patterns, "exclude": patterns,
                       "libraries": yes_no, "width": positive_number, "operators": yes_no}
 
@@ -86,9 +89,6 @@ class TraceContext(ReportingContext):
             raise ValueError(f"TraceContext: depth must be at least 1 (or None), not {depth!r}")
         self.depth = depth
         self.filter = ModuleFilter(include, exclude)
-        self.libraries = libraries
-        self._libraries = Libraries()
-        self._entered = ModuleFilter(include) if include is not None else None  # libraries named: traced inside
         self.abbreviate = Abbreviator(width)
         self._threads = threading.local()
         self._lock = threading.Lock()
@@ -103,33 +103,38 @@ class TraceContext(ReportingContext):
             # what opening it now would say (the command line then refuses to start)
             raise FileNotFoundError(errno.ENOENT, "No such file or directory", os.fspath(output))  # type: ignore[arg-type]
 
-    def overdub(self, f: Any, /, *args: Any, **kwargs: Any) -> Any:
-        """Run the call (``recurse``, or as one call if it is a library's) and write it, its
-        result or its exception."""
-        run = recurse if self._enters(f) else _call_with_context_active
-        shown = self._shown()
+    @classmethod
+    def class_options(cls, *, libraries: bool = False, include: Sequence[str] | None = None,
+                      **kwargs: Any) -> dict[str, Any]:
+        """``libraries`` and ``include`` choose the libraries recursed into (the class
+        option ``libraries``): all of them, or those ``include`` names (traced inside)."""
+        entered: bool | tuple[str, ...] = True if libraries else tuple(include) if include is not None else False
+        return {**super().class_options(**kwargs), "libraries": entered}
+
+    def prehook(self, f: Any, /, *args: Any, **kwargs: Any) -> None:
+        """A call starts: it is shown, unless the depth is reached or ``include`` /
+        ``exclude`` hide it (then the calls inside it are shown in its place)."""
+        shown, ends = self._stacks()
         if (self.depth is not None and len(shown) >= self.depth) or not (
                 self.filter.everything or self.filter.shows(module_and_qualname(f)[0])):
-            return run(self, f, *args, **kwargs)
-        call = _Call(name_of(f), self._arguments(args, kwargs))
-        shown.append(call)
-        try:
-            out = run(self, f, *args, **kwargs)
-        except BaseException as exc:
-            shown.pop()
-            self._end(shown, call, "!!", exc)
-            raise
-        shown.pop()
-        self._end(shown, call, "->", out)
-        return out
+            ends.append(False)
+            return
+        shown.append(_Call(name_of(f), self._arguments(args, kwargs)))
+        ends.append(True)
 
-    def _enters(self, f: Any) -> bool:
-        """Are the calls inside ``f`` traced?  Not if ``f`` is Python code of a library,
-        unless ``libraries`` is set or ``include`` names its module.  (A C callee has no
-        calls inside; ``recurse`` still runs the Python methods an operator calls.)"""
-        if self.libraries or not self._libraries.defined(f):
-            return True
-        return self._entered is not None and self._entered.shows(module_and_qualname(f)[0])
+    def posthook(self, out: Any, f: Any, /, *args: Any, **kwargs: Any) -> None:
+        """The call returned: write it with its result."""
+        self._ended("->", out)
+
+    def raisehook(self, exc: BaseException, f: Any, /, *args: Any, **kwargs: Any) -> None:
+        """The call raised: write it with its exception."""
+        self._ended("!!", exc)
+
+    def _ended(self, arrow: str, value: Any) -> None:
+        shown, ends = self._stacks()
+        if ends.pop():
+            call = shown.pop()
+            self._end(shown, call, arrow, value)
 
     def write_report(self) -> None:
         """Flush the trace; close ``output`` if the context opened it (later calls are
@@ -176,13 +181,14 @@ class TraceContext(ReportingContext):
 
     # -- the tree --------------------------------------------------------------------
 
-    def _shown(self) -> list[_Call]:
-        """This thread's calls being shown, outermost first."""
+    def _stacks(self) -> tuple[list[_Call], list[bool]]:
+        """This thread's calls being shown, outermost first, and for each call running
+        (shown or not) whether it was shown."""
         try:
-            return self._threads.shown  # type: ignore[no-any-return]  # threading.local is untyped
+            return self._threads.stacks  # type: ignore[no-any-return]  # threading.local is untyped
         except AttributeError:
-            self._threads.shown = []
-            return self._threads.shown  # type: ignore[no-any-return]  # threading.local is untyped
+            self._threads.stacks = ([], [])
+            return self._threads.stacks  # type: ignore[no-any-return]  # threading.local is untyped
 
     def _arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         texts = [self.abbreviate(a) for a in args]
@@ -220,19 +226,6 @@ class TraceContext(ReportingContext):
                 self._wrote = True
             except (OSError, ValueError):  # closed, broken or not to be opened: stop tracing, not the program
                 self._closed = True
-
-
-def _call_with_context_active(ctx: TraceContext, f: Any, /, *args: Any, **kwargs: Any) -> Any:
-    """Run ``f`` as a primitive (``fallback``, its own code, not rewritten), with ``ctx``
-    active as ``recurse`` would have it, so that the program's instrumented functions
-    that ``f`` calls back are still traced."""
-    top = _context.top()
-    entry = top if top is not None and top.ctx is ctx else _context.push(ctx)
-    try:
-        return without_body(entry, f, args, kwargs)
-    finally:
-        if entry is not top:
-            _context.pop(ctx)
 
 
 class _Call:
