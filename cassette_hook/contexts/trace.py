@@ -63,16 +63,16 @@ class TraceContext(ReportingContext):
     as one call, shown with its result, without showing the calls inside it (but
     showing the program's own functions it calls back, where the import hook
     instrumented them); ``True`` traces inside them too, as does naming their module in
-    ``include``.  ``width``: how many characters a value
-    may take.  ``operators``: operators are not calls unless ``True`` (see
-    :class:`ReportingContext`): without them, the Python methods behind operators
-    (``__add__``, ``__getitem__`` ...) and their calls are not seen either.
+    ``include``.  ``width``: how many characters a value may take.  ``operators``:
+    operators are not calls unless ``True`` (see :class:`ReportingContext`): without
+    them, the Python methods behind operators (``__add__``, ``__getitem__`` ...) and
+    their calls are not seen either.
 
-    ``ctx.runcall(f, *args)`` traces the call of ``f`` too (``ch.overdub`` shows only
-    the calls inside ``f``).  The trace streams as the program runs; :meth:`write_report` flushes it (and closes
-    ``output`` if it is a file the context opened).  Each thread has its own indentation;
-    lines from threads other than the one that made the context (for the command line's,
-    the main thread) are prefixed ``[thread name]``.
+    ``ctx.runcall(f, *args)`` traces the call of ``f`` too (``ch.overdub`` shows only the
+    calls inside ``f``).  The trace streams as the program runs; :meth:`write_report`
+    flushes it (and closes ``output`` if it is a file the context opened).  Each thread
+    has its own indentation; lines from threads other than the one that made the context
+    (for the command line's, the main thread) are prefixed ``[thread name]``.
     """
 
     operators = False  # a trace of a + b, x[i], x < y in every loop is mostly noise
