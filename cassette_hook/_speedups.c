@@ -993,7 +993,8 @@ restore_exception(PyObject *exc)
 
 /* An overdubbed call raised: raisehook(ctx, exc, f, ...) runs popped (stack as for a
  * posthook, stack[1] free), then the exception goes on as it was, its traceback whole.
- * One the hook raises goes on instead, with the call's as its __context__. */
+ * One the hook raises goes on instead, with the call's at the end of its __context__
+ * chain, as Python chains it when a hook raises inside an `except` (the pure path). */
 static void
 run_raisehook(PyObject *entry, PyObject *hook, PyObject **stack, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -1005,12 +1006,24 @@ run_raisehook(PyObject *entry, PyObject *hook, PyObject **stack, Py_ssize_t narg
         restore_exception(exc);
         return;
     }
-    PyObject *raised = fetch_exception();
-    if (raised != exc) {
-        PyException_SetContext(raised, exc); /* (steals exc) */
+    PyObject *raised = fetch_exception(), *last = raised;
+    for (int steps = 0; last != NULL && last != exc; steps++) {
+        if (steps == 1000) { /* a cycle a program made by hand: leave the chain alone */
+            last = NULL;
+            break;
+        }
+        PyObject *context = PyException_GetContext(last);
+        if (context == NULL) {
+            break;
+        }
+        Py_DECREF(context); /* (last holds it) */
+        last = context;
+    }
+    if (last != NULL && last != exc) {
+        PyException_SetContext(last, exc); /* (steals exc) */
     }
     else {
-        Py_DECREF(exc);
+        Py_DECREF(exc); /* the hook re-raised it, or chained it already */
     }
     restore_exception(raised);
 }

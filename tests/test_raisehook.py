@@ -186,3 +186,28 @@ def test_a_raisehook_method_that_cannot_take_the_exception_is_refused_at_definit
         class TooFew(ch.Context):
             def raisehook(self, exc):
                 pass
+
+
+def test_an_exception_the_raisehook_chains_itself_keeps_its_chain_with_the_calls_at_the_end():
+    class Chaining(ch.Context):
+        def raisehook(self, exc, f, /, *args, **kwargs):
+            try:
+                raise LookupError("inside the hook")
+            except LookupError:
+                raise KeyError("from the hook")
+
+    with pytest.raises(KeyError) as raised:
+        ch.overdub(Chaining(), once, 7)
+    inner = raised.value.__context__
+    assert type(inner) is LookupError
+    assert type(inner.__context__) is ValueError and inner.__context__.args == (7,)
+
+
+def test_a_raisehook_that_reraises_the_exception_lets_it_go_on_unchained():
+    class Reraising(ch.Context):
+        def raisehook(self, exc, f, /, *args, **kwargs):
+            raise exc
+
+    with pytest.raises(ValueError) as raised:
+        ch.overdub(Reraising(), once, 8)
+    assert raised.value.args == (8,) and raised.value.__context__ is None
