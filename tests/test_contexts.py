@@ -307,6 +307,19 @@ def test_trace_abbreviates_values_to_the_width():
     assert args == "'xxxxxxxxxxxx...xxxxxxxxxxxxx', [0, 1, 2, 3, 4, 5, ...], {0: 0, 1: 1, 2: 2, 3: 3, ...}, {1, 2, 3}"
 
 
+def test_trace_shows_floats_none_and_instances_by_their_repr_cut_to_the_width():
+    class Long:
+        def __repr__(self):
+            return "L" * 50
+
+    def take(*values):
+        return len(values)
+
+    text = trace(take, 0.1, None, Long(), width=20, exclude=["builtins"])[1]
+    assert text == f"{M}.test_trace_shows_floats_none_and_instances_by_their_repr_cut_to_the_width.<locals>.take(" \
+                   f"0.1, None, {'L' * 17}...) -> 3\n"
+
+
 def test_trace_survives_reprs_that_raise():
     class Bad:
         def __repr__(self):

@@ -194,7 +194,7 @@ def test_an_exception_the_raisehook_chains_itself_keeps_its_chain_with_the_calls
             try:
                 raise LookupError("inside the hook")
             except LookupError:
-                raise KeyError("from the hook")
+                raise KeyError("from the hook")  # noqa: B904 -- the implicit chain is what is tested
 
     with pytest.raises(KeyError) as raised:
         ch.overdub(Chaining(), once, 7)

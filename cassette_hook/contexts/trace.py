@@ -256,7 +256,13 @@ class Abbreviator(reprlib.Repr):
         self.maxlevel = 3
 
     def __call__(self, value: Any) -> str:
-        text = self.repr(value)
+        if type(value) in _BY_TYPE:
+            text = self.repr(value)
+        else:  # repr1's other case (floats, None, instances ...), without reprlib's two calls
+            try:
+                text = repr(value)
+            except Exception:
+                text = f"<{type(value).__name__} object at {id(value):#x}>"
         return text if len(text) <= self.width else text[: max(self.width - 3, 1)] + "..."
 
     def repr1(self, x: Any, level: int) -> str:
