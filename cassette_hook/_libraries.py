@@ -4,9 +4,9 @@ rather than the program's own.
 A trace of a whole program is readable only if it stops at the program's edge: a call
 the program makes into ``json``, ``argparse`` or an installed package is one line, not
 the thousands of calls inside it.  A context says so with ``libraries = False`` (see
-``Context``), and its plan runs such code as primitives.  Code is a library's if its file lies under the
-standard library or a ``site-packages`` directory (the places the import hook leaves
-alone unless named), or is a frozen standard module.  A function is judged by its code's
+``Context``), and its plan runs such code as primitives.  Code is a library's if its file
+lies under the standard library or a ``site-packages`` directory (the places the import
+hook leaves alone unless named), or is a frozen standard module.  A function is judged by its code's
 file, not by its ``__module__``, which may name a module of another file (code run as
 ``__main__`` while ``sys.modules["__main__"]`` is some tool's); a class, by the file of
 one of its methods, or else its module's.
@@ -23,17 +23,16 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-def library_paths() -> set[str]:
-    """The standard library's and the site-packages directories (as configured; not
-    resolved)."""
+def library_prefixes() -> tuple[str, ...]:
+    """The standard library's and the site-packages directories, resolved, each ending
+    with a separator: a file is a library's if its resolved path starts with one."""
+    import site
     import sysconfig  # (13 ms on 3.12: only when first asked)
 
     paths = {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
-    import site
-
     paths.update(site.getsitepackages() if hasattr(site, "getsitepackages") else [])
     paths.add(site.getusersitepackages())
-    return {p for p in paths if p}
+    return tuple(os.path.join(os.path.realpath(p), "") for p in paths if p)
 
 
 class Libraries:
@@ -69,7 +68,7 @@ class Libraries:
         known = self._files.get(file)
         if known is None:
             if self._prefixes is None:
-                self._prefixes = tuple(os.path.join(os.path.realpath(p), "") for p in library_paths())
+                self._prefixes = library_prefixes()
             known = self._files[file] = file.startswith("<frozen ") or os.path.realpath(file).startswith(self._prefixes)
         return known
 

@@ -180,7 +180,8 @@ raisehook = ContextGeneric("raisehook", _no_hook, """``raisehook(ctx, exc, f, *a
 every overdubbed call that raised ``exc``, which then goes on as it was.  So exactly one of
 ``posthook`` and ``raisehook`` follows each ``prehook`` that returned (what a profiler or a
 tracer needs to keep its stack).  Does nothing by default; overload it like ``prehook``.
-An exception it raises replaces the call's, which becomes its ``__context__``.""")
+An exception it raises replaces the call's, which ends its ``__context__`` chain (as when
+a hook raises inside an ``except``).""")
 execute = ContextGeneric("execute", _default_execute, """``execute(ctx, f, *args, **kwargs)``, Cassette 0.1's
 primitive hook: an overload that returns anything but ``OverdubInstead`` makes the call
 a primitive with that result.  Returns ``OverdubInstead`` by default.""")

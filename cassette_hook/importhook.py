@@ -21,7 +21,7 @@ from types import CodeType, FunctionType, MethodType, ModuleType
 
 from . import _debug, _pyc, _switch, rewrite
 from ._context import recursion_budget
-from ._libraries import library_paths
+from ._libraries import library_prefixes
 from ._patterns import ModulePatterns, is_glob
 from .rewrite import _names
 
@@ -123,7 +123,7 @@ class Patterns:
                 return True
             _finding_library.active = True
             try:
-                library = self._library = tuple(os.path.join(os.path.realpath(p), "") for p in library_paths())
+                library = self._library = library_prefixes()
             finally:
                 _finding_library.active = False
         return path.startswith(library)

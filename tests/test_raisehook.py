@@ -211,3 +211,14 @@ def test_a_raisehook_that_reraises_the_exception_lets_it_go_on_unchained():
     with pytest.raises(ValueError) as raised:
         ch.overdub(Reraising(), once, 8)
     assert raised.value.args == (8,) and raised.value.__context__ is None
+
+
+def test_a_raisehook_exception_with_a_hand_made_context_cycle_still_goes_on():
+    class Cyclic(ch.Context):
+        def raisehook(self, exc, f, /, *args, **kwargs):
+            first, second = KeyError("first"), LookupError("second")
+            first.__context__, second.__context__ = second, first
+            raise first
+
+    with pytest.raises(KeyError, match="first"):
+        ch.overdub(Cyclic(), once, 9)
