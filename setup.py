@@ -1,10 +1,14 @@
-"""The optional C accelerator of the hot path (``cassette_hook/_speedups.c``).
+"""The optional C accelerators: the hot path (``cassette_hook/_speedups.c``) and the
+profile's hooks (``cassette_hook/contexts/_recording.c``).
 
-Everything else is in ``pyproject.toml`` and ``setup.cfg``.  The extension is optional: a
-machine without a C compiler installs the package without it, and ``callsite.py`` runs its
-pure-Python hot path (see docs/internals.md, "The C hot path").
+Everything else is in ``pyproject.toml`` and ``setup.cfg``.  The extensions are optional: a
+machine without a C compiler installs the package without them, and the modules they
+speed up run their pure-Python versions (see docs/internals.md, "The C hot path").
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("cassette_hook._speedups", ["cassette_hook/_speedups.c"], optional=True)])
+setup(ext_modules=[
+    Extension("cassette_hook._speedups", ["cassette_hook/_speedups.c"], optional=True),
+    Extension("cassette_hook.contexts._recording", ["cassette_hook/contexts/_recording.c"], optional=True),
+])

@@ -2,7 +2,8 @@
 
 It is built when the package is installed where a C compiler is at hand; without it, or
 with ``CASSETTE_HOOK_PURE_PYTHON=1``, every module runs its pure-Python reference
-version.  Read once, here, so that all of them agree.
+version.  Read once, here, so that all of them agree (``PURE_PYTHON`` says so to the
+profile's own extension, ``contexts/_recording.c``, loaded by ``contexts/_calltree.py``).
 """
 
 from __future__ import annotations
@@ -11,8 +12,11 @@ import os
 from typing import Any
 
 
+PURE_PYTHON = bool(os.environ.get("CASSETTE_HOOK_PURE_PYTHON"))
+
+
 def _load() -> Any:
-    if os.environ.get("CASSETTE_HOOK_PURE_PYTHON"):
+    if PURE_PYTHON:
         return None
     try:
         from . import _speedups

@@ -353,3 +353,74 @@ def test_runcall_counts_a_top_level_call_that_raises_and_raises_it():
         ctx.runcall(fail)
     assert ctx.stats()[f"{M}.fail"].calls == 1
     assert ctx._trees[0].stack == [ctx._trees[0].root]  # nothing left running
+
+
+def named(module, qualname, value):
+    """A new function called ``module.qualname`` (as ``name_of`` reads it)."""
+    def f():
+        return value
+    f.__module__, f.__qualname__ = module, qualname
+    return f
+
+
+def test_functions_of_one_qualname_in_two_modules_are_two_rows():
+    here, there = named("mod.here", "run", 1), named("mod.there", "run", 2)
+    stats = profile(lambda: [g() for g in (here, there, there, here, there)]).stats()
+    assert (stats["mod.here.run"].calls, stats["mod.there.run"].calls) == (2, 3)
+
+
+def test_a_name_two_module_and_qualname_pairs_make_does_not_name_a_third_function():
+    # "a.b" + "c" and "a" + "b.c" are both named a.b.c; "a" + "c" is a.c, though it shares
+    # its qualname with the first and its module with the second.
+    first, second, third = named("a.b", "c", 1), named("a", "b.c", 2), named("a", "c", 3)
+    stats = profile(lambda: [g() for g in (first, second, third, first, third, second, third)]).stats()
+    assert (stats["a.b.c"].calls, stats["a.c"].calls) == (4, 3)
+
+
+def test_a_function_renamed_between_calls_is_counted_under_each_name():
+    f = named("mod", "before", 1)
+
+    def program():
+        f()
+        f.__qualname__ = "after"
+        f()
+        f.__module__ = "elsewhere"
+        f()
+
+    stats = profile(program).stats()
+    assert [stats[n].calls for n in ("mod.before", "mod.after", "elsewhere.after")] == [1, 1, 1]
+
+
+def test_bound_methods_builtins_and_classes_are_named_as_name_of_names_them():
+    class Box:
+        def get(self):
+            return 1
+
+    def program():
+        for _ in range(3):
+            Box().get()
+            len([1, 2])
+            [].append(1)
+            object.__init__(Box())
+
+    stats = profile(program).stats()
+    qualname = Box.__qualname__
+    assert {name: s.calls for name, s in stats.items() if not name.endswith(".program")} == {
+        "builtins.range": 1, f"{M}.{qualname}": 6, f"{M}.{qualname}.get": 3, "builtins.len": 3,
+        "list.append": 3, "object.__init__": 3}
+
+
+def test_a_copy_of_the_profile_records_into_the_same_trees():
+    from cassette_hook import _context
+
+    ctx = ProfileContext()
+    ch.overdub(_context._copy(ctx), fib, 3)  # as enabletagging copies a context: object.__new__
+    assert ctx.stats()[f"{M}.fib"].calls == 4
+
+
+def test_the_hooks_are_c_where_the_run_requires_the_c_path():
+    from cassette_hook.contexts import _calltree
+
+    if os.environ.get("CASSETTE_HOOK_REQUIRE_SPEEDUPS"):
+        assert type(ProfileContext.prehook).__name__ == "method_descriptor"
+        assert _calltree.Recording.__module__ == "cassette_hook.contexts._recording"

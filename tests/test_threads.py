@@ -474,7 +474,8 @@ def test_the_profiles_raw_dump_is_whole_when_a_thread_records_a_new_function_mea
         # The GIL may pass to another thread between any two lines of the report's code;
         # make that happen at each, the other thread recording a function new to it.
         if event == "line":
-            profile._new_node(profile._trees_now()[0].root, f"mod.new{len(profile._locations)}", work)
+            work.__qualname__ = f"new{len(profile._locations)}"
+            profile._child(profile._trees_now()[0].root, work, None, None)
         return another_thread_meanwhile if frame.f_code.co_filename.endswith("_calltree.py") else None
 
     sys.settrace(another_thread_meanwhile)

@@ -7,6 +7,10 @@ call graph -- while the memory stays bounded by the program's distinct call path
 by its running time.  (Recursion deepens the tree as deep as the recursion goes, one
 node per level.)
 
+The tree is grown by ``ProfileContext``'s hooks, ``Recording``: in C where
+``_recording.c`` is built (no Python frame and no allocation per call), else by
+``PyRecording``, its reference.  ``Node``'s fields are the C type's in the first case.
+
 Every traversal here is iterative: a profile of deep recursion must not hit the
 recursion limit when it is reported.
 """
@@ -15,19 +19,100 @@ from __future__ import annotations
 
 import collections
 from dataclasses import dataclass
-from typing import Any, Iterator
+from time import perf_counter_ns
+from typing import TYPE_CHECKING, Any, Iterator
+
+from .._native import PURE_PYTHON
 
 
-class Node:
-    """Calls of ``name`` at one path of the tree: how many, and their total time (ns)."""
+class PyNodeFields:
+    """A node's fields: the reference version of ``_recording.Node``, whose C hooks read
+    and write them without a Python frame.
 
-    __slots__ = ("name", "calls", "total", "children")
+    ``keyed`` finds a child by a key that costs nothing to compute, and ``key_module`` is
+    the module of the qualname key that names this node (see ``_recording.c``); the
+    pure-Python hooks name every callee instead.  ``start`` is when the running call of
+    this node began: a node is on its thread's stack at most once, since the stack is
+    its path.
+    """
+
+    __slots__ = ("name", "calls", "total", "children", "keyed", "key_module", "start")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.calls = 0
         self.total = 0
         self.children: dict[str, Node] = {}
+        self.keyed: dict[Any, Node] = {}
+        self.key_module: str | None = None
+        self.start = 0
+
+
+class PyRecording:
+    """The hooks of ``ProfileContext``: the reference version of ``_recording.Recording``.
+
+    A call's node -- ``f`` under the running call, made by ``_child`` -- joins its
+    thread's stack (``_thread_stack``) in ``prehook``, and leaves it counted and timed in
+    ``posthook`` or ``raisehook``, exactly one of which follows each prehook.
+    """
+
+    __slots__ = ()
+
+    def prehook(self, f: Any, /, *args: Any, **kwargs: Any) -> None:
+        """A call starts: its node (``f`` under the running call) joins this thread's stack."""
+        stack = self._thread_stack()
+        node = self._child(stack[-1], f, None, None)
+        stack.append(node)
+        node.start = perf_counter_ns()
+
+    def posthook(self, out: Any, f: Any, /, *args: Any, **kwargs: Any) -> None:
+        """The call returned: it is counted and timed."""
+        self._ended(perf_counter_ns())
+
+    def raisehook(self, exc: BaseException, f: Any, /, *args: Any, **kwargs: Any) -> None:
+        """The call raised: it is counted and timed all the same."""
+        self._ended(perf_counter_ns())
+
+    def _ended(self, end: int) -> None:
+        stack = self._thread_stack()
+        if len(stack) > 1:  # else hooks that see a call end did not see it start: nothing to count
+            node = stack.pop()
+            node.total += end - node.start
+            node.calls += 1
+
+    def _thread_stack(self) -> list[Node]:
+        """The running thread's stack of nodes, its tree's root first (the subclass's)."""
+        raise NotImplementedError
+
+    def _child(self, parent: Node, f: Any, key: Any, module: str | None) -> Node:
+        """``f``'s node under ``parent``; ``key`` (with its ``module``) finds it from now on,
+        if not None (the subclass's)."""
+        raise NotImplementedError
+
+
+def _load() -> Any:
+    if PURE_PYTHON:
+        return None
+    try:
+        from . import _recording
+    except ImportError:
+        return None
+    return _recording
+
+
+_recording = _load()
+if TYPE_CHECKING:
+    NodeFields = PyNodeFields
+    Recording = PyRecording
+else:
+    NodeFields = PyNodeFields if _recording is None else _recording.Node
+    Recording = PyRecording if _recording is None else _recording.Recording
+
+
+class Node(NodeFields):
+    """Calls of ``name`` at one path of the tree: how many, and their total time (ns)."""
+
+    __slots__ = ()
 
     def self_time(self) -> int:
         """Time in the calls themselves, not in their callees.  A call still running when a
@@ -36,16 +121,14 @@ class Node:
 
 
 class ThreadTree:
-    """One thread's call tree, the path of the calls running in it now, and when each of
-    them started (``perf_counter_ns``; the root has none)."""
+    """One thread's call tree, and the path of the calls running in it now (its stack)."""
 
-    __slots__ = ("name", "root", "stack", "starts")
+    __slots__ = ("name", "root", "stack")
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.root = Node("")
         self.stack = [self.root]
-        self.starts: list[int] = []
 
     def total(self) -> int:
         return sum(c.total for c in list(self.root.children.values()))

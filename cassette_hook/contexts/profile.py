@@ -4,7 +4,8 @@ It times each call from its ``prehook`` to its ``posthook``, or to its ``raiseho
 it raised: exactly one of the two follows each prehook, so the thread's stack of running
 calls stays right through exceptions.  Hooks, unlike an ``overdub`` overload around
 ``recurse``, put no frame of ours between the program's (a profiled program's
-``inspect.stack()`` and tracebacks are its own) and cost one call each.  Every call site
+``inspect.stack()`` and tracebacks are its own) and cost one call each; these are
+``_calltree.Recording``'s, in C where it is built.  Every call site
 the context sees is timed, C functions and builtin methods included, with
 ``time.perf_counter_ns``; the time of a call includes the cost of overdubbing the calls
 inside it, so a profile measures the program as it runs under cassette_hook.
@@ -19,16 +20,15 @@ from __future__ import annotations
 import json
 import os
 import threading
-from time import perf_counter_ns
 from typing import Any, Iterable, TextIO
 
 from . import _reports
 from ._base import Output, ReportingContext, choice, expand, path, per_process, text_output, whole_number, yes_no
-from ._calltree import FunctionStats, Node, ThreadTree, dump, function_stats, load
+from ._calltree import FunctionStats, Node, Recording, ThreadTree, dump, function_stats, load
 from ._names import location_of, name_of
 
 
-class ProfileContext(ReportingContext):
+class ProfileContext(ReportingContext, Recording):
     """Count and time every call: per function, its calls, self time and cumulative time.
 
     ``output`` receives the table (a path, an open text stream, or ``None`` for
@@ -72,46 +72,38 @@ class ProfileContext(ReportingContext):
         self._threads = threading.local()
         self._lock = threading.Lock()
 
-    def prehook(self, f: Any, /, *args: Any, **kwargs: Any) -> None:
-        """A call starts: its node (``f`` under the running call) joins this thread's stack."""
+    prehook = Recording.prehook  # (named here, so that the class registers them as its hooks)
+    posthook = Recording.posthook
+    raisehook = Recording.raisehook
+
+    def _thread_stack(self) -> list[Node]:
+        """The running thread's stack of nodes; a thread's first call makes its tree."""
         try:
-            tree = self._threads.tree
+            return self._threads.stack  # type: ignore[no-any-return]
         except AttributeError:
-            tree = self._new_thread()
-        stack = tree.stack
-        name = name_of(f)
-        node = stack[-1].children.get(name)
-        if node is None:
-            node = self._new_node(stack[-1], name, f)
-        stack.append(node)
-        tree.starts.append(perf_counter_ns())
-
-    def posthook(self, out: Any, f: Any, /, *args: Any, **kwargs: Any) -> None:
-        """The call returned: it is counted and timed."""
-        self._ended(perf_counter_ns())
-
-    def raisehook(self, exc: BaseException, f: Any, /, *args: Any, **kwargs: Any) -> None:
-        """The call raised: it is counted and timed all the same."""
-        self._ended(perf_counter_ns())
-
-    def _ended(self, now: int) -> None:
-        tree = self._threads.tree
-        node = tree.stack.pop()
-        node.total += now - tree.starts.pop()
-        node.calls += 1
-
-    def _new_thread(self) -> ThreadTree:
-        tree = self._threads.tree = ThreadTree(threading.current_thread().name)
+            pass
+        tree = ThreadTree(threading.current_thread().name)
         with self._lock:
             self._trees.append(tree)
-        return tree
+        self._threads.stack = tree.stack
+        return tree.stack
 
-    def _new_node(self, parent: Node, name: str, f: Any) -> Node:
-        node = parent.children[name] = Node(name)
-        if name not in self._locations:
-            location = location_of(f)
-            if location is not None:
-                self._locations[name] = location
+    def _child(self, parent: Node, f: Any, key: Any, module: str | None) -> Node:
+        """``f``'s node under ``parent``, by its name; ``key`` finds it from now on, unless
+        ``parent`` already keys another node by it, or the node keeps a qualname key of
+        another module (see ``_recording.c``)."""
+        name = name_of(f)
+        node = parent.children.get(name)
+        if node is None:
+            node = parent.children[name] = Node(name)
+            if name not in self._locations:
+                location = location_of(f)
+                if location is not None:
+                    self._locations[name] = location
+        if key is not None and key not in parent.keyed and (module is None or node.key_module in (None, module)):
+            parent.keyed[key] = node
+            if module is not None:
+                node.key_module = module
         return node
 
     def separate(self) -> None:

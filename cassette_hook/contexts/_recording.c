@@ -1,0 +1,366 @@
+/* ProfileContext's hooks in C: a call's node joins its thread's stack, and leaves it timed.
+ *
+ * _calltree.py holds the reference version (Recording, and Node's fields), used where
+ * this module is not built or CASSETTE_HOOK_PURE_PYTHON=1 is set (_native.py).  Why C:
+ * the hooks run twice per observed call, and in Python they cost about 1,000 ns a call
+ * on 3.12 (two frames with *args and **kwargs, a thread-local read, naming the callee,
+ * the clock), five times what cProfile's C costs; here a hook adds no Python frame and
+ * no allocation (docs/performance.md, "Against other tools").
+ *
+ * Recording is a base class of ProfileContext: a hook's self is the context, and its
+ * fields cache the stack of the thread that last ran a hook.  A node's children are
+ * named by name_of (contexts/_names.py) in Python; here they are found by a key that
+ * costs nothing to compute -- a Python function's __qualname__ (checked against the
+ * __module__ it came with), or a callee that lives as long as its module or class
+ * (a builtin function, a method descriptor, a class) -- in the node's `keyed` table,
+ * which ProfileContext._child fills the first time it names a callee.  A callee with no
+ * such key, or a key that does not match, is named by _child each time.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <structmember.h> /* PyMemberDef (in Python.h from 3.12 on) */
+
+static PyObject *str_thread_stack, *str_child;
+
+/* time.perf_counter_ns(), which the pure-Python recording reads. */
+static inline long long
+now(void)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyTime_t t = 0;
+    (void)PyTime_PerfCounterRaw(&t); /* cannot fail where perf_counter works */
+    return (long long)t;
+#else
+    return (long long)_PyTime_GetPerfCounter();
+#endif
+}
+
+/* -- Node: calls of one function at one path of a thread's call tree ------------------ */
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;
+    PyObject *children;   /* name -> Node */
+    PyObject *keyed;      /* key -> Node: see the comment at the top */
+    PyObject *key_module; /* the __module__ of the qualname key that names this node, or None */
+    long long calls, total, start;
+} Node;
+
+static PyTypeObject NodeType;
+
+static int
+node_init(Node *self, PyObject *args, PyObject *kwds)
+{
+    static char *keywords[] = {"name", NULL};
+    PyObject *name;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "U:Node", keywords, &name)) {
+        return -1;
+    }
+    PyObject *children = PyDict_New(), *keyed = PyDict_New();
+    if (children == NULL || keyed == NULL) {
+        Py_XDECREF(children);
+        Py_XDECREF(keyed);
+        return -1;
+    }
+    Py_XSETREF(self->name, Py_NewRef(name));
+    Py_XSETREF(self->children, children);
+    Py_XSETREF(self->keyed, keyed);
+    Py_XSETREF(self->key_module, Py_NewRef(Py_None));
+    self->calls = self->total = self->start = 0;
+    return 0;
+}
+
+static int
+node_traverse(Node *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->name);
+    Py_VISIT(self->children);
+    Py_VISIT(self->keyed);
+    Py_VISIT(self->key_module);
+    return 0;
+}
+
+static int
+node_clear(Node *self)
+{
+    Py_CLEAR(self->name);
+    Py_CLEAR(self->children);
+    Py_CLEAR(self->keyed);
+    Py_CLEAR(self->key_module);
+    return 0;
+}
+
+static void
+node_dealloc(Node *self)
+{
+    PyObject_GC_UnTrack(self);
+    node_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef node_members[] = {
+    {"name", T_OBJECT_EX, offsetof(Node, name), READONLY, "The function's name (name_of)."},
+    {"children", T_OBJECT_EX, offsetof(Node, children), READONLY, "Name -> the node of calls made by these."},
+    {"keyed", T_OBJECT_EX, offsetof(Node, keyed), READONLY, "Key -> child, for the C hooks."},
+    {"key_module", T_OBJECT_EX, offsetof(Node, key_module), 0, "The module of the qualname key naming this node."},
+    {"calls", T_LONGLONG, offsetof(Node, calls), 0, "Calls that returned or raised."},
+    {"total", T_LONGLONG, offsetof(Node, total), 0, "Their total time, ns."},
+    {"start", T_LONGLONG, offsetof(Node, start), 0, "When the running call started (perf_counter_ns)."},
+    {NULL},
+};
+
+static PyTypeObject NodeType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cassette_hook.contexts._recording.Node",
+    .tp_doc = "Node(name): the fields of _calltree.Node.",
+    .tp_basicsize = sizeof(Node),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)node_init,
+    .tp_traverse = (traverseproc)node_traverse,
+    .tp_clear = (inquiry)node_clear,
+    .tp_dealloc = (destructor)node_dealloc,
+    .tp_members = node_members,
+};
+
+/* -- Recording: the hooks ----------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    uint64_t thread; /* PyThreadState_GetID of the thread whose stack is cached; ids start at 1 */
+    PyObject *stack; /* that thread's list of running nodes, its tree's root first */
+} Recording;
+
+/* The running thread's stack (borrowed: its tree, which the context keeps, holds it). */
+static PyObject *
+stack_of(Recording *self)
+{
+    uint64_t thread = PyThreadState_GetID(PyThreadState_Get());
+    if (thread == self->thread && self->stack != NULL) {
+        return self->stack;
+    }
+    PyObject *stack = PyObject_CallMethodNoArgs((PyObject *)self, str_thread_stack);
+    if (stack == NULL) {
+        return NULL;
+    }
+    if (!PyList_CheckExact(stack) || PyList_GET_SIZE(stack) < 1) {
+        PyErr_Format(PyExc_TypeError, "%.100s._thread_stack() must return a list holding the root, not %.100s",
+                     Py_TYPE(self)->tp_name, Py_TYPE(stack)->tp_name);
+        Py_DECREF(stack);
+        return NULL;
+    }
+    Py_XSETREF(self->stack, stack);
+    self->thread = thread;
+    return stack;
+}
+
+/* What the node's children are found by without naming f (borrowed), or NULL; *module
+ * is set for a qualname key.  A function's name is its module and qualname, whatever
+ * else it is (name_of), and both are read at each call, as name_of reads them; what
+ * else is a key lives as long as its module or class, and is named by identity. */
+static PyObject *
+key_of(PyObject *f, PyObject **module)
+{
+    *module = NULL;
+    PyObject *function = Py_IS_TYPE(f, &PyMethod_Type) ? PyMethod_GET_FUNCTION(f) : f;
+    if (Py_IS_TYPE(function, &PyFunction_Type)) {
+        PyObject *m = ((PyFunctionObject *)function)->func_module;
+        PyObject *qualname = ((PyFunctionObject *)function)->func_qualname;
+        if (m == NULL || !PyUnicode_CheckExact(m) || PyUnicode_GET_LENGTH(m) == 0 || !PyUnicode_CheckExact(qualname)) {
+            return NULL; /* named from its globals instead (name_of) */
+        }
+        *module = m;
+        return qualname;
+    }
+    PyTypeObject *kind = Py_TYPE(f);
+    if (kind == &PyMethodDescr_Type || kind == &PyWrapperDescr_Type || kind == &PyClassMethodDescr_Type) {
+        return f; /* list.append, object.__init__: one per class */
+    }
+    if (kind == &PyCFunction_Type) { /* len, math.sqrt: one per module; a bound one is new per access */
+        PyObject *owner = PyCFunction_GET_SELF(f);
+        return owner == NULL || PyModule_CheckExact(owner) ? f : NULL;
+    }
+    if (PyType_Check(f) && kind->tp_hash == PyType_Type.tp_hash && kind->tp_richcompare == PyType_Type.tp_richcompare) {
+        return f;
+    }
+    return NULL;
+}
+
+/* The node of f under parent (a new reference), named in Python the first time. */
+static PyObject *
+child_of(Recording *self, Node *parent, PyObject *f)
+{
+    PyObject *module, *key = key_of(f, &module);
+    if (key != NULL) {
+        PyObject *found = PyDict_GetItemWithError(parent->keyed, key);
+        if (found != NULL) {
+            PyObject *known = ((Node *)found)->key_module;
+            if (module == NULL || known == module
+                || (PyUnicode_CheckExact(known) && PyUnicode_Compare(known, module) == 0)) {
+                return Py_NewRef(found);
+            }
+        }
+        else if (PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    PyObject *args[] = {(PyObject *)self, (PyObject *)parent, f, key ? key : Py_None, module ? module : Py_None};
+    PyObject *node = PyObject_VectorcallMethod(str_child, args, 5 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (node != NULL && !PyObject_TypeCheck(node, &NodeType)) {
+        PyErr_Format(PyExc_TypeError, "%.100s._child() must return a Node, not %.100s",
+                     Py_TYPE(self)->tp_name, Py_TYPE(node)->tp_name);
+        Py_CLEAR(node);
+    }
+    return node;
+}
+
+static PyObject *
+recording_prehook(Recording *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "prehook() takes the callee after the context");
+        return NULL;
+    }
+    PyObject *stack = stack_of(self);
+    if (stack == NULL) {
+        return NULL;
+    }
+    PyObject *parent = PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - 1);
+    if (!PyObject_TypeCheck(parent, &NodeType)) {
+        PyErr_SetString(PyExc_TypeError, "a profile's stack holds Nodes only");
+        return NULL;
+    }
+    PyObject *node = child_of(self, (Node *)parent, args[0]);
+    if (node == NULL) {
+        return NULL;
+    }
+    int failed = PyList_Append(stack, node);
+    Py_DECREF(node); /* the stack and the parent's children hold it */
+    if (failed) {
+        return NULL;
+    }
+    ((Node *)node)->start = now();
+    Py_RETURN_NONE;
+}
+
+/* The running call ended: it leaves the stack, counted and timed.  With nothing running
+ * (hooks that see a call end but did not see it start) there is nothing to count. */
+static PyObject *
+ended(Recording *self)
+{
+    long long end = now();
+    PyObject *stack = stack_of(self);
+    if (stack == NULL) {
+        return NULL;
+    }
+    Py_ssize_t depth = PyList_GET_SIZE(stack);
+    if (depth < 2) {
+        Py_RETURN_NONE;
+    }
+    Node *node = (Node *)PyList_GET_ITEM(stack, depth - 1); /* pushed by prehook: a Node */
+    node->total += end - node->start;
+    node->calls += 1;
+    Py_SET_SIZE((PyVarObject *)stack, depth - 1); /* as list.pop() does, without making its result */
+    Py_DECREF(node);               /* not the last reference: the parent's children hold it */
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+recording_posthook(Recording *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs < 2) {
+        PyErr_SetString(PyExc_TypeError, "posthook() takes the result and the callee after the context");
+        return NULL;
+    }
+    return ended(self);
+}
+
+static PyObject *
+recording_raisehook(Recording *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs < 2) {
+        PyErr_SetString(PyExc_TypeError, "raisehook() takes the exception and the callee after the context");
+        return NULL;
+    }
+    return ended(self);
+}
+
+static int
+recording_traverse(Recording *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->stack);
+    return 0;
+}
+
+static int
+recording_clear(Recording *self)
+{
+    Py_CLEAR(self->stack);
+    self->thread = 0;
+    return 0;
+}
+
+static void
+recording_dealloc(Recording *self)
+{
+    PyObject_GC_UnTrack(self);
+    recording_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef recording_methods[] = {
+    {"prehook", (PyCFunction)(void (*)(void))recording_prehook, METH_FASTCALL | METH_KEYWORDS,
+     "prehook($self, f, /, *args, **kwargs)\n--\n\n"
+     "A call starts: its node (f under the running call) joins this thread's stack."},
+    {"posthook", (PyCFunction)(void (*)(void))recording_posthook, METH_FASTCALL | METH_KEYWORDS,
+     "posthook($self, out, f, /, *args, **kwargs)\n--\n\nThe call returned: it is counted and timed."},
+    {"raisehook", (PyCFunction)(void (*)(void))recording_raisehook, METH_FASTCALL | METH_KEYWORDS,
+     "raisehook($self, exc, f, /, *args, **kwargs)\n--\n\nThe call raised: it is counted and timed all the same."},
+    {NULL},
+};
+
+static PyTypeObject RecordingType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cassette_hook.contexts._recording.Recording",
+    .tp_doc = "The hooks of ProfileContext, which provides _thread_stack() and _child().",
+    .tp_basicsize = sizeof(Recording),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)recording_traverse,
+    .tp_clear = (inquiry)recording_clear,
+    .tp_dealloc = (destructor)recording_dealloc,
+    .tp_methods = recording_methods,
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT,
+    .m_name = "cassette_hook.contexts._recording",
+    .m_doc = "ProfileContext's hooks in C (optional; _calltree.py has them in Python).",
+    .m_size = -1,
+};
+
+PyMODINIT_FUNC
+PyInit__recording(void)
+{
+    str_thread_stack = PyUnicode_InternFromString("_thread_stack");
+    str_child = PyUnicode_InternFromString("_child");
+    if (str_thread_stack == NULL || str_child == NULL) {
+        return NULL;
+    }
+    /* object.__new__, so that object.__new__(cls) -- how a context is copied -- works for
+     * a subclass, as it does for any context. */
+    RecordingType.tp_new = PyBaseObject_Type.tp_new;
+    if (PyType_Ready(&NodeType) < 0 || PyType_Ready(&RecordingType) < 0) {
+        return NULL;
+    }
+    PyObject *module = PyModule_Create(&module_def);
+    if (module == NULL) {
+        return NULL;
+    }
+    if (PyModule_AddObjectRef(module, "Node", (PyObject *)&NodeType) < 0
+        || PyModule_AddObjectRef(module, "Recording", (PyObject *)&RecordingType) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}
