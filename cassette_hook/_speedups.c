@@ -351,9 +351,10 @@ fill_indirect_names(PyObject *names)
 
 /* What a call site may call in place of f without running hooks: 1 and a new reference
  * in *run (a direct twin, or what callsite._resolve_direct makes of f), 0 when the call
- * must be overdubbed (callsite.site), -1 on error. */
+ * must be overdubbed (callsite.site), -1 on error.  sole: the caller's reference to f is
+ * its only one, dropped once this returns (see resolve). */
 static int
-direct_run(PyObject *entry, PyObject *f, PyObject **run)
+direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
 {
     PyObject *twins = slot(entry, entry_direct_twins, "direct_twins"), *twin = NULL;
     if (twins == NULL) {
@@ -400,6 +401,13 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run)
         /* a bound method under a fast plan: its function's twin, bound alike (a fresh bound
          * method is in no table; callsite._resolve_direct makes the twin the first time) */
         found = current_twin(twins, PyMethod_GET_FUNCTION(f), &twin);
+        if (found == 1 && sole && ((PyMethodObject *)f)->im_weakreflist == NULL) {
+            /* the bound method the site's attribute load just made, which nothing else
+             * can see: bound to the twin in place, rather than a second one made */
+            Py_SETREF(((PyMethodObject *)f)->im_func, Py_NewRef(twin));
+            *run = Py_NewRef(f);
+            return 1;
+        }
         if (found == 1) {
             *run = PyMethod_New(twin, PyMethod_GET_SELF(f));
             return *run == NULL ? -1 : 1;
@@ -427,14 +435,17 @@ static PyObject *
 resolve_in(PyObject *entry, PyObject *f)
 {
     PyObject *run;
-    int direct = direct_run(entry, f, &run);
+    int direct = direct_run(entry, f, &run, Py_REFCNT(f) == 1);
     if (direct != 0) {
         return direct < 0 ? NULL : run;
     }
     return overdubbed_site(entry, f);
 }
 
-/* callsite.resolve: what a rewritten call site calls in place of f. */
+/* callsite.resolve: what a rewritten call site calls in place of f.  The site's frame
+ * calls resolve(f) with f taken off its stack, which it replaces by what this returns:
+ * when f's reference count is 1, that stack slot was its only holder (a bound method its
+ * attribute load made for this call), and f may be reused for the result. */
 static PyObject *
 resolve(PyObject *module, PyObject *f)
 {
@@ -1687,7 +1698,7 @@ call_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs, P
         run = Py_NewRef(f);
     }
     else {
-        int direct = direct_run(entry, f, &run);
+        int direct = direct_run(entry, f, &run, 0);
         if (direct <= 0) {
             return direct < 0 ? NULL : call_overdubbed(entry, f, args, nargs, kwnames);
         }

@@ -122,6 +122,21 @@ def test_resolve_of_a_bound_method_under_a_fast_plan_is_its_twin_bound_until_the
             _Greeter.greet.__defaults__ = (1,)
 
 
+def test_a_bound_method_the_program_holds_keeps_its_function_when_resolved_or_called():
+    # The C path rebinds the bound method a call site's attribute load made to the twin,
+    # in place, when the site's stack holds the only reference; a held one is not touched.
+    obj = _Greeter()
+    held = obj.greet
+
+    def program():
+        return held(), obj.greet()
+
+    with Null():
+        resolved = callsite.resolve(held)
+    assert ch.overdub(Null(), program) == ((obj, 1), (obj, 1))
+    assert held.__func__ is _Greeter.greet and resolved.__func__ is not _Greeter.greet
+
+
 def test_resolve_of_a_builtin_under_a_fast_plan_is_the_builtin_unless_it_may_take_callbacks():
     items = [3, 1, 2]
     with Null():
