@@ -52,7 +52,7 @@ static PyTypeObject *entry_type, *plan_type, *id_table_type; /* id_table_type: p
 static Py_ssize_t id_table_values;
 static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
 static Py_ssize_t plan_fast, plan_fallback, plan_prehook_call, plan_posthook_call, plan_raisehook_call, plan_overdub,
-    plan_execute, plan_twins, plan_operators, plan_constructors;
+    plan_execute, plan_twins, plan_operators, plan_constructors, plan_constructions;
 static PyObject *resolve_direct;     /* (plan, f) -> what to call past the table of direct twins, or None */
 static PyObject *site_code, *site_globals, *site_qualname; /* callsite.site's closure, to make here */
 static int site_entry_first;         /* its free variables are (entry, f), not (f, entry) */
@@ -87,7 +87,7 @@ static PyObject *seen_below;         /* (hook, args, kwargs): a hook run under t
 static PyObject *overdub_instead;    /* generics.OverdubInstead */
 static PyObject *construct;          /* generics.construct(cls, *args, **kwargs): type.__call__ overdubbed */
 static PyObject *object_new;         /* object.__new__ */
-static PyObject *str_twin, *str_name, *str_new, *str_init, *str_tag;
+static PyObject *str_twin, *str_name, *str_new, *str_init, *str_tag, *str_call;
 static PyObject *one;                /* the int 1 */
 
 #define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
@@ -1106,8 +1106,41 @@ body_of(PyObject *plan, PyObject *callee)
         }
         return PyObject_CallMethodOneArg(plan, str_twin, callee);
     }
-    if (Py_TYPE(callee) == &PyCFunction_Type) { /* C code: no body (generics.runnable) */
-        return Py_NewRef(Py_None);
+    PyTypeObject *kind = Py_TYPE(callee);
+    if (kind == &PyCFunction_Type || kind == &PyMethodDescr_Type || kind == &PyWrapperDescr_Type) {
+        return Py_NewRef(Py_None); /* C code (len, list.append, object.__init__): no body (generics.runnable) */
+    }
+    if (PyType_Check(callee)) { /* how generics._construction decided to construct it, the second time on */
+        PyObject *constructions = slot(plan, plan_constructions, "constructions");
+        PyObject *table = constructions ? values_of(constructions) : NULL;
+        PyObject *how = table ? by_id(table, callee) : NULL;
+        if (how != NULL && PyUnicode_Check(how) && PyUnicode_CompareWithASCIIString(how, "primitive") == 0) {
+            return Py_NewRef(Py_None);
+        }
+        if (how != NULL && PyUnicode_Check(how) && PyUnicode_CompareWithASCIIString(how, "python") == 0) {
+            PyObject *constructors = slot(plan, plan_constructors, "constructors");
+            PyObject *made = constructors ? values_of(constructors) : NULL;
+            PyObject *constructor = made ? by_id(made, callee) : NULL;
+            if (constructor != NULL) {
+                return Py_NewRef(constructor);
+            }
+        }
+        if (PyErr_Occurred()) {
+            return NULL;
+        }
+    }
+    else if (PyType_HasFeature(kind, Py_TPFLAGS_HEAPTYPE)) { /* an instance: a Python __call__ is its body */
+        PyObject *call = _PyType_Lookup(kind, str_call); /* (as the interpreter finds it: along the MRO) */
+        if (call != NULL && Py_TYPE(call) == &PyFunction_Type) {
+            Py_INCREF(call);
+            PyObject *twin = body_of(plan, call);
+            Py_DECREF(call);
+            if (twin == NULL || twin == Py_None) {
+                return twin;
+            }
+            Py_SETREF(twin, PyMethod_New(twin, callee));
+            return twin;
+        }
     }
     PyObject *args[2] = {plan, callee};
     return PyObject_Vectorcall(runnable, args, 2, NULL);
@@ -1259,6 +1292,23 @@ plain_builtin(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t
 
 static PyObject *run_primitive(PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
+/* Are all these values of operators.C_OPERANDS, builtin classes whose every dunder is C?
+ * Then no protocol of theirs leads to Python: operators.body finds nothing for them, and
+ * a primitive's preparer (primitives._Arguments.prepare: callbacks made call sites,
+ * iterated arguments with Python __iter__ given a stand-in) leaves them as they are. */
+static int
+all_c_operands(PyObject *const *args, Py_ssize_t nargs)
+{
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        int c = PySet_Contains(c_operands, (PyObject *)Py_TYPE(args[i]));
+        if (c <= 0) {
+            PyErr_Clear(); /* (a set of classes: cannot fail) */
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* generics.without_body, in C where it needs no Python of its own: a builtin function,
  * method (list.extend, as hooks see items.extend) or class (map) under a context that does
  * not tag (a tagging context's primitives get unwrapped arguments,
@@ -1283,7 +1333,8 @@ no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, Py
     if (tagging != 0) {
         return tagging < 0 ? NULL : call_unpacked(without_body, entry, f, args, nargs, kwnames);
     }
-    if (Py_TYPE(f) == &PyCFunction_Type && address_set_has(&with_bodies_set, f)) { /* operators.body knows it */
+    if (Py_TYPE(f) == &PyCFunction_Type && address_set_has(&with_bodies_set, f) /* operators.body knows it */
+        && !all_c_operands(args, nargs)) {                                        /* and may find Python dunders */
         PyObject *tuple = as_tuple(args, nargs);
         PyObject *pair[2] = {f, tuple};
         PyObject *body = tuple ? PyObject_Vectorcall(operator_body, pair, 2, NULL) : NULL;
@@ -1378,6 +1429,38 @@ presented_as_method(PyObject *builtin)
     return receiver != NULL && receiver != Py_None && !PyModule_Check(receiver) && !PyType_Check(receiver);
 }
 
+/* The names of builtin methods by their PyMethodDef (which lives as long as its type):
+ * an interned str, made once, so that finding a method's descriptor costs no string. */
+#define METHOD_NAMES 128 /* a power of two */
+static struct {
+    PyMethodDef *def;
+    PyObject *name;
+} method_names[METHOD_NAMES];
+
+/* How hooks see a builtin method bound to an instance, items.append, without
+ * callsite.present's Python: the descriptor type(items).append when that is the method
+ * descriptor f was bound from (borrowed from the type), or NULL without an error when
+ * it is not -- a subclass overriding the name, say: present() then walks the MRO. */
+static PyObject *
+method_descriptor_of(PyObject *f)
+{
+    PyMethodDef *def = ((PyCFunctionObject *)f)->m_ml;
+    size_t at = ((uintptr_t)def >> 4) & (METHOD_NAMES - 1);
+    if (method_names[at].def != def) {
+        PyObject *name = PyUnicode_InternFromString(def->ml_name);
+        if (name == NULL) {
+            return NULL;
+        }
+        Py_XSETREF(method_names[at].name, name);
+        method_names[at].def = def;
+    }
+    PyObject *found = _PyType_Lookup(Py_TYPE(PyCFunction_GET_SELF(f)), method_names[at].name);
+    if (found != NULL && Py_TYPE(found) == &PyMethodDescr_Type && ((PyMethodDescrObject *)found)->d_method == def) {
+        return found;
+    }
+    return NULL;
+}
+
 /* callsite.present: (f, args), or what the Python one makes of a builtin method. */
 static PyObject *
 present_c(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -1404,26 +1487,38 @@ call_overdubbed(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t 
     }
     else if (Py_TYPE(callee) == &PyCFunction_Type && presented_as_method(callee)) {
         /* items.append(x): (list.append, items, x) */
-        PyObject *tuple = as_tuple(args, nargs);
-        if (tuple == NULL) {
+        PyObject *descriptor = method_descriptor_of(callee);
+        if (descriptor != NULL) {
+            presented = Py_NewRef(descriptor); /* (held for the call) */
+            receiver = PyCFunction_GET_SELF(callee);
+            callee = descriptor;
+        }
+        else if (PyErr_Occurred()) {
             return NULL;
         }
-        PyObject *pair[2] = {callee, tuple};
-        presented = PyObject_Vectorcall(present, pair, 2, NULL);
-        Py_DECREF(tuple);
-        if (presented == NULL) {
-            return NULL;
+        else { /* what present() makes of it */
+            PyObject *tuple = as_tuple(args, nargs);
+            if (tuple == NULL) {
+                return NULL;
+            }
+            PyObject *pair[2] = {callee, tuple};
+            presented = PyObject_Vectorcall(present, pair, 2, NULL);
+            Py_DECREF(tuple);
+            if (presented == NULL) {
+                return NULL;
+            }
+            if (!PyTuple_CheckExact(presented) || PyTuple_GET_SIZE(presented) != 2
+                || !PyTuple_CheckExact(PyTuple_GET_ITEM(presented, 1))) {
+                Py_DECREF(presented);
+                PyErr_SetString(PyExc_TypeError, "cassette_hook: present() must return (f, args)");
+                return NULL;
+            }
+            callee = PyTuple_GET_ITEM(presented, 0);
         }
-        if (!PyTuple_CheckExact(presented) || PyTuple_GET_SIZE(presented) != 2
-            || !PyTuple_CheckExact(PyTuple_GET_ITEM(presented, 1))) {
-            Py_DECREF(presented);
-            PyErr_SetString(PyExc_TypeError, "cassette_hook: present() must return (f, args)");
-            return NULL;
-        }
-        callee = PyTuple_GET_ITEM(presented, 0);
     }
-    PyObject *const *positional = presented ? &PyTuple_GET_ITEM(PyTuple_GET_ITEM(presented, 1), 0) : args;
-    Py_ssize_t npositional = presented ? PyTuple_GET_SIZE(PyTuple_GET_ITEM(presented, 1)) : nargs;
+    int from_present = presented != NULL && receiver == NULL; /* (else it is the descriptor) */
+    PyObject *const *positional = from_present ? &PyTuple_GET_ITEM(PyTuple_GET_ITEM(presented, 1), 0) : args;
+    Py_ssize_t npositional = from_present ? PyTuple_GET_SIZE(PyTuple_GET_ITEM(presented, 1)) : nargs;
     Py_ssize_t total = 3 + (receiver != NULL) + npositional + nkw;
     PyObject *small[ARGS_ON_STACK], **stack = small;
     if (total > ARGS_ON_STACK) {
@@ -1625,7 +1720,10 @@ static PyObject *
 run_primitive(PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *prepare = by_id(preparers, f), *out = NULL;
-    if (prepare != NULL) {
+    if (prepare != NULL && kwnames == NULL && all_c_operands(args, nargs)) {
+        out = PyObject_Vectorcall(f, args, nargs, NULL); /* nothing to prepare */
+    }
+    else if (prepare != NULL) {
         PyObject *prepared = call_unpacked(prepare, NULL, NULL, args, nargs, kwnames);
         if (prepared != NULL && PyTuple_CheckExact(prepared) && PyTuple_GET_SIZE(prepared) == 2
             && PyTuple_CheckExact(PyTuple_GET_ITEM(prepared, 0)) && PyDict_CheckExact(PyTuple_GET_ITEM(prepared, 1))) {
@@ -2364,6 +2462,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || slot_offset((PyTypeObject *)plan, "execute", &plan_execute) < 0
         || slot_offset((PyTypeObject *)plan, "operators", &plan_operators) < 0
         || slot_offset((PyTypeObject *)plan, "constructors", &plan_constructors) < 0
+        || slot_offset((PyTypeObject *)plan, "constructions", &plan_constructions) < 0
         || slot_offset((PyTypeObject *)plan, "twins", &plan_twins) < 0
         || slot_offset((PyTypeObject *)id_table, "values", &id_table_values) < 0) {
         return NULL;
@@ -2489,7 +2588,8 @@ PyInit__speedups(void)
     str_name = PyUnicode_InternFromString("__name__");
     str_new = PyUnicode_InternFromString("__new__");
     str_init = PyUnicode_InternFromString("__init__");
-    if (str_twin == NULL || str_name == NULL || str_new == NULL || str_init == NULL) {
+    str_call = PyUnicode_InternFromString("__call__");
+    if (str_twin == NULL || str_name == NULL || str_new == NULL || str_init == NULL || str_call == NULL) {
         return NULL;
     }
     object_new = _PyType_Lookup(&PyBaseObject_Type, str_new); /* lives as long as object */

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import operator
 import os
 import subprocess
 import sys
@@ -17,7 +18,8 @@ import traceback
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _context, callsite
+from cassette_hook import _context, callsite, generics, operators, primitives
+from cassette_hook import plan as _plan
 
 C_PATH = callsite._speedups is not None
 needs_c = pytest.mark.skipif(not C_PATH, reason="the C hot path is not in use in this run (the -pure environment)")
@@ -436,3 +438,34 @@ def test_a_python_dunder_of_an_operator_under_hooks_has_the_program_frame_below_
     ctx = Recording([])
     assert ch.overdub(ctx, program, _Indexed()) == "program"
     assert ctx.metadata[0] == "getitem"  # the subscript was seen (operators are on)
+
+
+def test_the_callees_the_c_path_finds_no_body_in_have_none_in_the_reference():
+    # _speedups.body_of answers these kinds itself (C code, whose calls have no body)
+    plan = _plan.plan_for(Null())
+    assert [generics.runnable(plan, f) for f in (len, list.append, object.__init__)] == [None, None, None]
+
+
+C_OPERAND_VALUES = [1, 1.5, 1j, True, "s", b"b", None, (1,), [1], {1: 2}, {1}, frozenset({1}), range(2), slice(1)]
+
+
+def test_every_c_operand_value_is_in_the_class_set_the_c_path_reads():
+    assert {type(v) for v in C_OPERAND_VALUES} == operators.C_OPERANDS
+
+
+@pytest.mark.parametrize("value", C_OPERAND_VALUES, ids=lambda v: type(v).__name__)
+def test_values_of_c_operand_classes_are_left_alone_by_every_preparer(value):
+    # so the C path calls such a builtin without asking its preparer (run_primitive)
+    for prepare in primitives.PREPARERS.values():
+        for args in [(value,), (value, value)]:
+            prepared, kwargs = prepare(args, {})
+            assert kwargs == {} and all(p is a for p, a in zip(prepared, args, strict=True))
+
+
+@pytest.mark.parametrize("value", C_OPERAND_VALUES, ids=lambda v: type(v).__name__)
+def test_values_of_c_operand_classes_have_no_operator_body(value):
+    # so the C path runs such an operator without asking operators.body (no_body)
+    unary = [*operators._ON_FIRST]
+    binary = [*operators._BINARY, *operators._INPLACE, *operators._COMPARE, operator.contains]
+    assert [operators.body(op, (value,)) for op in unary] == [None] * len(unary)
+    assert [operators.body(op, (value, value)) for op in binary] == [None] * len(binary)
