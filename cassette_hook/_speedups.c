@@ -429,6 +429,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
 }
 
 static PyObject *overdubbed_site(PyObject *entry, PyObject *f);
+static PyObject *new_site(PyObject *entry, PyObject *f, vectorcallfunc run);
 
 /* callsite.resolve under entry: a direct twin, or the overdubbed call (overdubbed_site). */
 static PyObject *
@@ -1638,6 +1639,13 @@ overdubbed_site(PyObject *entry, PyObject *f)
     if (Py_TYPE(f) != &PyCFunction_Type && sites_running >= SITE_BUDGET) {
         return make_site(entry, f);
     }
+    return new_site(entry, f, (vectorcallfunc)site_call);
+}
+
+/* A Site for (entry, f) that runs `run` when called. */
+static PyObject *
+new_site(PyObject *entry, PyObject *f, vectorcallfunc run)
+{
     Site *site;
     if (sites_kept_count > 0) {
         site = sites_kept[--sites_kept_count];
@@ -1649,9 +1657,41 @@ overdubbed_site(PyObject *entry, PyObject *f)
     if (site != NULL) {
         site->entry = Py_NewRef(entry);
         site->f = Py_NewRef(f);
-        site->vectorcall = (vectorcallfunc)site_call;
+        site->vectorcall = run;
     }
     return (PyObject *)site;
+}
+
+/* What recurse runs for a callee with no Python body (unpop's answer for one):
+ * generics.without_body's steps, in C -- a plain operator on builtin values, else
+ * no_body (an operator's Python dunders, a fallback overload, or the primitive) -- for
+ * the entry unpop put back. */
+static PyObject *
+bodyless_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    PyObject *plan = slot(self->entry, entry_plan, "plan"), *ctx = slot(self->entry, entry_ctx, "ctx");
+    if (plan == NULL || ctx == NULL) {
+        return NULL;
+    }
+    PyObject *small[ARGS_ON_STACK], **call = small;
+    if (2 + nargs + nkw > ARGS_ON_STACK && (call = PyMem_Malloc((2 + nargs + nkw) * sizeof(PyObject *))) == NULL) {
+        return PyErr_NoMemory();
+    }
+    call[0] = ctx;
+    call[1] = self->f;
+    for (Py_ssize_t i = 0; i < nargs + nkw; i++) {
+        call[2 + i] = args[i];
+    }
+    PyObject *out = NULL;
+    int plain = plain_builtin(self->entry, plan, call, 2 + nargs, kwnames, &out);
+    if (plain == 0) {
+        out = no_body(self->entry, plan, call, 2 + nargs, kwnames);
+    }
+    if (call != small) {
+        PyMem_Free(call);
+    }
+    return plain < 0 ? NULL : out;
 }
 
 /* generics.recurse's common case: called by an overload (or hook) of ctx's own entry,
@@ -1689,6 +1729,9 @@ unpop(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *run = tagging ? Py_NewRef(Py_None) : body_of(plan, args[1]);
+    if (run == Py_None && !tagging) { /* no body: without_body's steps, run for this entry */
+        Py_SETREF(run, new_site(entry, args[1], (vectorcallfunc)bodyless_call));
+    }
     if (run != NULL && run != Py_None) {
         Py_SETREF(now->to, Py_NewRef(entry));
     }

@@ -469,3 +469,28 @@ def test_values_of_c_operand_classes_have_no_operator_body(value):
     binary = [*operators._BINARY, *operators._INPLACE, *operators._COMPARE, operator.contains]
     assert [operators.body(op, (value,)) for op in unary] == [None] * len(unary)
     assert [operators.body(op, (value, value)) for op in binary] == [None] * len(binary)
+
+
+def _negated(x):
+    return -x
+
+
+class _RecurseEverywhere(ch.Context):
+    """An overload that recurses into every call, and a fallback overload for ``abs``."""
+
+    def overdub(self, f, /, *args, **kwargs):
+        self.metadata.append(getattr(f, "__name__", type(f).__name__))
+        return ch.recurse(self, f, *args, **kwargs)
+
+    def fallback(self, f: ch.Is[abs], /, *args, **kwargs):  # type: ignore[valid-type]
+        return "fallback"
+
+
+def test_recurse_into_a_builtin_runs_its_callbacks_under_the_context_and_its_fallback_overload():
+    def program():
+        return sorted([3, 1, 2], key=_negated), abs(-1), len([1]), [].append(1)
+
+    seen: list[str] = []
+    assert ch.overdub(_RecurseEverywhere(seen), program) == ([3, 2, 1], "fallback", 1, None)
+    assert seen == ["program", "sorted", "_negated", "neg", "_negated", "neg", "_negated", "neg", "abs", "len",
+                    "append"]
