@@ -320,6 +320,14 @@ def test_trace_shows_floats_none_and_instances_by_their_repr_cut_to_the_width():
                    f"0.1, None, {'L' * 17}...) -> 3\n"
 
 
+@pytest.mark.parametrize("value", [0, -7, 10**40, 10**5000, "", "short", "it's", "a\nb", "x" * 100, True],
+                         ids=["0", "-7", "10**40", "10**5000", "empty", "short", "quote", "newline", "long", "bool"])
+def test_trace_abbreviates_ints_and_strings_as_reprlib_does(value):
+    abbreviate = TraceContext(width=20).abbreviate
+    text = abbreviate.repr(value)  # reprlib's way (10**5000 has no repr on 3.11+: repr1 names it instead)
+    assert abbreviate(value) == (text if len(text) <= 20 else text[:17] + "...")
+
+
 def test_trace_survives_reprs_that_raise():
     class Bad:
         def __repr__(self):

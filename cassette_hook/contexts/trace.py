@@ -114,7 +114,10 @@ class TraceContext(ReportingContext):
     def prehook(self, f: Any, /, *args: Any, **kwargs: Any) -> None:
         """A call starts: it is shown, unless the depth is reached or ``include`` /
         ``exclude`` hide it (then the calls inside it are shown in its place)."""
-        shown, ends = self._stacks()
+        try:
+            shown, ends = self._threads.stacks
+        except AttributeError:
+            shown, ends = self._stacks()
         if (self.depth is not None and len(shown) >= self.depth) or not (
                 self.filter.everything or self.filter.shows(module_and_qualname(f)[0])):
             ends.append(False)
@@ -131,10 +134,16 @@ class TraceContext(ReportingContext):
         self._ended("!!", exc)
 
     def _ended(self, arrow: str, value: Any) -> None:
-        shown, ends = self._stacks()
+        """Write a call that ended, opening its outer calls first if they are not yet."""
+        shown, ends = self._threads.stacks  # (the prehook made them)
         if ends.pop():
             call = shown.pop()
-            self._end(shown, call, arrow, value)
+            if call.opened:
+                self._line(len(shown), f"{call.name} {arrow} {self.abbreviate(value)}")
+            else:
+                if shown and not shown[-1].opened:
+                    self._open(shown)
+                self._line(len(shown), f"{call.name}({call.arguments}) {arrow} {self.abbreviate(value)}")
 
     def write_report(self) -> None:
         """Flush the trace; close ``output`` if the context opened it (later calls are
@@ -183,25 +192,17 @@ class TraceContext(ReportingContext):
 
     def _stacks(self) -> tuple[list[_Call], list[bool]]:
         """This thread's calls being shown, outermost first, and for each call running
-        (shown or not) whether it was shown."""
-        try:
-            return self._threads.stacks  # type: ignore[no-any-return]  # threading.local is untyped
-        except AttributeError:
-            self._threads.stacks = ([], [])
-            return self._threads.stacks  # type: ignore[no-any-return]  # threading.local is untyped
+        (shown or not) whether it was shown: made by its first call (read where they
+        are needed, as ``self._threads.stacks``)."""
+        self._threads.stacks = ([], [])
+        return self._threads.stacks  # type: ignore[no-any-return]  # threading.local is untyped
 
     def _arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-        texts = [self.abbreviate(a) for a in args]
-        texts.extend(f"{k}={self.abbreviate(v)}" for k, v in kwargs.items())
+        abbreviate = self.abbreviate
+        texts = [abbreviate(a) for a in args]
+        if kwargs:
+            texts.extend(f"{k}={abbreviate(v)}" for k, v in kwargs.items())
         return ", ".join(texts)
-
-    def _end(self, outer: list[_Call], call: _Call, arrow: str, value: Any) -> None:
-        """Write a call that ended, opening its outer calls first if they are not yet."""
-        if call.opened:
-            self._line(len(outer), f"{call.name} {arrow} {self.abbreviate(value)}")
-            return
-        self._open(outer)
-        self._line(len(outer), f"{call.name}({call.arguments}) {arrow} {self.abbreviate(value)}")
 
     def _open(self, outer: list[_Call]) -> None:
         for depth, call in enumerate(outer):
@@ -218,7 +219,7 @@ class TraceContext(ReportingContext):
             if thread is not self._home:
                 line = f"[{thread.name}] {line}"
             try:
-                stream = self._destination()
+                stream = self._stream if self._stream is not None else self._destination()
                 try:
                     stream.write(line)
                 except UnicodeEncodeError:  # a stream that cannot take some character of a value
@@ -252,18 +253,24 @@ class Abbreviator(reprlib.Repr):
     def __init__(self, width: int) -> None:
         super().__init__()
         self.width = width
+        self._cut = max(width - 3, 1)  # what is kept of a longer text, before "..."
         self.maxstring = self.maxother = self.maxlong = width
         self.maxlevel = 3
 
     def __call__(self, value: Any) -> str:
-        if type(value) in _BY_TYPE:
+        kind = type(value)
+        if kind in _BY_TYPE and kind not in _SCALARS:
             text = self.repr(value)
-        else:  # repr1's other case (floats, None, instances ...), without reprlib's two calls
+        else:  # repr1's other case (floats, None, instances ...), without reprlib's calls
             try:
                 text = repr(value)
-            except Exception:
-                text = f"<{type(value).__name__} object at {id(value):#x}>"
-        return text if len(text) <= self.width else text[: max(self.width - 3, 1)] + "..."
+            except Exception:  # (as repr1 says it, an int too long to print among them)
+                text = f"<{kind.__name__} object at {id(value):#x}>"
+            if len(text) <= self.width:
+                return text
+            if kind in _SCALARS:  # an int or a str that fits is its repr; a longer one
+                text = self.repr(value)  # is shortened in the middle by reprlib
+        return text if len(text) <= self.width else text[: self._cut] + "..."
 
     def repr1(self, x: Any, level: int) -> str:
         method: Callable[[Any, Any, int], str] = _BY_TYPE.get(type(x), Abbreviator.repr_instance)
@@ -308,3 +315,4 @@ _BY_TYPE: dict[type, Callable[[Any, Any, int], str]] = {
     collections.deque: reprlib.Repr.repr_deque, dict: Abbreviator.repr_dict,
     set: Abbreviator.repr_set, frozenset: Abbreviator.repr_frozenset,
 }
+_SCALARS = (int, str)  # what reprlib writes as repr() does, whenever that fits in its width
