@@ -226,7 +226,7 @@ if _native.speedups is not None:
         if run is None:
             return _recurse(ctx, f, *args, **kwargs)
         try:
-            return run(*args, **kwargs)
+            return run(*args, **kwargs) if kwargs else run(*args)  # (no dict handed on when empty)
         finally:
             _repop()
 
