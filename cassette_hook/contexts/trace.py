@@ -115,9 +115,9 @@ class TraceContext(ReportingContext):
         """A call starts: it is shown, unless the depth is reached or ``include`` /
         ``exclude`` hide it (then the calls inside it are shown in its place)."""
         try:
-            shown, ends = self._threads.stacks
+            shown, ends, _ = self._threads.stacks
         except AttributeError:
-            shown, ends = self._stacks()
+            shown, ends, _ = self._stacks()
         if (self.depth is not None and len(shown) >= self.depth) or not (
                 self.filter.everything or self.filter.shows(module_and_qualname(f)[0])):
             ends.append(False)
@@ -135,15 +135,18 @@ class TraceContext(ReportingContext):
 
     def _ended(self, arrow: str, value: Any) -> None:
         """Write a call that ended, opening its outer calls first if they are not yet."""
-        shown, ends = self._threads.stacks  # (the prehook made them)
+        try:
+            shown, ends, thread = self._threads.stacks
+        except AttributeError:  # (a call this thread's hooks did not see start)
+            return
         if ends.pop():
             call = shown.pop()
             if call.opened:
-                self._line(len(shown), f"{call.name} {arrow} {self.abbreviate(value)}")
+                self._line(len(shown), f"{call.name} {arrow} {self.abbreviate(value)}", thread)
             else:
-                if shown and not shown[-1].opened:
-                    self._open(shown)
-                self._line(len(shown), f"{call.name}({call.arguments}) {arrow} {self.abbreviate(value)}")
+                if shown and not shown[-1].opened:  # (opened calls are a prefix of the stack)
+                    self._open(shown, thread)
+                self._line(len(shown), f"{call.name}({call.arguments}) {arrow} {self.abbreviate(value)}", thread)
 
     def write_report(self) -> None:
         """Flush the trace; close ``output`` if the context opened it (later calls are
@@ -190,11 +193,13 @@ class TraceContext(ReportingContext):
 
     # -- the tree --------------------------------------------------------------------
 
-    def _stacks(self) -> tuple[list[_Call], list[bool]]:
-        """This thread's calls being shown, outermost first, and for each call running
-        (shown or not) whether it was shown: made by its first call (read where they
-        are needed, as ``self._threads.stacks``)."""
-        self._threads.stacks = ([], [])
+    def _stacks(self) -> tuple[list[_Call], list[bool], threading.Thread | None]:
+        """This thread's calls being shown, outermost first; for each call running (shown
+        or not), whether it was shown; and the thread, unless it is the one that made the
+        context (its lines are not prefixed).  Made by its first call, and read where
+        they are needed, as ``self._threads.stacks``."""
+        thread = threading.current_thread()
+        self._threads.stacks = ([], [], None if thread is self._home else thread)
         return self._threads.stacks  # type: ignore[no-any-return]  # threading.local is untyped
 
     def _arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
@@ -204,20 +209,20 @@ class TraceContext(ReportingContext):
             texts.extend(f"{k}={abbreviate(v)}" for k, v in kwargs.items())
         return ", ".join(texts)
 
-    def _open(self, outer: list[_Call]) -> None:
+    def _open(self, outer: list[_Call], thread: threading.Thread | None) -> None:
         for depth, call in enumerate(outer):
             if not call.opened:
                 call.opened = True
-                self._line(depth, f"{call.name}({call.arguments})")
+                self._line(depth, f"{call.name}({call.arguments})", thread)
 
-    def _line(self, depth: int, text: str) -> None:
+    def _line(self, depth: int, text: str, thread: threading.Thread | None) -> None:
+        """Write a line of ``thread`` (None: the thread that made the context)."""
         line = "  " * depth + text + "\n"
+        if thread is not None:
+            line = f"[{thread.name}] {line}"
         with self._lock:
             if self._closed:
                 return
-            thread = threading.current_thread()
-            if thread is not self._home:
-                line = f"[{thread.name}] {line}"
             try:
                 stream = self._stream if self._stream is not None else self._destination()
                 try:
