@@ -1303,7 +1303,9 @@ all_c_operands(PyObject *const *args, Py_ssize_t nargs)
     for (Py_ssize_t i = 0; i < nargs; i++) {
         int c = PySet_Contains(c_operands, (PyObject *)Py_TYPE(args[i]));
         if (c <= 0) {
-            PyErr_Clear(); /* (a set of classes: cannot fail) */
+            if (c < 0) {
+                PyErr_Clear(); /* (a class whose metaclass cannot hash it: not one of them) */
+            }
             return 0;
         }
     }
