@@ -1,28 +1,30 @@
-"""The optional C accelerator, ``_speedups``, or None.
+"""The optional C accelerators: ``_speedups`` (the hot path), or None.
 
-It is built when the package is installed where a C compiler is at hand; without it, or
-with ``CASSETTE_HOOK_PURE_PYTHON=1``, every module runs its pure-Python reference
-version.  Read once, here, so that all of them agree (``PURE_PYTHON`` says so to the
-profile's own extension, ``contexts/_recording.c``, loaded by ``contexts/_calltree.py``).
+They are built when the package is installed where a C compiler is at hand; without
+them, or with ``CASSETTE_HOOK_PURE_PYTHON=1``, every module runs its pure-Python
+reference version.  The variable is read once, here, so that all of them agree; the
+profile's own extension (``contexts/_recording.c``) is loaded through :func:`optional`
+too, by ``contexts/_calltree.py``, when the built-in contexts are first imported.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
-
 
 PURE_PYTHON = bool(os.environ.get("CASSETTE_HOOK_PURE_PYTHON"))
 
 
-def _load() -> Any:
+def optional(name: str) -> Any:
+    """The extension module ``name`` (relative to the package), or None where it is not
+    built or the pure-Python versions are asked for."""
     if PURE_PYTHON:
         return None
     try:
-        from . import _speedups
+        return importlib.import_module(name, __package__)
     except ImportError:
         return None
-    return _speedups
 
 
-speedups = _load()
+speedups = optional("._speedups")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any, Iterator
 
-from .._native import PURE_PYTHON
+from .._native import optional
 
 
 class PyNodeFields:
@@ -90,17 +90,7 @@ class PyRecording:
         raise NotImplementedError
 
 
-def _load() -> Any:
-    if PURE_PYTHON:
-        return None
-    try:
-        from . import _recording
-    except ImportError:
-        return None
-    return _recording
-
-
-_recording = _load()
+_recording = optional(".contexts._recording")
 if TYPE_CHECKING:
     NodeFields = PyNodeFields
     Recording = PyRecording
