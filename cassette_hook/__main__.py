@@ -37,6 +37,7 @@ class _Options:
         self.exclude: list[str] = []
         self.context: list[str] = []
         self.output: str | None = None
+        self.lazy = False
         self.subprocesses = False
         self.debug: list[str] = []
         self.list_contexts = False
@@ -66,6 +67,10 @@ def _parser() -> argparse.ArgumentParser:
                              "module:attr, optionally followed by ,key=value options (repeatable; "
                              "the last is innermost)")
     parser.add_argument("--output", metavar="FILE", help="where the contexts write their reports (default: stderr)")
+    parser.add_argument("--lazy", action="store_true",
+                        help="while no context is active, import instrumented modules as compiled and switch "
+                             "their functions when a context is first activated: a fast start for a run "
+                             "that may never activate one")
     parser.add_argument("--subprocesses", action="store_true",
                         help="instrument child Python processes the same way (subprocess, multiprocessing)")
     parser.add_argument("--debug", action="append", metavar="CATEGORY[,CATEGORY]",
@@ -144,10 +149,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if options.subprocesses:
         from . import _subprocesses
 
-        _subprocesses.propagate(include, options.exclude, options.context, options.output, options.debug)
+        _subprocesses.propagate(include, options.exclude, options.context, options.output, options.debug,
+                                options.lazy)
     elif options.include:  # (children may import what the parent does not)
         _unmatched.warn_at_exit(options.include, "--include")
-    importhook.install(include, options.exclude)
+    importhook.install(include, options.exclude, lazy=options.lazy)
     _process.activate(contexts)
     return _run(options, program_args)
 
@@ -177,6 +183,8 @@ def _run(options: _Options, args: list[str]) -> int:
         if options.module is not None:
             import runpy
 
+            # (switched at import, even lazy: see MAIN_MODULES; a package runs its __main__)
+            importhook.MAIN_MODULES.update((options.module, options.module + ".__main__"))
             sys.argv = [options.module, *args]  # runpy puts the module's file in argv[0]
             sys.modules["__main__"] = _fresh_main()  # what runpy runs the module in
             runpy._run_module_as_main(options.module, alter_argv=True)  # type: ignore[attr-defined]  # private: what -m uses

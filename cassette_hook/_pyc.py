@@ -1,11 +1,13 @@
-"""The import hook's code cache: ``__pycache__/<name>.<tag>.cassette_hook.pyc``.
+"""The import hook's code cache: ``__pycache__/<name>.<tag>.cassette_hook[.<kind>].pyc``.
 
 Rewriting a module costs about a millisecond per function, so its result is cached next
 to CPython's own ``.pyc`` (never in it: CPython's file stays CPython's).  The file name
 carries CPython's cache tag and optimization level (``importlib.util.cache_from_source``
 also honours ``sys.pycache_prefix``); the header carries everything else the code depends
 on -- the source's size and modification time, the cassette_hook version, the rewriting
-options and the module name baked into the code -- as one line of text.  A file whose header does
+options and the module name baked into the code -- as one line of text.  A module has up
+to three files, one per kind of code the hook hands out: switched (no kind), light
+(``.light``) and its functions switched (``.functions``; see ``_light``).  A file whose header does
 not match, or that does not unmarshal to a code object, is ignored and rewritten.  Writes
 go to a temporary file renamed into place, so concurrent importers never read half a file.
 """
@@ -19,28 +21,29 @@ from importlib.util import MAGIC_NUMBER, cache_from_source
 from types import CodeType
 
 FORMAT = b"cassette_hook pyc 2\n"
-_SUFFIX = ".cassette_hook.pyc"
+SWITCHED, LIGHT, FUNCTIONS = "", ".light", ".functions"  # the kinds of file
 
 
-def path_for(source_path: str) -> str | None:
+def path_for(source_path: str, kind: str = SWITCHED) -> str | None:
     """Where the rewritten code of ``source_path`` is cached, or ``None`` if nowhere."""
     try:
-        return cache_from_source(source_path).removesuffix(".pyc") + _SUFFIX
+        return cache_from_source(source_path).removesuffix(".pyc") + f".cassette_hook{kind}.pyc"
     except (NotImplementedError, ValueError):  # no cache tag, or an odd path
         return None
 
 
-def key(source: os.stat_result, module: str, options: str) -> bytes:
-    """The header a cache file must carry to be used for this source and these options."""
+def key(source: os.stat_result, module: str, options: str, kind: str = SWITCHED) -> bytes:
+    """The header a cache file of ``kind`` must carry to be used for this source and these options."""
     from . import __version__
 
-    stamp = f"{source.st_size} {source.st_mtime_ns} {__version__} {options} {module}\n"
+    stamp = f"{source.st_size} {source.st_mtime_ns} {__version__} {options}{kind} {module}\n"
     return MAGIC_NUMBER + FORMAT + stamp.encode()
 
 
-def read(path: str, expected: bytes) -> tuple[CodeType | None, str]:
-    """The cached code at ``path`` if its header is ``expected``, else ``None``; and what
-    happened, in words, for ``--debug import``: ``hit``, ``miss``, ``stale``, ``corrupt``."""
+def read(path: str, expected: bytes) -> tuple[CodeType | tuple[CodeType, ...] | None, str]:
+    """The cached code (or tuple of code) at ``path`` if its header is ``expected``, else
+    ``None``; and what happened, in words, for ``--debug import``: ``hit``, ``miss``,
+    ``stale``, ``corrupt``."""
     try:
         with open(path, "rb") as file:
             data = file.read()
@@ -52,10 +55,12 @@ def read(path: str, expected: bytes) -> tuple[CodeType | None, str]:
         code = marshal.loads(memoryview(data)[len(expected):])
     except (EOFError, ValueError, TypeError):  # truncated or corrupt
         return None, "corrupt"
-    return (code, "hit") if isinstance(code, CodeType) else (None, "corrupt")
+    if isinstance(code, CodeType) or isinstance(code, tuple) and all(isinstance(c, CodeType) for c in code):
+        return code, "hit"
+    return None, "corrupt"
 
 
-def write(path: str, header: bytes, code: CodeType, source_mode: int) -> str:
+def write(path: str, header: bytes, code: CodeType | tuple[CodeType, ...], source_mode: int) -> str:
     """Cache ``code`` at ``path`` atomically; quietly do nothing where that is impossible
     (a read-only tree, ``sys.dont_write_bytecode``), as CPython does for its own files.
     Returns what happened, in words, for ``--debug import``."""

@@ -46,6 +46,31 @@ def entry_made(operators: bool) -> None:
             _live_operator_entries += 1
             if _live_operator_entries == 1:
                 _bind_operators(True)
+    if _waiting:  # modules imported light: switched before the context's body runs
+        from . import _light
+
+        _light.switch_waiting()
+
+
+_waiting: list[Any] = []  # the ``_light.LightModule`` of each module imported light, until switched
+
+
+def active() -> bool:
+    """Is a context active anywhere in the process (the flag switched code reads)?"""
+    return _live_entries > 0
+
+
+def wait_for_context(module: Any) -> None:
+    """Have ``module`` (a ``_light.LightModule``) switched when a context is next activated."""
+    _waiting.append(module)
+
+
+def take_waiting() -> list[Any]:
+    """The modules waiting to be switched, now no longer waiting."""
+    with _lock:
+        waiting = _waiting[:]
+        del _waiting[:]
+    return waiting
 
 
 def entry_gone(operators: bool) -> None:

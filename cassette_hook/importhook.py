@@ -19,7 +19,7 @@ from importlib.machinery import (BuiltinImporter, ExtensionFileLoader, ModuleSpe
 from importlib.util import LazyLoader
 from types import CodeType, FunctionType, MethodType, ModuleType
 
-from . import _debug, _pyc, _switch, rewrite
+from . import _debug, _light, _pyc, _switch, rewrite
 from ._context import recursion_budget
 from ._libraries import library_prefixes
 from ._patterns import ModulePatterns, is_glob
@@ -27,7 +27,7 @@ from .rewrite import _names
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
-    from typing import Any, Iterable, Sequence, TypeVar
+    from typing import Any, Callable, Iterable, Sequence, TypeVar
 
     T = TypeVar("T")
 
@@ -221,30 +221,47 @@ class _SwitchingSource(SourceFileLoader):
     def get_code(self, fullname: str) -> CodeType:
         _keep_importing(fullname)
         source_path = self.get_filename(fullname)
-        cache = _pyc.path_for(source_path)
+        light = _light_now(fullname)
+        kind = _pyc.LIGHT if light else _pyc.SWITCHED
+        cache = _pyc.path_for(source_path, kind)
         try:
             source = os.stat(source_path)
         except OSError:
             cache = None
         if cache is not None:
-            header = _pyc.key(source, fullname, OPTIONS)
+            header = _pyc.key(source, fullname, OPTIONS, kind)
             code, found = _pyc.read(cache, header)
-            if code is not None:
-                _switch.install_builtins()  # (the cache holds only switched code)
+            if isinstance(code, CodeType):
                 if _debug.imports:
                     _debug.say("import", f"{fullname}: cache hit: {cache}")
-                return code
+                return self._handed_out(code, fullname, light, source_path, source)
         plain = super().get_code(fullname)  # CPython's own .pyc, read or written as usual
         assert plain is not None  # a source file always compiles to code, or raises
-        code = switch_or_warn(plain, fullname)
+        code = light_or_warn(plain, fullname) if light else switch_or_warn(plain, fullname)
         written = "no cache for this source"
         if cache is not None and code is not plain:
             written = _pyc.write(cache, header, code, source.st_mode)
         if _debug.imports and code is not plain:
-            _debug.say("import", f"{fullname}: rewritten; cache {found}, {written}: {cache}" if cache is not None
-                       else f"{fullname}: rewritten; {written}")
+            what = "light (switched when a context is activated)" if light else "rewritten"
+            _debug.say("import", f"{fullname}: {what}; cache {found}, {written}: {cache}" if cache is not None
+                       else f"{fullname}: {what}; {written}")
         elif _debug.imports and _names.nothing_to_rewrite(plain):
             _debug.say("import", f"{fullname}: nothing to rewrite (no function, class or call): imported as compiled")
+        return code if code is plain else self._handed_out(code, fullname, light, source_path, source)
+
+    def _handed_out(self, code: CodeType, fullname: str, light: bool, source_path: str,
+                    source: os.stat_result | None) -> CodeType:
+        """``code``, about to run: switched code needs the hooks among the builtins; light
+        code waits for a context, with the cache file of its switched functions."""
+        if not light:
+            _switch.install_builtins()
+            return code
+        cache = None if source is None else _pyc.path_for(source_path, _pyc.FUNCTIONS)
+        if cache is None or source is None:
+            _switch.wait_for_context(_light.LightModule(fullname, code))
+        else:
+            header = _pyc.key(source, fullname, OPTIONS, _pyc.FUNCTIONS)
+            _switch.wait_for_context(_light.LightModule(fullname, code, cache, header, source.st_mode))
         return code
 
 
@@ -256,7 +273,7 @@ class _SwitchingSourceless(SourcelessFileLoader):
         _keep_importing(fullname)
         plain = super().get_code(fullname)
         assert plain is not None
-        code = switch_or_warn(plain, fullname)
+        code = code_for(plain, fullname)
         if _debug.imports and code is not plain:
             _debug.say("import", f"{fullname}: rewritten; not cached (a .pyc without its source)")
         return code
@@ -283,7 +300,7 @@ class _SwitchingLoader(Loader):
 
     def get_code(self, fullname: str) -> CodeType | None:
         plain = self.loader.get_code(fullname)
-        return None if plain is None else switch_or_warn(plain, fullname)
+        return None if plain is None else code_for(plain, fullname)
 
     def exec_module(self, module: ModuleType) -> None:
         name = module.__name__
@@ -297,7 +314,7 @@ class _SwitchingLoader(Loader):
             self._hand_back(module)
             self.loader.exec_module(module)
             return
-        code = switch_or_warn(plain, name)
+        code = code_for(plain, name)
         if _debug.imports and code is not plain:
             _debug.say("import", f"{name}: rewritten; not cached (loaded by {_loader_name(self.loader)})")
         _switch.keep_at_shutdown(module)
@@ -356,6 +373,43 @@ def _loader_name(loader: Any) -> str:
     return loader.__name__ if isinstance(loader, type) else type(loader).__name__
 
 
+def _light_now(module: str) -> bool:
+    """Should ``module`` be imported light (see ``_light``): the hook was installed
+    ``lazy``, no context is active anywhere, and it is not the program's main module."""
+    return _lazy and not _switch.active() and module not in MAIN_MODULES
+
+
+_lazy = False  # install(lazy=...)
+
+
+# The modules the command line runs as the program (``-m``, or a directory's or zip
+# file's ``__main__``): handed out switched even while no context is active, because a
+# main module's body may activate a context and then define and call functions, which
+# light code would leave unswitched (``_light``: a running frame keeps its code).
+MAIN_MODULES = {"__main__"}
+
+
+def code_for(plain: CodeType, module: str) -> CodeType:
+    """What the hook hands out for ``plain``, uncached: light code waiting for a context
+    when none is active, else switched code."""
+    if not _light_now(module):
+        return switch_or_warn(plain, module)
+    code = light_or_warn(plain, module)
+    if code is not plain:
+        _switch.wait_for_context(_light.LightModule(module, code))
+    return code
+
+
+def light_or_warn(code: CodeType, module: str) -> CodeType:
+    """``code`` light (see ``_light``); on failure ``code`` itself, with one warning, as
+    :func:`switch_or_warn`."""
+    if _names.nothing_to_rewrite(code):
+        return code
+    from .rewrite import _dual
+
+    return _rewritten_or_warn(code, module, _dual.light)
+
+
 def switch_or_warn(code: CodeType, module: str) -> CodeType:
     """``code`` switched; on failure, ``code`` itself, with one warning naming the module.
 
@@ -372,11 +426,15 @@ def switch_or_warn(code: CodeType, module: str) -> CodeType:
     _switch.install_builtins()
     from .rewrite import _dual  # (``bytecode`` with it: imported when something is rewritten)
 
+    return _rewritten_or_warn(code, module, _dual.switched)
+
+
+def _rewritten_or_warn(code: CodeType, module: str, rewrite_module: Callable[[CodeType, str], CodeType]) -> CodeType:
     _debug.progress.begin(module)
     try:
         try:
             with recursion_budget.headroom(rewrite.HEADROOM):
-                return _dual.switched(code, module)
+                return rewrite_module(code, module)
         finally:
             _debug.progress.end()  # (before anything else is said on stderr)
     except rewrite.RESOURCE_ERRORS:
@@ -385,18 +443,27 @@ def switch_or_warn(code: CodeType, module: str) -> CodeType:
         if _debug.imports:
             _debug.say("import", f"{module}: rewrite failed: {exc}; imported unrewritten")
         warnings.warn(f"cassette_hook: cannot instrument module {module!r}: {exc}; it is imported unrewritten",
-                      RuntimeWarning, stacklevel=2)
+                      RuntimeWarning, stacklevel=3)
         return code
 
 
 # -- installing ------------------------------------------------------------------------
 
-def install(include: Iterable[str] = (), exclude: Iterable[str] = ()) -> SwitchingFinder:
+def install(include: Iterable[str] = (), exclude: Iterable[str] = (), *, lazy: bool = False) -> SwitchingFinder:
     """Instrument the modules matching ``include`` and not ``exclude`` as they are imported.
 
-    Installing again replaces the patterns (the finder stays single).  Modules imported
-    before stay as they are: :func:`instrument` them.  Returns the finder.
+    ``lazy``: while no context is active, import them as compiled (but for the functions
+    their functions define) and switch their functions when a context is first activated:
+    an import costs about what compiling costs, and idle code runs as compiled, until then
+    (see ``_light``).  Else every module is switched as it is imported.
+
+    Installing again replaces the patterns and ``lazy`` (the finder stays single).
+    Modules imported before stay as they are: :func:`instrument` them.  Returns the finder.
     """
+    global _lazy
+    if not isinstance(lazy, bool):
+        raise TypeError(f"install(lazy=...) takes True or False, not {lazy!r}")
+    _lazy = lazy
     patterns = Patterns(include, exclude)
     for finder in sys.meta_path:
         if isinstance(finder, SwitchingFinder):

@@ -34,18 +34,17 @@ from typing import Sequence
 from bytecode import Bytecode, Instr, Label
 from bytecode.instr import TryBegin, TryEnd
 
-from . import rewrite_part
+from . import RESOURCE_ERRORS, rewrite_part
 from ._instr import global_name
-from ._names import ACTIVE, ENTER, HOOKS
+from ._names import ACTIVE, ENTER, HOOKS, is_part, is_switched
 from ._rewriter import assemble, decode, family, rewritten
-from ._stack import COMPREHENSIONS, Item
+from ._stack import Item
 
 # (what the runtime needs to know of switched code is in ``_names``, which does not
 # import ``bytecode``)
-__all__ = ["plain_body", "switched"]
+__all__ = ["light", "plain_body", "switched", "switched_functions"]
 
 _PREFIX = frozenset({"MAKE_CELL", "COPY_FREE_VARS", "RETURN_GENERATOR", "POP_TOP", "GEN_START", "RESUME"})
-_CO_NEWLOCALS = 0x2
 
 
 def plain_body(code: CodeType) -> CodeType:
@@ -76,6 +75,35 @@ def switched(code: CodeType, module: str) -> CodeType:
     return _Switcher(module).switched(code)
 
 
+def light(code: CodeType, module: str) -> CodeType:
+    """A module's ``code`` for an import while no context is active: as compiled, except
+    that the functions its functions define are switched.
+
+    The module's functions and methods -- made while it is imported -- are given their
+    switched code later, when a context is first activated (``_light``).  What a
+    function defines when it runs, later, must be switchable from the start: it may be
+    made under a context by a frame that began before it and so still runs the plain
+    body (the body of a ``with`` block).  Those nested functions are a few percent of a
+    package's code.  Raises what :func:`switched` raises.
+    """
+    return _Switcher(module).light(code)
+
+
+def switched_functions(functions: Sequence[CodeType], module: str) -> list[CodeType | Exception]:
+    """Each of a light module's ``functions`` (``_light.functions``) switched, or the
+    exception that kept it from being switched (it then stays as it is)."""
+    switcher = _Switcher(module)
+    out: list[CodeType | Exception] = []
+    for code in functions:
+        try:
+            out.append(switcher.switched(code))
+        except RESOURCE_ERRORS:
+            raise
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
 class _Switcher:
     def __init__(self, module: str) -> None:
         self.module = module
@@ -83,6 +111,8 @@ class _Switcher:
         self._has_sites: set[int] = set()  # ids of rewritten parts that have sites
 
     def switched(self, code: CodeType) -> CodeType:
+        if is_switched(code):  # (a light module's nested function)
+            return code
         done = self._done.get(id(code))
         if done is not None:
             return done[1]
@@ -95,6 +125,12 @@ class _Switcher:
         result = self._plain(code) if not self._sites(body) else self._join(plain, body, code)
         self._done[id(code)] = (code, result)
         return result
+
+    def light(self, code: CodeType) -> CodeType:
+        """See :func:`light`: ``code`` runs while a module is imported (its body, a class
+        body, a comprehension in them)."""
+        return _with_consts(code, tuple((self.light(const) if is_part(const) else self._plain(const))
+                                        if isinstance(const, CodeType) else const for const in code.co_consts))
 
     def _plain_items(self, items: list[Item]) -> list[Item]:
         """A copy of a decoded body that can be joined with it: labels and exception
@@ -137,13 +173,11 @@ class _Switcher:
 
     def _plain(self, code: CodeType) -> CodeType:
         """``code`` as compiled, but with the functions it defines switchable."""
-        consts = tuple(self._plain_nested(const) if isinstance(const, CodeType) else const
-                       for const in code.co_consts)
-        return code.replace(co_consts=consts)
+        return _with_consts(code, tuple(self._plain_nested(const) if isinstance(const, CodeType) else const
+                                        for const in code.co_consts))
 
     def _plain_nested(self, code: CodeType) -> CodeType:
-        part = code.co_name in COMPREHENSIONS or not code.co_flags & _CO_NEWLOCALS  # class bodies lack it
-        return self._plain(code) if part else self.switched(code)
+        return self._plain(code) if is_part(code) else self.switched(code)
 
     def _instrumented_nested(self, code: CodeType, part: bool) -> CodeType:
         if not part:
@@ -198,6 +232,12 @@ class _Switcher:
         ]
         # The switch needs three slots, at an empty stack; each body what it needed.
         return assemble(body, max(code.co_stacksize + 2, 3), code.co_name)
+
+
+def _with_consts(code: CodeType, consts: tuple[object, ...]) -> CodeType:
+    """``code`` with ``consts``: itself if they are the ones it has."""
+    same = all(new is old for new, old in zip(consts, code.co_consts))
+    return code if same else code.replace(co_consts=consts)
 
 
 def _prefix_length(items: Sequence[object]) -> int:

@@ -17,7 +17,8 @@ TYPE_CHECKING = False  # (typing's would import typing at every start: see the p
 if TYPE_CHECKING:
     from ._operators import Operator
 
-__all__ = ["ACTIVE", "ENTER", "HOOKS", "OPERATORS", "is_switched", "nothing_to_rewrite", "operator_name"]
+__all__ = ["ACTIVE", "COMPREHENSIONS", "ENTER", "HOOKS", "OPERATORS", "is_part", "is_switched", "nothing_to_rewrite",
+           "operator_name"]
 
 ACTIVE = "__cassette_hook_active__"
 ENTER = "__cassette_hook_enter__"
@@ -39,6 +40,19 @@ HOOKS = Hooks(
     operator_site=operator_name,
     yield_from=GlobalName("__cassette_hook_yield_from__"),
 )
+
+
+# Code objects the compiler creates for comprehensions and generator expressions: they are
+# part of the enclosing function's body (called at once, or iterated lazily), so they are
+# rewritten with it rather than treated as separate functions.
+COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
+_CO_NEWLOCALS = 0x2  # (class bodies lack it)
+
+
+def is_part(code: CodeType) -> bool:
+    """Does ``code`` run as part of the code that makes it (a comprehension, a class
+    body), rather than as a function of its own, called later?"""
+    return code.co_name in COMPREHENSIONS or not code.co_flags & _CO_NEWLOCALS
 
 
 def is_switched(code: CodeType) -> bool:

@@ -20,7 +20,8 @@ from bytecode import Compare, Instr, Label
 from ._instr import Location, arg_of
 from ._markers import nooverdub
 from ._operators import BINARY_310, UNARY, compare_op
-from ._stack import COMPREHENSIONS, Item, pair_by_depth
+from ._names import COMPREHENSIONS
+from ._stack import Item, pair_by_depth
 
 if TYPE_CHECKING:
     from . import Hooks

@@ -15,7 +15,8 @@ from bytecode import Bytecode, ConcreteInstr, Instr
 
 from . import RESOURCE_ERRORS, GlobalName, Hooks, UnsupportedCode
 from ._markers import ContextSlot, nooverdub
-from ._stack import COMPREHENSIONS, Item, stack_depths
+from ._names import COMPREHENSIONS
+from ._stack import Item, stack_depths
 
 if TYPE_CHECKING:
     from . import Nested

@@ -18,11 +18,6 @@ from bytecode.instr import UNSET, SetLineno, TryBegin, TryEnd
 
 from . import UnsupportedCode
 
-# Code objects the compiler creates for comprehensions and generator expressions: they are
-# part of the enclosing function's body (called at once, or iterated lazily), so they are
-# rewritten with it rather than treated as separate functions.
-COMPREHENSIONS = frozenset({"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"})
-
 Item = Instr | Label | SetLineno | TryBegin | TryEnd  # an element of a Bytecode list
 
 

@@ -1,0 +1,118 @@
+"""Light code at import; switched code from the first activation of a context.
+
+While no context is active anywhere, the import hook hands out *light* code
+(``rewrite._dual.light``): the module as compiled, except that the functions its
+functions define are switched.  Idle, that code is the program's own, so it runs at its
+speed and costs no more to import than compiling it; most processes that import
+instrumented code never activate a context.
+
+When a context is next activated (``_switch.entry_made``, before the context's body
+runs), :func:`switch_waiting` gives every function made from a light module's code its
+switched code: made then, or read from the cache (``_pyc.FUNCTIONS``).  The functions are
+found among all live objects, since any of them may be called from anywhere under the
+context (a decorator's closure, a registry, a bound method).  A running frame keeps the
+code it started with, as a running frame of switched code keeps the body it chose; a
+frame's code cannot be exchanged, which is why this happens at activation and not when a
+function is first entered.  From then on the module is as if imported switched.
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import warnings
+from types import CodeType, FunctionType
+
+from . import _debug, _pyc, _switch, rewrite
+from ._context import recursion_budget
+from .rewrite import _names
+
+_switching = threading.Lock()  # a second activating thread waits until the functions are switched
+
+
+class LightModule:
+    """A module imported light, waiting for a context; ``cache`` and ``header`` locate the
+    cache file of its switched functions (``None`` where there is none)."""
+
+    __slots__ = ("name", "code", "cache", "header", "source_mode")
+
+    def __init__(self, name: str, code: CodeType, cache: str | None = None, header: bytes = b"",
+                 source_mode: int = 0o644) -> None:
+        self.name, self.code = name, code
+        self.cache, self.header, self.source_mode = cache, header, source_mode
+
+    def switched_functions(self, light: list[CodeType]) -> list[CodeType]:
+        """The switched code of each of ``light`` (this module's :func:`functions`), or the
+        light code itself where it cannot be switched."""
+        if self.cache is not None:
+            cached, found = _pyc.read(self.cache, self.header)
+            if isinstance(cached, tuple) and _same_functions(cached, light):
+                if _debug.imports:
+                    _debug.say("import", f"{self.name}: functions switched; cache hit: {self.cache}")
+                return list(cached)
+        from .rewrite import _dual  # (``bytecode`` with it)
+
+        _debug.progress.begin(self.name)
+        try:
+            with recursion_budget.headroom(rewrite.HEADROOM):
+                made = _dual.switched_functions(light, self.name)
+        finally:
+            _debug.progress.end()
+        failed = [result for result in made if isinstance(result, Exception)]
+        switched = [code if isinstance(result, Exception) else result for code, result in zip(light, made)]
+        written = "not cached"
+        if failed:
+            warnings.warn(f"cassette_hook: cannot instrument {len(failed)} function(s) of module {self.name!r}: "
+                          f"{failed[0]}; they run unrewritten", RuntimeWarning, stacklevel=2)
+        elif self.cache is not None:
+            written = _pyc.write(self.cache, self.header, tuple(switched), self.source_mode)
+        if _debug.imports:
+            _debug.say("import", f"{self.name}: functions switched ({len(light)}); cache {written}")
+        return switched
+
+
+def functions(code: CodeType) -> list[CodeType]:
+    """The code of the functions a light module makes while it is imported -- those its
+    body and its class bodies define -- in a fixed order (depth first)."""
+    found: list[CodeType] = []
+
+    def walk(code: CodeType) -> None:
+        for const in code.co_consts:
+            if isinstance(const, CodeType):
+                if _names.is_part(const):
+                    walk(const)
+                else:
+                    found.append(const)
+
+    walk(code)
+    return found
+
+
+def _same_functions(cached: tuple[CodeType, ...], light: list[CodeType]) -> bool:
+    """Does the cache file hold one switched code per light function, in order?"""
+    return len(cached) == len(light) and all(
+        a.co_name == b.co_name and a.co_firstlineno == b.co_firstlineno for a, b in zip(cached, light))
+
+
+def switch_waiting() -> None:
+    """Give every function made from the code of a module imported light its switched
+    code (see the module's docstring).  One pass over the live objects for all the
+    modules imported since the last activation."""
+    with _switching:
+        waiting: list[LightModule] = _switch.take_waiting()
+        if not waiting:
+            return
+        _switch.install_builtins()
+        replacement: dict[int, CodeType] = {}  # id(light code) -> switched code; ``waiting`` keeps the ids live
+        for module in waiting:
+            light = functions(module.code)
+            for code, switched in zip(light, module.switched_functions(light)):
+                if switched is not code:
+                    replacement[id(code)] = switched
+        if not replacement:
+            return
+        for obj in gc.get_objects():
+            if type(obj) is FunctionType:
+                switched = replacement.get(id(obj.__code__))
+                if switched is not None:
+                    obj.__code__ = switched
