@@ -88,6 +88,16 @@ def functions(code: CodeType) -> list[CodeType]:
     return found
 
 
+def defines_functions_in_functions(code: CodeType) -> bool:
+    """Does a function of this module's code define functions (then its light code is not
+    the compiled code: ``rewrite._dual.light``)?  A walk over constants, no decoding."""
+    def defines(code: CodeType) -> bool:
+        return any(isinstance(const, CodeType) and (not _names.is_part(const) or defines(const))
+                   for const in code.co_consts)
+
+    return any(defines(function) for function in functions(code))
+
+
 def _same_functions(cached: tuple[CodeType, ...], light: list[CodeType]) -> bool:
     """Does the cache file hold one switched code per light function, in order?"""
     return len(cached) == len(light) and all(
@@ -113,6 +123,6 @@ def switch_waiting() -> None:
             return
         for obj in gc.get_objects():
             if type(obj) is FunctionType:
-                switched = replacement.get(id(obj.__code__))
-                if switched is not None:
-                    obj.__code__ = switched
+                new = replacement.get(id(obj.__code__))
+                if new is not None:
+                    obj.__code__ = new

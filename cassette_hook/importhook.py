@@ -224,11 +224,12 @@ class _SwitchingSource(SourceFileLoader):
         light = _light_now(fullname)
         kind = _pyc.LIGHT if light else _pyc.SWITCHED
         cache = _pyc.path_for(source_path, kind)
+        source: os.stat_result | None
         try:
             source = os.stat(source_path)
         except OSError:
-            cache = None
-        if cache is not None:
+            cache = source = None
+        if cache is not None and source is not None:
             header = _pyc.key(source, fullname, OPTIONS, kind)
             code, found = _pyc.read(cache, header)
             if isinstance(code, CodeType):
@@ -237,9 +238,13 @@ class _SwitchingSource(SourceFileLoader):
                 return self._handed_out(code, fullname, light, source_path, source)
         plain = super().get_code(fullname)  # CPython's own .pyc, read or written as usual
         assert plain is not None  # a source file always compiles to code, or raises
-        code = light_or_warn(plain, fullname) if light else switch_or_warn(plain, fullname)
+        if light:
+            code, handed_out = light_or_warn(plain, fullname)
+        else:
+            code = switch_or_warn(plain, fullname)
+            handed_out = code is not plain
         written = "no cache for this source"
-        if cache is not None and code is not plain:
+        if cache is not None and source is not None and code is not plain:
             written = _pyc.write(cache, header, code, source.st_mode)
         if _debug.imports and code is not plain:
             what = "light (switched when a context is activated)" if light else "rewritten"
@@ -247,7 +252,7 @@ class _SwitchingSource(SourceFileLoader):
                        else f"{fullname}: {what}; {written}")
         elif _debug.imports and _names.nothing_to_rewrite(plain):
             _debug.say("import", f"{fullname}: nothing to rewrite (no function, class or call): imported as compiled")
-        return code if code is plain else self._handed_out(code, fullname, light, source_path, source)
+        return self._handed_out(code, fullname, light, source_path, source) if handed_out else code
 
     def _handed_out(self, code: CodeType, fullname: str, light: bool, source_path: str,
                     source: os.stat_result | None) -> CodeType:
@@ -394,20 +399,25 @@ def code_for(plain: CodeType, module: str) -> CodeType:
     when none is active, else switched code."""
     if not _light_now(module):
         return switch_or_warn(plain, module)
-    code = light_or_warn(plain, module)
-    if code is not plain:
+    code, waits = light_or_warn(plain, module)
+    if waits:
         _switch.wait_for_context(_light.LightModule(module, code))
     return code
 
 
-def light_or_warn(code: CodeType, module: str) -> CodeType:
-    """``code`` light (see ``_light``); on failure ``code`` itself, with one warning, as
-    :func:`switch_or_warn`."""
+def light_or_warn(code: CodeType, module: str) -> tuple[CodeType, bool]:
+    """``code`` light (see ``_light``), and whether its functions are to be switched when
+    a context is activated; on failure ``code`` itself, with one warning, as
+    :func:`switch_or_warn`, and not to be switched.  Light code is often the compiled code
+    itself: then neither ``bytecode`` nor the rewriter is imported."""
     if _names.nothing_to_rewrite(code):
-        return code
+        return code, False
+    if not _light.defines_functions_in_functions(code):
+        return code, True
     from .rewrite import _dual
 
-    return _rewritten_or_warn(code, module, _dual.light)
+    light = _rewritten_or_warn(code, module, _dual.light)
+    return (code, False) if light is None else (light, True)
 
 
 def switch_or_warn(code: CodeType, module: str) -> CodeType:
@@ -426,10 +436,13 @@ def switch_or_warn(code: CodeType, module: str) -> CodeType:
     _switch.install_builtins()
     from .rewrite import _dual  # (``bytecode`` with it: imported when something is rewritten)
 
-    return _rewritten_or_warn(code, module, _dual.switched)
+    switched = _rewritten_or_warn(code, module, _dual.switched)
+    return code if switched is None else switched
 
 
-def _rewritten_or_warn(code: CodeType, module: str, rewrite_module: Callable[[CodeType, str], CodeType]) -> CodeType:
+def _rewritten_or_warn(code: CodeType, module: str,
+                       rewrite_module: Callable[[CodeType, str], CodeType]) -> CodeType | None:
+    """``rewrite_module(code, module)``, or ``None`` (and a warning) if it fails."""
     _debug.progress.begin(module)
     try:
         try:
@@ -443,8 +456,8 @@ def _rewritten_or_warn(code: CodeType, module: str, rewrite_module: Callable[[Co
         if _debug.imports:
             _debug.say("import", f"{module}: rewrite failed: {exc}; imported unrewritten")
         warnings.warn(f"cassette_hook: cannot instrument module {module!r}: {exc}; it is imported unrewritten",
-                      RuntimeWarning, stacklevel=3)
-        return code
+                      RuntimeWarning, stacklevel=4)
+        return None
 
 
 # -- installing ------------------------------------------------------------------------

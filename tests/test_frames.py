@@ -85,32 +85,42 @@ def without_overload_frames(observed: Any) -> Any:
     return observed
 
 
+Hooked = dict[str, types.ModuleType]  # "eager", "lazy": the import hook's two ways
+
+
 @pytest.fixture(scope="module")
-def hooked() -> types.ModuleType:
-    """``frames_program`` imported again, through the import hook: the same file, so the
-    same names and line numbers, with switched code."""
+def hooked() -> Hooked:
+    """``frames_program`` imported again, twice, through the import hook: the same file, so
+    the same names and line numbers; switched at import, and imported lazy (as compiled,
+    its functions switched when the first of these tests activates a context)."""
     plain = sys.modules.pop(program.__name__)
-    ch.install(include=[program.__name__])
+    modules: Hooked = {}
     try:
-        module = importlib.import_module(program.__name__)
+        for way in ("eager", "lazy"):
+            ch.install(include=[program.__name__], lazy=way == "lazy")
+            modules[way] = importlib.import_module(program.__name__)
+            del sys.modules[program.__name__]
     finally:
         ch.uninstall()
         sys.modules[program.__name__] = plain
-    assert module is not plain and module.entry.__code__.co_code != plain.entry.__code__.co_code
-    return module
+    assert modules["eager"].entry.__code__.co_code != plain.entry.__code__.co_code
+    assert modules["lazy"].entry.__code__.co_code == plain.entry.__code__.co_code
+    return modules
 
 
-Runner = Callable[[types.ModuleType, types.ModuleType, str], Any]
+Runner = Callable[[types.ModuleType, Hooked, str], Any]
 
 
 def _overdub(make: Callable[[], ch.Context]) -> Runner:
     return lambda plain, hooked, case: ch.overdub(make(), plain.entry, plain.CASES[case])
 
 
-def _with(make: Callable[[], ch.Context]) -> Runner:
-    def run(plain: types.ModuleType, hooked: types.ModuleType, case: str) -> Any:
+def _with(make: Callable[[], ch.Context], way: str = "eager") -> Runner:
+    def run(plain: types.ModuleType, hooked: Hooked, case: str) -> Any:
+        module = hooked[way]
         with make():
-            return hooked.entry(hooked.CASES[case])
+            assert module.entry.__code__.co_code == hooked["eager"].entry.__code__.co_code  # switched by now
+            return module.entry(module.CASES[case])
     return run
 
 
@@ -123,18 +133,20 @@ CONTEXTS: dict[str, Runner] = {
     "recurse-overload-any-callee": _overdub(RecurseAnyOverload),
     "import-hook-null": _with(Null),
     "import-hook-counting-prehook": _with(lambda: Counting([0])),
+    "lazy-import-hook-null": _with(Null, "lazy"),
+    "lazy-import-hook-counting-prehook": _with(lambda: Counting([0]), "lazy"),
 }
 COUNTS_FRAMES = [name for name in CONTEXTS if not name.startswith("recurse-overload")]
 LIBRARY_ASKS_ITS_CALLER = [name for name in CONTEXTS if name != "recurse-overload-any-callee"]
 
 
-def observe(case: str, context: str, hooked: types.ModuleType) -> tuple[Any, Any]:
+def observe(case: str, context: str, hooked: Hooked) -> tuple[Any, Any]:
     """What ``case`` sees plainly, and under ``context`` (its allowed difference dropped).
 
     For the import hook, contexts of earlier tests are collected first: whether one that
     counts operators is still alive changes how switched code runs operators, and the
     result must not depend on the order the tests run in."""
-    if context.startswith("import-hook"):
+    if "import-hook" in context:
         gc.collect()
     plain = program.entry(program.CASES[case])
     observed = CONTEXTS[context](program, hooked, case)
@@ -152,7 +164,7 @@ C_PATH = callsite._speedups is not None
 SEEN_THROUGH = {"getframe_by_depth", "warnings_stacklevel"}  # the emulated builtins see past our frames
 RECURSION_PROBE = "recursion_depth_probe"  # the limit is emulated: the real one is raised while a context runs
 OVERLOADS = {"recurse-overload", "recurse-overload-any-callee"}
-HOOKED = {"counting-prehook", "import-hook-counting-prehook", "trace", "profile"}
+HOOKED = {"counting-prehook", "import-hook-counting-prehook", "lazy-import-hook-counting-prehook", "trace", "profile"}
 
 
 def frames_of_ours_seen(case: str, context: str) -> bool:
@@ -171,7 +183,7 @@ def frames_of_ours_seen(case: str, context: str) -> bool:
     return False
 
 
-def assert_sees_the_plain_stack(case: str, context: str, hooked: types.ModuleType) -> None:
+def assert_sees_the_plain_stack(case: str, context: str, hooked: Hooked) -> None:
     plain, observed = observe(case, context, hooked)
     if frames_of_ours_seen(case, context):
         assert observed != plain, f"{case} under {context}: now the plain stack; take it off the list"

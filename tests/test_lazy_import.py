@@ -1,0 +1,269 @@
+"""``install(lazy=True)``: modules imported as compiled while no context is active, their
+functions switched when a context is first activated (``cassette_hook._light``)."""
+
+from __future__ import annotations
+
+import functools
+import gc
+import importlib
+import os
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+import test_importhook
+from test_importhook import write
+
+import cassette_hook as ch
+from cassette_hook import _light, _process, _pyc, _switch, importhook
+from cassette_hook.rewrite import UnsupportedCode, _dual, _names
+
+MODULE = """
+import functools
+
+def helper(x):
+    return x + 1
+
+def logged(f):
+    @functools.wraps(f)
+    def wrapper(*args):
+        return f(*args)
+    return wrapper
+
+@logged
+def decorated(x):
+    return helper(x) * 2
+
+class Box:
+    def method(self, x):
+        return [helper(i) for i in range(x)]
+
+    @staticmethod
+    def static(x):
+        return helper(x)
+
+    @property
+    def prop(self):
+        return helper(10)
+
+def make_adder(k):
+    def add(x):
+        return helper(x) + k
+    return add
+
+def run_in(ctx):
+    with ctx:
+        inner = lambda: helper(7)
+        return inner()
+
+def boom():
+    return helper(0)
+"""
+
+
+class Seen(ch.Context):
+    def prehook(self, f, *args, **kwargs):
+        self.metadata.append(getattr(f, "__name__", repr(f)))
+
+
+@pytest.fixture
+def tree(tmp_path, monkeypatch):
+    gc.collect()  # (an entry of an earlier test's context still alive would make imports switched)
+    assert not _switch.active()
+    yield from test_importhook.tree.__wrapped__(tmp_path, monkeypatch)
+    _switch.take_waiting()  # (a module no test activated a context for)
+
+
+def lazy_import(tree: Path, name: str, source: str = MODULE):
+    if not (tree / f"{name}.py").exists():
+        write(tree, f"{name}.py", source)
+    ch.install(include=[name], lazy=True)
+    try:
+        return importlib.import_module(name)
+    finally:
+        ch.uninstall()
+
+
+def compiled(tree: Path, name: str, function: str):
+    """The code of ``function`` as CPython compiles the module's source."""
+    module_code = compile((tree / f"{name}.py").read_text(), str(tree / f"{name}.py"), "exec")
+    return next(c for c in _light.functions(module_code) if c.co_name == function)
+
+
+def test_a_lazy_import_gives_the_modules_functions_their_compiled_code(tree):
+    mod = lazy_import(tree, "lz_compiled")
+    assert mod.helper.__code__.co_code == compiled(tree, "lz_compiled", "helper").co_code
+    assert not _names.is_switched(mod.helper.__code__)
+
+
+def test_a_lazy_import_switches_the_functions_its_functions_define(tree):
+    mod = lazy_import(tree, "lz_nested")
+    assert _names.is_switched(mod.make_adder(1).__code__)
+
+
+def test_the_first_activation_switches_functions_methods_and_what_decorators_hold(tree):
+    mod = lazy_import(tree, "lz_first")
+    with ch.NullContext():
+        pass
+    functions = [mod.helper, mod.decorated.__wrapped__, mod.Box.method, mod.Box.static, mod.Box.prop.fget,
+                 mod.run_in, mod.boom]
+    assert all(_names.is_switched(f.__code__) for f in functions)
+
+
+def test_a_module_whose_functions_define_none_is_imported_as_compiled_and_switched_at_activation(tree, monkeypatch):
+    monkeypatch.setattr(_dual, "light", lambda code, module: pytest.fail("nothing to make light"))
+    mod = lazy_import(tree, "lz_flat", "def helper(x):\n    return abs(x)\n")
+    assert not Path(_pyc.path_for(str(tree / "lz_flat.py"), _pyc.LIGHT)).exists()
+    ctx = Seen(metadata=[])
+    with ctx:
+        mod.helper(-1)
+    assert _names.is_switched(mod.helper.__code__) and ctx.metadata == ["abs"]
+
+
+def test_calls_under_a_context_are_seen_as_when_switched_at_import(tree):
+    def calls(mod):
+        ctx = Seen(metadata=[])
+        with ctx:
+            mod.decorated(1), mod.Box().method(2), mod.Box.static(3), mod.Box().prop, mod.make_adder(1)(2)
+        return ctx.metadata
+
+    write(tree, "lz_same.py", MODULE)
+    ch.install(include=["lz_same"])
+    eager = importlib.import_module("lz_same")
+    del sys.modules["lz_same"]
+    assert calls(lazy_import(tree, "lz_same")) == calls(eager)
+
+
+def test_a_closure_made_under_a_context_by_a_frame_begun_idle_is_switched(tree):
+    mod = lazy_import(tree, "lz_closure")
+    ctx = Seen(metadata=[])
+    assert mod.run_in(ctx) == 8
+    assert ctx.metadata == ["helper", "add"]
+
+
+def test_a_module_imported_under_a_context_is_switched_at_once(tree):
+    write(tree, "lz_active.py", MODULE)
+    with ch.NullContext():
+        mod = lazy_import(tree, "lz_active")
+        assert _names.is_switched(mod.helper.__code__)
+    assert not _switch.take_waiting()
+
+
+def test_a_lazy_import_reads_its_light_code_from_the_cache(tree, monkeypatch):
+    lazy_import(tree, "lz_cached")
+    assert Path(_pyc.path_for(str(tree / "lz_cached.py"), _pyc.LIGHT)).exists()
+    del sys.modules["lz_cached"]
+    _switch.take_waiting()
+    monkeypatch.setattr(_dual, "light", lambda code, module: pytest.fail("made again"))
+    assert not _names.is_switched(lazy_import(tree, "lz_cached").helper.__code__)
+
+
+def test_the_switched_functions_are_cached_for_the_next_import(tree, monkeypatch):
+    lazy_import(tree, "lz_functions")
+    with ch.NullContext():
+        pass
+    assert Path(_pyc.path_for(str(tree / "lz_functions.py"), _pyc.FUNCTIONS)).exists()
+    del sys.modules["lz_functions"]
+    monkeypatch.setattr(_dual, "switched_functions", lambda codes, module: pytest.fail("made again"))
+    mod = lazy_import(tree, "lz_functions")
+    ctx = Seen(metadata=[])
+    with ctx:
+        mod.boom()
+    assert ctx.metadata == ["helper", "add"]
+
+
+def test_a_stale_functions_cache_is_made_again(tree):
+    lazy_import(tree, "lz_stale")
+    with ch.NullContext():
+        pass
+    del sys.modules["lz_stale"]
+    source = tree / "lz_stale.py"
+    source.write_text(MODULE.replace("return helper(0)", "return helper(1) + helper(2)"))
+    os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 10**9))
+    mod = lazy_import(tree, "lz_stale")
+    ctx = Seen(metadata=[])
+    with ctx:
+        mod.boom()
+    assert ctx.metadata == ["helper", "add", "helper", "add", "add"]
+
+
+def test_a_function_that_cannot_be_switched_runs_as_compiled_with_one_warning(tree, monkeypatch):
+    mod = lazy_import(tree, "lz_broken")
+    real = _dual._Switcher.switched
+
+    def refuse_boom(self, code):
+        if code.co_name == "boom":
+            raise UnsupportedCode("a shape the rewriter does not know")
+        return real(self, code)
+
+    monkeypatch.setattr(_dual._Switcher, "switched", refuse_boom)
+    ctx = Seen(metadata=[])
+    with pytest.warns(RuntimeWarning, match=r"cannot instrument 1 function\(s\) of module 'lz_broken'.*does not know"):
+        with ctx:
+            assert mod.boom() == 1
+            assert mod.Box.static(1) == 2
+    assert ctx.metadata == ["add", "helper", "add"]  # boom's call of helper unseen, helper's own add seen
+    assert not _names.is_switched(mod.boom.__code__)
+    assert not Path(_pyc.path_for(str(tree / "lz_broken.py"), _pyc.FUNCTIONS)).exists()
+
+
+def test_modules_imported_light_are_switched_once(tree, monkeypatch):
+    mod = lazy_import(tree, "lz_once")
+    made = []
+    real = _dual.switched_functions
+    monkeypatch.setattr(_dual, "switched_functions", lambda codes, module: made.append(module) or real(codes, module))
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    for _ in range(3):
+        with ch.NullContext():
+            mod.helper(1)
+    assert made == ["lz_once"]
+
+
+def test_install_lazy_takes_a_bool():
+    with pytest.raises(TypeError, match=r"lazy=\.\.\.\) takes True or False, not 'yes'"):
+        ch.install(["x"], lazy="yes")  # type: ignore[arg-type]
+
+
+def test_install_from_env_installs_lazy_when_the_environment_says(monkeypatch):
+    monkeypatch.setattr(importhook, "_lazy", False)
+    try:
+        _process.install_from_env({_process.INCLUDE: "lz_nothing", _process.LAZY: "1", _process.SEPARATE: "1"})
+        assert importhook._lazy is True
+    finally:
+        ch.uninstall()
+
+
+def test_the_command_lines_lazy_option_imports_light_until_a_context_is_active(tree):
+    write(tree, "lz_cli.py", MODULE)
+    program = ("import lz_cli; from cassette_hook.rewrite import _names; "
+               "print(_names.is_switched(lz_cli.helper.__code__))")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *sys.path])}
+
+    def run(*options: str) -> str:
+        command = [sys.executable, "-m", "cassette_hook", "--include", "lz_cli", *options, "-c", program]
+        done = subprocess.run(command, cwd=tree, capture_output=True, text=True, env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert run("--lazy") == "False\n"
+    assert run() == "True\n"
+    assert run("--lazy", "--context", "null") == "True\n"
+
+
+def test_the_program_run_with_dash_m_is_switched_at_import_even_lazy(tree):
+    write(tree, "lz_main.py", MODULE + "\nimport sys\nsys.stdout.write(str(__import__('cassette_hook').rewrite."
+                                       "_names.is_switched(helper.__code__)))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *sys.path])}
+    command = [sys.executable, "-m", "cassette_hook", "--lazy", "-m", "lz_main"]
+    done = subprocess.run(command, cwd=tree, capture_output=True, text=True, env=env, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "True"), done.stderr
+
+
+def test_warnings_are_not_raised_by_a_clean_lazy_module(tree):
+    mod = lazy_import(tree, "lz_clean")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with ch.NullContext():
+            assert functools.reduce(lambda a, b: a + b, [mod.helper(1), mod.Box.static(2)]) == 5
