@@ -109,20 +109,24 @@ def switch_waiting() -> None:
     code (see the module's docstring).  One pass over the live objects for all the
     modules imported since the last activation."""
     with _switching:
-        waiting: list[LightModule] = _switch.take_waiting()
-        if not waiting:
-            return
-        _switch.install_builtins()
-        replacement: dict[int, CodeType] = {}  # id(light code) -> switched code; ``waiting`` keeps the ids live
-        for module in waiting:
-            light = functions(module.code)
-            for code, switched in zip(light, module.switched_functions(light)):
-                if switched is not code:
-                    replacement[id(code)] = switched
-        if not replacement:
-            return
-        for obj in gc.get_objects():
-            if type(obj) is FunctionType:
-                new = replacement.get(id(obj.__code__))
-                if new is not None:
-                    obj.__code__ = new
+        waiting: list[LightModule] = _switch.waiting()
+        if waiting:
+            _switch_functions(waiting)
+            _switch.switched(waiting)
+
+
+def _switch_functions(waiting: list[LightModule]) -> None:
+    _switch.install_builtins()
+    replacement: dict[int, CodeType] = {}  # id(light code) -> switched code; ``waiting`` keeps the ids live
+    for module in waiting:
+        light = functions(module.code)
+        for code, switched in zip(light, module.switched_functions(light)):
+            if switched is not code:
+                replacement[id(code)] = switched
+    if not replacement:
+        return
+    for obj in gc.get_objects():
+        if type(obj) is FunctionType:
+            new = replacement.get(id(obj.__code__))
+            if new is not None:
+                obj.__code__ = new

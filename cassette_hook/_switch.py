@@ -65,12 +65,18 @@ def wait_for_context(module: Any) -> None:
     _waiting.append(module)
 
 
-def take_waiting() -> list[Any]:
-    """The modules waiting to be switched, now no longer waiting."""
+def waiting() -> list[Any]:
+    """The modules waiting to be switched.  They wait until :func:`switched` says they
+    are done, so that another thread's activation meanwhile waits for them too."""
     with _lock:
-        waiting = _waiting[:]
-        del _waiting[:]
-    return waiting
+        return _waiting[:]
+
+
+def switched(modules: list[Any]) -> None:
+    """``modules`` (from :func:`waiting`) no longer wait."""
+    done = {id(module) for module in modules}
+    with _lock:
+        _waiting[:] = [module for module in _waiting if id(module) not in done]
 
 
 def entry_gone(operators: bool) -> None:

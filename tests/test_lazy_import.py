@@ -9,6 +9,7 @@ import importlib
 import os
 import subprocess
 import sys
+import threading
 import warnings
 from pathlib import Path
 
@@ -73,7 +74,7 @@ def tree(tmp_path, monkeypatch):
     gc.collect()  # (an entry of an earlier test's context still alive would make imports switched)
     assert not _switch.active()
     yield from test_importhook.tree.__wrapped__(tmp_path, monkeypatch)
-    _switch.take_waiting()  # (a module no test activated a context for)
+    _switch.switched(_switch.waiting())  # (a module no test activated a context for)
 
 
 def lazy_import(tree: Path, name: str, source: str = MODULE):
@@ -148,14 +149,14 @@ def test_a_module_imported_under_a_context_is_switched_at_once(tree):
     with ch.NullContext():
         mod = lazy_import(tree, "lz_active")
         assert _names.is_switched(mod.helper.__code__)
-    assert not _switch.take_waiting()
+    assert not _switch.waiting()
 
 
 def test_a_lazy_import_reads_its_light_code_from_the_cache(tree, monkeypatch):
     lazy_import(tree, "lz_cached")
     assert Path(_pyc.path_for(str(tree / "lz_cached.py"), _pyc.LIGHT)).exists()
     del sys.modules["lz_cached"]
-    _switch.take_waiting()
+    _switch.switched(_switch.waiting())
     monkeypatch.setattr(_dual, "light", lambda code, module: pytest.fail("made again"))
     assert not _names.is_switched(lazy_import(tree, "lz_cached").helper.__code__)
 
@@ -219,6 +220,33 @@ def test_modules_imported_light_are_switched_once(tree, monkeypatch):
         with ch.NullContext():
             mod.helper(1)
     assert made == ["lz_once"]
+
+
+def test_a_second_thread_activating_meanwhile_waits_until_the_functions_are_switched(tree, monkeypatch):
+    mod = lazy_import(tree, "lz_threads")
+    started, release = threading.Event(), threading.Event()
+    real = _light._switch_functions
+
+    def slow(waiting):
+        started.set()
+        release.wait(10)
+        real(waiting)
+
+    def activate(seen=None):
+        with ch.NullContext():
+            if seen is not None:
+                seen.append(_names.is_switched(mod.helper.__code__))
+
+    monkeypatch.setattr(_light, "_switch_functions", slow)
+    seen: list[bool] = []
+    first, second = threading.Thread(target=activate), threading.Thread(target=activate, args=(seen,))
+    first.start()
+    assert started.wait(10)
+    second.start()
+    second.join(0.3)  # (it cannot finish before the first thread's switching does)
+    release.set()
+    first.join(10), second.join(10)
+    assert seen == [True]
 
 
 def test_install_lazy_takes_a_bool():
