@@ -3,8 +3,8 @@
 While no context is active anywhere, the import hook hands out *light* code
 (``rewrite._dual.light``): the module as compiled, except that the functions its
 functions define are switched.  Idle, that code is the program's own, so it runs at its
-speed and costs no more to import than compiling it; most processes that import
-instrumented code never activate a context.
+speed, and importing it costs a fraction of switching it (a few times compiling, not
+15-25 times); most processes that import instrumented code never activate a context.
 
 When a context is next activated (``_switch.entry_made``, before the context's body
 runs), :func:`switch_waiting` gives every function made from a light module's code its
@@ -44,6 +44,7 @@ class LightModule:
     def switched_functions(self, light: list[CodeType]) -> list[CodeType]:
         """The switched code of each of ``light`` (this module's :func:`functions`), or the
         light code itself where it cannot be switched."""
+        found = "none"
         if self.cache is not None:
             cached, found = _pyc.read(self.cache, self.header)
             if isinstance(cached, tuple) and _same_functions(cached, light):
@@ -67,7 +68,7 @@ class LightModule:
         elif self.cache is not None:
             written = _pyc.write(self.cache, self.header, tuple(switched), self.source_mode)
         if _debug.imports:
-            _debug.say("import", f"{self.name}: functions switched ({len(light)}); cache {written}")
+            _debug.say("import", f"{self.name}: functions switched ({len(light)}); cache {found}, {written}")
         return switched
 
 

@@ -235,14 +235,13 @@ class _SwitchingSource(SourceFileLoader):
             if isinstance(code, CodeType):
                 if _debug.imports:
                     _debug.say("import", f"{fullname}: cache hit: {cache}")
-                return self._handed_out(code, fullname, light, source_path, source)
+                if not light:
+                    _switch.install_builtins()  # (switch_or_warn does it for code it makes)
+                    return code
+                return _waiting(code, fullname, source_path, source)
         plain = super().get_code(fullname)  # CPython's own .pyc, read or written as usual
         assert plain is not None  # a source file always compiles to code, or raises
-        if light:
-            code, handed_out = light_or_warn(plain, fullname)
-        else:
-            code = switch_or_warn(plain, fullname)
-            handed_out = code is not plain
+        code, waits = light_or_warn(plain, fullname) if light else (switch_or_warn(plain, fullname), False)
         written = "no cache for this source"
         if cache is not None and source is not None and code is not plain:
             written = _pyc.write(cache, header, code, source.st_mode)
@@ -250,24 +249,12 @@ class _SwitchingSource(SourceFileLoader):
             what = "light (switched when a context is activated)" if light else "rewritten"
             _debug.say("import", f"{fullname}: {what}; cache {found}, {written}: {cache}" if cache is not None
                        else f"{fullname}: {what}; {written}")
+        elif _debug.imports and waits:
+            _debug.say("import", f"{fullname}: light: as compiled, no function of it defines one "
+                                 "(switched when a context is activated)")
         elif _debug.imports and _names.nothing_to_rewrite(plain):
             _debug.say("import", f"{fullname}: nothing to rewrite (no function, class or call): imported as compiled")
-        return self._handed_out(code, fullname, light, source_path, source) if handed_out else code
-
-    def _handed_out(self, code: CodeType, fullname: str, light: bool, source_path: str,
-                    source: os.stat_result | None) -> CodeType:
-        """``code``, about to run: switched code needs the hooks among the builtins; light
-        code waits for a context, with the cache file of its switched functions."""
-        if not light:
-            _switch.install_builtins()
-            return code
-        cache = None if source is None else _pyc.path_for(source_path, _pyc.FUNCTIONS)
-        if cache is None or source is None:
-            _switch.wait_for_context(_light.LightModule(fullname, code))
-        else:
-            header = _pyc.key(source, fullname, OPTIONS, _pyc.FUNCTIONS)
-            _switch.wait_for_context(_light.LightModule(fullname, code, cache, header, source.st_mode))
-        return code
+        return _waiting(code, fullname, source_path, source) if waits else code
 
 
 class _SwitchingSourceless(SourcelessFileLoader):
@@ -400,8 +387,19 @@ def code_for(plain: CodeType, module: str) -> CodeType:
     if not _light_now(module):
         return switch_or_warn(plain, module)
     code, waits = light_or_warn(plain, module)
-    if waits:
+    return _waiting(code, module) if waits else code
+
+
+def _waiting(code: CodeType, module: str, source_path: str | None = None,
+             source: os.stat_result | None = None) -> CodeType:
+    """Light ``code``, about to run, made to wait for a context; where the source is known,
+    with the cache file of its switched functions."""
+    cache = None if source_path is None or source is None else _pyc.path_for(source_path, _pyc.FUNCTIONS)
+    if cache is None or source is None:
         _switch.wait_for_context(_light.LightModule(module, code))
+    else:
+        header = _pyc.key(source, module, OPTIONS, _pyc.FUNCTIONS)
+        _switch.wait_for_context(_light.LightModule(module, code, cache, header, source.st_mode))
     return code
 
 
@@ -456,7 +454,7 @@ def _rewritten_or_warn(code: CodeType, module: str,
         if _debug.imports:
             _debug.say("import", f"{module}: rewrite failed: {exc}; imported unrewritten")
         warnings.warn(f"cassette_hook: cannot instrument module {module!r}: {exc}; it is imported unrewritten",
-                      RuntimeWarning, stacklevel=4)
+                      RuntimeWarning, stacklevel=3)  # (the caller of switch_or_warn)
         return None
 
 
@@ -467,7 +465,7 @@ def install(include: Iterable[str] = (), exclude: Iterable[str] = (), *, lazy: b
 
     ``lazy``: while no context is active, import them as compiled (but for the functions
     their functions define) and switch their functions when a context is first activated:
-    an import costs about what compiling costs, and idle code runs as compiled, until then
+    an import costs a fraction of switching every body, and idle code runs as compiled, until then
     (see ``_light``).  Else every module is switched as it is imported.
 
     Installing again replaces the patterns and ``lazy`` (the finder stays single).

@@ -3,7 +3,6 @@ functions switched when a context is first activated (``cassette_hook._light``).
 
 from __future__ import annotations
 
-import functools
 import gc
 import importlib
 import os
@@ -18,7 +17,7 @@ import test_importhook
 from test_importhook import write
 
 import cassette_hook as ch
-from cassette_hook import _light, _process, _pyc, _switch, importhook
+from cassette_hook import _debug, _light, _process, _pyc, _switch, importhook
 from cassette_hook.rewrite import UnsupportedCode, _dual, _names
 
 MODULE = """
@@ -289,9 +288,28 @@ def test_the_program_run_with_dash_m_is_switched_at_import_even_lazy(tree):
     assert (done.returncode, done.stdout) == (0, "True"), done.stderr
 
 
-def test_warnings_are_not_raised_by_a_clean_lazy_module(tree):
+def test_a_clean_lazy_module_is_switched_without_a_warning(tree):
     mod = lazy_import(tree, "lz_clean")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with ch.NullContext():
-            assert functools.reduce(lambda a, b: a + b, [mod.helper(1), mod.Box.static(2)]) == 5
+            assert mod.helper(1) + mod.Box.static(2) == 5
+
+
+def test_debug_import_says_what_a_lazy_import_and_the_first_activation_did(tree, capsys, monkeypatch):
+    monkeypatch.setattr(_debug, "imports", True)
+    lazy_import(tree, "lz_said")
+    lazy_import(tree, "lz_said_flat", "def helper(x):\n    return abs(x)\n")
+    with ch.NullContext():
+        pass
+    said = [line.removeprefix("cassette_hook: import: ") for line in capsys.readouterr().err.splitlines()
+            if line.startswith("cassette_hook: import: lz_said")]
+    light, functions = (_pyc.path_for(str(tree / "lz_said.py"), kind) for kind in (_pyc.LIGHT, _pyc.FUNCTIONS))
+    assert said == ["lz_said: included by 'lz_said'; rewriting",
+                    f"lz_said: light (switched when a context is activated); cache miss, written: {light}",
+                    "lz_said_flat: included by 'lz_said_flat'; rewriting",
+                    "lz_said_flat: light: as compiled, no function of it defines one (switched when a context "
+                    "is activated)",
+                    "lz_said: functions switched (9); cache miss, written",
+                    "lz_said_flat: functions switched (1); cache miss, written"]
+    assert Path(functions).exists()
