@@ -7,8 +7,10 @@ token by token -- so that nothing has imported it yet; or, with ``--package NAME
 installed package used where it is (``networkx``, ``sympy``: the benchmark requirements
 install networkx), imported the way a user does (``import NAME``). Every child runs with
 ``-X pycache_prefix=DIR``, so both caches -- CPython's ``.pyc`` and ours beside it -- live
-in a directory under the benchmark's control: a warm one shared by the warm variants, a
-new empty one for each cold run. Each measurement is a fresh interpreter
+in a directory under the benchmark's control: a warm one shared by the warm variants, and
+for each cold run a new one holding the warm one's files of everything but the package
+(cassette_hook's own ``.pyc``, ``bytecode``'s, the standard library's: an installed tool
+has them; a cold import is one whose *package* has no cache of either kind). Each measurement is a fresh interpreter
 (``sys.executable``) that
 
     imports cassette_hook, and the modules outside the package that the package imports
@@ -291,7 +293,7 @@ def main() -> None:
             now = list(VARIANTS) if int(r / every) != int((r - 1) / every) or r == 0 else list(VARIANTS[:2])
             got: dict[str, float] = {}
             for mode in now[r % len(now):] + now[:r % len(now)]:
-                prefix = warm if mode in ("plain", "cached") else Path(tempfile.mkdtemp(dir=tmp))
+                prefix = warm if mode in ("plain", "cached") else cold_prefix(warm, tmp, files[package])
                 before = cache_files(warm, True)
                 out = child(root, package, prefix, mode, deps, modules)
                 if mode == "cached" and cache_files(warm, True) != before:
@@ -300,7 +302,7 @@ def main() -> None:
                     raise SystemExit(f"!! a cold run wrote {len(cache_files(prefix, True))} cache files, "
                                      f"expected {len(ours)}")
                 if prefix != warm:
-                    shutil.rmtree(prefix, ignore_errors=True)
+                    shutil.rmtree(prefix.parent, ignore_errors=True)
                 samples[mode].append(out["import_s"])
                 cpu[mode].append(out["cpu_s"])
                 activate[mode].append(out["activate_cpu_s"])
@@ -354,6 +356,14 @@ def main() -> None:
                 json.dump({"python": sys.version, "samples": samples, "cpu": cpu, "ch_s": ch_s}, fh)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def cold_prefix(warm: Path, tmp: Path, init: str | None) -> Path:
+    """A new pycache prefix with the warm one's files, except the package's."""
+    prefix = Path(tempfile.mkdtemp(dir=tmp)) / "cache"
+    package = None if init is None else warm / Path(init).parent.relative_to(Path(init).anchor)
+    shutil.copytree(warm, prefix, ignore=lambda d, names: [n for n in names if Path(d, n) == package])
+    return prefix
 
 
 def _in_package(pyc: Path, prefix: Path, init: str | None) -> bool:

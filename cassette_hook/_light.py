@@ -19,6 +19,7 @@ function is first entered.  From then on the module is as if imported switched.
 from __future__ import annotations
 
 import gc
+import os
 import threading
 import warnings
 from types import CodeType, FunctionType
@@ -31,25 +32,29 @@ _switching = threading.Lock()  # a second activating thread waits until the func
 
 
 class LightModule:
-    """A module imported light, waiting for a context; ``cache`` and ``header`` locate the
-    cache file of its switched functions (``None`` where there is none)."""
+    """A module imported light, waiting for a context.  Where its source is known
+    (``source_path``, and its ``os.stat`` at import), its switched functions are cached
+    (``_pyc.FUNCTIONS``); the file's name and header are worked out at the activation, not
+    at every import of a module that may never be switched."""
 
-    __slots__ = ("name", "code", "cache", "header", "source_mode")
+    __slots__ = ("name", "code", "source_path", "source", "options")
 
-    def __init__(self, name: str, code: CodeType, cache: str | None = None, header: bytes = b"",
-                 source_mode: int = 0o644) -> None:
+    def __init__(self, name: str, code: CodeType, source_path: str | None = None,
+                 source: os.stat_result | None = None, options: str = "") -> None:
         self.name, self.code = name, code
-        self.cache, self.header, self.source_mode = cache, header, source_mode
+        self.source_path, self.source, self.options = source_path, source, options
 
     def switched_functions(self, light: list[CodeType]) -> list[CodeType]:
         """The switched code of each of ``light`` (this module's :func:`functions`), or the
         light code itself where it cannot be switched."""
         found = "none"
-        if self.cache is not None:
-            cached, found = _pyc.read(self.cache, self.header)
+        cache = None if self.source_path is None else _pyc.path_for(self.source_path, _pyc.FUNCTIONS)
+        if cache is not None and self.source is not None:
+            header = _pyc.key(self.source, self.name, self.options, _pyc.FUNCTIONS)
+            cached, found = _pyc.read(cache, header)
             if isinstance(cached, tuple) and _same_functions(cached, light):
                 if _debug.imports:
-                    _debug.say("import", f"{self.name}: functions switched; cache hit: {self.cache}")
+                    _debug.say("import", f"{self.name}: functions switched; cache hit: {cache}")
                 return list(cached)
         from .rewrite import _dual  # (``bytecode`` with it)
 
@@ -65,8 +70,8 @@ class LightModule:
         if failed:
             warnings.warn(f"cassette_hook: cannot instrument {len(failed)} function(s) of module {self.name!r}: "
                           f"{failed[0]}; they run unrewritten", RuntimeWarning, stacklevel=2)
-        elif self.cache is not None:
-            written = _pyc.write(self.cache, self.header, tuple(switched), self.source_mode)
+        elif cache is not None and self.source is not None:
+            written = _pyc.write(cache, header, tuple(switched), self.source.st_mode)
         if _debug.imports:
             _debug.say("import", f"{self.name}: functions switched ({len(light)}); cache {found}, {written}")
         return switched

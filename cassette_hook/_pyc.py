@@ -17,6 +17,7 @@ from __future__ import annotations
 import marshal
 import os
 import sys
+import threading
 from importlib.util import MAGIC_NUMBER, cache_from_source
 from types import CodeType
 
@@ -63,24 +64,30 @@ def read(path: str, expected: bytes) -> tuple[CodeType | tuple[CodeType, ...] | 
 def write(path: str, header: bytes, code: CodeType | tuple[CodeType, ...], source_mode: int) -> str:
     """Cache ``code`` at ``path`` atomically; quietly do nothing where that is impossible
     (a read-only tree, ``sys.dont_write_bytecode``), as CPython does for its own files.
-    Returns what happened, in words, for ``--debug import``."""
+    Returns what happened, in words, for ``--debug import``.
+
+    Written as CPython writes its own (``_write_atomic``), not with ``tempfile``, whose
+    import (``shutil``, ``random``) would cost a cold import several milliseconds: a
+    temporary name of this process and thread, created exclusively, then renamed into
+    place; a writer that meets another's temporary file leaves the writing to it."""
     if sys.dont_write_bytecode:
         return "not written (sys.dont_write_bytecode)"
-    import tempfile  # (with shutil and random: only when a cache file is written)
-
-    directory = os.path.dirname(path)
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=".", suffix=".tmp")
+        data = marshal.dumps(code)
+    except ValueError as exc:  # a constant marshal cannot write
+        return f"not written ({exc})"
+    temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, (source_mode & 0o666) | 0o200)
     except OSError as exc:
         return f"not writable ({exc.strerror or exc})"
     try:
-        with os.fdopen(fd, "wb") as file:
+        with open(fd, "wb") as file:
             file.write(header)
-            file.write(marshal.dumps(code))
-        os.chmod(temporary, (source_mode & 0o777) | 0o200)  # as CPython does: the source's mode, writable
+            file.write(data)
         os.replace(temporary, path)
-    except (OSError, ValueError) as exc:  # disk full, or a constant marshal cannot write
+    except OSError as exc:  # disk full
         try:
             os.unlink(temporary)
         except OSError:

@@ -241,20 +241,32 @@ class _SwitchingSource(SourceFileLoader):
                 return _waiting(code, fullname, source_path, source)
         plain = super().get_code(fullname)  # CPython's own .pyc, read or written as usual
         assert plain is not None  # a source file always compiles to code, or raises
-        code, waits = light_or_warn(plain, fullname) if light else (switch_or_warn(plain, fullname), False)
+        result = light_or_warn(plain, fullname) if light else switch_or_warn(plain, fullname)
+        # Light code is cached even when it is the compiled code (a copy of CPython's .pyc):
+        # the next import then reads one file, not a missing one of ours and then CPython's.
+        made = result is not None and (light or result is not plain)
+        code = plain if result is None else result
         written = "no cache for this source"
-        if cache is not None and source is not None and code is not plain:
+        if made and cache is not None and source is not None:
             written = _pyc.write(cache, header, code, source.st_mode)
-        if _debug.imports and code is not plain:
-            what = "light (switched when a context is activated)" if light else "rewritten"
-            _debug.say("import", f"{fullname}: {what}; cache {found}, {written}: {cache}" if cache is not None
-                       else f"{fullname}: {what}; {written}")
-        elif _debug.imports and waits:
-            _debug.say("import", f"{fullname}: light: as compiled, no function of it defines one "
-                                 "(switched when a context is activated)")
-        elif _debug.imports and _names.nothing_to_rewrite(plain):
-            _debug.say("import", f"{fullname}: nothing to rewrite (no function, class or call): imported as compiled")
-        return _waiting(code, fullname, source_path, source) if waits else code
+        if _debug.imports:
+            said = f"cache {found}, {written}: {cache}" if cache is not None else written
+            _say_made(fullname, plain, code, light, said if made else None)
+        return _waiting(code, fullname, source_path, source) if made and light else code
+
+
+def _say_made(module: str, plain: CodeType, code: CodeType, light: bool, cached: str | None) -> None:
+    """Tell ``--debug import`` what the hook made of ``module``'s compiled code; ``cached``
+    says what became of its cache file (``None``: nothing was made to cache)."""
+    if code is not plain:
+        what = "light (switched when a context is activated)" if light else "rewritten"
+    elif _names.nothing_to_rewrite(plain):
+        what = "nothing to rewrite (no function, class or call): imported as compiled"
+    elif light and cached is not None:
+        what = "light: as compiled, no function of it defines one (switched when a context is activated)"
+    else:
+        return  # it could not be rewritten, and the warning said so
+    _debug.say("import", f"{module}: {what}" if cached is None else f"{module}: {what}; {cached}")
 
 
 class _SwitchingSourceless(SourcelessFileLoader):
@@ -386,36 +398,28 @@ def code_for(plain: CodeType, module: str) -> CodeType:
     when none is active, else switched code."""
     if not _light_now(module):
         return switch_or_warn(plain, module)
-    code, waits = light_or_warn(plain, module)
-    return _waiting(code, module) if waits else code
+    light = light_or_warn(plain, module)
+    return plain if light is None else _waiting(light, module)
 
 
 def _waiting(code: CodeType, module: str, source_path: str | None = None,
              source: os.stat_result | None = None) -> CodeType:
     """Light ``code``, about to run, made to wait for a context; where the source is known,
-    with the cache file of its switched functions."""
-    cache = None if source_path is None or source is None else _pyc.path_for(source_path, _pyc.FUNCTIONS)
-    if cache is None or source is None:
-        _switch.wait_for_context(_light.LightModule(module, code))
-    else:
-        header = _pyc.key(source, module, OPTIONS, _pyc.FUNCTIONS)
-        _switch.wait_for_context(_light.LightModule(module, code, cache, header, source.st_mode))
+    its switched functions will be cached."""
+    _switch.wait_for_context(_light.LightModule(module, code, source_path, source, OPTIONS))
     return code
 
 
-def light_or_warn(code: CodeType, module: str) -> tuple[CodeType, bool]:
-    """``code`` light (see ``_light``), and whether its functions are to be switched when
-    a context is activated; on failure ``code`` itself, with one warning, as
-    :func:`switch_or_warn`, and not to be switched.  Light code is often the compiled code
-    itself: then neither ``bytecode`` nor the rewriter is imported."""
-    if _names.nothing_to_rewrite(code):
-        return code, False
-    if not _light.defines_functions_in_functions(code):
-        return code, True
+def light_or_warn(code: CodeType, module: str) -> CodeType | None:
+    """``code`` light (see ``_light``), its functions to be switched when a context is
+    activated; on failure ``None``, with one warning, as :func:`switch_or_warn`.  Light
+    code is often the compiled code itself: then neither ``bytecode`` nor the rewriter is
+    imported."""
+    if _names.nothing_to_rewrite(code) or not _light.defines_functions_in_functions(code):
+        return code
     from .rewrite import _dual
 
-    light = _rewritten_or_warn(code, module, _dual.light)
-    return (code, False) if light is None else (light, True)
+    return _rewritten_or_warn(code, module, _dual.light)
 
 
 def switch_or_warn(code: CodeType, module: str) -> CodeType:

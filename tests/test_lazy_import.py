@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import warnings
+from importlib.machinery import SourceFileLoader
 from pathlib import Path
 
 import pytest
@@ -115,7 +116,7 @@ def test_the_first_activation_switches_functions_methods_and_what_decorators_hol
 def test_a_module_whose_functions_define_none_is_imported_as_compiled_and_switched_at_activation(tree, monkeypatch):
     monkeypatch.setattr(_dual, "light", lambda code, module: pytest.fail("nothing to make light"))
     mod = lazy_import(tree, "lz_flat", "def helper(x):\n    return abs(x)\n")
-    assert not Path(_pyc.path_for(str(tree / "lz_flat.py"), _pyc.LIGHT)).exists()
+    assert mod.helper.__code__.co_code == compiled(tree, "lz_flat", "helper").co_code
     ctx = Seen(metadata=[])
     with ctx:
         mod.helper(-1)
@@ -158,6 +159,14 @@ def test_a_lazy_import_reads_its_light_code_from_the_cache(tree, monkeypatch):
     _switch.switched(_switch.waiting())
     monkeypatch.setattr(_dual, "light", lambda code, module: pytest.fail("made again"))
     assert not _names.is_switched(lazy_import(tree, "lz_cached").helper.__code__)
+
+
+def test_a_cached_lazy_import_as_compiled_reads_only_its_own_file(tree, monkeypatch):
+    lazy_import(tree, "lz_flat_cached", "def helper(x):\n    return abs(x)\n")
+    del sys.modules["lz_flat_cached"]
+    _switch.switched(_switch.waiting())
+    monkeypatch.setattr(SourceFileLoader, "get_code", lambda self, name: pytest.fail("read CPython's .pyc too"))
+    assert lazy_import(tree, "lz_flat_cached").helper(-2) == 2
 
 
 def test_the_switched_functions_are_cached_for_the_next_import(tree, monkeypatch):
@@ -304,12 +313,13 @@ def test_debug_import_says_what_a_lazy_import_and_the_first_activation_did(tree,
         pass
     said = [line.removeprefix("cassette_hook: import: ") for line in capsys.readouterr().err.splitlines()
             if line.startswith("cassette_hook: import: lz_said")]
-    light, functions = (_pyc.path_for(str(tree / "lz_said.py"), kind) for kind in (_pyc.LIGHT, _pyc.FUNCTIONS))
+    light, light_flat, functions = (_pyc.path_for(str(tree / f"{name}.py"), kind) for name, kind in (
+        ("lz_said", _pyc.LIGHT), ("lz_said_flat", _pyc.LIGHT), ("lz_said", _pyc.FUNCTIONS)))
     assert said == ["lz_said: included by 'lz_said'; rewriting",
                     f"lz_said: light (switched when a context is activated); cache miss, written: {light}",
                     "lz_said_flat: included by 'lz_said_flat'; rewriting",
                     "lz_said_flat: light: as compiled, no function of it defines one (switched when a context "
-                    "is activated)",
+                    f"is activated); cache miss, written: {light_flat}",
                     "lz_said: functions switched (9); cache miss, written",
                     "lz_said_flat: functions switched (1); cache miss, written"]
     assert Path(functions).exists()

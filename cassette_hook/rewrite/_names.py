@@ -70,8 +70,9 @@ def nothing_to_rewrite(code: CodeType) -> bool:
     """Is ``code`` certain to come out of ``_dual.switched`` as it went in: no function, class
     or comprehension in it, and not one instruction the rewriter changes?  (``-c pass``,
     a module of constants: then neither ``bytecode`` nor the rewriter is imported.)"""
+    if any(isinstance(const, CodeType) for const in code.co_consts):
+        return False  # (most modules: decided without importing ``opcode``)
     from opcode import opname
 
     raw = code.co_code
-    return (not any(isinstance(const, CodeType) for const in code.co_consts)
-            and all(opname[raw[i]] in _SITE_FREE for i in range(0, len(raw), 2)))
+    return all(opname[raw[i]] in _SITE_FREE for i in range(0, len(raw), 2))
