@@ -30,6 +30,8 @@ run with ``filterwarnings = error``.
 
 from __future__ import annotations
 
+__version__ = "0.1.0"  # (before the imports: the code cache keys on it, read once)
+
 from ._context import Context, context, current_context, disablehooks, similarcontext
 from ._process import install_from_env
 from .importhook import install, instrument, uninstall
@@ -70,7 +72,6 @@ if TYPE_CHECKING:
         untagtype,
     )
 
-__version__ = "0.1.0"
 
 __all__ = [
     "AmbiguityError",

@@ -21,6 +21,8 @@ import threading
 from importlib.util import MAGIC_NUMBER, cache_from_source
 from types import CodeType
 
+from . import __version__
+
 FORMAT = b"cassette_hook pyc 2\n"
 SWITCHED, LIGHT, FUNCTIONS = "", ".light", ".functions"  # the kinds of file
 
@@ -35,8 +37,6 @@ def path_for(source_path: str, kind: str = SWITCHED) -> str | None:
 
 def key(source: os.stat_result, module: str, options: str, kind: str = SWITCHED) -> bytes:
     """The header a cache file of ``kind`` must carry to be used for this source and these options."""
-    from . import __version__
-
     stamp = f"{source.st_size} {source.st_mtime_ns} {__version__} {options}{kind} {module}\n"
     return MAGIC_NUMBER + FORMAT + stamp.encode()
 
