@@ -15,11 +15,11 @@ has them; a cold import is one whose *package* has no cache of either kind). Eac
 
     imports cassette_hook, and the modules outside the package that the package imports
     (found by a probe run: the standard library modules it depends on), untimed;
-    installs the hook (ch.install(include=[package])) unless plain;
+    installs the hook (ch.install(include=[package]), lazy=False with --eager) unless plain;
     sets sys.dont_write_bytecode = False (CPython's cache and ours are written as usual);
     times importing the package's modules (perf_counter around the imports);
-    then activates a context (the CPU time of that first activation is reported: with
-    --lazy it is where the functions of the light imports are switched).
+    then activates a context (the CPU time of that first activation is reported: unless
+    --eager, it is where the functions of the light imports are switched).
 
 Variants, interleaved and rotated round by round (A B, B A, ...; every few rounds the
 cold pair joins: A B C D, B C D A, ...):
@@ -37,7 +37,7 @@ The parent checks that cached runs really read our cache (its files are not rewr
 and that cold runs wrote it.
 
     PYTHONPATH=. python benchmarks/bench_import.py [--quick] [--package NAME] [--rounds N]
-                                                   [--cold-rounds N] [--json F] [--lazy]
+                                                   [--cold-rounds N] [--json F] [--eager]
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ import harness
 SOURCE = "email"
 PACKAGE = "chb_email"
 OURS = ".cassette_hook"  # in the names of our cache files, of every kind
-LAZY = False  # --lazy
+LAZY = True  # not --eager
 VARIANTS = ("plain", "cached", "plain-cold", "cold")
 BASELINE = {"cached": "plain", "cold": "plain-cold"}
 
@@ -246,12 +246,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, help="rounds of plain and cached (default 60, quick 16)")
     ap.add_argument("--cold-rounds", type=int, help="of which with the cold pair too (default 12, quick 4)")
     ap.add_argument("--json", metavar="FILE", help="also write the raw samples (s) here")
-    ap.add_argument("--lazy", action="store_true",
-                    help="install the hook lazy (ch.install(..., lazy=True)): light imports, functions switched "
-                         "at the first activation (each child activates a context after the timed import)")
+    ap.add_argument("--eager", action="store_true",
+                    help="install the hook with lazy=False: every module switched at import (by default, the "
+                         "light imports' functions are switched at the first activation, which each child makes "
+                         "after the timed import)")
     args = ap.parse_args()
     global LAZY
-    LAZY = args.lazy
+    LAZY = not args.eager
     rounds = args.rounds or (16 if args.quick else 60)
     colds = min(rounds, args.cold_rounds or (4 if args.quick else 12))
     from common import CH_ERROR, no_package_note

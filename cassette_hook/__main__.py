@@ -37,7 +37,7 @@ class _Options:
         self.exclude: list[str] = []
         self.context: list[str] = []
         self.output: str | None = None
-        self.lazy = False
+        self.eager = False
         self.subprocesses = False
         self.debug: list[str] = []
         self.list_contexts = False
@@ -67,10 +67,10 @@ def _parser() -> argparse.ArgumentParser:
                              "module:attr, optionally followed by ,key=value options (repeatable; "
                              "the last is innermost)")
     parser.add_argument("--output", metavar="FILE", help="where the contexts write their reports (default: stderr)")
-    parser.add_argument("--lazy", action="store_true",
-                        help="while no context is active, import instrumented modules as compiled and switch "
-                             "their functions when a context is first activated: a fast start for a run "
-                             "that may never activate one")
+    parser.add_argument("--eager", action="store_true",
+                        help="switch every instrumented module's functions as it is imported, even while no "
+                             "context is active (by default they are switched when a context is first "
+                             "activated: a fast start for a run that activates one late, or never)")
     parser.add_argument("--subprocesses", action="store_true",
                         help="instrument child Python processes the same way (subprocess, multiprocessing)")
     parser.add_argument("--debug", action="append", metavar="CATEGORY[,CATEGORY]",
@@ -150,10 +150,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from . import _subprocesses
 
         _subprocesses.propagate(include, options.exclude, options.context, options.output, options.debug,
-                                options.lazy)
+                                options.eager)
     elif options.include:  # (children may import what the parent does not)
         _unmatched.warn_at_exit(options.include, "--include")
-    importhook.install(include, options.exclude, lazy=options.lazy)
+    importhook.install(include, options.exclude, lazy=not options.eager)
     _process.activate(contexts)
     return _run(options, program_args)
 

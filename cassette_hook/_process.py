@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 INCLUDE, EXCLUDE, CONTEXT, OUTPUT, SEPARATE = (
     "CASSETTE_HOOK_INCLUDE", "CASSETTE_HOOK_EXCLUDE", "CASSETTE_HOOK_CONTEXT", "CASSETTE_HOOK_OUTPUT",
     "CASSETTE_HOOK_SEPARATE")
-DEBUG, LAZY = "CASSETTE_HOOK_DEBUG", "CASSETTE_HOOK_LAZY"
+DEBUG, EAGER = "CASSETTE_HOOK_DEBUG", "CASSETTE_HOOK_EAGER"
 
 _active: list[_context.Context] = []
 _reports_if_empty = True  # False in processes install_from_env instrumented
@@ -124,8 +124,8 @@ def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
     specs as for ``--context``, separated by ``;`` (a spec's own options use commas), made
     active for the whole process, their reports going to ``CASSETTE_HOOK_OUTPUT`` (where
     ``{pid}`` stands for the id of the process writing the report: a forked child's own).
-    ``CASSETTE_HOOK_DEBUG`` holds ``--debug`` categories; a non-empty ``CASSETTE_HOOK_LAZY``
-    installs the hook ``lazy``.  A context that observed nothing
+    ``CASSETTE_HOOK_DEBUG`` holds ``--debug`` categories; a non-empty ``CASSETTE_HOOK_EAGER``
+    installs the hook with ``lazy=False``.  A context that observed nothing
     writes no report.  Returns whether anything was installed.  A bad spec raises
     ``SpecError``, naming it and what is available; a report file that cannot be written
     raises ``ReportPathError`` naming the variable that gave it, before anything is
@@ -152,7 +152,7 @@ def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
     if include:
         if not environ.get(SEPARATE):
             _unmatched.warn_at_exit(include, INCLUDE)
-        importhook.install(include, exclude, lazy=bool(environ.get(LAZY)))
+        importhook.install(include, exclude, lazy=not environ.get(EAGER))
     _reports_if_empty = False
     activate(contexts)
     return bool(include or contexts)

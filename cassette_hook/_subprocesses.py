@@ -22,10 +22,10 @@ _SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 
 
 def propagate(include: Sequence[str], exclude: Sequence[str], specs: Sequence[str], output: str | None,
-              debug: Sequence[str] = (), lazy: bool = False) -> None:
+              debug: Sequence[str] = (), eager: bool = False) -> None:
     """Set up this process's environment, which its children inherit."""
     environ = os.environ
-    environ[_process.LAZY] = "1" if lazy else ""
+    environ[_process.EAGER] = "1" if eager else ""
     environ[_process.INCLUDE] = ",".join(include)
     environ[_process.EXCLUDE] = ",".join(exclude)
     environ[_process.CONTEXT] = ";".join(specs)

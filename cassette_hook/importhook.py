@@ -383,7 +383,7 @@ def _light_now(module: str) -> bool:
     return _lazy and not _switch.active() and module not in MAIN_MODULES
 
 
-_lazy = False  # install(lazy=...)
+_lazy = True  # install(lazy=...)
 
 
 # The modules the command line runs as the program (``-m``, or a directory's or zip
@@ -464,13 +464,15 @@ def _rewritten_or_warn(code: CodeType, module: str,
 
 # -- installing ------------------------------------------------------------------------
 
-def install(include: Iterable[str] = (), exclude: Iterable[str] = (), *, lazy: bool = False) -> SwitchingFinder:
+def install(include: Iterable[str] = (), exclude: Iterable[str] = (), *, lazy: bool = True) -> SwitchingFinder:
     """Instrument the modules matching ``include`` and not ``exclude`` as they are imported.
 
-    ``lazy``: while no context is active, import them as compiled (but for the functions
-    their functions define) and switch their functions when a context is first activated:
-    an import costs a fraction of switching every body, and idle code runs as compiled, until then
-    (see ``_light``).  Else every module is switched as it is imported.
+    ``lazy`` (the default): while no context is active, import them as compiled (but for
+    the functions their functions define) and switch their functions when a context is
+    first activated, so an import costs little more than a plain one and idle code runs
+    as compiled until then (see ``_light``).  ``lazy=False`` switches every module as it
+    is imported: the first activation then costs nothing, and the few things lazy cannot
+    reach (docs/importhook.md) are reached.
 
     Installing again replaces the patterns and ``lazy`` (the finder stays single).
     Modules imported before stay as they are: :func:`instrument` them.  Returns the finder.

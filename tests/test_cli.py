@@ -91,7 +91,8 @@ def test_zip_file_with_main_module_sees_what_python_gives_it(tmp_path, name):
 
 def test_modules_of_a_zip_app_are_instrumented_by_default(tmp_path):
     helper = "def switched():\n    return '__cassette_hook_enter__' in switched.__code__.co_names\n"
-    zip_app(tmp_path, "app.zip", {"__main__.py": "import helper\nprint(helper.switched())\n", "helper.py": helper})
+    main = "import cassette_hook as ch, helper\nwith ch.NullContext():\n    print(helper.switched())\n"
+    zip_app(tmp_path, "app.zip", {"__main__.py": main, "helper.py": helper})
     assert run("app.zip", cwd=tmp_path).stdout == "True\n"
 
 
@@ -302,14 +303,19 @@ def test_no_program_is_a_usage_error(tmp_path):
     assert result.returncode == 2 and "give exactly one of" in result.stderr
 
 
+# Is helper.f switched once a context is active (by default, at the first activation)?
+SWITCHED_ONCE_ACTIVE = ("import cassette_hook as ch, helper\nwith ch.NullContext():\n"
+                        "    print('__cassette_hook_enter__' in helper.f.__code__.co_names)\n")
+
+
 def test_include_option_replaces_the_default(tmp_path):
-    script(tmp_path, "import helper\nprint('__cassette_hook_enter__' in helper.f.__code__.co_names)\n")
+    script(tmp_path, SWITCHED_ONCE_ACTIVE)
     script(tmp_path, "def f():\n    return len([])\n", "helper.py")
     assert run("--include", "helper", "prog.py", cwd=tmp_path).stdout == "True\n"
     assert run("--include", "other", "prog.py", cwd=tmp_path).stdout == "False\n"
 
 
 def test_directory_of_the_script_is_instrumented_by_default(tmp_path):
-    script(tmp_path, "import helper\nprint('__cassette_hook_enter__' in helper.f.__code__.co_names)\n")
+    script(tmp_path, SWITCHED_ONCE_ACTIVE)
     script(tmp_path, "def f():\n    return len([])\n", "helper.py")
     assert run("prog.py", cwd=tmp_path).stdout == "True\n"

@@ -1,5 +1,7 @@
 """``--debug import`` / ``CASSETTE_HOOK_DEBUG=import``: why each import was or was not
-rewritten, and what the code cache did, one line each on stderr."""
+rewritten, and what the code cache did, one line each on stderr.  (With ``lazy=False``,
+where each import rewrites; what a lazy import and the first activation say is in
+test_lazy_import.)"""
 
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ def lines(capsys) -> list[str]:
 
 def test_included_module_names_the_pattern_and_a_cache_miss_written(tree, capsys):
     (tree / "dbg_a.py").write_text(MODULE)
-    ch.install(include=["dbg_*"])
+    ch.install(include=["dbg_*"], lazy=False)
     import dbg_a  # noqa: F401
 
     cache = _pyc.path_for(str(tree / "dbg_a.py"))
@@ -59,7 +61,7 @@ def test_included_module_names_the_pattern_and_a_cache_miss_written(tree, capsys
 
 def test_module_with_nothing_to_rewrite_says_so(tree, capsys):
     (tree / "dbg_consts.py").write_text("import os\nNAME = 'x'\n")
-    ch.install(include=["dbg_consts"])
+    ch.install(include=["dbg_consts"], lazy=False)
     import dbg_consts  # noqa: F401
 
     assert lines(capsys) == ["dbg_consts: included by 'dbg_consts'; rewriting",
@@ -68,7 +70,7 @@ def test_module_with_nothing_to_rewrite_says_so(tree, capsys):
 
 def test_second_import_is_a_cache_hit(tree, capsys):
     (tree / "dbg_b.py").write_text(MODULE)
-    ch.install(include=["dbg_b"])
+    ch.install(include=["dbg_b"], lazy=False)
     import dbg_b
 
     del sys.modules["dbg_b"]
@@ -81,7 +83,7 @@ def test_second_import_is_a_cache_hit(tree, capsys):
 def test_changed_source_makes_the_cache_stale(tree, capsys):
     source = tree / "dbg_c.py"
     source.write_text(MODULE)
-    ch.install(include=["dbg_c"])
+    ch.install(include=["dbg_c"], lazy=False)
     import dbg_c
 
     del sys.modules["dbg_c"]
@@ -95,7 +97,7 @@ def test_changed_source_makes_the_cache_stale(tree, capsys):
 def test_corrupt_cache_is_said_so(tree, capsys):
     source = tree / "dbg_d.py"
     source.write_text(MODULE)
-    ch.install(include=["dbg_d"])
+    ch.install(include=["dbg_d"], lazy=False)
     import dbg_d
 
     cache = Path(_pyc.path_for(str(source)))
@@ -111,7 +113,7 @@ def test_unwritable_cache_is_said_so(tree, capsys):
     (tree / "dbg_e").mkdir()
     (tree / "dbg_e" / "__init__.py").write_text(MODULE)
     (tree / "dbg_e" / "__pycache__").write_text("a file where the cache directory would be")
-    ch.install(include=["dbg_e"])
+    ch.install(include=["dbg_e"], lazy=False)
     import dbg_e  # noqa: F401
 
     assert "rewritten; cache miss, not writable (" in lines(capsys)[-1]
@@ -119,7 +121,7 @@ def test_unwritable_cache_is_said_so(tree, capsys):
 
 def test_excluded_module_names_the_exclude_pattern(tree, capsys):
     (tree / "dbg_f.py").write_text(MODULE)
-    ch.install(include=["dbg_f"], exclude=["dbg_f"])
+    ch.install(include=["dbg_f"], exclude=["dbg_f"], lazy=False)
     import dbg_f  # noqa: F401
 
     assert lines(capsys) == ["dbg_f: not rewritten: excluded by 'dbg_f'"]
@@ -127,14 +129,14 @@ def test_excluded_module_names_the_exclude_pattern(tree, capsys):
 
 def test_module_no_pattern_matches_says_so(tree, capsys):
     (tree / "dbg_g.py").write_text(MODULE)
-    ch.install(include=["something_else"])
+    ch.install(include=["something_else"], lazy=False)
     import dbg_g  # noqa: F401
 
     assert lines(capsys) == ["dbg_g: not rewritten: no include pattern matches it"]
 
 
 def test_library_module_under_an_included_directory_is_not_named(tree, capsys, monkeypatch):
-    ch.install(include=[os.path.dirname(os.__file__)])
+    ch.install(include=[os.path.dirname(os.__file__)], lazy=False)
     monkeypatch.delitem(sys.modules, "colorsys", raising=False)
     import colorsys  # noqa: F401
 
@@ -147,7 +149,7 @@ def test_library_module_under_an_included_directory_is_not_named(tree, capsys, m
 
 
 def test_extension_module_is_loaded_by_its_own_loader(tree, capsys, monkeypatch):
-    ch.install(include=["_csv"])
+    ch.install(include=["_csv"], lazy=False)
     monkeypatch.delitem(sys.modules, "_csv", raising=False)
     import _csv  # noqa: F401
 
@@ -161,7 +163,7 @@ def test_rewrite_failure_is_said_so(tree, capsys, monkeypatch):
         raise UnsupportedCode("a shape the rewriter does not handle")
 
     monkeypatch.setattr(_dual, "switched", fail)
-    ch.install(include=["dbg_h"])
+    ch.install(include=["dbg_h"], lazy=False)
     with pytest.warns(RuntimeWarning):
         import dbg_h  # noqa: F401
 
@@ -171,7 +173,7 @@ def test_rewrite_failure_is_said_so(tree, capsys, monkeypatch):
 def test_nothing_is_said_when_debug_is_off(tree, capsys, monkeypatch):
     monkeypatch.setattr(_debug, "imports", False)
     (tree / "dbg_i.py").write_text(MODULE)
-    ch.install(include=["dbg_i"])
+    ch.install(include=["dbg_i"], lazy=False)
     import dbg_i  # noqa: F401
 
     assert capsys.readouterr().err == ""
@@ -261,7 +263,7 @@ def test_a_long_cold_start_names_each_module_it_rewrites_on_a_terminal(slow_star
         (slow_start / f"{name}.py").write_text(MODULE)
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
-    ch.install(include=["prog_*"])
+    ch.install(include=["prog_*"], lazy=False)
     import prog_a  # noqa: F401
     import prog_b  # noqa: F401
 
@@ -277,7 +279,7 @@ def _stderr_of_first_import(root, monkeypatch, name, *, tty=True):
     (root / f"{name}.py").write_text(MODULE)
     stderr = _Terminal(tty=tty)
     monkeypatch.setattr(sys, "stderr", stderr)
-    ch.install(include=[name])
+    ch.install(include=[name], lazy=False)
     importlib.import_module(name)
     return stderr.text
 

@@ -17,11 +17,12 @@ import traceback
 import zipfile
 from importlib.abc import MetaPathFinder
 from pathlib import Path
+from types import FunctionType
 
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _pyc, importhook
+from cassette_hook import _pyc, _switch, importhook
 from cassette_hook.rewrite import UnsupportedCode, _dual, _names
 
 MODULE = """
@@ -63,6 +64,7 @@ def tree(tmp_path, monkeypatch):
     before = set(sys.modules)
     yield tmp_path
     ch.uninstall()
+    _switch.switched(_switch.waiting())  # (modules imported light that no test switched)
     for name in set(sys.modules) - before:
         del sys.modules[name]
     importlib.invalidate_caches()
@@ -76,7 +78,16 @@ def write(root: Path, relative: str, source: str) -> Path:
 
 
 def cache_file(source: Path) -> Path:
+    """The cache file of the switched code of ``source`` (``lazy=False``; the light import's
+    files are tested in test_lazy_import)."""
     return Path(_pyc.path_for(str(source)))
+
+
+def instrumented(function: FunctionType) -> bool:
+    """Does ``function`` run switched code once a context is active (at once when its
+    module was imported ``lazy=False``; from the first activation when lazy, the default)?"""
+    with ch.NullContext():
+        return _names.is_switched(function.__code__)
 
 
 def test_included_module_gets_switched_code(tree):
@@ -84,7 +95,7 @@ def test_included_module_gets_switched_code(tree):
     ch.install(include=["hooked_a"])
     import hooked_a
 
-    assert _names.is_switched(hooked_a.fib.__code__)
+    assert instrumented(hooked_a.fib)
 
 
 def test_module_not_included_is_loaded_as_compiled(tree):
@@ -103,8 +114,7 @@ def test_excluded_module_is_loaded_as_compiled(tree):
     ch.install(include=["pkg_c"], exclude=["pkg_c.skipped"])
     from pkg_c import inner, skipped
 
-    assert _names.is_switched(inner.fib.__code__)
-    assert not _names.is_switched(skipped.fib.__code__)
+    assert instrumented(inner.fib) and not instrumented(skipped.fib)
 
 
 def test_glob_and_directory_patterns_include_modules(tree):
@@ -118,8 +128,7 @@ def test_glob_and_directory_patterns_include_modules(tree):
         from glob_d import io_x
     finally:
         sys.path.remove(str(tree / "sub_d"))
-    assert _names.is_switched(io_x.fib.__code__)
-    assert _names.is_switched(by_path_d.fib.__code__)
+    assert instrumented(io_x.fib) and instrumented(by_path_d.fib)
 
 
 def test_idle_instrumented_module_behaves_as_compiled(tree):
@@ -321,7 +330,7 @@ def test_another_finder_that_asks_every_other_finder_does_not_recurse_for_ever(t
     monkeypatch.setattr(sys, "meta_path", [sys.meta_path[0], other, *sys.meta_path[1:]])
     import hooked_asked
 
-    assert other.asked == ["hooked_asked"] and _names.is_switched(hooked_asked.fib.__code__)
+    assert other.asked == ["hooked_asked"] and instrumented(hooked_asked.fib)
 
 
 def test_install_twice_keeps_one_finder_with_the_new_patterns():
@@ -396,7 +405,7 @@ def test_namespace_package_modules_are_instrumented(tree):
     ch.install(include=["ns_l"])
     from ns_l import part
 
-    assert _names.is_switched(part.fib.__code__) and part.fib(10) == 55
+    assert instrumented(part.fib) and part.fib(10) == 55
 
 
 def test_module_from_a_sourceless_pyc_is_instrumented(tree):
@@ -406,7 +415,7 @@ def test_module_from_a_sourceless_pyc_is_instrumented(tree):
     ch.install(include=["compiled_m"])
     import compiled_m
 
-    assert _names.is_switched(compiled_m.fib.__code__) and compiled_m.fib(10) == 55
+    assert instrumented(compiled_m.fib) and compiled_m.fib(10) == 55
 
 
 def test_module_from_a_zip_archive_is_instrumented(tree):
@@ -419,7 +428,7 @@ def test_module_from_a_zip_archive_is_instrumented(tree):
         import zipped_n
     finally:
         sys.path.remove(str(archive))
-    assert _names.is_switched(zipped_n.fib.__code__) and zipped_n.fib(10) == 55
+    assert instrumented(zipped_n.fib) and zipped_n.fib(10) == 55
 
 
 class MadeInExecModule(importlib.abc.InspectLoader):
@@ -488,7 +497,7 @@ def test_module_a_finder_makes_lazy_is_lazy_and_instrumented(tree, monkeypatch):
 
     assert not hasattr(sys, "lazy_r_ran")  # not run until first used
     assert lazy_r.fib(10) == 55 and sys.lazy_r_ran
-    assert _names.is_switched(lazy_r.fib.__code__)
+    assert instrumented(lazy_r.fib)
 
 
 def _fresh_import(monkeypatch, name):
@@ -540,7 +549,7 @@ def test_module_that_cannot_be_rewritten_is_imported_plain_with_one_warning(tree
         raise UnsupportedCode("a shape the rewriter does not handle")
 
     monkeypatch.setattr(_dual, "switched", fail)
-    ch.install(include=["broken_o"])
+    ch.install(include=["broken_o"], lazy=False)
     with pytest.warns(RuntimeWarning, match="'broken_o'.*a shape the rewriter does not handle") as record:
         import broken_o
     assert len(record) == 1
@@ -551,7 +560,7 @@ def test_module_that_cannot_be_rewritten_is_imported_plain_with_one_warning(tree
 
 def test_rewritten_code_is_cached_beside_cpythons_own_pyc(tree):
     source = write(tree, "cached_p.py", MODULE)
-    ch.install(include=["cached_p"])
+    ch.install(include=["cached_p"], lazy=False)
     import cached_p  # noqa: F401
 
     ours = cache_file(source)
@@ -562,7 +571,7 @@ def test_rewritten_code_is_cached_beside_cpythons_own_pyc(tree):
 
 def test_cached_code_is_reused_without_rewriting(tree, monkeypatch):
     write(tree, "cached_q.py", MODULE)
-    ch.install(include=["cached_q"])
+    ch.install(include=["cached_q"], lazy=False)
     import cached_q  # noqa: F401
 
     del sys.modules["cached_q"]
@@ -574,7 +583,7 @@ def test_cached_code_is_reused_without_rewriting(tree, monkeypatch):
 
 def test_cache_is_rewritten_when_the_source_changes(tree):
     source = write(tree, "cached_r.py", "def f():\n    return abs(-1)\n")
-    ch.install(include=["cached_r"])
+    ch.install(include=["cached_r"], lazy=False)
     import cached_r
 
     assert cached_r.f() == 1
@@ -588,7 +597,7 @@ def test_cache_is_rewritten_when_the_source_changes(tree):
 
 def test_corrupt_cache_file_is_ignored_and_rewritten(tree):
     source = write(tree, "cached_s.py", MODULE)
-    ch.install(include=["cached_s"])
+    ch.install(include=["cached_s"], lazy=False)
     import cached_s  # noqa: F401
 
     ours = cache_file(source)
@@ -605,7 +614,7 @@ def test_unwritable_cache_directory_still_imports(tree):
     write(tree, "ro_t/__init__.py", "")
     write(tree, "ro_t/mod.py", MODULE)
     (tree / "ro_t" / "__pycache__").write_text("a file where the cache directory would be")
-    ch.install(include=["ro_t"])
+    ch.install(include=["ro_t"], lazy=False)
     from ro_t import mod
 
     assert mod.fib(10) == 55 and _names.is_switched(mod.fib.__code__)
@@ -614,7 +623,7 @@ def test_unwritable_cache_directory_still_imports(tree):
 def test_dont_write_bytecode_writes_no_cache(tree, monkeypatch):
     source = write(tree, "nowrite_u.py", MODULE)
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    ch.install(include=["nowrite_u"])
+    ch.install(include=["nowrite_u"], lazy=False)
     import nowrite_u
 
     assert _names.is_switched(nowrite_u.fib.__code__)
@@ -624,7 +633,7 @@ def test_dont_write_bytecode_writes_no_cache(tree, monkeypatch):
 def test_pycache_prefix_holds_the_cache(tree, monkeypatch):
     source = write(tree, "prefixed_v.py", MODULE)
     monkeypatch.setattr(sys, "pycache_prefix", str(tree / "prefix"))
-    ch.install(include=["prefixed_v"])
+    ch.install(include=["prefixed_v"], lazy=False)
     import prefixed_v  # noqa: F401
 
     assert cache_file(source).is_relative_to(tree / "prefix") and cache_file(source).exists()
@@ -634,7 +643,7 @@ def test_pycache_prefix_holds_the_cache(tree, monkeypatch):
 def test_concurrent_imports_from_processes_leave_a_good_cache_file(tree):
     source = write(tree, "raced_w.py", MODULE * 20)
     program = (f"import sys; sys.path.insert(0, {str(tree)!r}); import cassette_hook as ch; "
-               "ch.install(include=['raced_w']); import raced_w; assert raced_w.fib(10) == 55")
+               "ch.install(include=['raced_w'], lazy=False); import raced_w; assert raced_w.fib(10) == 55")
     processes = [subprocess.Popen([sys.executable, "-c", program]) for _ in range(4)]
     assert [p.wait(timeout=120) for p in processes] == [0, 0, 0, 0]
     code, _ = _pyc.read(str(cache_file(source)), _pyc.key(source.stat(), "raced_w", importhook.OPTIONS))
@@ -745,7 +754,7 @@ def _stack_below_module_body(name: str) -> list[str]:
 def test_module_body_sees_the_same_frames_below_it_as_plain(tree):
     write(tree, "walker_plain.py", STACK_WALKER)
     write(tree, "walker_hooked.py", STACK_WALKER)
-    ch.install(include=["walker_hooked"])
+    ch.install(include=["walker_hooked"], lazy=False)
     hooked = _stack_below_module_body("walker_hooked")
     assert _names.is_switched(sys.modules["walker_hooked"].__loader__.get_code("walker_hooked"))
     assert hooked == _stack_below_module_body("walker_plain")
@@ -754,7 +763,7 @@ def test_module_body_sees_the_same_frames_below_it_as_plain(tree):
 def test_module_body_imported_from_our_cache_sees_the_same_frames_below_it_as_plain(tree):
     write(tree, "walker_plain2.py", STACK_WALKER)
     write(tree, "walker_cached.py", STACK_WALKER)
-    ch.install(include=["walker_cached"])
+    ch.install(include=["walker_cached"], lazy=False)
     _stack_below_module_body("walker_cached")
     assert cache_file(tree / "walker_cached.py").exists()
     del sys.modules["walker_cached"]

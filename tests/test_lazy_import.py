@@ -1,4 +1,4 @@
-"""``install(lazy=True)``: modules imported as compiled while no context is active, their
+"""``install(lazy=True)``, the default: modules imported as compiled while no context is active, their
 functions switched when a context is first activated (``cassette_hook._light``)."""
 
 from __future__ import annotations
@@ -74,13 +74,12 @@ def tree(tmp_path, monkeypatch):
     gc.collect()  # (an entry of an earlier test's context still alive would make imports switched)
     assert not _switch.active()
     yield from test_importhook.tree.__wrapped__(tmp_path, monkeypatch)
-    _switch.switched(_switch.waiting())  # (a module no test activated a context for)
 
 
 def lazy_import(tree: Path, name: str, source: str = MODULE):
     if not (tree / f"{name}.py").exists():
         write(tree, f"{name}.py", source)
-    ch.install(include=[name], lazy=True)
+    ch.install(include=[name])  # (lazy by default)
     try:
         return importlib.import_module(name)
     finally:
@@ -262,16 +261,18 @@ def test_install_lazy_takes_a_bool():
         ch.install(["x"], lazy="yes")  # type: ignore[arg-type]
 
 
-def test_install_from_env_installs_lazy_when_the_environment_says(monkeypatch):
-    monkeypatch.setattr(importhook, "_lazy", False)
-    try:
-        _process.install_from_env({_process.INCLUDE: "lz_nothing", _process.LAZY: "1", _process.SEPARATE: "1"})
-        assert importhook._lazy is True
-    finally:
-        ch.uninstall()
+def test_install_from_env_installs_lazy_unless_the_environment_says_eager(monkeypatch):
+    installed = []
+    for eager in ("", "1"):
+        try:
+            _process.install_from_env({_process.INCLUDE: "lz_nothing", _process.EAGER: eager, _process.SEPARATE: "1"})
+            installed.append(importhook._lazy)
+        finally:
+            ch.uninstall()
+    assert installed == [True, False]
 
 
-def test_the_command_lines_lazy_option_imports_light_until_a_context_is_active(tree):
+def test_the_command_line_imports_light_until_a_context_is_active_unless_eager(tree):
     write(tree, "lz_cli.py", MODULE)
     program = ("import lz_cli; from cassette_hook.rewrite import _names; "
                "print(_names.is_switched(lz_cli.helper.__code__))")
@@ -283,16 +284,16 @@ def test_the_command_lines_lazy_option_imports_light_until_a_context_is_active(t
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    assert run("--lazy") == "False\n"
-    assert run() == "True\n"
-    assert run("--lazy", "--context", "null") == "True\n"
+    assert run() == "False\n"
+    assert run("--eager") == "True\n"
+    assert run("--context", "null") == "True\n"
 
 
 def test_the_program_run_with_dash_m_is_switched_at_import_even_lazy(tree):
     write(tree, "lz_main.py", MODULE + "\nimport sys\nsys.stdout.write(str(__import__('cassette_hook').rewrite."
                                        "_names.is_switched(helper.__code__)))\n")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *sys.path])}
-    command = [sys.executable, "-m", "cassette_hook", "--lazy", "-m", "lz_main"]
+    command = [sys.executable, "-m", "cassette_hook", "-m", "lz_main"]
     done = subprocess.run(command, cwd=tree, capture_output=True, text=True, env=env, timeout=120)
     assert (done.returncode, done.stdout) == (0, "True"), done.stderr
 

@@ -98,22 +98,23 @@ def test_every_public_name_is_there_when_named():
     assert all(getattr(ch, name) is not None for name in ch.__all__)
 
 
-def test_a_module_read_from_the_code_cache_finds_its_hooks_in_a_fresh_process(tmp_path):
+@pytest.mark.parametrize(("lazy", "cache"), [(False, "cassette_hook"), (True, "cassette_hook.functions")])
+def test_a_module_read_from_the_code_cache_finds_its_hooks_in_a_fresh_process(tmp_path, lazy, cache):
     (tmp_path / "cached_mod.py").write_text("def f():\n    return len('ab')\n")
     program = textwrap.dedent("""\
         import sys
         sys.dont_write_bytecode = False  # (whatever PYTHONDONTWRITEBYTECODE says)
         import cassette_hook as ch
-        ch.install(include=["cached_mod"])
+        ch.install(include=["cached_mod"], lazy=LAZY)
         import cached_mod
         class Seen(ch.Context):
             def prehook(self, f, *args, **kwargs):
                 print("saw", f.__name__)
         with Seen():
             print(cached_mod.f())
-    """)
+    """).replace("LAZY", str(lazy))
     first, cached = python("-c", program, cwd=tmp_path), python("-c", program, cwd=tmp_path)
-    assert list(tmp_path.glob("__pycache__/cached_mod.*.cassette_hook.pyc"))
+    assert list(tmp_path.glob(f"__pycache__/cached_mod.*.{cache}.pyc"))
     assert first.stdout == cached.stdout == "saw len\n2\n", cached.stderr
 
 
@@ -194,7 +195,7 @@ def test_a_directory_pattern_still_leaves_the_library_alone():
 def test_a_module_under_an_included_directory_is_rewritten_once_the_library_is_known(tmp_path):
     (tmp_path / "lib_first.py").write_text("def f(x):\n    return abs(x)\n")
     probe = ("import sys, cassette_hook as ch; from cassette_hook.rewrite import _names\n"
-             f"sys.path.insert(0, {str(tmp_path)!r}); ch.install(include=[{str(tmp_path)!r}])\n"
+             f"sys.path.insert(0, {str(tmp_path)!r}); ch.install(include=[{str(tmp_path)!r}], lazy=False)\n"
              "import lib_first\n"
              "print(_names.is_switched(lib_first.f.__code__), 'sysconfig' in sys.modules)")
     assert printed_by(probe) == "True True\n"

@@ -71,8 +71,9 @@ def test_install_from_env_refuses_an_unwritable_report_file_naming_the_variable(
 def test_sitecustomize_instruments_a_plain_python_child(tmp_path):
     write(tmp_path, "worker.py", WORK)
     write(tmp_path, "prog.py", """
-        import worker
-        print("__cassette_hook_enter__" in worker.work.__code__.co_names, worker.work(4))
+        import cassette_hook as ch, worker
+        with ch.NullContext():  # (switched at the first activation)
+            print("__cassette_hook_enter__" in worker.work.__code__.co_names, worker.work(4))
     """)
     env = env_for(tmp_path, CASSETTE_HOOK_INCLUDE="worker")
     env["PYTHONPATH"] = os.pathsep.join([_subprocesses._SITE, env["PYTHONPATH"]])
