@@ -130,7 +130,7 @@ def test_calls_under_a_context_are_seen_as_when_switched_at_import(tree):
         return ctx.metadata
 
     write(tree, "lz_same.py", MODULE)
-    ch.install(include=["lz_same"])
+    ch.install(include=["lz_same"], lazy=False)
     eager = importlib.import_module("lz_same")
     del sys.modules["lz_same"]
     assert calls(lazy_import(tree, "lz_same")) == calls(eager)

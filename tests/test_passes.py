@@ -659,7 +659,7 @@ def tree(tmp_path, monkeypatch):
 
 def test_import_hook_code_runs_the_pass_over_its_plain_body(tree):
     write(tree, "passes_hooked_a.py", HOOKED)
-    ch.install(include=["passes_hooked_a"])
+    ch.install(include=["passes_hooked_a"], lazy=False)
     import passes_hooked_a as mod
 
     assert _names.is_switched(mod.wave.__code__)
@@ -676,7 +676,7 @@ def test_import_hook_code_runs_the_pass_over_its_plain_body(tree):
 
 def test_import_hook_code_and_a_pass_context_do_not_share_code(tree):
     write(tree, "passes_hooked_b.py", HOOKED)
-    ch.install(include=["passes_hooked_b"])
+    ch.install(include=["passes_hooked_b"], lazy=False)
     import passes_hooked_b as mod
 
     seen = Seen([])
@@ -687,7 +687,7 @@ def test_import_hook_code_and_a_pass_context_do_not_share_code(tree):
 
 def test_import_hook_code_called_plainly_under_a_pass_context_runs_plain(tree):
     write(tree, "passes_hooked_c.py", HOOKED)
-    ch.install(include=["passes_hooked_c"])
+    ch.install(include=["passes_hooked_c"], lazy=False)
     import passes_hooked_c as mod
 
     seen = Seen([], pass_=ch.Pass(sin_to_cos))
