@@ -34,8 +34,9 @@ _switching = threading.Lock()  # a second activating thread waits until the func
 class LightModule:
     """A module imported light, waiting for a context.  Where its source is known
     (``source_path``, and its ``os.stat`` at import), its switched functions are cached
-    (``_pyc.FUNCTIONS``); the file's name and header are worked out at the activation, not
-    at every import of a module that may never be switched."""
+    (``_pyc.FUNCTIONS``, keyed on those and the rewriting ``options``); the file's name and
+    header are worked out at the activation, not at every import of a module that may
+    never be switched."""
 
     __slots__ = ("name", "code", "source_path", "source", "options")
 

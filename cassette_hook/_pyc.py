@@ -67,9 +67,10 @@ def write(path: str, header: bytes, code: CodeType | tuple[CodeType, ...], sourc
     Returns what happened, in words, for ``--debug import``.
 
     Written as CPython writes its own (``_write_atomic``), not with ``tempfile``, whose
-    import (``shutil``, ``random``) would cost a cold import several milliseconds: a
-    temporary name of this process and thread, created exclusively, then renamed into
-    place; a writer that meets another's temporary file leaves the writing to it."""
+    import (``shutil``, ``random``) would cost a cold import several milliseconds: to a
+    temporary name of this process and thread, created exclusively (so two writers never
+    share one), then renamed into place.  A file left there by a killed process of the
+    same id makes this write give up, as any unwritable cache does."""
     if sys.dont_write_bytecode:
         return "not written (sys.dont_write_bytecode)"
     try:

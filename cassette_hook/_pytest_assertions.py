@@ -9,8 +9,9 @@ it switched code the way it does for other loaders: left alone, a test module na
 
 So the two rewritings are chained at the one point where pytest's result exists as a
 code object: the name ``exec`` in pytest's rewrite module is shadowed by
-:func:`exec_switched`, which switches the code of modules the installed import hook
-includes before running it.  The code switched is pytest's rewritten code, so the
+:func:`exec_switched`, which gives the code of modules the installed import hook includes
+what the hook gives any module (light while no context is active, if the hook is lazy;
+else switched) before running it.  The code switched is pytest's rewritten code, so the
 assertions keep their explanations; modules the hook does not include run exactly as
 pytest made them.
 """
@@ -28,12 +29,12 @@ REWRITE_MODULE = "_pytest.assertion.rewrite"
 
 
 def exec_switched(source: Any, globals: dict[str, Any], locals: Any = None, /) -> None:
-    """``exec``, switching the code of a module the installed import hook includes."""
+    """``exec``, with the hook's code for a module the installed import hook includes."""
     patterns = importhook.installed()
     name = globals.get("__name__")
     if (patterns is not None and isinstance(source, CodeType) and isinstance(name, str)
             and patterns.matches(name, globals.get("__file__"))):
-        source = importhook.switch_or_warn(source, name)
+        source = importhook.code_for(source, name)
     builtins.exec(source, globals, locals)
 
 

@@ -87,6 +87,24 @@ def test_included_test_module_is_instrumented_under_either_assertion_mode(projec
     result.assert_outcomes(passed=1, failed=1)
 
 
+@pytest.mark.parametrize("assert_mode", ["rewrite", "plain"])
+def test_included_test_module_is_light_until_a_context_is_first_active(project, assert_mode):
+    project.makepyfile(test_light="""
+        import cassette_hook as ch
+
+        def helper():
+            return abs(-1)
+
+        def test_light():
+            idle = "__cassette_hook_enter__" in helper.__code__.co_names
+            with ch.NullContext():
+                active = "__cassette_hook_enter__" in helper.__code__.co_names
+            assert (idle, active) == (False, True)
+    """)
+    result = project.runpytest_subprocess("--cassette-include", "test_light", f"--assert={assert_mode}")
+    result.assert_outcomes(passed=1)
+
+
 def test_included_test_module_keeps_pytests_assertion_explanations(project):
     project.makepyfile(test_it=TEST_MODULE_CALLING_A_HELPER)
     result = project.runpytest_subprocess("--cassette-include", "test_it")
