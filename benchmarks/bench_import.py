@@ -32,7 +32,8 @@ cold pair joins: A B C D, B C D A, ...):
 Reported: median ms per variant (wall clock, and the child's CPU time -- less disturbed by
 a busy machine), ratios (cached to plain, cold to plain-cold: median over rounds of the
 ratio within the round, and the ratio of medians), the time to import cassette_hook and
-install the hook, the bytes of both caches, and where a cached import's extra time goes.
+install the hook, the bytes of both caches, where a cached import's extra time goes, and
+a cached import against a plain one repeated inside one warm process (CHILD_WARM).
 The parent checks that cached runs really read our cache (its files are not rewritten)
 and that cold runs wrote it.
 
@@ -103,6 +104,55 @@ print(json.dumps({"import_s": t5 - t4, "cpu_s": c5 - c4, "ch_s": (t1 - t0) + (t3
                   "switched": switched, "functions": total, "files": files,
                   "outside": sorted(m for m in sys.modules if m.split(".")[0] != package)}))
 """
+
+
+# The same imports, again and again in one process (the package's modules removed from
+# sys.modules between rounds, the deps kept), through the hook and plainly in turn: what
+# a cached import costs once the process is warm, without what a fresh interpreter pays
+# once (the first run of the hook's own code, the collector's timing).
+CHILD_WARM = r"""
+import gc, json, statistics, sys, time
+import cassette_hook as ch
+from cassette_hook import _switch
+root, package, deps, modules, lazy, rounds = json.loads(sys.argv[1])
+if root:
+    sys.path.insert(0, root)
+for name in deps:
+    __import__(name)
+
+def once(hooked):
+    for name in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
+        del sys.modules[name]
+    if hooked:
+        ch.install(include=[package], lazy=lazy)
+    gc.collect()
+    t = time.perf_counter()
+    for name in modules:
+        __import__(name)
+    elapsed = time.perf_counter() - t
+    if hooked:
+        ch.uninstall()
+        _switch.switched(_switch.waiting())
+    return elapsed
+
+once(True), once(False)
+times = {True: [], False: []}
+for r in range(rounds):
+    for hooked in ((True, False) if r % 2 else (False, True)):
+        times[hooked].append(once(hooked))
+print(json.dumps({"cached": statistics.median(times[True]), "plain": statistics.median(times[False])}))
+"""
+
+
+def warm_in_process(root: str, package: str, prefix: Path, deps: list[str], modules: list[str]) -> dict[str, float]:
+    """Median s of a cached import through the hook and of a plain one, in one warm process."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    proc = subprocess.run([sys.executable, "-X", f"pycache_prefix={prefix}", "-c", CHILD_WARM,
+                           json.dumps([root, package, deps, modules, LAZY, 40])],
+                          capture_output=True, text=True, env=env, cwd=root or None)
+    if proc.returncode != 0:
+        raise SystemExit(f"!! the warm in-process run failed:\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 # -- the package ------------------------------------------------------------------------
@@ -183,14 +233,16 @@ def breakdown(prefix: Path, files: dict[str, str | None], package: str) -> dict[
     modules = list(sources)
     # Our header ends with a line of text after MAGIC_NUMBER and FORMAT (its length varies).
     stamp_start = len(MAGIC_NUMBER + _pyc.FORMAT)
+    kind = _pyc.LIGHT if LAZY else _pyc.SWITCHED  # the file a cached import reads
     ours = [memoryview(d)[d.index(b"\n", stamp_start) + 1:]
-            for d in (p.read_bytes() for p in cache_files(prefix, True))]
+            for d in (p.read_bytes() for p in cache_files(prefix, True) if p.name.endswith(f"{OURS}{kind}.pyc"))]
     theirs = [p.read_bytes() for p in cache_files(prefix, False) if _in_package(p, prefix, files[package])]
     patterns = importhook.Patterns([package])
     return {
         "unmarshal CPython's .pyc (plain does this too)":
             ms(lambda: [marshal.loads(memoryview(d)[16:]) for d in theirs]),
-        "unmarshal ours (two bodies per function)": ms(lambda: [marshal.loads(d) for d in ours]),
+        ("unmarshal ours (light: the compiled code, but for switched nested functions)" if LAZY else
+         "unmarshal ours (two bodies per function)"): ms(lambda: [marshal.loads(d) for d in ours]),
         "Patterns.may_match, twice per module": ms(lambda: [patterns.may_match(m) for m in modules * 2]),
         "Patterns.matches(name, origin)": ms(lambda: [patterns.matches(m, sources[m]) for m in modules]),
         "_pyc.path_for + os.stat + _pyc.key": ms(lambda: [_pyc.key(os.stat(sources[m]), m, importhook.OPTIONS)
@@ -345,6 +397,9 @@ def main() -> None:
         print(f"\ncached - plain (CPU medians): {extra * 1e3:.1f} ms per import of the package; where it goes"
               " (timed in this process, all modules, median of 30):")
         print(harness.table(["piece", "ms"], [[k, f"{v:.2f}"] for k, v in breakdown(warm, files, package).items()]))
+        inside = warm_in_process(root, package, warm, deps, modules)
+        print(f"\nin one warm process (40 rounds, interleaved): cached {inside['cached'] * 1e3:.2f} ms, "
+              f"plain {inside['plain'] * 1e3:.2f} ms: {inside['cached'] / inside['plain']:.3f}x")
         sources = [Path(f) for f in files.values() if f and f.endswith(".py")]
         pieces = cold_breakdown(sources)
         base = next(iter(pieces.values()))
