@@ -7,7 +7,7 @@ For each peer project (pinned below) this script
    into a cache directory (reused when present, checked against the pinned sha256),
 2. unpacks it and installs the project from the unpacked sdist into the running
    environment (non-editable; the test dependencies come from ``peers/requirements.txt``),
-3. runs the project's test suite four times, each in a fresh working directory and
+3. runs the project's test suite five times, each in a fresh working directory and
    its own subprocess::
 
        plain       python -m pytest ARGS
@@ -15,9 +15,12 @@ For each peer project (pinned below) this script
        null        python -m cassette_hook --include P... --context null -m pytest ARGS
        counting    python -m cassette_hook --include P...
                        --context peers_counting:CountingContext -m pytest ARGS
+       late        python -m cassette_hook --include P... -m pytest -p peers_late ARGS
 
    (``counting`` is a user-written context whose ``prehook`` counts calls: see
-   ``peers/contexts/peers_counting.py``),
+   ``peers/contexts/peers_counting.py``; ``late`` makes it active only once collection is
+   done, so that the modules imported light are switched then: see
+   ``peers/contexts/peers_late.py``),
 
 4. reads each run's counts from its ``--junitxml`` report (passed, failed, errors,
    skipped, xfailed; xpassed comes from pytest's summary line, because a JUnit report
@@ -61,7 +64,8 @@ COUNTING_CONTEXT = "peers_counting:CountingContext"
 # What the counting context writes at exit (peers/contexts/peers_counting.py).
 _COUNTING_REPORT = re.compile(r"peers counting context: (\d+) prehook calls")
 
-MODES = ("plain", "nocontext", "null", "counting")
+MODES = ("plain", "nocontext", "null", "counting", "late")
+COUNTED = ("counting", "late")  # the runs whose context reports the calls it saw
 COUNT_KEYS = ("passed", "failed", "errors", "skipped", "xfailed", "xpassed")
 # pytest >= 9 runs unittest's subTest()s as subtests and counts them in its summary line
 # only ("3 passed, 120 subtests passed"): those counts are compared too.
@@ -305,9 +309,9 @@ PROJECTS = (
         "0137fb05990d35f1275a587e9aee6d56da821fc83491a0fb838183be43f66d6d",
         ("jinja2",), _setup_pallets("jinja2"),
         known=(
-            ("counting", "tests.test_debug.TestDebug::test_runtime_error",
-             "a caught exception's traceback holds cassette_hook's frames under a context with a hook"
-             " (docs/peers.md, finding 6; the hot-path issue's 'frames are the program's')"),
+            *((mode, "tests.test_debug.TestDebug::test_runtime_error",
+               "a caught exception's traceback holds cassette_hook's frames under a context with a hook"
+               " (docs/peers.md, finding 6; the hot-path issue's 'frames are the program's')") for mode in COUNTED),
         ),
     ),
     Project(
@@ -631,6 +635,8 @@ def run_suite(
         elif mode == "counting":
             cmd += ["--context", COUNTING_CONTEXT]
     cmd += ["-m", "pytest", *COMMON_PYTEST_ARGS, f"--junitxml={xml_path}"]
+    if mode == "late":
+        cmd += ["-p", "peers_late"]
     for test_id, _reason in project.deselect:
         cmd += ["--deselect", test_id]
     cmd += [*args, *extra]
@@ -663,7 +669,7 @@ def run_suite(
         result.problem = f"timed out after {timeout:.0f}s"
     else:
         read_results(result, xml_path)
-    if mode == "counting" and returncode is not None:
+    if mode in COUNTED and returncode is not None:
         result.prehook_calls = counting_report(log_path)
         if not result.prehook_calls and not result.problem:
             result.problem = (f"the counting context saw no calls ({result.prehook_calls})"
