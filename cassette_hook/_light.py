@@ -127,6 +127,8 @@ def _switch_functions(waiting: list[LightModule]) -> None:
     replacement: dict[int, CodeType] = {}  # id(light code) -> switched code; ``waiting`` keeps the ids live
     for module in waiting:
         light = functions(module.code)
+        if not light:
+            continue  # (constants and imports only: nothing to switch, nor to cache)
         for code, switched in zip(light, module.switched_functions(light)):
             if switched is not code:
                 replacement[id(code)] = switched

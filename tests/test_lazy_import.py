@@ -168,6 +168,14 @@ def test_a_cached_lazy_import_as_compiled_reads_only_its_own_file(tree, monkeypa
     assert lazy_import(tree, "lz_flat_cached").helper(-2) == 2
 
 
+def test_a_module_without_functions_leaves_its_activation_nothing_to_do(tree, monkeypatch):
+    lazy_import(tree, "lz_constants", "import os\nANSWER = 42\n")
+    monkeypatch.setattr(_dual, "switched_functions", lambda codes, module: pytest.fail("switched nothing"))
+    with ch.NullContext():
+        pass
+    assert not Path(_pyc.path_for(str(tree / "lz_constants.py"), _pyc.FUNCTIONS)).exists()
+
+
 def test_the_switched_functions_are_cached_for_the_next_import(tree, monkeypatch):
     lazy_import(tree, "lz_functions")
     with ch.NullContext():
