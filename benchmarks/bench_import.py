@@ -146,13 +146,7 @@ print(json.dumps({"cached": statistics.median(times[True]), "plain": statistics.
 
 def warm_in_process(root: str, package: str, prefix: Path, deps: list[str], modules: list[str]) -> dict[str, float]:
     """Median s of a cached import through the hook and of a plain one, in one warm process."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
-    proc = subprocess.run([sys.executable, "-X", f"pycache_prefix={prefix}", "-c", CHILD_WARM,
-                           json.dumps([root, package, deps, modules, LAZY, 40])],
-                          capture_output=True, text=True, env=env, cwd=root or None)
-    if proc.returncode != 0:
-        raise SystemExit(f"!! the warm in-process run failed:\n{proc.stderr}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return run_child(CHILD_WARM, "warm in-process", root, prefix, [root, package, deps, modules, LAZY, 40])
 
 
 # -- the package ------------------------------------------------------------------------
@@ -200,16 +194,20 @@ def cache_files(prefix: Path, ours: bool) -> dict[Path, int]:
 
 
 def child(root: str, package: str, prefix: Path, mode: str, deps: list[str], modules: list[str]) -> dict[str, Any]:
+    return run_child(CHILD, mode, root, prefix, [root, package, mode, deps, modules, LAZY])
+
+
+def run_child(script: str, what: str, root: str, prefix: Path, args: list[Any]) -> dict[str, Any]:
+    """Run ``script`` in a fresh interpreter with its own pycache ``prefix``; its last line of output, as JSON."""
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # (the child also sets sys.dont_write_bytecode)
     env.pop("PYTHONPYCACHEPREFIX", None)
-    proc = subprocess.run([sys.executable, "-X", f"pycache_prefix={prefix}", "-c", CHILD,
-                           json.dumps([root, package, mode, deps, modules, LAZY])],
+    proc = subprocess.run([sys.executable, "-X", f"pycache_prefix={prefix}", "-c", script, json.dumps(args)],
                           capture_output=True, text=True, env=env, cwd=root or None)
     if proc.returncode != 0:
-        raise SystemExit(f"!! {mode} import failed:\n{proc.stderr}")
+        raise SystemExit(f"!! {what} run failed:\n{proc.stderr}")
     if proc.stderr.strip():
-        print(f"{mode} run said on stderr:\n{proc.stderr.strip()}", file=sys.stderr)
+        print(f"{what} run said on stderr:\n{proc.stderr.strip()}", file=sys.stderr)
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 

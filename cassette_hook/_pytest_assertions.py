@@ -34,7 +34,7 @@ def exec_switched(source: Any, globals: dict[str, Any], locals: Any = None, /) -
     name = globals.get("__name__")
     if (patterns is not None and isinstance(source, CodeType) and isinstance(name, str)
             and patterns.matches(name, globals.get("__file__"))):
-        source = importhook.code_for(source, name)
+        source = importhook.code_for(source, name, "pytest's assertion rewriting made it")
     builtins.exec(source, globals, locals)
 
 

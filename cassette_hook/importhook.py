@@ -241,11 +241,9 @@ class _SwitchingSource(SourceFileLoader):
                 return _waiting(code, fullname, source_path, source)
         plain = super().get_code(fullname)  # CPython's own .pyc, read or written as usual
         assert plain is not None  # a source file always compiles to code, or raises
-        result = light_or_warn(plain, fullname) if light else switch_or_warn(plain, fullname)
         # Light code is cached even when it is the compiled code (a copy of CPython's .pyc):
         # the next import then reads one file, not a missing one of ours and then CPython's.
-        made = result is not None and (light or result is not plain)
-        code = plain if result is None else result
+        code, made = _made(plain, fullname, light)
         written = "no cache for this source"
         if made and cache is not None and source is not None:
             written = _pyc.write(cache, header, code, source.st_mode)
@@ -277,10 +275,7 @@ class _SwitchingSourceless(SourcelessFileLoader):
         _keep_importing(fullname)
         plain = super().get_code(fullname)
         assert plain is not None
-        code = code_for(plain, fullname)
-        if _debug.imports and code is not plain:
-            _debug.say("import", f"{fullname}: rewritten; not cached (a .pyc without its source)")
-        return code
+        return code_for(plain, fullname, "a .pyc without its source")
 
 
 class _SwitchingLoader(Loader):
@@ -304,7 +299,7 @@ class _SwitchingLoader(Loader):
 
     def get_code(self, fullname: str) -> CodeType | None:
         plain = self.loader.get_code(fullname)
-        return None if plain is None else code_for(plain, fullname)
+        return None if plain is None else code_for(plain, fullname, f"loaded by {_loader_name(self.loader)}")
 
     def exec_module(self, module: ModuleType) -> None:
         name = module.__name__
@@ -318,9 +313,7 @@ class _SwitchingLoader(Loader):
             self._hand_back(module)
             self.loader.exec_module(module)
             return
-        code = code_for(plain, name)
-        if _debug.imports and code is not plain:
-            _debug.say("import", f"{name}: rewritten; not cached (loaded by {_loader_name(self.loader)})")
+        code = code_for(plain, name, f"loaded by {_loader_name(self.loader)}")
         _switch.keep_at_shutdown(module)
         exec(code, module.__dict__)
 
@@ -393,13 +386,22 @@ _lazy = True  # install(lazy=...)
 MAIN_MODULES = {"__main__"}
 
 
-def code_for(plain: CodeType, module: str) -> CodeType:
-    """What the hook hands out for ``plain``, uncached: light code waiting for a context
-    when none is active, else switched code."""
-    if not _light_now(module):
-        return switch_or_warn(plain, module)
-    light = light_or_warn(plain, module)
-    return plain if light is None else _waiting(light, module)
+def code_for(plain: CodeType, module: str, uncached: str) -> CodeType:
+    """What the hook hands out for ``plain`` where it keeps no cache (``uncached`` says why,
+    for ``--debug import``): light code waiting for a context when none is active, else
+    switched code."""
+    light = _light_now(module)
+    code, made = _made(plain, module, light)
+    if _debug.imports:
+        _say_made(module, plain, code, light, f"not cached ({uncached})" if made else None)
+    return _waiting(code, module) if made and light else code
+
+
+def _made(plain: CodeType, module: str, light: bool) -> tuple[CodeType, bool]:
+    """``plain`` light or switched, and whether that was made (not so when rewriting failed,
+    with a warning, or switching found nothing to rewrite: then ``plain`` itself)."""
+    result = light_or_warn(plain, module) if light else switch_or_warn(plain, module)
+    return (plain, False) if result is None else (result, light or result is not plain)
 
 
 def _waiting(code: CodeType, module: str, source_path: str | None = None,

@@ -314,6 +314,20 @@ def test_a_clean_lazy_module_is_switched_without_a_warning(tree):
             assert mod.helper(1) + mod.Box.static(2) == 5
 
 
+def test_debug_import_says_what_a_lazy_import_without_a_cache_made(tree, capsys, monkeypatch):
+    source = write(tree, "lz_sourceless.py", "def helper(x):\n    return abs(x)\n")
+    (tree / "lz_sourceless.pyc").write_bytes(test_importhook._plain_pyc(source))
+    source.unlink()
+    monkeypatch.setattr(_debug, "imports", True)
+    ch.install(include=["lz_sourceless"])
+    importlib.import_module("lz_sourceless")
+    said = [line.removeprefix("cassette_hook: import: ") for line in capsys.readouterr().err.splitlines()
+            if line.startswith("cassette_hook: import: lz_sourceless")]
+    assert said == ["lz_sourceless: included by 'lz_sourceless'; rewriting",
+                    "lz_sourceless: light: as compiled, no function of it defines one (switched when a context "
+                    "is activated); not cached (a .pyc without its source)"]
+
+
 def test_debug_import_says_what_a_lazy_import_and_the_first_activation_did(tree, capsys, monkeypatch):
     monkeypatch.setattr(_debug, "imports", True)
     lazy_import(tree, "lz_said")
