@@ -1,5 +1,6 @@
-"""The optional C accelerators: the hot path (``cassette_hook/_speedups.c``) and the
-profile's hooks (``cassette_hook/contexts/_recording.c``).
+"""The optional C accelerators: the hot path (``cassette_hook/_speedups.c``), the
+profile's hooks (``cassette_hook/contexts/_recording.c``) and, on CPython 3.12+, the
+function watcher of the lazy import hook (``cassette_hook/_watch.c``).
 
 Everything else is in ``pyproject.toml`` and ``setup.cfg``.  The extensions are optional: a
 machine without a C compiler installs the package without them, and the modules they
@@ -11,4 +12,5 @@ from setuptools import Extension, setup
 setup(ext_modules=[
     Extension("cassette_hook._speedups", ["cassette_hook/_speedups.c"], optional=True),
     Extension("cassette_hook.contexts._recording", ["cassette_hook/contexts/_recording.c"], optional=True),
+    Extension("cassette_hook._watch", ["cassette_hook/_watch.c"], optional=True),
 ])

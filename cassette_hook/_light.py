@@ -1,10 +1,9 @@
 """Light code at import; switched code from the first activation of a context.
 
-While no context is active anywhere, the import hook hands out *light* code
-(``rewrite._dual.light``): the module as compiled, except that the functions its
-functions define are switched.  Idle, that code is the program's own, so it runs at its
-speed, and importing it costs a fraction of switching it (a few times compiling, not
-15-25 times); most processes that import instrumented code never activate a context.
+While no context is active anywhere, the import hook hands out *light* code: the module
+as compiled.  Idle, that code is the program's own, so it runs at its speed, and
+importing it costs about what compiling does (not 15-25 times that); most processes that
+import instrumented code never activate a context.
 
 When a context is next activated (``_switch.entry_made``, before the context's body
 runs), :func:`switch_waiting` gives every function made from a light module's code its
@@ -14,6 +13,14 @@ context (a decorator's closure, a registry, a bound method).  A running frame ke
 code it started with, as a running frame of switched code keeps the body it chose; a
 frame's code cannot be exchanged, which is why this happens at activation and not when a
 function is first entered.  From then on the module is as if imported switched.
+
+A frame that was running at the activation goes on making functions from its light
+code's constants: the closures of a ``with ctx:`` block's body, the rest of a module body
+that activated a context.  On CPython 3.12+ with the C accelerators, a function watcher
+(``_watch.c``) gives each function made from a light function's code the switched code as
+it is made.  Elsewhere the light code cannot be watched, so the functions that functions
+define are switched at import instead (``rewrite._dual.light``): a few percent of a
+package's code, but the costly part of a cold import of one with many closures.
 """
 
 from __future__ import annotations
@@ -28,7 +35,38 @@ from . import _debug, _pyc, _switch, rewrite
 from ._context import recursion_budget
 from .rewrite import _names
 
+TYPE_CHECKING = False  # (typing's would import typing at every start, as importhook says)
+if TYPE_CHECKING:
+    from typing import Any
+
 _switching = threading.Lock()  # a second activating thread waits until the functions are switched
+_UNLOADED = object()
+_watch: Any = _UNLOADED  # the function watcher: ``_watch.c``, or None where there is none
+
+
+def watcher() -> Any:
+    """The function watcher (``_watch.c``: 3.12+, with the C accelerators), or None.  Loaded
+    by the first light import, not with the package: from then on it looks at every
+    function the process makes."""
+    global _watch
+    if _watch is _UNLOADED:
+        from . import _native
+
+        _watch = _native.optional("._watch")
+    return _watch
+
+
+def light_is_compiled() -> bool:
+    """Is the light code of a module its compiled code?  Yes where the functions made from
+    it can be watched (see the module's docstring); else the functions its functions
+    define are switched at import."""
+    return watcher() is not None
+
+
+def options(switched: str) -> str:
+    """What light code depends on besides its source, the ``switched`` code's options and
+    whether :func:`light_is_compiled` (a cache file of one kind is no use to the other)."""
+    return switched if light_is_compiled() else f"{switched}, nested switched"
 
 
 class LightModule:
@@ -46,8 +84,8 @@ class LightModule:
         self.source_path, self.source, self.options = source_path, source, options
 
     def switched_functions(self, light: list[CodeType]) -> list[CodeType]:
-        """The switched code of each of ``light`` (this module's :func:`functions`), or the
-        light code itself where it cannot be switched."""
+        """The switched code of each of ``light`` (this module's :func:`functions`, nested
+        ones too), or the light code itself where it cannot be switched."""
         found = "none"
         cache = None if self.source_path is None else _pyc.path_for(self.source_path, _pyc.FUNCTIONS)
         if cache is not None and self.source is not None:
@@ -79,17 +117,16 @@ class LightModule:
 
 
 def functions(code: CodeType) -> list[CodeType]:
-    """The code of the functions a light module makes while it is imported -- those its
-    body and its class bodies define -- in a fixed order (depth first)."""
+    """The code of every function a light module's code can make -- those its body and its
+    class bodies define, and those they define in turn -- in a fixed order (depth first)."""
     found: list[CodeType] = []
 
     def walk(code: CodeType) -> None:
         for const in code.co_consts:
-            if isinstance(const, CodeType):
-                if _names.is_part(const):
-                    walk(const)
-                else:
+            if isinstance(const, CodeType) and not _names.is_switched(const):  # (switched at import already)
+                if not _names.is_part(const):
                     found.append(const)
+                walk(const)
 
     walk(code)
     return found
@@ -102,7 +139,16 @@ def defines_functions_in_functions(code: CodeType) -> bool:
         return any(isinstance(const, CodeType) and (not _names.is_part(const) or defines(const))
                    for const in code.co_consts)
 
-    return any(defines(function) for function in functions(code))
+    return any(defines(function) for function in _module_functions(code))
+
+
+def _module_functions(code: CodeType) -> list[CodeType]:
+    """The code of the functions a module's body and class bodies define."""
+    found: list[CodeType] = []
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            found.extend(_module_functions(const) if _names.is_part(const) else [const])
+    return found
 
 
 def _same_functions(cached: tuple[CodeType, ...], light: list[CodeType]) -> bool:
@@ -125,6 +171,7 @@ def switch_waiting() -> None:
 def _switch_functions(waiting: list[LightModule]) -> None:
     _switch.install_builtins()
     replacement: dict[int, CodeType] = {}  # id(light code) -> switched code; ``waiting`` keeps the ids live
+    watch = watcher()
     for module in waiting:
         light = functions(module.code)
         if not light:
@@ -132,9 +179,11 @@ def _switch_functions(waiting: list[LightModule]) -> None:
         for code, switched in zip(light, module.switched_functions(light)):
             if switched is not code:
                 replacement[id(code)] = switched
+                if watch is not None:  # what a frame still running light code makes from now on
+                    watch.switch_at_creation(code, switched)
     if not replacement:
         return
-    for obj in gc.get_objects():
+    for obj in gc.get_objects():  # what was made before
         if type(obj) is FunctionType:
             new = replacement.get(id(obj.__code__))
             if new is not None:

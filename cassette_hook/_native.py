@@ -4,14 +4,18 @@ They are built when the package is installed where a C compiler is at hand; with
 them, or with ``CASSETTE_HOOK_PURE_PYTHON=1``, every module runs its pure-Python
 reference version.  The variable is read once, here, so that all of them agree; the
 profile's own extension (``contexts/_recording.c``) is loaded through :func:`optional`
-too, by ``contexts/_calltree.py``, when the built-in contexts are first imported.
+too, by ``contexts/_calltree.py``, when the built-in contexts are first imported, and so
+is the lazy import hook's function watcher (``_watch.c``, 3.12+), by ``_light``.
 """
 
 from __future__ import annotations
 
 import importlib
 import os
-from typing import Any
+
+TYPE_CHECKING = False  # (not typing's: the lazy hook's first import loads this module, and typing is slow to import)
+if TYPE_CHECKING:
+    from typing import Any
 
 PURE_PYTHON = bool(os.environ.get("CASSETTE_HOOK_PURE_PYTHON"))
 
@@ -27,4 +31,14 @@ def optional(name: str) -> Any:
         return None
 
 
-speedups = optional("._speedups")
+speedups: Any  # ``_speedups``, or None: loaded when first asked for (by :func:`__getattr__`)
+
+
+def __getattr__(name: str) -> Any:
+    """``speedups``, loaded when a module of the runtime first imports it; not before, since
+    the import hook loads this module for its function watcher alone (``_light``)."""
+    if name != "speedups":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    global speedups
+    speedups = optional("._speedups")
+    return speedups

@@ -230,7 +230,7 @@ class _SwitchingSource(SourceFileLoader):
         except OSError:
             cache = source = None
         if cache is not None and source is not None:
-            header = _pyc.key(source, fullname, OPTIONS, kind)
+            header = _pyc.key(source, fullname, _light.options(OPTIONS) if light else OPTIONS, kind)
             code, found = _pyc.read(cache, header)
             if isinstance(code, CodeType):
                 if _debug.imports:
@@ -261,7 +261,8 @@ def _say_made(module: str, plain: CodeType, code: CodeType, light: bool, cached:
     elif _names.nothing_to_rewrite(plain):
         what = "nothing to rewrite (no function, class or call): imported as compiled"
     elif light and cached is not None:
-        what = "light: as compiled, no function of it defines one (switched when a context is activated)"
+        why = "" if _light.light_is_compiled() else ", no function of it defines one"
+        what = f"light: as compiled{why} (switched when a context is activated)"
     else:
         return  # it could not be rewritten, and the warning said so
     _debug.say("import", f"{module}: {what}" if cached is None else f"{module}: {what}; {cached}")
@@ -417,7 +418,7 @@ def light_or_warn(code: CodeType, module: str) -> CodeType | None:
     activated; on failure ``None``, with one warning, as :func:`switch_or_warn`.  Light
     code is often the compiled code itself: then neither ``bytecode`` nor the rewriter is
     imported."""
-    if _names.nothing_to_rewrite(code) or not _light.defines_functions_in_functions(code):
+    if _light.light_is_compiled() or _names.nothing_to_rewrite(code) or not _light.defines_functions_in_functions(code):
         return code
     from .rewrite import _dual
 

@@ -69,6 +69,24 @@ class Seen(ch.Context):
         self.metadata.append(getattr(f, "__name__", repr(f)))
 
 
+needs_watcher = pytest.mark.skipif(_light.watcher() is None, reason="function watchers: CPython 3.12+, C accelerators")
+
+
+@pytest.fixture
+def unwatched(monkeypatch):
+    """The lazy hook where the functions made from light code cannot be watched (3.10, 3.11,
+    the pure-Python path): it switches the functions that functions define at import."""
+    monkeypatch.setattr(_light, "_watch", None)
+
+
+@pytest.fixture(params=["native", "unwatched"])
+def either_way(request, monkeypatch):
+    """The lazy hook as this Python runs it, and without a function watcher."""
+    if request.param == "unwatched":
+        monkeypatch.setattr(_light, "_watch", None)
+    return request.param
+
+
 @pytest.fixture
 def tree(tmp_path, monkeypatch):
     gc.collect()  # (an entry of an earlier test's context still alive would make imports switched)
@@ -98,9 +116,23 @@ def test_a_lazy_import_gives_the_modules_functions_their_compiled_code(tree):
     assert not _names.is_switched(mod.helper.__code__)
 
 
-def test_a_lazy_import_switches_the_functions_its_functions_define(tree):
+def test_without_a_function_watcher_a_lazy_import_switches_the_functions_its_functions_define(tree, unwatched):
     mod = lazy_import(tree, "lz_nested")
     assert _names.is_switched(mod.make_adder(1).__code__)
+
+
+@needs_watcher
+def test_with_a_function_watcher_a_lazy_import_is_the_compiled_code_itself(tree, monkeypatch):
+    monkeypatch.setattr(_dual, "light", lambda code, module: pytest.fail("nothing to make light"))
+    mod = lazy_import(tree, "lz_watched")
+    assert mod.make_adder(1).__code__.co_code == compiled(tree, "lz_watched", "add").co_code
+
+
+def test_a_closure_made_idle_is_switched_at_the_first_activation(tree, either_way):
+    add = lazy_import(tree, "lz_idle_closure").make_adder(1)
+    with ch.NullContext():
+        pass
+    assert _names.is_switched(add.__code__)
 
 
 def test_the_first_activation_switches_functions_methods_and_what_decorators_hold(tree):
@@ -136,11 +168,55 @@ def test_calls_under_a_context_are_seen_as_when_switched_at_import(tree):
     assert calls(lazy_import(tree, "lz_same")) == calls(eager)
 
 
-def test_a_closure_made_under_a_context_by_a_frame_begun_idle_is_switched(tree):
+def test_a_closure_made_under_a_context_by_a_frame_begun_idle_is_switched(tree, either_way):
     mod = lazy_import(tree, "lz_closure")
     ctx = Seen(metadata=[])
     assert mod.run_in(ctx) == 8
     assert ctx.metadata == ["helper", "add"]
+
+
+LATE = """
+import cassette_hook as ch
+
+def helper(x):
+    return abs(x)
+
+with ch.NullContext():
+    pass
+
+def late(x):
+    return helper(x)
+"""
+
+
+@needs_watcher
+def test_with_a_function_watcher_what_a_module_body_defines_after_activating_a_context_is_switched(tree):
+    mod = lazy_import(tree, "lz_late", LATE)
+    assert _names.is_switched(mod.late.__code__) and _names.is_switched(mod.helper.__code__)
+
+
+def test_without_a_function_watcher_what_a_module_body_defines_after_activating_a_context_stays_light(
+        tree, unwatched):
+    mod = lazy_import(tree, "lz_late_unwatched", LATE)
+    assert not _names.is_switched(mod.late.__code__) and _names.is_switched(mod.helper.__code__)
+
+
+def test_the_function_watcher_is_in_use_where_the_run_requires_the_c_path_on_3_12_or_later():
+    if os.environ.get("CASSETTE_HOOK_REQUIRE_SPEEDUPS") and sys.version_info >= (3, 12):
+        assert _light.watcher() is not None, "cassette_hook._watch was not built or not imported"
+        assert _light.light_is_compiled()
+
+
+@needs_watcher
+def test_the_function_watcher_refuses_a_switched_code_of_another_kind():
+    def plain():
+        return 1
+
+    def generator():
+        yield 1
+
+    with pytest.raises(ValueError, match="not of its kind"):
+        _light.watcher().switch_at_creation(plain.__code__, generator.__code__)
 
 
 def test_a_module_imported_under_a_context_is_switched_at_once(tree):
@@ -151,21 +227,31 @@ def test_a_module_imported_under_a_context_is_switched_at_once(tree):
     assert not _switch.waiting()
 
 
-def test_a_lazy_import_reads_its_light_code_from_the_cache(tree, monkeypatch):
+def test_a_lazy_import_reads_its_light_code_from_the_cache(tree, monkeypatch, either_way):
     lazy_import(tree, "lz_cached")
     assert Path(_pyc.path_for(str(tree / "lz_cached.py"), _pyc.LIGHT)).exists()
     del sys.modules["lz_cached"]
     _switch.switched(_switch.waiting())
     monkeypatch.setattr(_dual, "light", lambda code, module: pytest.fail("made again"))
+    monkeypatch.setattr(SourceFileLoader, "get_code", lambda self, name: pytest.fail("read CPython's .pyc"))
     assert not _names.is_switched(lazy_import(tree, "lz_cached").helper.__code__)
 
 
-def test_a_cached_lazy_import_as_compiled_reads_only_its_own_file(tree, monkeypatch):
+def test_a_cached_lazy_import_as_compiled_reads_only_its_own_file(tree, monkeypatch, either_way):
     lazy_import(tree, "lz_flat_cached", "def helper(x):\n    return abs(x)\n")
     del sys.modules["lz_flat_cached"]
     _switch.switched(_switch.waiting())
     monkeypatch.setattr(SourceFileLoader, "get_code", lambda self, name: pytest.fail("read CPython's .pyc too"))
     assert lazy_import(tree, "lz_flat_cached").helper(-2) == 2
+
+
+@needs_watcher
+def test_a_light_cache_file_made_with_a_function_watcher_is_not_read_without_one(tree, monkeypatch):
+    lazy_import(tree, "lz_kinds")
+    del sys.modules["lz_kinds"]
+    _switch.switched(_switch.waiting())
+    monkeypatch.setattr(_light, "_watch", None)
+    assert _names.is_switched(lazy_import(tree, "lz_kinds").make_adder(1).__code__)
 
 
 def test_a_module_without_functions_leaves_its_activation_nothing_to_do(tree, monkeypatch):
@@ -314,7 +400,7 @@ def test_a_clean_lazy_module_is_switched_without_a_warning(tree):
             assert mod.helper(1) + mod.Box.static(2) == 5
 
 
-def test_debug_import_says_what_a_lazy_import_without_a_cache_made(tree, capsys, monkeypatch):
+def test_debug_import_says_what_a_lazy_import_without_a_cache_made(tree, capsys, monkeypatch, either_way):
     source = write(tree, "lz_sourceless.py", "def helper(x):\n    return abs(x)\n")
     (tree / "lz_sourceless.pyc").write_bytes(test_importhook._plain_pyc(source))
     source.unlink()
@@ -323,12 +409,13 @@ def test_debug_import_says_what_a_lazy_import_without_a_cache_made(tree, capsys,
     importlib.import_module("lz_sourceless")
     said = [line.removeprefix("cassette_hook: import: ") for line in capsys.readouterr().err.splitlines()
             if line.startswith("cassette_hook: import: lz_sourceless")]
+    why = "" if _light.light_is_compiled() else ", no function of it defines one"
     assert said == ["lz_sourceless: included by 'lz_sourceless'; rewriting",
-                    "lz_sourceless: light: as compiled, no function of it defines one (switched when a context "
+                    f"lz_sourceless: light: as compiled{why} (switched when a context "
                     "is activated); not cached (a .pyc without its source)"]
 
 
-def test_debug_import_says_what_a_lazy_import_and_the_first_activation_did(tree, capsys, monkeypatch):
+def test_debug_import_says_what_a_lazy_import_and_the_first_activation_did(tree, capsys, monkeypatch, unwatched):
     monkeypatch.setattr(_debug, "imports", True)
     lazy_import(tree, "lz_said")
     lazy_import(tree, "lz_said_flat", "def helper(x):\n    return abs(x)\n")
@@ -346,3 +433,18 @@ def test_debug_import_says_what_a_lazy_import_and_the_first_activation_did(tree,
                     "lz_said: functions switched (9); cache miss, written",
                     "lz_said_flat: functions switched (1); cache miss, written"]
     assert Path(functions).exists()
+
+
+@needs_watcher
+def test_debug_import_says_what_a_watched_lazy_import_and_the_first_activation_did(tree, capsys, monkeypatch):
+    monkeypatch.setattr(_debug, "imports", True)
+    lazy_import(tree, "lz_said_watched")
+    with ch.NullContext():
+        pass
+    said = [line.removeprefix("cassette_hook: import: ") for line in capsys.readouterr().err.splitlines()
+            if line.startswith("cassette_hook: import: lz_said")]
+    light = _pyc.path_for(str(tree / "lz_said_watched.py"), _pyc.LIGHT)
+    assert said == ["lz_said_watched: included by 'lz_said_watched'; rewriting",
+                    "lz_said_watched: light: as compiled (switched when a context is activated); "
+                    f"cache miss, written: {light}",
+                    "lz_said_watched: functions switched (12); cache miss, written"]
