@@ -116,39 +116,30 @@ class LightModule:
         return switched
 
 
-def functions(code: CodeType) -> list[CodeType]:
-    """The code of every function a light module's code can make -- those its body and its
-    class bodies define, and those they define in turn -- in a fixed order (depth first)."""
+def functions(code: CodeType, nested: bool = True) -> list[CodeType]:
+    """The code of the functions a light module's code makes -- those its body and its
+    class bodies define, and (``nested``) those they define in turn -- in a fixed order
+    (depth first)."""
     found: list[CodeType] = []
 
     def walk(code: CodeType) -> None:
         for const in code.co_consts:
-            if isinstance(const, CodeType) and not _names.is_switched(const):  # (switched at import already)
-                if not _names.is_part(const):
+            if isinstance(const, CodeType):
+                part = _names.is_part(const)
+                if not part:
                     found.append(const)
-                walk(const)
+                if part or nested:
+                    walk(const)
 
     walk(code)
     return found
 
 
 def defines_functions_in_functions(code: CodeType) -> bool:
-    """Does a function of this module's code define functions (then its light code is not
-    the compiled code: ``rewrite._dual.light``)?  A walk over constants, no decoding."""
-    def defines(code: CodeType) -> bool:
-        return any(isinstance(const, CodeType) and (not _names.is_part(const) or defines(const))
-                   for const in code.co_consts)
-
-    return any(defines(function) for function in _module_functions(code))
-
-
-def _module_functions(code: CodeType) -> list[CodeType]:
-    """The code of the functions a module's body and class bodies define."""
-    found: list[CodeType] = []
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            found.extend(_module_functions(const) if _names.is_part(const) else [const])
-    return found
+    """Does a function of this module's code define functions (then, where the functions
+    made from light code cannot be watched, its light code is not the compiled code:
+    ``rewrite._dual.light``)?  A walk over constants, no decoding."""
+    return len(functions(code)) > len(functions(code, nested=False))
 
 
 def _same_functions(cached: tuple[CodeType, ...], light: list[CodeType]) -> bool:
@@ -173,7 +164,8 @@ def _switch_functions(waiting: list[LightModule]) -> None:
     replacement: dict[int, CodeType] = {}  # id(light code) -> switched code; ``waiting`` keeps the ids live
     watch = watcher()
     for module in waiting:
-        light = functions(module.code)
+        # Unwatched, the functions that functions define were switched at import.
+        light = functions(module.code, nested=watch is not None)
         if not light:
             continue  # (constants and imports only: nothing to switch, nor to cache)
         for code, switched in zip(light, module.switched_functions(light)):
