@@ -32,7 +32,7 @@ Columns (ratios: median over rounds of the per-round ratio of the two variants):
     idle/clean    instrumented idle vs plain code in a process without the hook
 
     PYTHONPATH=. python benchmarks/bench_idle.py [--quick] [--workloads fib,go] [--rounds N]
-                                                 [--explain] [--no-clean] [--json F]
+                                                 [--explain] [--no-clean] [--lazy] [--json F]
 
 --explain also traces one run of each workload (opcode events of sys.settrace; 3.12+:
 sys.monitoring INSTRUCTION and PY_START events) and prints the bytecodes it executes, how
@@ -332,6 +332,9 @@ def main() -> None:
                     help="skip the chb_clean (exact-str builtins) and chb_control copies")
     ap.add_argument("--explain", action="store_true", help="also count bytecodes and switch checks per run")
     ap.add_argument("--json", metavar="FILE", help="also write the raw samples (ns) here")
+    ap.add_argument("--lazy", action="store_true",
+                    help="import light (the hook's default) and switch at a first activation, as a user's first "
+                         "`with ctx:` does, instead of switching at import")
     args = ap.parse_args()
     if ch is None:
         raise SystemExit(common.no_package_note())
@@ -358,9 +361,10 @@ def main() -> None:
         make_packages(root, names, packages)
         sys.path.insert(0, str(root))
         clean = {str(k): v for k, v in vars(builtins).items()}  # before the hook adds anything
-        # What users do, first; switched at import (lazy=False): the idle cost measured is
-        # that of code a context has run once (lazy code that none has run is the compiled code).
-        ch.install(include=[p for p in packages if p in INSTRUMENTED], lazy=False)
+        # What users do, first; switched at import (lazy=False), or (--lazy) at the first
+        # activation after each import: the idle cost measured is that of code a context has
+        # run once (lazy code that none has run is the compiled code).
+        ch.install(include=[p for p in packages if p in INSTRUMENTED], lazy=args.lazy)
         if not args.no_clean:
             sys.meta_path.insert(0, CleanBuiltins(clean))
         non_str = sum(type(k) is not str for k in vars(builtins))
@@ -371,6 +375,9 @@ def main() -> None:
         explained: list[list[object]] = []
         for name in names:
             copies = {pkg: importlib.import_module(f"{pkg}.{module_name(name)}") for pkg in packages}
+            if args.lazy:
+                with common.Null():  # switches what was imported light (assigning each function's code)
+                    pass
             for pkg in INSTRUMENTED:
                 if pkg in copies:
                     assert _names.is_switched(copies[pkg].run.__code__), f"{pkg}.{name}.run is not instrumented"

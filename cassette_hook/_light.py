@@ -31,7 +31,7 @@ import threading
 import warnings
 from types import CodeType, FunctionType
 
-from . import _debug, _pyc, _switch, rewrite
+from . import _debug, _native, _pyc, _switch, rewrite
 from ._context import recursion_budget
 from .rewrite import _names
 
@@ -50,10 +50,20 @@ def watcher() -> Any:
     function the process makes."""
     global _watch
     if _watch is _UNLOADED:
-        from . import _native
-
         _watch = _native.optional("._watch")
     return _watch
+
+
+def set_code(func: FunctionType, code: CodeType) -> None:
+    """``func.__code__ = code``, leaving calls to ``func`` as specializable as they were:
+    CPython 3.13 versions a function (what specialized calls guard on) only as it is made,
+    and the C accelerators give an assigned one the version of its new code
+    (``_speedups.set_code``); the pure-Python path on 3.13 cannot."""
+    speedups = _native.speedups  # (loaded by now: an activation runs the hot path)
+    if speedups is not None:
+        speedups.set_code(func, code)
+    else:
+        func.__code__ = code
 
 
 def light_is_compiled() -> bool:
@@ -179,4 +189,4 @@ def _switch_functions(waiting: list[LightModule]) -> None:
         if type(obj) is FunctionType:
             new = replacement.get(id(obj.__code__))
             if new is not None:
-                obj.__code__ = new
+                set_code(obj, new)

@@ -2578,8 +2578,66 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
     Py_RETURN_NONE;
 }
 
+/* Function versions (CPython 3.13).  Specialized calls guard on a function's version.
+ * 3.13 gives one only in MAKE_FUNCTION (3.11 and 3.12 hand a new one to a function
+ * without, when a call to it next specializes), so a function made by FunctionType() --
+ * a twin -- or given a new __code__ -- one switched at a lazy activation, or by
+ * ch.instrument -- has none, and every call to it would stay a generic CALL: fib 12-16%
+ * slower, idle or overdubbed (benchmarks/bench_versions.py).  Such a function gets what
+ * MAKE_FUNCTION gives a function of its code, the code's co_version; but only when the
+ * function it stands for had a version: one without had its defaults, code or vectorcall
+ * changed, and the plain program's calls to it are not specialized either (the functions
+ * of one code share a version, which is sound while their defaults have the shape that
+ * code's MAKE_FUNCTION gives them). */
+#if PY_VERSION_HEX >= 0x030D0000
+#define VERSION_OF(func) (((PyFunctionObject *)(func))->func_version)
+static void
+version_from_code(PyFunctionObject *func, uint32_t had)
+{
+    if (had != 0 && func->func_version == 0) {
+        func->func_version = ((PyCodeObject *)func->func_code)->co_version;
+    }
+}
+#else /* 3.10-3.12: nothing to do (3.10 has no versions) */
+#define VERSION_OF(func) 0
+#define version_from_code(func, had) ((void)(func), (void)(had))
+#endif
+
+/* _light.set_code(func, code): func.__code__ = code (its checks, its watchers' events),
+ * the version kept as above. */
+static PyObject *
+set_code(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyFunction_Check(args[0]) || !PyCode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_code(function, code) takes a function and a code object");
+        return NULL;
+    }
+    uint32_t had = VERSION_OF(args[0]);
+    if (PyObject_SetAttrString(args[0], "__code__", args[1]) < 0) {
+        return NULL;
+    }
+    version_from_code((PyFunctionObject *)args[0], had);
+    Py_RETURN_NONE;
+}
+
+/* plan's twin of func: versioned as above if func is. */
+static PyObject *
+version_like(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyFunction_Check(args[0]) || !PyFunction_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "version_like(twin, function) takes two functions");
+        return NULL;
+    }
+    version_from_code((PyFunctionObject *)args[0], VERSION_OF(args[1]));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"resolve", resolve, METH_O, "What a rewritten call site calls in place of f."},
+    {"set_code", (PyCFunction)(void (*)(void))set_code, METH_FASTCALL,
+     "set_code(function, code): function.__code__ = code, calls to it as specializable as before (3.13)."},
+    {"version_like", (PyCFunction)(void (*)(void))version_like, METH_FASTCALL,
+     "version_like(twin, function): the twin's calls as specializable as the function's (3.13)."},
     {"operator_call", (PyCFunction)(void (*)(void))operator_call, METH_FASTCALL | METH_KEYWORDS,
      "operator_call(op, *args): an operator of switched code (_switch._operator_call)."},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL | METH_KEYWORDS,

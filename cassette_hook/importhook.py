@@ -559,7 +559,7 @@ def _instrument_function(func: FunctionType) -> None:
     known = _switched_codes.get(id(code))
     if known is None:
         known = _switched_codes[id(code)] = (code, switch_or_warn(code, module))
-    func.__code__ = known[1]
+    _light.set_code(func, known[1])
     _switch.keep_at_shutdown(func)  # its globals: a module's, or any dict exec gave it
 
 

@@ -25,7 +25,7 @@ import weakref
 from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 
-from . import rewrite
+from . import _native, rewrite
 from ._context import recursion_budget
 from ._libraries import LIBRARIES
 from ._patterns import ModulePatterns
@@ -207,9 +207,12 @@ class Plan:
         twin = FunctionType(twin_code, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
         twin.__kwdefaults__ = func.__kwdefaults__
         twin.__qualname__ = func.__qualname__
+        if _version_like is not None:  # (3.13 versions only what MAKE_FUNCTION makes)
+            _version_like(twin, func)
         return twin
 
 
+_version_like = None if _native.speedups is None else _native.speedups.version_like
 _every_plan: weakref.WeakSet[Plan] = weakref.WeakSet()  # including invalidated plans still in use
 
 

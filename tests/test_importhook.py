@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dis
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -22,7 +23,7 @@ from types import FunctionType
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _pyc, _switch, importhook
+from cassette_hook import _light, _pyc, _switch, importhook
 from cassette_hook.rewrite import UnsupportedCode, _dual, _names
 
 MODULE = """
@@ -664,6 +665,19 @@ def test_instrument_a_function_in_place(tree):
     with seen:
         fib(1)
     assert seen.metadata == ["lt"]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="CPython specializes calls from 3.11 on")
+def test_calls_to_a_function_instrumented_in_place_specialize_as_before(tree):
+    write(tree, "late_fib.py", "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n")
+    from late_fib import fib
+
+    ch.instrument(fib)
+    fib(15)
+    specialized = any(i.opname == "CALL_PY_EXACT_ARGS" for i in dis.get_instructions(fib, adaptive=True))
+    # 3.13 versions a function only as it is made; _light.set_code gives an assigned one its
+    # version back, which the pure path cannot (docs/importhook.md)
+    assert specialized == (sys.version_info < (3, 13) or _light.watcher() is not None)
 
 
 def test_instrument_a_class_covers_its_methods_and_properties():

@@ -3,6 +3,7 @@ functions switched when a context is first activated (``cassette_hook._light``).
 
 from __future__ import annotations
 
+import dis
 import gc
 import importlib
 import os
@@ -217,6 +218,20 @@ def test_the_function_watcher_refuses_a_switched_code_of_another_kind():
 
     with pytest.raises(ValueError, match="not of its kind"):
         _light.watcher().switch_at_creation(plain.__code__, generator.__code__)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="CPython specializes calls from 3.11 on")
+def test_calls_to_a_function_switched_at_the_first_activation_specialize_as_plain_ones(tree):
+    fib = lazy_import(tree, "lz_versions", "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n").fib
+    with ch.NullContext():
+        pass
+    assert _names.is_switched(fib.__code__)
+    fib(15)
+    calls = {i.opname for i in dis.get_instructions(fib, adaptive=True) if i.opname.startswith("CALL")}
+    # 3.13 versions a function only as it is made; without _watch.set_code (the pure path) an
+    # assigned function keeps no version, and its calls stay generic (docs/importhook.md).
+    specializes = sys.version_info < (3, 13) or _light.watcher() is not None
+    assert ("CALL_PY_EXACT_ARGS" in calls) == specializes, calls
 
 
 def test_a_module_imported_under_a_context_is_switched_at_once(tree):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dis
 import operator
 import os
 import subprocess
@@ -74,6 +75,19 @@ def test_resolve_under_a_fast_plan_is_the_twin_until_the_function_changes():
         f.__defaults__ = (2,)
         replaced = callsite.resolve(f)
         assert replaced is not twin and replaced() == 2
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="CPython specializes calls from 3.11 on")
+def test_calls_to_a_twin_specialize_as_calls_to_its_function_do():
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+    ch.overdub(Null(), fib, 15)
+    with Null():
+        twin = callsite.resolve(fib)
+    # (3.13 versions only what MAKE_FUNCTION makes: on the C path, _speedups.version_like
+    # gives a twin its version; the Python path's call sites call a closure of its own)
+    assert "CALL_PY_EXACT_ARGS" in {i.opname for i in dis.get_instructions(twin, adaptive=True)}
 
 
 def _closure(value):
