@@ -23,7 +23,7 @@ from types import FunctionType
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _light, _pyc, _switch, importhook
+from cassette_hook import _native, _pyc, _switch, importhook
 from cassette_hook.rewrite import UnsupportedCode, _dual, _names
 
 MODULE = """
@@ -677,7 +677,7 @@ def test_calls_to_a_function_instrumented_in_place_specialize_as_before(tree):
     specialized = any(i.opname == "CALL_PY_EXACT_ARGS" for i in dis.get_instructions(fib, adaptive=True))
     # 3.13 versions a function only as it is made; _light.set_code gives an assigned one its
     # version back, which the pure path cannot (docs/importhook.md)
-    assert specialized == (sys.version_info < (3, 13) or _light.watcher() is not None)
+    assert specialized == (sys.version_info < (3, 13) or _native.speedups is not None)
 
 
 def test_instrument_a_class_covers_its_methods_and_properties():

@@ -19,7 +19,7 @@ import test_importhook
 from test_importhook import write
 
 import cassette_hook as ch
-from cassette_hook import _debug, _light, _process, _pyc, _switch, importhook
+from cassette_hook import _debug, _light, _native, _process, _pyc, _switch, importhook
 from cassette_hook.rewrite import UnsupportedCode, _dual, _names
 
 MODULE = """
@@ -228,9 +228,9 @@ def test_calls_to_a_function_switched_at_the_first_activation_specialize_as_plai
     assert _names.is_switched(fib.__code__)
     fib(15)
     calls = {i.opname for i in dis.get_instructions(fib, adaptive=True) if i.opname.startswith("CALL")}
-    # 3.13 versions a function only as it is made; without _watch.set_code (the pure path) an
-    # assigned function keeps no version, and its calls stay generic (docs/importhook.md).
-    specializes = sys.version_info < (3, 13) or _light.watcher() is not None
+    # 3.13 versions a function only as it is made; without _speedups.set_code (the pure path)
+    # an assigned function keeps no version, and its calls stay generic (docs/importhook.md).
+    specializes = sys.version_info < (3, 13) or _native.speedups is not None
     assert ("CALL_PY_EXACT_ARGS" in calls) == specializes, calls
 
 
