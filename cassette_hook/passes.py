@@ -20,7 +20,6 @@ on lists of ``bytecode`` items; see ``docs/passes.md``.
 
 from __future__ import annotations
 
-import sys
 import threading
 from types import CodeType, FunctionType
 from typing import Any, Callable, Iterator, MutableSequence, Sequence
@@ -32,7 +31,8 @@ from . import rewrite
 from .plan import WeakIdCache
 from .rewrite import UnsupportedCode, _dual, _names
 from .rewrite._markers import contextslot, nooverdub
-from .rewrite._rewriter import assemble, family, rewritten
+from .rewrite._family import family
+from .rewrite._rewriter import assemble, rewritten
 from .rewrite._stack import Item, _effect, stack_depths
 
 __all__ = ["Pass", "PassError", "contextslot", "insert_statements", "nooverdub", "replace_match"]
@@ -175,7 +175,6 @@ class _Invalid(Exception):
 _FAST_LOADS = frozenset({"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST"})
 _FAST_STORES = frozenset({"STORE_FAST", "STORE_FAST_STORE_FAST", "STORE_FAST_LOAD_FAST", "LOAD_FAST_AND_CLEAR",
                           "DELETE_FAST"})
-_GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
 
 
 def _checked(body: Bytecode, base: CodeType) -> tuple[Bytecode, int]:
@@ -193,7 +192,7 @@ def _checked(body: Bytecode, base: CodeType) -> tuple[Bytecode, int]:
     for item, depth in zip(items, depths):
         if isinstance(item, TryBegin) and item.stack_depth is UNSET:  # a try block the pass opened
             item.stack_depth = 0 if depth is None else depth
-    _check_nulls(items, _start_depth(base))  # and no instruction takes more than the stack holds
+    _check_nulls(items, family.start_depth(base))  # and no instruction takes more than the stack holds
     _check_flow(items, depths, base)
     try:  # bytecode's own check of the same, and its stack size
         stacksize = ControlFlowGraph.from_bytecode(body).compute_stacksize(
@@ -201,7 +200,7 @@ def _checked(body: Bytecode, base: CodeType) -> tuple[Bytecode, int]:
     except RuntimeError as exc:
         raise _Invalid(f"its stack does not balance: {exc}") from None
     stacksize = max(stacksize, _peak(items, depths))
-    if sys.version_info >= (3, 12):
+    if family.loads_trust_binding:
         body[:] = _checked_loads(items, body)
     return body, stacksize
 
@@ -277,15 +276,9 @@ def _check_names(items: Sequence[Item], body: Bytecode, base: CodeType) -> None:
                     raise _Invalid(f"{_where(index, item)} loads the local variable {name!r}, which nothing assigns")
 
 
-def _start_depth(base: CodeType) -> int:
-    """A 3.10 generator starts with one value (what was sent) on the stack; stack_depths
-    counts from 0."""
-    return 1 if sys.version_info < (3, 11) and base.co_flags & _GENERATOR_FLAGS else 0
-
-
 def _check_flow(items: Sequence[Item], depths: Sequence[int | None], base: CodeType) -> None:
     """Returns leave nothing else on the stack, and no path runs off the end."""
-    start = _start_depth(base)
+    start = family.start_depth(base)  # (stack_depths counts from 0)
     labels = {id(item): index for index, item in enumerate(items) if isinstance(item, Label)}
     last = None
     for index, item in enumerate(items):
@@ -298,11 +291,11 @@ def _check_flow(items: Sequence[Item], depths: Sequence[int | None], base: CodeT
         expected = {"RETURN_VALUE": 1, "RETURN_CONST": 0}.get(item.name)
         if expected is not None and depth + start != expected:
             raise _Invalid(f"{_where(index, item)} returns with {depth + start} values on the stack, not {expected}")
-        if item.name == "FOR_ITER" and sys.version_info >= (3, 12):
+        if item.name == "FOR_ITER" and family.for_iter_exit:
             after = _next_instr(items, labels.get(id(item.arg), len(items)))
-            if _FOR_ITER_EXIT[:len(after)] != after:
+            if family.for_iter_exit[:len(after)] != after:
                 raise _Invalid(f"{_where(index, item)} exits the loop to {' '.join(after) or 'nothing'}, not to "
-                               f"{' '.join(_FOR_ITER_EXIT)} (which CPython skips over when the iterator is done)")
+                               f"{' '.join(family.for_iter_exit)} (which CPython skips over when the iterator is done)")
     if last is None:
         raise _Invalid("it has no instructions")
     end = items[last]
@@ -314,14 +307,10 @@ def _check_flow(items: Sequence[Item], depths: Sequence[int | None], base: CodeT
 _ROTATIONS = {"ROT_TWO": 2, "ROT_THREE": 3, "ROT_FOUR": 4}
 
 
-# 3.12+: an exhausted FOR_ITER jumps past the END_FOR at its target (3.13: and the POP_TOP after it).
-_FOR_ITER_EXIT = ("END_FOR", "POP_TOP") if sys.version_info >= (3, 13) else ("END_FOR",)
-
-
 def _next_instr(items: Sequence[Item], index: int) -> tuple[str, ...]:
-    """The names of the instructions from ``index`` on (as many as ``_FOR_ITER_EXIT`` has)."""
+    """The names of the instructions from ``index`` on (as many as ``for_iter_exit`` has)."""
     names = tuple(item.name for item in items[index:] if isinstance(item, Instr))
-    return names[:len(_FOR_ITER_EXIT)]
+    return names[:len(family.for_iter_exit)]
 
 
 def _check_nulls(items: Sequence[Item], start: int) -> None:

@@ -7,7 +7,8 @@ A rewritten call site ``f(a, k=b)`` calls ``hooks.resolve(f)(a, k=b)`` on CPytho
 ``hooks.operator_site(operator.add)(x, y)`` (and likewise for every overloadable operator).
 Everything else -- line numbers, positions, exception tables, closures -- is untouched, so
 tracebacks point at the same lines.  What differs between CPython versions lives in one
-module per version (``_py310`` ... ``_py313``); ``_rewriter`` picks one and drives it.  This
+module per version (``_py310`` ... ``_py313``), each implementing the interface that
+``_family`` declares and picks the running one of; ``_rewriter`` drives it.  This
 module holds what the rest of cassette_hook needs without rewriting anything, so that
 importing it does not import ``bytecode``.
 """

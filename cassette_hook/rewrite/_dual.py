@@ -37,7 +37,8 @@ from bytecode.instr import TryBegin, TryEnd
 from . import RESOURCE_ERRORS, rewrite_part
 from ._instr import global_name
 from ._names import ACTIVE, ENTER, HOOKS, is_part, is_switched
-from ._rewriter import assemble, decode, family, rewritten
+from ._family import family
+from ._rewriter import assemble, decode, rewritten
 from ._stack import Item
 
 # (what the runtime needs to know of switched code is in ``_names``, which does not
@@ -214,19 +215,18 @@ class _Switcher:
         first = next((i for i in items[start:] if isinstance(i, Instr)), None)
         loc = first.location if first is not None else None  # the first line of the body: no line event of its own
         plain_label, check, instrumented = Label(), Label(), Label()
-        switch = family.switch
         body[:] = [
             *items[:start],
-            switch.load_global(ACTIVE, loc),
-            switch.jump_if_true(check, loc),
+            family.load_global(ACTIVE, loc),
+            family.jump_if_true(check, loc),
             plain_label,
             *items[start:],
             check,
-            switch.load_global_callee(ENTER, loc),
+            family.load_global_callee(ENTER, loc),
             Instr("LOAD_CONST", self.module, location=loc),
-            *switch.call(1, loc),
-            switch.jump_if_true(instrumented, loc),
-            switch.jump_back(plain_label, loc),
+            *family.call(1, loc),
+            family.jump_if_true(instrumented, loc),
+            family.jump_back(plain_label, loc),
             instrumented,
             *instrumented_body,
         ]

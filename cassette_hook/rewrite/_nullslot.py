@@ -23,9 +23,10 @@ operator opcodes; each version module subclasses :class:`NullSlotFamily` with ju
 from __future__ import annotations
 
 import operator
+from types import CodeType
 from typing import TYPE_CHECKING, Sequence
 
-from bytecode import BinaryOp, Compare, Instr, Label
+from bytecode import BinaryOp, Compare, ConcreteBytecode, Instr, Label
 
 from ._instr import Location, arg_of, flagged_name
 from ._operators import UNARY, binary_op, compare_op
@@ -40,6 +41,8 @@ class NullSlotFamily:
     """The 3.11+ rewriting scheme; subclasses fill in the version details."""
 
     null_after_callee = False  # 3.13 pushes [callee, NULL]; 3.11 and 3.12 push [NULL, callee]
+    for_iter_exit: tuple[str, ...] = ()
+    loads_trust_binding = False
 
     # -- version details -------------------------------------------------------------
 
@@ -52,6 +55,12 @@ class NullSlotFamily:
 
     def jump_back(self, target: Label, loc: Location) -> Instr:
         return Instr("JUMP_BACKWARD", target, location=loc)
+
+    def line_table(self, code: CodeType, concrete: ConcreteBytecode) -> bytes:
+        return _repaired_line_table(code.co_linetable)
+
+    def start_depth(self, code: CodeType) -> int:
+        return 0  # (a generator's first RESUME pushes nothing since 3.11)
 
     def is_method_load(self, instr: Instr) -> bool:
         return instr.name in ("LOAD_ATTR", "LOAD_SUPER_ATTR") and flagged_name(instr)[0]
@@ -262,3 +271,51 @@ class NullSlotFamily:
 
 def _is_marker(item: object) -> bool:
     return isinstance(item, Instr) and item.name == "LOAD_CONST" and type(item.arg) is nooverdub
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        out.append(value & 0x3F)
+        value >>= 6
+        if not value:
+            return bytes(out)
+        out[-1] |= 0x40
+
+
+def _repaired_line_table(table: bytes) -> bytes:
+    """``table`` (a 3.11+ ``co_linetable``) with its one-line entries that name a column
+    of 128 or more rewritten in the long form.
+
+    ``bytecode`` (0.19) writes the one-line form (a header byte, then the start and end
+    column as one byte each) for columns up to 255, but every byte of an entry after the
+    first must be below 128: CPython finds where an entry starts by that high bit when it
+    walks the table backwards, which it does to look up a line number (tracebacks,
+    ``co_lines``).  A column byte of 128 or more is taken for an entry of its own, and the
+    instructions after it get the line of an earlier one.
+    """
+    out = bytearray()
+    i = 0
+    while i < len(table):
+        header = table[i]
+        kind = (header >> 3) & 0xF
+        if 10 <= kind <= 12:  # one-line form: the line delta is kind - 10
+            column, end_column = table[i + 1], table[i + 2]
+            if column < 0x80 and end_column < 0x80:
+                out += table[i:i + 3]
+            else:
+                out.append(0x80 | (14 << 3) | (header & 0x7))
+                out += _varint((kind - 10) << 1) + _varint(0) + _varint(column + 1) + _varint(end_column + 1)
+            i += 3
+            continue
+        end = i + 1
+        if kind < 10:  # short form: one byte of columns
+            end += 1
+        elif kind in (13, 14):  # one varint (no columns) or four (long form)
+            for _ in range(1 if kind == 13 else 4):
+                while table[end] & 0x40:
+                    end += 1
+                end += 1
+        out += table[i:end]
+        i = end
+    return bytes(out)

@@ -12,10 +12,11 @@ slot (see ``_stack``).
 from __future__ import annotations
 
 import operator
+import struct
 from types import CodeType
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from bytecode import Compare, Instr, Label
+from bytecode import Compare, ConcreteBytecode, ConcreteInstr, Instr, Label
 
 from ._instr import Location, arg_of
 from ._markers import nooverdub
@@ -25,6 +26,7 @@ from ._stack import Item, pair_by_depth
 
 if TYPE_CHECKING:
     from . import Hooks
+    from ._family import Family
 
 def _callee_depth(instr: Instr, depth: int) -> int | None:
     name = instr.name
@@ -37,9 +39,7 @@ def _callee_depth(instr: Instr, depth: int) -> int | None:
     return None
 
 
-def rewrite_calls(items: list[Item], depths: Sequence[int | None], hooks: Hooks) -> list[Item]:
-    """``items`` with their call sites rewritten; the calls the compiler makes on its own,
-    and the calls of a ``nooverdub`` marker a pass loaded, stay as they are."""
+def _rewrite_calls(items: list[Item], depths: Sequence[int | None], hooks: Hooks) -> list[Item]:
     def compiler_callee(instr: Instr, depth: int) -> int | None:
         """The callee slot opened by a compiler-made call, which stays unrewritten."""
         index = position[id(instr)]
@@ -86,7 +86,7 @@ def _under(obj: object, depth: int, at: Instr) -> list[Instr]:
     return [Instr("LOAD_CONST", obj, location=loc), slide]
 
 
-def operator_site(instr: Instr, hooks: Hooks) -> list[Instr] | None:
+def _operator_site(instr: Instr, hooks: Hooks) -> list[Instr] | None:
     name, loc = instr.name, instr.location
     if name in BINARY_310:
         return _binary(hooks.operator_site(BINARY_310[name]), instr)
@@ -117,39 +117,88 @@ def _binary(site: object, at: Instr) -> list[Instr]:
     return [*_under(site, 3, at), Instr("CALL_FUNCTION", 2, location=at.location)]
 
 
-def call_constant(obj: object, loc: Location) -> list[Instr]:
-    """Call ``obj`` with no arguments, leaving its result on the stack."""
-    return [Instr("LOAD_CONST", obj, location=loc), Instr("CALL_FUNCTION", 0, location=loc)]
+class _Py310:
+    """Calls go through ``hooks.call(f, *args)``, slid under the callee (see the module)."""
 
+    for_iter_exit: tuple[str, ...] = ()
+    loads_trust_binding = False
 
-def null_slots(instr: Instr) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """Where ``instr`` may meet or leave a ``NULL`` (see ``NullSlotFamily.null_slots``):
-    on 3.10 only a method call's pair has one."""
-    if instr.name == "LOAD_METHOD":
-        return (), (2,)
-    if instr.name == "CALL_METHOD":
-        return (arg_of(instr, int) + 2,), ()
-    return (), ()
+    rewrite_calls = staticmethod(_rewrite_calls)
+    operator_site = staticmethod(_operator_site)
 
+    def load_global(self, name: str, loc: Location) -> Instr:
+        return Instr("LOAD_GLOBAL", name, location=loc)
 
-def load_global(name: str, loc: Location) -> Instr:
-    return Instr("LOAD_GLOBAL", name, location=loc)
+    def load_global_callee(self, name: str, loc: Location) -> Instr:
+        return Instr("LOAD_GLOBAL", name, location=loc)  # (3.10 calls need no slot beside the callee)
 
-
-class switch:
-    """The instructions the import hook's mode switch is made of (see ``_dual``)."""
-
-    load_global = staticmethod(load_global)
-    load_global_callee = staticmethod(load_global)
-
-    @staticmethod
-    def call(nargs: int, loc: Location) -> list[Instr]:
+    def call(self, nargs: int, loc: Location) -> list[Instr]:
         return [Instr("CALL_FUNCTION", nargs, location=loc)]
 
-    @staticmethod
-    def jump_if_true(target: Label, loc: Location) -> Instr:
+    def call_constant(self, obj: object, loc: Location) -> list[Instr]:
+        return [Instr("LOAD_CONST", obj, location=loc), Instr("CALL_FUNCTION", 0, location=loc)]
+
+    def jump_if_true(self, target: Label, loc: Location) -> Instr:
         return Instr("POP_JUMP_IF_TRUE", target, location=loc)
 
-    @staticmethod
-    def jump_back(target: Label, loc: Location) -> Instr:
+    def jump_back(self, target: Label, loc: Location) -> Instr:
         return Instr("JUMP_ABSOLUTE", target, location=loc)
+
+    def line_table(self, code: CodeType, concrete: ConcreteBytecode) -> bytes:
+        return _line_table(code.co_firstlineno, [(instr.size, instr.lineno) for instr in concrete
+                                                 if isinstance(instr, ConcreteInstr)])
+
+    def null_slots(self, instr: Instr) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        # Only a method call's pair has one on 3.10.
+        if instr.name == "LOAD_METHOD":
+            return (), (2,)
+        if instr.name == "CALL_METHOD":
+            return (arg_of(instr, int) + 2,), ()
+        return (), ()
+
+    def start_depth(self, code: CodeType) -> int:
+        # A generator's frame starts with the value sent to it (None, at the first send).
+        return 1 if code.co_flags & _GENERATOR_FLAGS else 0
+
+
+_GENERATOR_FLAGS = 0x20 | 0x80 | 0x200  # CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
+
+
+def _line_table(first_line: int, instructions: list[tuple[int, int | None]]) -> bytes:
+    """The 3.10 ``co_linetable`` of instructions given as (size in bytes, line or None).
+
+    ``bytecode`` (0.17) loses lines on 3.10 after an instruction that has none: it
+    compares the next instruction's line with the last line it wrote, not with "none",
+    so a generator expression (whose ``GEN_START`` has no line) got no line at all, and
+    its frame line -1 in tracebacks.  Written here as CPython's compiler writes it
+    (``Objects/lnotab_notes.txt``): pairs of (bytes, line delta from the last line that
+    was not none), -128 for none.
+    """
+    runs: list[list[Any]] = []
+    for size, line in instructions:
+        if runs and runs[-1][1] == line:
+            runs[-1][0] += size
+        else:
+            runs.append([size, line])
+    out = bytearray()
+    last = first_line
+    for size, line in runs:
+        if line is None:
+            delta = -128
+        else:
+            delta, last = line - last, line
+            while delta > 127:
+                out += struct.pack("Bb", 0, 127)
+                delta -= 127
+            while delta < -127:
+                out += struct.pack("Bb", 0, -127)
+                delta += 127
+        while size > 254:
+            out += struct.pack("Bb", 254, delta)
+            delta = -128 if line is None else 0
+            size -= 254
+        out += struct.pack("Bb", size, delta)
+    return bytes(out)
+
+
+FAMILY: Family = _Py310()

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from bytecode import Instr, Label
 
 from ._instr import Location, arg_of
 from ._nullslot import NullSlotFamily
+
+if TYPE_CHECKING:
+    from ._family import Family
 
 
 class _Py311(NullSlotFamily):
@@ -39,10 +44,4 @@ class _Py311(NullSlotFamily):
         return Instr("LOAD_ATTR", instr.arg, location=instr.location)
 
 
-_family = _Py311()
-rewrite_calls = _family.rewrite_calls
-operator_site = _family.operator_site
-load_global = _family.load_global
-call_constant = _family.call_constant
-null_slots = _family.null_slots
-switch = _family
+FAMILY: Family = _Py311()

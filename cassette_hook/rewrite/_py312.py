@@ -13,9 +13,13 @@ from ._nullslot import NullSlotFamily
 
 if TYPE_CHECKING:
     from . import Hooks
+    from ._family import Family
 
 
 class _Py312(NullSlotFamily):
+    for_iter_exit: tuple[str, ...] = ("END_FOR",)  # an exhausted FOR_ITER jumps past its END_FOR
+    loads_trust_binding = True
+
     def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
         loc = instr.location
         if instr.name == "BINARY_SLICE":  # [a, i, j] -> getitem(a, slice(i, j))
@@ -27,10 +31,4 @@ class _Py312(NullSlotFamily):
         return super().operator_site(instr, hooks)
 
 
-_family = _Py312()
-rewrite_calls = _family.rewrite_calls
-operator_site = _family.operator_site
-load_global = _family.load_global
-call_constant = _family.call_constant
-null_slots = _family.null_slots
-switch = _family
+FAMILY: Family = _Py312()

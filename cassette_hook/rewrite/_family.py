@@ -1,0 +1,89 @@
+"""The one interface through which the rest of cassette_hook meets a CPython version's bytecode.
+
+Each version module (``_py310`` ... ``_py313``) exports ``FAMILY``, an object with every
+member of :class:`Family`; :data:`family` is the running interpreter's.  The rewriter
+(``_rewriter``), the import hook's mode switch (``_dual``) and the checks of a pass's
+result (``passes``) use only these members, so none of them asks which CPython runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import CodeType
+from typing import TYPE_CHECKING, Protocol, Sequence
+
+if TYPE_CHECKING:
+    from bytecode import ConcreteBytecode, Instr, Label
+
+    from . import Hooks
+    from ._instr import Location
+    from ._stack import Item
+
+
+class Family(Protocol):
+    """How one CPython version's bytecode is rewritten, built and checked."""
+
+    for_iter_exit: tuple[str, ...]
+    """What an exhausted ``FOR_ITER`` skips at its target (3.12+), or nothing to check."""
+    loads_trust_binding: bool
+    """``LOAD_FAST`` reads a variable without checking that it is bound (3.12+): a load a
+    pass may have moved before the assignment must become ``LOAD_FAST_CHECK``."""
+
+    # -- call sites and operator sites --------------------------------------------------
+
+    def rewrite_calls(self, items: list[Item], depths: Sequence[int | None], hooks: Hooks) -> list[Item]:
+        """``items`` with their call sites going through ``hooks``; the calls the compiler
+        makes on its own, and those of a pass's ``nooverdub`` marker, as they are."""
+
+    def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
+        """``instr`` as a call of ``hooks.operator_site(op)``, or None: not an operator."""
+
+    # -- the instructions others assemble -----------------------------------------------
+
+    def load_global(self, name: str, loc: Location) -> Instr:
+        """Load a global (or builtin) to use as a value."""
+
+    def load_global_callee(self, name: str, loc: Location) -> Instr:
+        """Load a global to call, with the slot a call needs beside it."""
+
+    def call(self, nargs: int, loc: Location) -> list[Instr]:
+        """Call the callee loaded by ``load_global_callee`` with ``nargs`` positional arguments."""
+
+    def call_constant(self, obj: object, loc: Location) -> list[Instr]:
+        """Call ``obj`` with no arguments, leaving its result on the stack."""
+
+    def jump_if_true(self, target: Label, loc: Location) -> Instr:
+        """Pop the top of the stack; jump forward to ``target`` if it is true."""
+
+    def jump_back(self, target: Label, loc: Location) -> Instr:
+        """Jump backward to ``target``, unconditionally."""
+
+    def line_table(self, code: CodeType, concrete: ConcreteBytecode) -> bytes:
+        """``code``'s ``co_linetable`` as CPython would write it for ``concrete``'s
+        instructions (``code`` was assembled from them by ``bytecode``)."""
+
+    # -- what a pass's result is checked against ----------------------------------------
+
+    def null_slots(self, instr: Instr) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """Where ``instr`` may meet or leave a ``NULL``: the stack positions (1 = top) of
+        its inputs that may be one, and of its outputs that may be one, counted as
+        ``bytecode``'s stack effects count them.  Anything else that meets a ``NULL``
+        crashes the interpreter."""
+
+    def start_depth(self, code: CodeType) -> int:
+        """How many values ``code``'s frame starts with on its stack."""
+
+
+def _running() -> Family:
+    if sys.version_info >= (3, 13):
+        from ._py313 import FAMILY
+    elif sys.version_info >= (3, 12):
+        from ._py312 import FAMILY
+    elif sys.version_info >= (3, 11):
+        from ._py311 import FAMILY
+    else:
+        from ._py310 import FAMILY
+    return FAMILY
+
+
+family: Family = _running()
