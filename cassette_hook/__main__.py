@@ -18,13 +18,13 @@ import sys
 import types
 
 from . import __version__, _debug, _process, _specs, _switch, _unmatched, importhook
+from ._own import is_own_frame
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
     import argparse
     from typing import NoReturn, Sequence
 
-_OWN_DIR = os.path.dirname(os.path.abspath(__file__))
 _WITH_VALUE = {"--include", "--exclude", "--context", "--output", "--debug"}
 
 
@@ -275,17 +275,12 @@ def _exec_main(code: types.CodeType, path: str | None) -> None:
 
 
 def _print_uncaught(exc: BaseException) -> None:
-    """Print ``exc`` as Python would at exit, starting at the program's first frame."""
+    """Print ``exc`` as Python would at exit, starting at the program's first frame.  (The
+    ``runpy`` frames of ``-m`` and of a directory stay: ``python`` shows them too.)"""
     tb = exc.__traceback__
-    while tb is not None and _is_ours(tb.tb_frame.f_code.co_filename):
+    while tb is not None and is_own_frame(tb.tb_frame):
         tb = tb.tb_next
     sys.excepthook(type(exc), exc.with_traceback(tb), tb)  # 3.12 prints exc.__traceback__
-
-
-def _is_ours(filename: str) -> bool:
-    """Frames of cassette_hook's own.  (The ``runpy`` frames of ``-m`` and of a directory
-    stay: ``python`` shows them too.)"""
-    return filename.startswith(_OWN_DIR)
 
 
 def _die_of_sigint() -> NoReturn:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from ._native import speedups as _speedups
+from ._own import is_own_frame
 
 __all__ = ["AmbiguityError", "Generic", "Is", "NoMethodError", "Parametric", "Pattern", "generation"]
 
@@ -277,7 +278,7 @@ def _annotation_namespace(globals_: dict[str, Any]) -> dict[str, Any]:
     registered from a function of the same module -- that function's local names, so
     ``from __future__ import annotations`` works for locally defined classes too."""
     frame: types.FrameType | None = sys._getframe(2)
-    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("cassette_hook"):
+    while frame is not None and is_own_frame(frame):
         frame = frame.f_back
     if frame is None or frame.f_globals is not globals_:
         return globals_

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
 from . import _native, rewrite
 from ._context import recursion_budget
 from ._libraries import LIBRARIES
+from ._own import is_own_module
 from ._patterns import ModulePatterns
 from .rewrite import _names
 
@@ -252,7 +253,6 @@ def _scope_test(ctx_type: type[Context]) -> Callable[[str, Callable[[], bool]], 
     """``in_scope(module, is_library)`` for the options of ``ctx_type``: is code of
     ``module`` recursed into?  ``is_library()`` says if the code is a library's, and is
     asked only when ``libraries`` is not ``True``: answering reads file paths."""
-    own = ModulePatterns(["cassette_hook"])  # cassette_hook never instruments itself
     include = None if ctx_type.include is None else ModulePatterns(ctx_type.include)
     exclude = ModulePatterns(ctx_type.exclude)
     libraries = ctx_type.libraries
@@ -262,7 +262,7 @@ def _scope_test(ctx_type: type[Context]) -> Callable[[str, Callable[[], bool]], 
     named = None if isinstance(libraries, bool) else ModulePatterns(libraries)
 
     def in_scope(module: str, is_library: Callable[[], bool]) -> bool:
-        if own.matches(module) or include is not None and not include.matches(module) or exclude.matches(module):
+        if is_own_module(module) or include is not None and not include.matches(module) or exclude.matches(module):
             return False
         return libraries is True or (named is not None and named.matches(module)) or not is_library()
 

@@ -30,6 +30,7 @@ from types import BuiltinFunctionType, FrameType, FunctionType, MethodType
 from typing import Any, Callable
 
 from . import _context, dispatch
+from ._own import is_own_frame
 
 Handler = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (f, args, kwargs) -> result
 
@@ -72,11 +73,6 @@ def user_frame() -> FrameType:
     return frame
 
 
-def _is_own(frame: FrameType) -> bool:
-    name = frame.f_globals.get("__name__") or ""
-    return name == "cassette_hook" or name.startswith("cassette_hook.")
-
-
 def _program_frame(frame: FrameType | None) -> FrameType | None:
     """``frame``, or the first frame above it, that the plain program would have.
 
@@ -89,7 +85,7 @@ def _program_frame(frame: FrameType | None) -> FrameType | None:
     (Its own caller may be the program's frame: the C hot path calls it from there.)
     """
     while frame is not None:
-        if not _is_own(frame):
+        if not is_own_frame(frame):
             return frame
         caller = frame.f_back
         if frame.f_code in _RECURSE_CODES and caller is not None and caller.f_code in _overload_codes():
