@@ -114,7 +114,7 @@ print(json.dumps({"import_s": t5 - t4, "cpu_s": c5 - c4, "ch_s": (t1 - t0) + (t3
 CHILD_WARM = r"""
 import gc, json, statistics, sys, time
 import cassette_hook as ch
-from cassette_hook import _switch
+from cassette_hook import _light
 root, package, deps, modules, lazy, rounds = json.loads(sys.argv[1])
 if root:
     sys.path.insert(0, root)
@@ -133,7 +133,7 @@ def once(hooked):
     elapsed = time.perf_counter() - t
     if hooked:
         ch.uninstall()
-        _switch.switched(_switch.waiting())
+        _light.switched(_light.waiting())
     return elapsed
 
 once(True), once(False)

@@ -11,17 +11,18 @@ what every call in it does::
 
     ch.overdub(PrintCtx(), some_function, 1, 2)
 
-This module is the whole public API.  The submodules are internal: ``_context`` (contexts
-and the active stack), ``dispatch`` (generic functions with multiple dispatch),
-``generics`` (overdub and the hooks), ``plan`` (twins of functions), ``callsite`` (the
-hot path of rewritten call sites), ``_special`` (special methods as the interpreter binds
-them), ``operators`` (recursing into Python dunders),
-``primitives`` (calling C code as the plain program would), ``tagging`` (values that
-carry metadata through a context), ``rewrite`` (bytecode
-rewriting, one module per CPython version), ``importhook`` (the import hook and
-``instrument``), ``_switch`` and ``_pyc`` (its runtime switch and code cache),
-``_specs`` and ``_process`` (contexts named from the command line or the environment)
-and ``__main__`` (the command line).
+This module is the whole public API.  The submodules are internal, in layers that each
+import only from below (docs/internals.md, "Layers"): ``dispatch`` (generic functions
+with multiple dispatch), ``rewrite`` (bytecode rewriting, one module per CPython
+version), ``_context`` (contexts and the active stack), ``generics`` (overdub and the
+hooks), ``plan`` (twins of functions), ``operators`` (recursing into Python dunders),
+``primitives`` (calling C code as the plain program would), ``bodies`` (what runs for a
+callee), ``callsite`` (the hot path of rewritten call sites), ``tagging`` (values that
+carry metadata through a context), ``importhook`` (the import hook and ``instrument``),
+``_switch`` and ``_pyc`` (its runtime switch and code cache), ``_specs`` and
+``_process`` (contexts named from the command line or the environment) and ``__main__``
+(the command line).  This module, on top, is also where the stack learns to load the
+runtime (``_load_runtime``).
 
 PYTEST_DONT_REWRITE: pytest must not try to rewrite this package's assertions; its plugin
 imports it before pytest could, and the warning that would give is an error in suites
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"  # (before the imports: the code cache keys on it, read once)
 
+from . import _context
 from ._context import Context, context, current_context, disablehooks, similarcontext
 from ._process import install_from_env
 from .importhook import install, instrument, uninstall
@@ -42,18 +44,8 @@ if TYPE_CHECKING:
 
     from .contexts import NullContext, ProfileContext, TraceContext
     from .dispatch import AmbiguityError, Generic, Is, NoMethodError
-    from .generics import (
-        OverdubInstead,
-        canoverdub,
-        canrecurse,
-        execute,
-        fallback,
-        overdub,
-        posthook,
-        prehook,
-        raisehook,
-        recurse,
-    )
+    from .bodies import canoverdub, canrecurse, recurse
+    from .generics import OverdubInstead, execute, fallback, overdub, posthook, prehook, raisehook
     from .passes import Pass, PassError, insert_statements, replace_match
     from .rewrite._markers import contextslot, nooverdub
     from .tagging import (
@@ -124,8 +116,9 @@ __all__ = [
 
 _LAZY = {
     **dict.fromkeys(["AmbiguityError", "Generic", "Is", "NoMethodError"], "dispatch"),
-    **dict.fromkeys(["OverdubInstead", "canoverdub", "canrecurse", "execute", "fallback", "overdub", "posthook",
-                     "prehook", "raisehook", "recurse"], "generics"),
+    **dict.fromkeys(["OverdubInstead", "execute", "fallback", "overdub", "posthook", "prehook", "raisehook"],
+                    "generics"),
+    **dict.fromkeys(["canoverdub", "canrecurse", "recurse"], "bodies"),
     **dict.fromkeys(["NoMetaData", "Tagged", "enabletagging", "hasmetadata", "hastagging", "istagged",
                      "istaggedtype", "metadata", "metadatatype", "overdub_tagged", "tag", "untag", "untagtype"],
                     "tagging"),
@@ -153,11 +146,22 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
+    _load_runtime()
     namespace = globals()
     for lazy, module in _LAZY.items():
         namespace[lazy] = getattr(importlib.import_module(f".{module}", __name__), lazy)
     namespace.pop("__getattr__", None)
     return namespace[name]
+
+
+def _load_runtime() -> None:
+    """Import the runtime -- the generics, the plans, the hot path -- which ``import
+    cassette_hook`` leaves out: ``callsite`` is its top, and imports the rest.  The stack
+    (``_context``) sits below the runtime and calls this the first time it needs it."""
+    from . import callsite  # noqa: F401  (as it loads, it hands the stack what it asks of the runtime)
+
+
+_context.load_runtime = _load_runtime
 
 
 def __dir__() -> list[str]:

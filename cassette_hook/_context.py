@@ -22,18 +22,18 @@ sets the variable; what pops puts back what the push found there (``Entry.outer`
 
 from __future__ import annotations
 
-import contextlib
 import sys
-import threading
 from contextvars import ContextVar
+
+from ._budget import recursion_budget
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
-    from typing import Any, Callable, ClassVar, Iterable, Iterator, Sequence
+    from typing import Any, Callable, ClassVar, Iterable, Sequence
 
     from . import dispatch
+    from .plan import Plan
 
-HOOK_METHODS = ("prehook", "posthook", "raisehook", "overdub", "fallback", "execute")
 _NOT_SET: Any = object()
 
 
@@ -53,22 +53,34 @@ class Entry:
     __slots__ = ("ctx", "plan", "below", "direct_twins", "raises_limit", "outer")
 
     def __init__(self, ctx: Context, below: Entry | None, raises_limit: bool = False, outer: Any = _NOT_SET) -> None:
-        from .plan import plan_for
-
         self.ctx = ctx
-        self.plan = plan = plan_for(ctx)
+        self.plan = plan = plan_of(ctx)
         self.below = below
         self.outer = below if outer is _NOT_SET else outer
         self.direct_twins = None if plan.direct_twins is None else plan.direct_twins.values
         self.raises_limit = raises_limit
-        _switch.entry_made(plan.operators)
+        for made, _ in _watchers:
+            made(plan.operators)
 
     def __del__(self) -> None:
         try:
-            operators, gone = self.plan.operators, _switch.entry_gone
+            operators, watchers = self.plan.operators, _watchers
         except AttributeError:  # __init__ failed before the entry was counted, or the
             return  # interpreter is clearing modules at exit (whole-program entries live until then)
-        gone(operators)
+        for _, gone in watchers:
+            gone(operators)
+
+
+_watchers: list[tuple[Callable[[bool], None], Callable[[bool], None]]] = []
+
+
+def watch_entries(made: Callable[[bool], None], gone: Callable[[bool], None]) -> None:
+    """Call ``made(operators)`` as each entry of any stack is made, before its context's
+    body runs, and ``gone(operators)`` as it is freed (``operators``: its context counts
+    operators as calls).  The import hook's runtime switch (``_switch``) and its light
+    modules (``_light``) watch, from above: an entry lives as long as something holds it,
+    a copied ``contextvars.Context`` or a task, not just while a ``with`` block is open."""
+    _watchers.append((made, gone))
 
 
 active: ContextVar[Entry | None] = ContextVar("cassette_hook.active", default=None)
@@ -103,9 +115,6 @@ def _rebound() -> None:
         top = _speedups.top
     for bind in _followers:
         bind(active, top)
-
-
-from . import _switch  # noqa: E402  (it reads ``active``)
 
 
 class Context:
@@ -143,12 +152,9 @@ class Context:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        from . import generics
-
-        for name in HOOK_METHODS:
-            method = cls.__dict__.get(name)
-            if method is not None:
-                getattr(generics, name).register(method, self_type=cls)
+        if _register_hooks is None:
+            load_runtime()
+        _register_hooks(cls)  # type: ignore[misc]  # (loaded)
 
     def __class_getitem__(cls, metadata_type: Any) -> dispatch.Parametric:
         """``Ctx[M]``: an annotation matching a ``Ctx`` whose metadata is an ``M``."""
@@ -246,6 +252,42 @@ def not_a_context(obj: object, what: str) -> str:
     return f"{what}() takes a context as its first argument, not {obj!r}; write {what}(ctx, ...)"
 
 
+# -- the runtime above the stack -------------------------------------------------------
+
+# The runtime -- the generics, the plans, the hot path -- reads the stack, so it sits above
+# this module, and ``import cassette_hook`` does not import it (it costs more than the rest
+# of a start).  The first context class made or context entered loads it: ``load_runtime``
+# is set by the package's ``__init__``, which sits above everything, and as the runtime
+# loads it hands this module what the stack asks of it (:func:`provide`).
+_register_hooks: Callable[[type[Context]], None] | None = None
+_plan_for: Callable[[Context], Plan] | None = None
+
+
+def provide(*, register_hooks: Callable[[type[Context]], None] | None = None,
+            plan_for: Callable[[Context], Plan] | None = None) -> None:
+    """What the runtime hands the stack as it loads: ``generics`` the registration of a
+    context class's hook methods (early: the runtime defines context classes of its own),
+    ``callsite`` the plans, last, once the hot path they feed is ready."""
+    global _register_hooks, _plan_for
+    if register_hooks is not None:
+        _register_hooks = register_hooks
+    if plan_for is not None:
+        _plan_for = plan_for
+
+
+def load_runtime() -> None:
+    """Import the runtime: replaced by the package's ``__init__`` as it loads this module,
+    before anything can make a context class or enter a context."""
+    raise AssertionError("cassette_hook/__init__.py sets _context.load_runtime")
+
+
+def plan_of(ctx: Context) -> Plan:
+    """The plan ``ctx``'s class runs with (see :mod:`cassette_hook.plan`)."""
+    if _plan_for is None:
+        load_runtime()
+    return _plan_for(ctx)  # type: ignore[misc]  # (loaded)
+
+
 # -- the stack -------------------------------------------------------------------------
 
 def push(ctx: Context) -> Entry:
@@ -273,69 +315,6 @@ def pop(ctx: Context) -> None:
         recursion_budget.release()
 
 
-class _RecursionBudget:
-    """Raise the recursion limit while any context is active anywhere in the process.
-
-    An overdubbed call runs the callee's body up to five frames deeper than the plain
-    program would (the call-site closure with hooks; with an ``overdub`` overload that
-    recurses, the overload and ``recurse`` too), so a program that recursed close to the
-    limit plain would fail under a context.  The raise is invisible to overdubbed code
-    (see ``primitives``).
-    """
-
-    FACTOR = 8
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()  # reentrant: code run under ``headroom`` may push a context
-        self._users = 0
-        self._saved = 0
-
-    def acquire(self) -> None:
-        with self._lock:
-            if self._users == 0:
-                self._saved = sys.getrecursionlimit()
-                sys.setrecursionlimit(self._saved * self.FACTOR)
-            self._users += 1
-
-    def release(self) -> None:
-        with self._lock:
-            self._users -= 1
-            if self._users == 0:
-                sys.setrecursionlimit(self._saved)
-
-    def limit(self) -> int:
-        """The recursion limit as the program set it (what overdubbed code reads)."""
-        with self._lock:
-            return self._saved if self._users else sys.getrecursionlimit()
-
-    def set_limit(self, limit: int) -> None:
-        """Set the program's limit; while raised, the real one stays FACTOR times higher."""
-        with self._lock:
-            if self._users:
-                sys.setrecursionlimit(limit * self.FACTOR)  # validates limit as the builtin does
-                self._saved = limit
-            else:
-                sys.setrecursionlimit(limit)
-
-    @contextlib.contextmanager
-    def headroom(self, frames: int) -> Iterator[None]:
-        """Allow ``frames`` more frames than the limit for a moment.
-
-        For cassette_hook's own work that recurses (rewriting: the ``bytecode`` package)
-        when it first meets a function deep in the program's recursion: there the work
-        must not fail for want of stack the program never asked for.  The lock keeps
-        ``acquire``/``release`` from saving or restoring the raised limit meanwhile.
-        """
-        with self._lock:
-            limit = sys.getrecursionlimit()
-            sys.setrecursionlimit(limit + frames)
-            try:
-                yield
-            finally:
-                sys.setrecursionlimit(limit)
-
-
-recursion_budget = _RecursionBudget()
 
 
 # -- the whole-program contexts: the bottom of every stack ------------------------------

@@ -5,8 +5,8 @@ as compiled.  Idle, that code is the program's own, so it runs at its speed, and
 importing it costs about what compiling does (not 15-25 times that); most processes that
 import instrumented code never activate a context.
 
-When a context is next activated (``_switch.entry_made``, before the context's body
-runs), :func:`switch_waiting` gives every function made from a light module's code its
+When a context is next activated (as its stack entry is made, before its body runs),
+:func:`switch_waiting` gives every function made from a light module's code its
 switched code: made then, or read from the cache (``_pyc.FUNCTIONS``).  The functions are
 found among all live objects, since any of them may be called from anywhere under the
 context (a decorator's closure, a registry, a bound method).  A running frame keeps the
@@ -31,8 +31,8 @@ import threading
 import warnings
 from types import CodeType, FunctionType
 
-from . import _debug, _native, _pyc, _switch, rewrite
-from ._context import recursion_budget
+from . import _context, _debug, _native, _pyc, _switch, rewrite
+from ._budget import recursion_budget
 from .rewrite import _names
 
 TYPE_CHECKING = False  # (typing's would import typing at every start, as importhook says)
@@ -158,15 +158,51 @@ def _same_functions(cached: tuple[CodeType, ...], light: list[CodeType]) -> bool
         a.co_name == b.co_name and a.co_firstlineno == b.co_firstlineno for a, b in zip(cached, light))
 
 
+_waiting: list[LightModule] = []  # each module imported light, until switched
+_waiting_lock = threading.RLock()  # re-entrant: an entry may die in a collection while it is held
+
+
+def wait_for_context(module: LightModule) -> None:
+    """Have ``module`` switched when a context is next activated."""
+    with _waiting_lock:
+        _waiting.append(module)
+
+
+def waiting() -> list[LightModule]:
+    """The modules waiting to be switched.  They wait until :func:`switched` says they
+    are done, so that another thread's activation meanwhile waits for them too."""
+    with _waiting_lock:
+        return _waiting[:]
+
+
+def switched(modules: list[LightModule]) -> None:
+    """``modules`` (from :func:`waiting`) no longer wait."""
+    done = {id(module) for module in modules}
+    with _waiting_lock:
+        _waiting[:] = [module for module in _waiting if id(module) not in done]
+
+
 def switch_waiting() -> None:
     """Give every function made from the code of a module imported light its switched
     code (see the module's docstring).  One pass over the live objects for all the
     modules imported since the last activation."""
     with _switching:
-        waiting: list[LightModule] = _switch.waiting()
-        if waiting:
-            _switch_functions(waiting)
-            _switch.switched(waiting)
+        modules = waiting()
+        if modules:
+            _switch_functions(modules)
+            switched(modules)
+
+
+def _entry_made(operators: bool) -> None:
+    if _waiting:  # modules imported light: switched before the context's body runs
+        switch_waiting()
+
+
+def _entry_gone(operators: bool) -> None:
+    """(Switched code stays switched: see the module's docstring.)"""
+
+
+_context.watch_entries(_entry_made, _entry_gone)
 
 
 def _switch_functions(waiting: list[LightModule]) -> None:

@@ -48,7 +48,7 @@
 
 /* What configure() was given. */
 static PyObject *active;             /* the ContextVar of the stack (replaced by bind()) */
-static PyTypeObject *entry_type, *plan_type, *id_table_type; /* id_table_type: plan.WeakIdCache */
+static PyTypeObject *entry_type, *plan_type, *id_table_type; /* id_table_type: _weakid.WeakIdCache */
 static Py_ssize_t id_table_values;
 static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
 static Py_ssize_t plan_fast, plan_fallback, plan_prehook_call, plan_posthook_call, plan_raisehook_call, plan_overdub,
@@ -85,7 +85,7 @@ static AddressSet with_bodies_set;
 static PyObject *operator_body;      /* operators.body: (op, args) -> its Python dunders, or None */
 static PyObject *seen_below;         /* (hook, args, kwargs): a hook run under the contexts below */
 static PyObject *overdub_instead;    /* generics.OverdubInstead */
-static PyObject *construct;          /* generics.construct(cls, *args, **kwargs): type.__call__ overdubbed */
+static PyObject *construct;          /* bodies.construct(cls, *args, **kwargs): type.__call__ overdubbed */
 static PyObject *object_new;         /* object.__new__ */
 static PyObject *str_twin, *str_name, *str_new, *str_init, *str_tag, *str_call;
 static PyObject *one;                /* the int 1 */
@@ -126,7 +126,7 @@ slot(PyObject *obj, Py_ssize_t offset, const char *name)
     return value; /* borrowed */
 }
 
-/* A plan.WeakIdCache's dict id -> value (borrowed), read at its slot. */
+/* A _weakid.WeakIdCache's dict id -> value (borrowed), read at its slot. */
 static PyObject *
 values_of(PyObject *cache)
 {
@@ -137,7 +137,7 @@ values_of(PyObject *cache)
     return slot(cache, id_table_values, "values");
 }
 
-/* The tables of twins are dicts keyed by id (plan.WeakIdCache), and a lookup makes an int
+/* The tables of twins are dicts keyed by id (_weakid.WeakIdCache), and a lookup makes an int
  * of the address and hashes it: an allocation and a free per call, a quarter of what a
  * context that overloads nothing adds to a call.  The last lookups are remembered by
  * address, with the table's version: a dict's ma_version_tag changes at every change of
@@ -1109,7 +1109,7 @@ body_of(PyObject *plan, PyObject *callee)
     }
     PyTypeObject *kind = Py_TYPE(callee);
     if (kind == &PyCFunction_Type || kind == &PyMethodDescr_Type || kind == &PyWrapperDescr_Type) {
-        return Py_NewRef(Py_None); /* C code (len, list.append, object.__init__): no body (generics.runnable) */
+        return Py_NewRef(Py_None); /* C code (len, list.append, object.__init__): no body (bodies.runnable) */
     }
     if (PyType_Check(callee)) { /* how generics._construction decided to construct it, the second time on */
         PyObject *constructions = slot(plan, plan_constructions, "constructions");
@@ -1235,13 +1235,13 @@ is_plain_function(PyObject *f)
     return emulated < 0 ? -1 : !emulated;
 }
 
-/* generics.without_body for a call with nothing of Python to recurse into: an operator of
+/* bodies.without_body for a call with nothing of Python to recurse into: an operator of
  * operators.PLAIN_OPERATORS whose operands are all of operators.C_OPERANDS once unwrapped
  * (a tagging context's primitives get plain values), or a module's builtin function that
  * primitives does not emulate, given plain scalars only (so that tagging has nothing to
  * unwrap).  The callee is called on the plain operands, unless a fallback overload takes
  * the call.  1 and the result in *out, 0 when the call is not such a call
- * (generics.without_body decides), -1 on error.  call is [ctx, f, operands...]. */
+ * (bodies.without_body decides), -1 on error.  call is [ctx, f, operands...]. */
 static int
 plain_builtin(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, PyObject *kwnames,
               PyObject **out)
@@ -1312,7 +1312,7 @@ all_c_operands(PyObject *const *args, Py_ssize_t nargs)
     return 1;
 }
 
-/* generics.without_body, in C where it needs no Python of its own: a builtin function,
+/* bodies.without_body, in C where it needs no Python of its own: a builtin function,
  * method (list.extend, as hooks see items.extend) or class (map) under a context that does
  * not tag (a tagging context's primitives get unwrapped arguments,
  * tagging.for_primitive's) runs an operator's Python dunders if operators.body finds any,
@@ -1321,7 +1321,7 @@ all_c_operands(PyObject *const *args, Py_ssize_t nargs)
  * (a generator resumed by next(), a key function).  So has a Python function or class
  * outside the context's scope (a library's, under libraries = False), which no operator
  * or emulation concerns: the fallback overload, else the call itself.  Anything else is
- * generics.without_body's.  call is [ctx, f, arguments..., keyword values...]. */
+ * bodies.without_body's.  call is [ctx, f, arguments..., keyword values...]. */
 static PyObject *
 no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, PyObject *kwnames)
 {
@@ -1665,7 +1665,7 @@ new_site(PyObject *entry, PyObject *f, vectorcallfunc run)
 }
 
 /* What recurse runs for a callee with no Python body (unpop's answer for one):
- * generics.without_body's steps, in C -- a plain operator on builtin values, else
+ * bodies.without_body's steps, in C -- a plain operator on builtin values, else
  * no_body (an operator's Python dunders, a fallback overload, or the primitive) -- for
  * the entry unpop put back. */
 static PyObject *
@@ -1696,8 +1696,8 @@ bodyless_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwname
     return plain < 0 ? NULL : out;
 }
 
-/* generics.recurse's common case: called by an overload (or hook) of ctx's own entry,
- * running popped on this thread, for a callee with a body.  generics._recurse pushes a
+/* bodies.recurse's common case: called by an overload (or hook) of ctx's own entry,
+ * running popped on this thread, for a callee with a body.  bodies._recurse pushes a
  * new entry for ctx (the popped one is not on the stack), runs the body and pops it: an
  * Entry made per call.  unpop(ctx, f) puts the popped entry back instead (the thread's
  * Popped record says, until repop(), that the top is the entry itself) and returns what
@@ -1705,7 +1705,7 @@ bodyless_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwname
  * the callee on the C stack, one level per recursion (RecursionError 1,000 deep on 3.12;
  * see SITE_BUDGET).  None (nothing changed) when it is not that case: no overload
  * running, another context's, a with-block since, a tagging context (its results are
- * unwrapped as they leave), or a callee without a body; generics._recurse then runs. */
+ * unwrapped as they leave), or a callee without a body; bodies._recurse then runs. */
 static PyObject *
 unpop(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1789,7 +1789,7 @@ run_primitive(PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
 }
 
 /* primitives.primitive: what the program's frame calls for a builtin it must not call
- * directly (primitives.callable_for). */
+ * directly (callsite.callable_for). */
 static PyObject *
 primitive(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -1911,9 +1911,9 @@ done:
     return out;
 }
 
-/* generics.construct for the common class -- object's __new__, a Python __init__ -- in C,
+/* bodies.construct for the common class -- object's __new__, a Python __init__ -- in C,
  * so that no frame of ours is between the program's and __init__'s (type.__call__ calls
- * __init__ from C too).  Any other class is generics.construct's. */
+ * __init__ from C too).  Any other class is bodies.construct's. */
 static PyObject *
 construct_by_ref(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {

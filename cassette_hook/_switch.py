@@ -46,37 +46,11 @@ def entry_made(operators: bool) -> None:
             _live_operator_entries += 1
             if _live_operator_entries == 1:
                 _bind_operators(True)
-    if _waiting:  # modules imported light: switched before the context's body runs
-        from . import _light
-
-        _light.switch_waiting()
-
-
-_waiting: list[Any] = []  # the ``_light.LightModule`` of each module imported light, until switched
 
 
 def active() -> bool:
     """Is a context active anywhere in the process (the flag switched code reads)?"""
     return _live_entries > 0
-
-
-def wait_for_context(module: Any) -> None:
-    """Have ``module`` (a ``_light.LightModule``) switched when a context is next activated."""
-    _waiting.append(module)
-
-
-def waiting() -> list[Any]:
-    """The modules waiting to be switched.  They wait until :func:`switched` says they
-    are done, so that another thread's activation meanwhile waits for them too."""
-    with _lock:
-        return _waiting[:]
-
-
-def switched(modules: list[Any]) -> None:
-    """``modules`` (from :func:`waiting`) no longer wait."""
-    done = {id(module) for module in modules}
-    with _lock:
-        _waiting[:] = [module for module in _waiting if id(module) not in done]
 
 
 def entry_gone(operators: bool) -> None:
@@ -125,6 +99,7 @@ def _follow(variable: Any, top: Callable[[], _context.Entry | None]) -> None:
 
 
 _context.follow(_follow)
+_context.watch_entries(entry_made, entry_gone)
 
 
 def enter(module: str) -> bool:

@@ -27,7 +27,10 @@ import functools
 from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import Any, Callable
 
-from . import _context, _native, dispatch, generics, operators, primitives, rewrite
+from . import _context, _hotpath, _native, bodies, generics, operators, primitives, rewrite
+from ._weakid import WeakIdCache
+from .generics import OverdubInstead
+from .plan import Plan, plan_for
 
 _INDIRECT_NAMES = primitives.INDIRECT_NAMES
 _top: Callable[[], _context.Entry | None]
@@ -73,18 +76,25 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
     if not plan.fast:  # a plan whose overloads name their callees: Plan.direct_twin
         if type(f) is FunctionType:
             return plan.direct_twin(f)
-        return plan.direct_constructor(f) if isinstance(f, type) else None
+        return bodies.direct_constructor(plan, f) if isinstance(f, type) else None
     kind = type(f)
-    if kind is MethodType:
-        twin = plan.twin(f.__func__) if type(f.__func__) is FunctionType else None
-        return f if twin is None else MethodType(twin, f.__self__)
+    if kind is MethodType:  # (first: the commonest callee here, made afresh by each call)
+        return bodies.runnable(plan, f) or f
     constructor = plan.constructors.values.get(id(f))
     if constructor is not None:
         return constructor
     if kind is BuiltinFunctionType and f.__name__ not in _INDIRECT_NAMES:
         return f  # C code with no callbacks: nothing to overdub
-    run = generics.runnable(plan, f)
-    return primitives.callable_for(f) if run is None else run
+    run = bodies.runnable(plan, f)
+    return callable_for(f) if run is None else run
+
+
+def callable_for(f: Any) -> Any:
+    """What the user's frame calls for the primitive ``f``: ``f`` itself, unless it is
+    one of the builtins that must not be called directly even from there."""
+    if id(f) in primitives.INDIRECT or (type(f) is BuiltinFunctionType and f.__name__ in _INDIRECT_NAMES):
+        return functools.partial(primitive, f)
+    return f
 
 
 def resolve_star(f: Any, /) -> Any:
@@ -133,7 +143,7 @@ def operator_site(op: Any) -> Any:
 
 
 _operator_sites: dict[Any, Any] = {}
-construct_by_ref = generics.construct_by_ref  # what a plan's constructor of a Python class calls
+construct_by_ref = bodies.construct_by_ref  # what a plan's constructor of a Python class calls
 primitive = primitives.primitive  # what the program's frame calls for a builtin that takes callbacks
 
 
@@ -158,12 +168,12 @@ def site(entry: _context.Entry, f: Any) -> Any:
         if plan.prehook_call is not None:
             _hook(entry, plan.prehook_call, (entry.ctx, callee, *args), kwargs)
         try:
-            out: Any = generics.OverdubInstead
+            out: Any = OverdubInstead
             if plan.overdub or plan.execute:
                 out = _overloaded(entry, callee, args, kwargs)
-            if out is generics.OverdubInstead:
-                run = plan.twin(callee) if type(callee) is FunctionType else generics.runnable(plan, callee)
-                out = generics.without_body(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
+            if out is OverdubInstead:
+                run = plan.twin(callee) if type(callee) is FunctionType else bodies.runnable(plan, callee)
+                out = bodies.without_body(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
         except BaseException as exc:
             if plan.raisehook_call is not None:
                 _hook(entry, plan.raisehook_call, (entry.ctx, exc, callee, *args), kwargs)
@@ -183,7 +193,7 @@ def _hook(entry: _context.Entry, hook: Any, call: tuple[Any, ...], kwargs: dict[
         if below is None:
             hook(*call, **kwargs)
         else:
-            seen_below(hook, call, kwargs)
+            bodies.seen_below(hook, call, kwargs)
     finally:
         _reset_active(token)
 
@@ -192,12 +202,12 @@ def _overloaded(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: di
     """What an ``overdub`` or ``execute`` overload makes of the call, or ``OverdubInstead``."""
     method = overload_of((entry.ctx, f, *args))
     if method is None:
-        return generics.OverdubInstead
-    below = entry.below  # generics.run_popped, one frame less per level
+        return OverdubInstead
+    below = entry.below  # bodies.run_popped, one frame less per level
     token = _set_active(below)
     try:
         return (method(entry.ctx, f, *args, **kwargs) if below is None
-                else seen_below(method, (entry.ctx, f, *args), kwargs))
+                else bodies.seen_below(method, (entry.ctx, f, *args), kwargs))
     finally:
         _reset_active(token)
 
@@ -214,22 +224,9 @@ def overload_of(call: tuple[Any, ...]) -> Any:
     return method
 
 
-def seen_below(hook: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Run a hook or overload, popped, as an overdubbed call of the contexts below it.
-
-    Nesting composes (as in Cassette, where an outer context overdubs the inner one's
-    machinery): the outer contexts see the method run and, through its twin, every call
-    it makes.  A generic is dispatched here, so that they see the method, not the
-    dispatcher (cassette_hook's own code, which is never overdubbed).
-    """
-    if isinstance(hook, dispatch.Generic):
-        hook = hook.resolve(args)
-    return call(hook, *args, **kwargs)
-
-
 _OVERDUBBED_CODE = next(c for c in site.__code__.co_consts if getattr(c, "co_name", None) == "overdubbed")
-_default_overdub = generics.DEFAULTS["overdub"]
-_default_execute = generics.DEFAULTS["execute"]
+_default_overdub = generics.overdub.default
+_default_execute = generics.execute.default
 
 
 def present(f: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
@@ -255,19 +252,17 @@ def _accelerate(speedups: Any) -> None:
     that takes callbacks) and ``construct_by_ref`` (a Python class) in C, handing it the
     Python parts it delegates the rare cases to."""
     global resolve, call, call_ex, construct_by_ref, primitive, overload_of, present
-    from .plan import Plan, WeakIdCache
-
     speedups.configure(
         entry_type=_context.Entry, plan_type=Plan, id_table_type=WeakIdCache, resolve_direct=_resolve_direct,
         site_closure=site(None, None),  # type: ignore[arg-type]  # a sample: C makes the others alike
         call_primitive=primitives.call_primitive, special=primitives.SPECIAL, preparers=primitives.PREPARERS,
         indirect_names=_INDIRECT_NAMES,
         present=present, overdub=generics.overdub, execute=generics.execute, overdub_default=_default_overdub,
-        execute_default=_default_execute, fallback=generics.fallback, fallback_default=generics.DEFAULTS["fallback"],
+        execute_default=_default_execute, fallback=generics.fallback, fallback_default=generics.fallback.default,
         plain_operators=operators.PLAIN_OPERATORS, c_operands=operators.C_OPERANDS,
         with_bodies=operators.WITH_BODIES, operator_body=operators.body, call_ex=call_ex,
-        runnable=generics.runnable, without_body=generics.without_body,
-        seen_below=seen_below, overdub_instead=generics.OverdubInstead, construct=generics.construct)
+        runnable=bodies.runnable, without_body=bodies.without_body,
+        seen_below=bodies.seen_below, overdub_instead=OverdubInstead, construct=bodies.construct)
     resolve, call, overload_of, present = speedups.resolve, speedups.call, speedups.overload_of, speedups.present
     call_ex = speedups.call_ex
     construct_by_ref, primitive = speedups.construct_by_ref, speedups.primitive
@@ -278,5 +273,9 @@ if _speedups is not None:
     _accelerate(_speedups)
 
 HOOKS = rewrite.Hooks(resolve=resolve, resolve_star=resolve_star, call=call, call_ex=call_ex,
-                      operator_site=operator_site,
-                      yield_from=lambda obj: operators.yield_from_operand(obj))  # late: operators imports us
+                      operator_site=operator_site, yield_from=operators.yield_from_operand,
+                      current_context=_context.current_context)
+
+# What the modules below call back, and what the stack asks of the runtime: now ready.
+_hotpath.publish(resolve=resolve, call=call, construct_by_ref=construct_by_ref, hooks=HOOKS)
+_context.provide(plan_for=plan_for)

@@ -1,19 +1,19 @@
 """The contextual generics -- ``overdub``, ``prehook``, ``posthook``, ``raisehook``,
-``fallback``, ``execute`` -- their default methods, and ``recurse``.
+``fallback``, ``execute`` -- and the registration of a context class's methods on them.
 
-Defaults follow Cassette: hooks do nothing; ``overdub`` asks ``execute`` (Cassette 0.1)
-and otherwise recurses; ``recurse`` runs the callee's own body with its call sites
-overdubbed, or hands a callee without a Python body to ``fallback``, which calls it.
+Defaults follow Cassette: hooks do nothing; ``execute`` says ``OverdubInstead``;
+``overdub`` asks ``execute`` (Cassette 0.1) and otherwise recurses; ``fallback`` calls
+the callee.  The last two run the callee, which is the runtime's business: ``bodies``,
+above this module, gives them as it loads.
 """
 
 from __future__ import annotations
 
 import functools
-import weakref
-from types import BuiltinFunctionType, BuiltinMethodType, CodeType, FunctionType, MethodType, ModuleType
+from types import BuiltinMethodType, FunctionType, MethodType, ModuleType
 from typing import Any, Callable
 
-from . import _context, _native, _special, dispatch, plan as _plan
+from . import _context, dispatch
 from ._constant import Constant
 
 
@@ -26,8 +26,8 @@ OverdubInstead = _OverdubInstead()
 
 class ContextGeneric(dispatch.Generic):
     """A generic called with a context first, then the callee (``posthook``: the call's
-    result before it, ``raisehook``: its exception), whose registrations also reset the
-    context plans (see :mod:`plan`)."""
+    result before it, ``raisehook``: its exception), whose registrations make the plans
+    made before them stale (:data:`changes`; see :mod:`cassette_hook.plan`)."""
 
     @property
     def _leading(self) -> tuple[str, ...]:
@@ -85,12 +85,22 @@ class ContextGeneric(dispatch.Generic):
         if func is None:
             return lambda fn: self.register(fn, **options)
         result = super().register(func, **options)
-        _plan.invalidate()
+        _changed()
         return result
 
     def unregister(self, func: Any) -> None:
         super().unregister(func)
-        _plan.invalidate()
+        _changed()
+
+
+changes = 0
+"""How many overloads of the context generics have been registered or removed: a plan
+made before the last change is stale."""
+
+
+def _changed() -> None:
+    global changes
+    changes += 1
 
 
 _LEADING = {"posthook": ("ctx", "out", "f"), "raisehook": ("ctx", "exc", "f")}
@@ -153,23 +163,6 @@ def _default_execute(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     return OverdubInstead
 
 
-def _default_overdub(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
-    # Only an explicit overdub(ctx, f, ...) gets here: a call site runs the callee itself,
-    # so a program's own call of a non-callable keeps Python's error.
-    if not callable(f):
-        raise TypeError(f"overdub(): f is not callable: {f!r}")
-    out = execute(ctx, f, *args, **kwargs)
-    if out is not OverdubInstead:
-        return out
-    return recurse(ctx, f, *args, **kwargs)
-
-
-def _default_fallback(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
-    if ctx.tag is not None:  # primitives get untagged arguments
-        args, kwargs = tagging.for_primitive(f, args, kwargs)
-    return call_primitive(f, args, kwargs)
-
-
 prehook = ContextGeneric("prehook", _no_hook, """``prehook(ctx, f, *args, **kwargs)``: called before every
 overdubbed call, once its arguments are evaluated.  Does nothing by default; overload it
 with ``@prehook.register`` or a ``prehook`` method on the context class.""")
@@ -185,202 +178,28 @@ a hook raises inside an ``except``).""")
 execute = ContextGeneric("execute", _default_execute, """``execute(ctx, f, *args, **kwargs)``, Cassette 0.1's
 primitive hook: an overload that returns anything but ``OverdubInstead`` makes the call
 a primitive with that result.  Returns ``OverdubInstead`` by default.""")
-overdub = ContextGeneric("overdub", _default_overdub, """``overdub(ctx, f, *args, **kwargs)``: run ``f(*args,
+overdub = ContextGeneric("overdub", None, """``overdub(ctx, f, *args, **kwargs)``: run ``f(*args,
 **kwargs)`` with every call inside it overdubbed by ``ctx``.  The call itself is not
 hooked.  Overload it to replace what a call does inside a context; the default asks
 ``execute`` and otherwise calls ``recurse``.""")
-fallback = ContextGeneric("fallback", _default_fallback, """``fallback(ctx, f, *args, **kwargs)``: run a callee
+fallback = ContextGeneric("fallback", None, """``fallback(ctx, f, *args, **kwargs)``: run a callee
 that has no Python body to recurse into (a C function, or one outside the context's
 scope).  By default it calls ``f``, with the context still active so that callbacks
 from C (``sorted(key=...)``, ``map``) are overdubbed.""")
+# (The defaults of ``overdub`` and ``fallback`` are ``bodies``'s: see the module's docstring.)
 
-DEFAULTS: dict[str, Callable[..., Any]] = {
-    "prehook": _no_hook, "posthook": _no_hook, "raisehook": _no_hook, "execute": _default_execute,
-    "overdub": _default_overdub, "fallback": _default_fallback,
-}
-
-
-def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
-    """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
-    top = _context.top()
-    entry = top if top is not None and top.ctx is ctx else _context.push(_context.checked(ctx, "recurse"))
-    try:
-        run = runnable(entry.plan, f)
-        out = run(*args, **kwargs) if run is not None else without_body(entry, f, args, kwargs)
-    finally:
-        if entry is not top:
-            _context.pop(ctx)
-    return out if ctx.tag is None else tagging.leave(ctx, out)  # no wrapper outlives its context
+HOOK_METHODS = {"prehook": prehook, "posthook": posthook, "raisehook": raisehook, "overdub": overdub,
+                "fallback": fallback, "execute": execute}
+"""The generics a context class's methods of the same name are registered on."""
 
 
-_recurse = recurse  # the reference, and what the C path's recurse hands all but its common case
-
-if _native.speedups is not None:
-    _unpop, _repop = _native.speedups.unpop, _native.speedups.repop
-
-    def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
-        """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
-        # On the C hot path an overload of ctx's own entry (the common case) puts that
-        # entry back for the call (_speedups.unpop) instead of pushing a new one.
-        run = _unpop(ctx, f)
-        if run is None:
-            return _recurse(ctx, f, *args, **kwargs)
-        try:
-            return run(*args, **kwargs) if kwargs else run(*args)  # (no dict handed on when empty)
-        finally:
-            _repop()
+def register_hook_methods(cls: type[_context.Context]) -> None:
+    """Register the methods ``cls`` defines under the generics' names as their overloads
+    for ``cls`` (``Context.__init_subclass__``)."""
+    for name, generic in HOOK_METHODS.items():
+        method = cls.__dict__.get(name)
+        if method is not None:
+            generic.register(method, self_type=cls)
 
 
-RECURSE_CODES: frozenset[CodeType] = frozenset({_recurse.__code__, recurse.__code__})  # (primitives skips their frames)
-
-
-def canrecurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> bool:
-    """Does ``recurse(ctx, f, *args)`` run a Python body (rather than ``fallback``)?"""
-    plan = _plan.plan_for(_context.checked(ctx, "canrecurse"))
-    plain = args if ctx.tag is None else tagging.for_primitive(f, args, kwargs)[0]  # as ``without_body`` sees them
-    return (runnable(plan, f) or operators.body(f, plain)) is not None
-
-
-canoverdub = canrecurse
-
-
-def without_body(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``recurse`` into a callee ``runnable`` found no Python body for (``entry`` is the top
-    of the stack): an operator's protocol through Python dunders, else ``fallback``."""
-    plain, plain_kwargs = (args, kwargs) if entry.ctx.tag is None else tagging.for_primitive(f, args, kwargs)
-    run = operators.body(f, plain)
-    if run is not None:
-        return run(*plain, **plain_kwargs)
-    if entry.plan.fallback:
-        method = fallback.resolve((entry.ctx, f, *args))
-        if method is not _default_fallback:
-            return run_popped(entry, method, (entry.ctx, f, *args), kwargs)
-    return call_primitive(f, plain, plain_kwargs)
-
-
-def run_popped(entry: _context.Entry, method: Callable[..., Any], args: tuple[Any, ...],
-               kwargs: dict[str, Any]) -> Any:
-    """Run an overload or hook with its own context popped off the stack, seen by the
-    contexts below it (see ``callsite.seen_below``)."""
-    below = entry.below
-    token = _context.active.set(below)
-    try:
-        return method(*args, **kwargs) if below is None else callsite.seen_below(method, args, kwargs)
-    finally:
-        _context.active.reset(token)
-
-
-# -- what "the callee's own body" is ---------------------------------------------------
-
-def runnable(plan: _plan.Plan, f: Any) -> Callable[..., Any] | None:
-    """A callable that runs ``f``'s own body with its calls overdubbed, or ``None``.
-
-    Called with ``f``'s arguments.  ``None`` means ``f`` is a primitive: no Python body,
-    or one outside the context's scope.  Twins and construction kinds are cached in the
-    plan.
-    """
-    kind = type(f)
-    if kind is FunctionType:
-        return plan.twin(f)
-    if kind is BuiltinFunctionType:  # C code (what _special_call would find out, dearer)
-        return None
-    if kind is MethodType:
-        twin = runnable(plan, f.__func__)
-        return None if twin is None else MethodType(twin, f.__self__)
-    if kind is functools.partial:  # its body is one call: of f.func with the merged arguments
-        return functools.partial(callsite.call, f.func, *f.args, **f.keywords)
-    if isinstance(f, type):
-        return _construction(plan, f)
-    call_method = getattr(kind, "__call__", None)  # noqa: B004 -- the method itself, not a callable() test
-    if type(call_method) is FunctionType and kind.__dict__.get("__call__") is call_method:
-        # The common callable instance: a plain function on its class.  (mypy does not narrow
-        # type(x) is T within an ``and``; a cast would cost a call here.)
-        twin = plan.twin(call_method)  # type: ignore[arg-type]
-        return None if twin is None else MethodType(twin, f)
-    return _special_call(plan, f, kind)
-
-
-def _special_call(plan: _plan.Plan, obj: object, kind: type) -> Callable[..., Any] | None:
-    """``runnable`` for ``obj(...)`` when ``kind.__call__`` is inherited or not a plain
-    function: a staticmethod, a classmethod, a partial, a builtin, or -- through the
-    metaclass -- nothing at all (see :mod:`_special`)."""
-    raw = _special.lookup(kind, "__call__")
-    if type(raw) is FunctionType:
-        twin = plan.twin(raw)
-        return None if twin is None else MethodType(twin, obj)
-    run = _special.bound(raw, obj, kind)
-    return runnable(plan, run) if _special.recursible(run) else None
-
-
-def _construction(plan: _plan.Plan, cls: type) -> Callable[..., Any] | None:
-    how = plan.constructions.values.get(id(cls))
-    if how is None:
-        how = _how_to_construct(plan, cls)
-        plan.constructions.set(cls, how)
-        if how == "python":
-            plan.constructors.set(cls, functools.partial(callsite.construct_by_ref, weakref.ref(cls)))
-    if how == "metaclass":  # a metaclass with its own __call__
-        return _special_call(plan, cls, type(cls))
-    return plan.constructors.values.get(id(cls))  # "python": construct it; else None
-
-
-def _how_to_construct(plan: _plan.Plan, cls: type[Any]) -> str:
-    if not plan.recurses_into(cls):
-        return "primitive"
-    if _special.lookup(type(cls), "__call__") is not _TYPE_CALL:
-        return "metaclass"
-    init = _special.bound(_special.lookup(cls, "__init__"), None, cls)
-    if init is None:
-        return "primitive"  # an __init__ only the interpreter should bind (see _special)
-    bodies = (_body(cls.__new__), _body(init))
-    if any(body is not None and plan.recurses_into(body) for body in bodies):
-        return "python"
-    return "primitive"  # nothing in scope happens in Python when constructing it
-
-
-_TYPE_CALL = type.__dict__["__call__"]
-
-
-def _body(method: Any) -> FunctionType | None:
-    """The Python function a ``__new__`` or ``__init__`` runs: itself, a method's, a partial's."""
-    if type(method) is MethodType:
-        method = method.__func__
-    elif type(method) is functools.partial:
-        method = method.func
-    return method if type(method) is FunctionType else None
-
-
-def construct_by_ref(ref: weakref.ref[type], /, *args: Any, **kwargs: Any) -> Any:
-    """What a plan's constructor calls: ``construct`` of the class, held weakly."""
-    return construct(ref(), *args, **kwargs)  # type: ignore[arg-type]  # alive: it is being called
-
-
-def construct(cls: type[Any], /, *args: Any, **kwargs: Any) -> Any:
-    """``type.__call__`` with Python ``__new__`` and ``__init__`` as overdubbed calls."""
-    new: Callable[..., Any] = cls.__new__  # as type.__call__ gets it: a staticmethod unwrapped, a classmethod bound
-    if new is object.__new__:
-        obj = new(cls)  # only Python __init__ takes the arguments (else we would not be here)
-    elif type(new) is FunctionType or type(new) is MethodType:
-        obj = callsite.resolve(new)(cls, *args, **kwargs)
-    else:
-        obj = new(cls, *args, **kwargs)
-    kind = type(obj)
-    if cls in kind.__mro__:  # a real subclass: type.__call__ ignores ABC registration
-        raw = _special.lookup(kind, "__init__")
-        if type(raw) is FunctionType:
-            result = callsite.resolve(raw)(obj, *args, **kwargs)
-        else:  # bound as type.__call__ binds it; kind.__init__ would unwrap a staticmethod
-            init = _special.bound(raw, obj, kind)
-            if init is None:
-                init = raw.__get__(obj, kind)  # a descriptor of a subclass's own (cls's is known)
-            result = (callsite.resolve(init) if _special.recursible(init) else init)(*args, **kwargs)
-        if result is not None:
-            raise TypeError(f"__init__() should return None, not '{type(result).__name__}'")
-    return obj
-
-
-# Last: callsite builds on this module (and this module's bodies call callsite.call).
-from . import operators, tagging  # noqa: E402
-from . import callsite  # noqa: E402  (a module reference: callsite may be the one importing us; and its
-# functions are the C ones once it has loaded them)
-from .primitives import call_primitive  # noqa: E402
+_context.provide(register_hooks=register_hook_methods)

@@ -20,7 +20,7 @@ from importlib.util import LazyLoader
 from types import CodeType, FunctionType, MethodType, ModuleType
 
 from . import _debug, _light, _pyc, _switch, rewrite
-from ._context import recursion_budget
+from ._budget import recursion_budget
 from ._libraries import library_prefixes
 from ._own import PACKAGE
 from ._patterns import ModulePatterns, is_glob
@@ -410,7 +410,7 @@ def _waiting(code: CodeType, module: str, source_path: str | None = None,
              source: os.stat_result | None = None) -> CodeType:
     """Light ``code``, about to run, made to wait for a context; where the source is known,
     its switched functions will be cached."""
-    _switch.wait_for_context(_light.LightModule(module, code, source_path, source, OPTIONS))
+    _light.wait_for_context(_light.LightModule(module, code, source_path, source, OPTIONS))
     return code
 
 

@@ -18,6 +18,8 @@ import operator
 from types import BuiltinFunctionType, CoroutineType, FunctionType, GeneratorType
 from typing import Any, Callable
 
+from . import _hotpath
+
 Body = Callable[..., Any]
 
 _BINARY = {
@@ -80,9 +82,9 @@ def _special(obj: Any, name: str) -> Any:
         if name in klass.__dict__:
             found = klass.__dict__[name]
             if type(found) is FunctionType:  # a call site of its own (``call`` is C: no frame of ours)
-                return functools.partial(callsite.call, found, obj)
+                return functools.partial(_hotpath.call, found, obj)
             if type(found) in (staticmethod, classmethod) and type(found.__func__) is FunctionType:
-                return functools.partial(callsite.call, found.__get__(obj, type(obj)))
+                return functools.partial(_hotpath.call, found.__get__(obj, type(obj)))
             return None if klass is object or found is None else _C
     return None
 
@@ -142,7 +144,7 @@ class _Iterated:
         self.obj = obj
 
     def __iter__(self) -> Any:
-        return callsite.call(iter, self.obj)
+        return _hotpath.call(iter, self.obj)
 
 
 class _Sized(_Iterated):
@@ -169,7 +171,7 @@ _STAND_INS = {(False, False): _Iterated, (True, False): _Sized, (False, True): _
 def yield_from_operand(obj: Any) -> Any:
     """What ``yield from obj`` iterates: ``iter(obj)`` as a call site, except for generators
     and coroutines, which the instruction takes as they are (with its own checks)."""
-    return obj if type(obj) in (GeneratorType, CoroutineType) else callsite.call(iter, obj)
+    return obj if type(obj) in (GeneratorType, CoroutineType) else _hotpath.call(iter, obj)
 
 
 def _iterator(result: Any) -> Any:
@@ -256,7 +258,3 @@ def _compare(forward: str, reflected: str, symbol: str, a: Any, b: Any) -> Body 
         raise TypeError(f"'{symbol}' not supported between instances of '{left.__name__}' and '{right.__name__}'")
 
     return run
-
-
-# Last: callsite imports the modules that import this one.
-from . import callsite  # noqa: E402  (a module reference: callsite may be the one importing us)

@@ -28,7 +28,7 @@ from bytecode import Bytecode, ControlFlowGraph, Instr, Label
 from bytecode.instr import UNSET, CellVar, FreeVar, SetLineno, TryBegin, TryEnd
 
 from . import rewrite
-from .plan import WeakIdCache
+from ._weakid import WeakIdCache
 from .rewrite import UnsupportedCode, _dual, _names
 from .rewrite._markers import contextslot, nooverdub
 from .rewrite._family import family

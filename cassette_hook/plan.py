@@ -18,60 +18,24 @@ overload registration on the context generics.
 
 from __future__ import annotations
 
-import functools
 import gc
 import warnings
 import weakref
 from types import CodeType, FunctionType
-from typing import TYPE_CHECKING, Any, Callable, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Callable
 
-from . import _native, rewrite
-from ._context import recursion_budget
+from . import _hotpath, _native, generics, rewrite
+from ._budget import recursion_budget
 from ._libraries import LIBRARIES
 from ._own import is_own_module
 from ._patterns import ModulePatterns
+from ._weakid import WeakIdCache
 from .rewrite import _names
 
 if TYPE_CHECKING:
     from ._context import Context
 
-V = TypeVar("V")
 Twin = tuple[FunctionType, CodeType, Any, Any]
-
-
-class WeakIdCache(Generic[V]):
-    """``id(obj) -> value`` for weak-referenceable objects, forgotten when ``obj`` dies.
-
-    A dict keyed by ``id`` is as fast as a lookup gets (``dict.get(id(f))``) and, unlike a
-    dict keyed by the object, does not keep it alive; the weak reference's callback runs
-    before the object's memory (and so its id) can be reused.
-    """
-
-    __slots__ = ("values", "_refs")  # (the C hot path reads ``values`` at its slot)
-
-    def __init__(self) -> None:
-        self.values: dict[int, V] = {}
-        self._refs: dict[int, weakref.ref[Any]] = {}
-
-    def get(self, obj: object) -> V | None:
-        return self.values.get(id(obj))
-
-    def set(self, obj: object, value: V) -> None:
-        key = id(obj)
-        if key not in self._refs:
-            self._refs[key] = weakref.ref(obj, functools.partial(self._forget, key))
-        self.values[key] = value
-
-    def _forget(self, key: int, _ref: object) -> None:
-        self.values.pop(key, None)
-        self._refs.pop(key, None)
-
-    def clear(self) -> None:
-        self.values.clear()
-        self._refs.clear()
-
-    def __len__(self) -> int:
-        return len(self.values)
 
 
 # (operators, pass_) -> rewritten code objects; shared by all plans of that variant.
@@ -83,7 +47,7 @@ class Plan:
     """Per context class: which overloads exist, and the twins its contexts run."""
 
     __slots__ = ("fast", "prehook", "posthook", "raisehook", "overdub", "execute", "fallback", "prehook_call",
-                 "posthook_call", "raisehook_call", "operators", "twins", "direct_twins", "_named", "constructions",
+                 "posthook_call", "raisehook_call", "operators", "twins", "direct_twins", "named", "constructions",
                  "constructors", "_in_scope", "_primitives", "_codes", "_modules", "ctx_type", "pass_", "__weakref__")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
@@ -113,7 +77,8 @@ class Plan:
         overdubs = generics.overdub.second_arguments_named(ctx_type)
         executes = generics.execute.second_arguments_named(ctx_type)
         direct = not (self.fast or hooks) and overdubs is not None and executes is not None
-        self._named = overdubs | executes if direct else frozenset()  # type: ignore[operator]  # direct: both sets
+        # ids of the callees those overloads name: never called directly.
+        self.named = overdubs | executes if direct else frozenset()  # type: ignore[operator]  # direct: both sets
         # id(function) -> (twin, and the code, defaults and keyword defaults it was made
         # from): a twin is only good while the function still has those.  The hot path
         # reads ``twins.values`` directly.
@@ -176,21 +141,9 @@ class Plan:
         names it), or it has none.  Entered in ``direct_twins`` either way."""
         if self.direct_twins is None:
             return None
-        twin = None if id(func) in self._named else self.twin(func)
+        twin = None if id(func) in self.named else self.twin(func)
         self.direct_twins.set(func, None if twin is None else self.twins.values[id(func)])
         return twin
-
-    def direct_constructor(self, cls: type) -> Callable[..., Any] | None:
-        """``direct_twin`` for a class: what constructs it overdubbed (a Python ``__init__``
-        recursed into), entered as ``(constructor, None, None, None)``: a class has no
-        code to go stale, and how it constructs is this plan's for good."""
-        if self.direct_twins is None:
-            return None
-        constructor = None
-        if id(cls) not in self._named and generics.runnable(self, cls) is not None:
-            constructor = self.constructors.values.get(id(cls))
-        self.direct_twins.set(cls, None if constructor is None else (constructor, None, None, None))  # type: ignore[arg-type]  # a Twin of a class
-        return constructor
 
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
         if not self.recurses_into(func):
@@ -230,6 +183,13 @@ gc.callbacks.append(_drop_twins_before_full_collections)
 
 
 def plan_for(ctx: Context) -> Plan:
+    """The plan of ``ctx``'s class, pass and hooks switch.  Remade after an overload was
+    registered or removed (``generics.changes``); contexts already active keep the plan
+    they started with until they are re-entered."""
+    global _changes
+    if _changes != generics.changes:
+        _plans.clear()
+        _changes = generics.changes
     key = (type(ctx), ctx.pass_, ctx.hooks_enabled)
     plan = _plans.get(key)
     if plan is None:
@@ -237,12 +197,7 @@ def plan_for(ctx: Context) -> Plan:
     return plan
 
 
-def invalidate() -> None:
-    """Forget every plan: an overload was registered or removed.
-
-    Contexts already active keep the plan they started with until they are re-entered.
-    """
-    _plans.clear()
+_changes = -1  # generics.changes when _plans was last emptied
 
 
 def _module_of(func: FunctionType) -> str:
@@ -277,16 +232,14 @@ def _rewrite_or_warn(func: FunctionType, code: CodeType, operators: bool, plan: 
     """``code`` rewritten, or None (with a warning) if it cannot be; raises what
     ``rewrite.RESOURCE_ERRORS`` says is no fault of the code.  With a pass, the pass's
     rewrite, or its ``PassError``: never the body without the pass."""
-    from .callsite import HOOKS
-
     if plan.pass_ is not None:
-        from .passes import rewrite_with_pass
+        from .passes import rewrite_with_pass  # (with ``bytecode``, which a context with no pass may never need)
 
         with recursion_budget.headroom(rewrite.HEADROOM):
-            return rewrite_with_pass(plan.pass_, plan.ctx_type, func, code, HOOKS, operators=operators)
+            return rewrite_with_pass(plan.pass_, plan.ctx_type, func, code, _hotpath.hooks, operators=operators)
     try:
         with recursion_budget.headroom(rewrite.HEADROOM):
-            return rewrite.rewrite_code(code, HOOKS, operators=operators)
+            return rewrite.rewrite_code(code, _hotpath.hooks, operators=operators)
     except rewrite.RESOURCE_ERRORS:
         raise
     except Exception as exc:  # any failure: run the original as a primitive, never crash
@@ -298,7 +251,3 @@ def _rewrite_or_warn(func: FunctionType, code: CodeType, operators: bool, plan: 
             stacklevel=2,
         )
         return None
-
-
-# Last: the generics (and the hot path behind them) read this module's classes as they load.
-from . import generics  # noqa: E402

@@ -15,7 +15,7 @@ as the interpreter, and an ``id`` lookup works for any callee, hashable or not):
   set, not the one raised for the extra frames of overdubbed calls.
 
 On CPython 3.11+ a fast context calls primitives straight from the user's frame, where
-the frame-sensitive ones need no help; see ``callable_for``.
+the frame-sensitive ones need no help; see ``callsite.callable_for``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ import warnings
 from types import BuiltinFunctionType, FrameType, FunctionType, MethodType
 from typing import Any, Callable
 
-from . import _context, dispatch
+from . import _hotpath, dispatch, generics, operators
+from ._budget import recursion_budget
 from ._own import is_own_frame
 
 Handler = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (f, args, kwargs) -> result
@@ -50,14 +51,6 @@ def call_primitive(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
 
 def primitive(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     return call_primitive(f, args, kwargs)
-
-
-def callable_for(f: Any) -> Any:
-    """What the user's frame calls for the primitive ``f``: ``f`` itself, unless it is
-    one of the builtins that must not be called directly even from there."""
-    if id(f) in _INDIRECT or (type(f) is BuiltinFunctionType and f.__name__ in INDIRECT_NAMES):
-        return functools.partial(callsite.primitive, f)
-    return f
 
 
 # -- frames ----------------------------------------------------------------------------
@@ -88,7 +81,8 @@ def _program_frame(frame: FrameType | None) -> FrameType | None:
         if not is_own_frame(frame):
             return frame
         caller = frame.f_back
-        if frame.f_code in _RECURSE_CODES and caller is not None and caller.f_code in _overload_codes():
+        # (``bodies.recurse``, in both its versions, is the one function of ours so named.)
+        if frame.f_code.co_name == "recurse" and caller is not None and caller.f_code in _overload_codes():
             caller = caller.f_back  # an overload: the call is its call site's
         frame = caller
     return None
@@ -198,7 +192,7 @@ if sys.version_info >= (3, 12):
 def _overdubbed(callback: Any) -> Any:
     """``callback`` as a call site: C code calling it back is overdubbed like a call would be."""
     if type(callback) in (FunctionType, MethodType, functools.partial):
-        return functools.partial(callsite.call, callback)
+        return functools.partial(_hotpath.call, callback)
     return callback
 
 
@@ -283,22 +277,22 @@ _CONSUMERS: dict[Any, Handler] = {
 # -- the recursion limit ---------------------------------------------------------------
 
 def _getrecursionlimit(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    return _context.recursion_budget.limit() if not args and not kwargs else f(*args, **kwargs)
+    return recursion_budget.limit() if not args and not kwargs else f(*args, **kwargs)
 
 
 def _setrecursionlimit(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     if len(args) != 1 or kwargs:
         return f(*args, **kwargs)
-    return _context.recursion_budget.set_limit(args[0])
+    return recursion_budget.set_limit(args[0])
 
 
 _RECURSION_LIMIT: dict[Any, Handler] = {
     sys.getrecursionlimit: _getrecursionlimit, sys.setrecursionlimit: _setrecursionlimit,
 }
 
-# Builtins the user's frame must not call directly (see ``callable_for``), and their
-# names, which the hot path checks before anything else.
-_INDIRECT = {id(f) for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT)}
+# Builtins the user's frame must not call directly (see ``callsite.callable_for``), and
+# their names, which the hot path checks before anything else.
+INDIRECT = {id(f) for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT)}
 INDIRECT_NAMES = frozenset(f.__name__ for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT))
 SPECIAL: dict[int, Handler] = {
     id(f): handler
@@ -306,8 +300,3 @@ SPECIAL: dict[int, Handler] = {
 }
 # The handlers that only make the arguments: id(f) -> prepare(args, kwargs) -> (args, kwargs).
 PREPARERS = {key: handler.prepare for key, handler in SPECIAL.items() if isinstance(handler, _Arguments)}
-
-# Last: callsite imports this module (and its callbacks call callsite.call).
-from . import callsite, generics, operators  # noqa: E402
-
-_RECURSE_CODES = generics.RECURSE_CODES

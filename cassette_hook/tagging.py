@@ -32,7 +32,7 @@ import types
 from types import FunctionType, MethodType
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn
 
-from . import _context, _special, dispatch
+from . import _context, _special, bodies, dispatch, generics
 from ._constant import Constant
 from ._native import speedups as _speedups
 
@@ -65,6 +65,18 @@ class Tag:
 
     def __repr__(self) -> str:
         return f"<tag for {getattr(self.f, '__qualname__', None) or self.f!r}>"
+
+    # What the runtime (``bodies``) asks of a tagging context, through its tag: the
+    # runtime sits below this module.
+
+    def leave(self, out: Any) -> Any:
+        """What an activation of this tag's context hands back as it ends (:func:`leave`)."""
+        return _leave(self, out)
+
+    def for_primitive(self, f: Any, args: tuple[Any, ...],
+                      kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """The arguments the primitive ``f`` gets under this tag's context (:func:`for_primitive`)."""
+        return for_primitive(f, args, kwargs)
 
 
 # -- the wrappers ------------------------------------------------------------------------
@@ -327,7 +339,7 @@ class _TaggingContext(_context.Context):
 
     def __exit__(self, *exc_info: object) -> None:
         super().__exit__(*exc_info)
-        leave(self, None)
+        _leave(self.tag, None)
 
 
 _tagging_classes: dict[type, type[_context.Context]] = {}
@@ -613,7 +625,7 @@ def _passes_on() -> set[int]:
                getattr, setattr, hasattr, delattr, object.__setattr__, types.GeneratorType.send,
                types.CoroutineType.send, types.AsyncGeneratorType.asend, types.SimpleNamespace]
     own = (tag, untag, istagged, metadata, hasmetadata, istaggedtype, untagtype, enabletagging, overdub_tagged,
-           hastagging, generics.overdub, generics.recurse, generics.fallback, generics.canrecurse)
+           hastagging, generics.overdub, bodies.recurse, generics.fallback, bodies.canrecurse)
     return {id(f) for f in (*stored, *own)}
 
 
@@ -624,10 +636,10 @@ _PASSES_ON: set[int] = set()
 # -- the end of the extent ------------------------------------------------------------------
 
 
-def leave(ctx: _context.Context, out: Any) -> Any:
-    """What the extent of ``ctx``'s tag hands back, once its outermost activation ended:
-    ``out`` unwrapped, and no wrapper made inside the extent left anywhere we can reach."""
-    tag_ = ctx.tag
+def _leave(tag_: Tag | None, out: Any) -> Any:
+    """What the extent of ``tag_`` hands back, once its context's outermost activation
+    ended: ``out`` unwrapped, and no wrapper made inside the extent left anywhere we can
+    reach."""
     if tag_ is None or tag_.depth or tag_.keep:
         if tag_ is not None and tag_.keep and not tag_.depth:
             _forget(tag_)  # the caller asked for them: its own from now on
@@ -734,9 +746,6 @@ if _speedups is not None:  # the functions an overload runs per operation, in C
         not_tagging=_not_tagging)
     tag, untag, metadata = _speedups.tag, _speedups.untag, _speedups.metadata
     istagged, hasmetadata, _make = _speedups.istagged, _speedups.hasmetadata, _speedups.make
-
-# Last: generics builds on this module.
-from . import generics  # noqa: E402
 
 _PASSES_ON.update(_passes_on())
 _SPECIAL = _PASSES_ON | _JOINS | {id(operator.setitem)}

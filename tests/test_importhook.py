@@ -23,7 +23,7 @@ from types import FunctionType
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _native, _pyc, _switch, importhook
+from cassette_hook import _light, _native, _pyc, importhook
 from cassette_hook.rewrite import UnsupportedCode, _dual, _names
 
 MODULE = """
@@ -65,7 +65,7 @@ def tree(tmp_path, monkeypatch):
     before = set(sys.modules)
     yield tmp_path
     ch.uninstall()
-    _switch.switched(_switch.waiting())  # (modules imported light that no test switched)
+    _light.switched(_light.waiting())  # (modules imported light that no test switched)
     for name in set(sys.modules) - before:
         if name.split(".")[0] != "cassette_hook":  # (its modules stay: the package keeps what they made)
             del sys.modules[name]

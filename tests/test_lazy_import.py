@@ -239,14 +239,14 @@ def test_a_module_imported_under_a_context_is_switched_at_once(tree):
     with ch.NullContext():
         mod = lazy_import(tree, "lz_active")
         assert _names.is_switched(mod.helper.__code__)
-    assert not _switch.waiting()
+    assert not _light.waiting()
 
 
 def test_a_lazy_import_reads_its_light_code_from_the_cache(tree, monkeypatch, either_way):
     lazy_import(tree, "lz_cached")
     assert Path(_pyc.path_for(str(tree / "lz_cached.py"), _pyc.LIGHT)).exists()
     del sys.modules["lz_cached"]
-    _switch.switched(_switch.waiting())
+    _light.switched(_light.waiting())
     monkeypatch.setattr(_dual, "light", lambda code, module: pytest.fail("made again"))
     monkeypatch.setattr(SourceFileLoader, "get_code", lambda self, name: pytest.fail("read CPython's .pyc"))
     assert not _names.is_switched(lazy_import(tree, "lz_cached").helper.__code__)
@@ -255,7 +255,7 @@ def test_a_lazy_import_reads_its_light_code_from_the_cache(tree, monkeypatch, ei
 def test_a_cached_lazy_import_as_compiled_reads_only_its_own_file(tree, monkeypatch, either_way):
     lazy_import(tree, "lz_flat_cached", "def helper(x):\n    return abs(x)\n")
     del sys.modules["lz_flat_cached"]
-    _switch.switched(_switch.waiting())
+    _light.switched(_light.waiting())
     monkeypatch.setattr(SourceFileLoader, "get_code", lambda self, name: pytest.fail("read CPython's .pyc too"))
     assert lazy_import(tree, "lz_flat_cached").helper(-2) == 2
 
@@ -264,7 +264,7 @@ def test_a_cached_lazy_import_as_compiled_reads_only_its_own_file(tree, monkeypa
 def test_a_light_cache_file_made_with_a_function_watcher_is_not_read_without_one(tree, monkeypatch):
     lazy_import(tree, "lz_kinds")
     del sys.modules["lz_kinds"]
-    _switch.switched(_switch.waiting())
+    _light.switched(_light.waiting())
     monkeypatch.setattr(_light, "_watch", None)
     assert _names.is_switched(lazy_import(tree, "lz_kinds").make_adder(1).__code__)
 

@@ -54,7 +54,8 @@ def test_the_built_in_contexts_are_there_when_named():
     assert {"NullContext", "ProfileContext", "TraceContext"} <= set(ch.__all__)
 
 
-@pytest.mark.parametrize("module", ["plan", "generics", "callsite", "operators", "primitives", "tagging", "dispatch"])
+@pytest.mark.parametrize("module", ["plan", "generics", "bodies", "callsite", "operators", "primitives", "tagging",
+                                    "dispatch"])
 def test_each_module_of_the_hot_path_can_be_imported_first(module: str) -> None:
     program = f"import cassette_hook.{module}; import cassette_hook as ch; print(ch.overdub(ch.Context(), abs, -2))"
     out = python("-c", program)

@@ -19,7 +19,7 @@ import traceback
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _context, callsite, generics, operators, primitives
+from cassette_hook import _context, bodies, callsite, operators, primitives
 from cassette_hook import plan as _plan
 
 C_PATH = callsite._speedups is not None
@@ -457,7 +457,7 @@ def test_a_python_dunder_of_an_operator_under_hooks_has_the_program_frame_below_
 def test_the_callees_the_c_path_finds_no_body_in_have_none_in_the_reference():
     # _speedups.body_of answers these kinds itself (C code, whose calls have no body)
     plan = _plan.plan_for(Null())
-    assert [generics.runnable(plan, f) for f in (len, list.append, object.__init__)] == [None, None, None]
+    assert [bodies.runnable(plan, f) for f in (len, list.append, object.__init__)] == [None, None, None]
 
 
 C_OPERAND_VALUES = [1, 1.5, 1j, True, "s", b"b", None, (1,), [1], {1: 2}, {1}, frozenset({1}), range(2), slice(1)]

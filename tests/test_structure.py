@@ -1,11 +1,14 @@
-"""The package's structure, as docs/internals.md describes it: the per-version rewriting
-modules implement one declared interface, and one rule says what code is cassette_hook's."""
+"""The package's structure, as docs/internals.md describes it: its modules form layers,
+each importing only from below; the per-version rewriting modules implement one declared
+interface; and one rule says what code is cassette_hook's."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import os
+import pathlib
 import sys
 
 import pytest
@@ -15,6 +18,84 @@ import cassette_hook as ch
 import cassette_hook.plan
 from cassette_hook import _own
 from cassette_hook.rewrite import _family
+
+# -- layers ------------------------------------------------------------------------------
+
+PACKAGE = pathlib.Path(cassette_hook.__file__).parent
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Every import of a package module by another: at module level or in a function, but
+    not for annotations (``if TYPE_CHECKING:``), nor of a module's own package, which
+    Python imports before the module anyway."""
+    paths = {_module_name(path): path for path in PACKAGE.rglob("*.py") if "_site" not in path.parts}
+    graph: dict[str, set[str]] = {}
+    for module, path in paths.items():
+        tree = ast.parse(path.read_text())
+        annotations_only = {id(node) for block in ast.walk(tree)
+                            if isinstance(block, ast.If) and getattr(block.test, "id", None) == "TYPE_CHECKING"
+                            for node in ast.walk(block)}
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        imported: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in annotations_only:
+                continue
+            if isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the module's package, or one of its parents
+                    parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parts, base] if base else parts)
+                imported.update(f"{base}.{alias.name}" if f"{base}.{alias.name}" in paths else base
+                                for alias in node.names)
+        graph[module] = {name for name in imported
+                         if name in paths and name != module and not module.startswith(name + ".")}
+    return graph
+
+
+def _a_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of imports in ``graph``, if there is one."""
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> list[str] | None:
+        if module in path:
+            return path[path.index(module):] + [module]
+        if module in done:
+            return None
+        for imported in sorted(graph[module]):
+            cycle = visit(imported, [*path, module])
+            if cycle:
+                return cycle
+        done.add(module)
+        return None
+
+    return next(filter(None, (visit(module, []) for module in sorted(graph))), None)
+
+
+def test_the_import_graph_finds_a_cycle_where_there_is_one() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _a_cycle(graph) == ["a", "b", "c", "a"]
+    assert _a_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_import_graph_sees_imports_inside_functions() -> None:
+    graph = _import_graph()
+    assert "cassette_hook.callsite" in graph["cassette_hook"]  # (the runtime, loaded on first use)
+    assert "cassette_hook.rewrite._dual" in graph["cassette_hook.importhook"]  # (with ``bytecode``, when needed)
+
+
+def test_every_module_imports_only_from_layers_below_it() -> None:
+    """No import cycle, at module level or in a function: the modules form layers."""
+    assert _a_cycle(_import_graph()) is None
+
+
+# -- one interface per CPython version --------------------------------------------------
 
 VERSION_MODULES = ("_py310", "_py311", "_py312", "_py313")
 INTERFACE = {name for name in dir(_family.Family) if not name.startswith("_")} | set(

@@ -64,7 +64,7 @@ class ReportingContext(Context):
         ``cProfile.Profile.runcall`` profiles it: ``f`` is then the root of a trace or a
         profile.  (``overdub`` alone hooks only the calls inside ``f``, for every context.)
         The hooks run with the context popped, as at any call site."""
-        from .. import _context, generics
+        from .. import _context, bodies, generics
 
         top = _context.top()
         with self if top is None or top.ctx is not self else contextlib.nullcontext():  # (active: once)
@@ -72,15 +72,15 @@ class ReportingContext(Context):
             assert entry is not None
             hooked = self.hooks_enabled
             if hooked:
-                generics.run_popped(entry, generics.prehook, (self, f, *args), kwargs)
+                bodies.run_popped(entry, generics.prehook, (self, f, *args), kwargs)
             try:
                 out = generics.overdub(self, f, *args, **kwargs)
             except BaseException as exc:
                 if hooked:
-                    generics.run_popped(entry, generics.raisehook, (self, exc, f, *args), kwargs)
+                    bodies.run_popped(entry, generics.raisehook, (self, exc, f, *args), kwargs)
                 raise
             if hooked:
-                generics.run_popped(entry, generics.posthook, (self, out, f, *args), kwargs)
+                bodies.run_popped(entry, generics.posthook, (self, out, f, *args), kwargs)
         return out
 
     def __init__(self, output: Output = None, *, operators: bool | None = None, metadata: Any = None,

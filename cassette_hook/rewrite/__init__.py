@@ -31,7 +31,7 @@ __all__ = ["HEADROOM", "RESOURCE_ERRORS", "GlobalName", "Hooks", "UnsupportedCod
 # unsupported code.
 RESOURCE_ERRORS = (RecursionError, MemoryError)
 # Frames rewriting may take beyond the recursion limit (see
-# ``_context.recursion_budget.headroom``): ``bytecode`` recurses about 20 frames deep for
+# ``_budget.recursion_budget.headroom``): ``bytecode`` recurses about 20 frames deep for
 # a function, 25 for a module, and 4 more for each level of functions nested in it.
 HEADROOM = 250
 
@@ -40,16 +40,18 @@ class Hooks:
     """What rewritten sites load as constants and call.  (A plain class: a dataclass or a
     named tuple would cost a millisecond of every ``import cassette_hook``.)"""
 
-    __slots__ = ("resolve", "resolve_star", "call", "call_ex", "operator_site", "yield_from")
+    __slots__ = ("resolve", "resolve_star", "call", "call_ex", "operator_site", "yield_from", "current_context")
 
     def __init__(self, *, resolve: object, resolve_star: object, call: object, call_ex: object,
-                 operator_site: Callable[[Callable[..., object]], object], yield_from: object) -> None:
+                 operator_site: Callable[[Callable[..., object]], object], yield_from: object,
+                 current_context: object) -> None:
         self.resolve = resolve
         self.resolve_star = resolve_star
         self.call = call
         self.call_ex = call_ex
         self.operator_site = operator_site
         self.yield_from = yield_from  # run on the operand of ``yield from`` before the instruction itself
+        self.current_context = current_context  # what a pass's ``contextslot`` calls
 
 
 class GlobalName(str):

@@ -39,6 +39,7 @@ HOOKS = Hooks(
     call_ex=GlobalName("__cassette_hook_call_ex__"),
     operator_site=operator_name,
     yield_from=GlobalName("__cassette_hook_yield_from__"),
+    current_context=GlobalName("__cassette_hook_current_context__"),
 )
 
 

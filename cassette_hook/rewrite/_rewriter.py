@@ -41,7 +41,7 @@ def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
     out: list[Item] = []
     for item in _rewrite_nested(items, nested):
         if isinstance(item, Instr) and item.name in _CONSTANT_LOADS and type(item.arg) in _SPECIAL_CONSTANTS:
-            out += _load_special(item)
+            out += _load_special(item, hooks)
         else:
             out.append(item)
     bc[:] = out
@@ -70,16 +70,14 @@ _SPECIAL_CONSTANTS = frozenset({GlobalName, nooverdub, ContextSlot})
 _CONSTANT_LOADS = frozenset({"LOAD_CONST", "RETURN_CONST"})  # RETURN_CONST: 3.12+
 
 
-def _load_special(item: Instr) -> list[Instr]:
+def _load_special(item: Instr, hooks: Hooks) -> list[Instr]:
     """A hook loaded by name, or a pass's marker replaced (see ``_markers``)."""
     arg, loc = item.arg, item.location
     if isinstance(arg, GlobalName):
         return [family.load_global(str(arg), loc)]
     if isinstance(arg, nooverdub):  # its calls were left plain by rewrite_calls: load the callable itself
         return [Instr(item.name, arg.func, location=loc)]
-    from .._context import current_context  # a contextslot: the running context, here and now
-
-    load = family.call_constant(current_context, loc)
+    load = family.call_constant(hooks.current_context, loc)  # a contextslot: the running context, here and now
     return load if item.name == "LOAD_CONST" else [*load, Instr("RETURN_VALUE", location=loc)]
 
 

@@ -1,0 +1,252 @@
+"""What runs for a callee under a plan: one definition.
+
+``recurse(ctx, f, *args)`` runs ``f``'s own body with its call sites overdubbed:
+:func:`runnable` says what that body is -- a function's twin, a bound method's function's
+twin bound alike, a partial's one call, a class's construction (its Python ``__new__`` and
+``__init__`` as call sites), a callable instance's ``__call__`` -- and, for a callee that
+has none, :func:`without_body` runs an operator's Python dunders or ``fallback``.  The
+defaults of ``overdub`` (``execute``, then ``recurse``) and of ``fallback`` (the
+primitive, called as the plain program would) are defined here and given to the
+generics; the hot path (``callsite``) asks the same functions for every callee it does
+not find in a plan's tables.  The call sites this module makes of its own (a partial's
+call, a constructor's ``__new__`` and ``__init__``) go through the hot path's entry
+points (``_hotpath``).
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from types import BuiltinFunctionType, FunctionType, MethodType
+from typing import TYPE_CHECKING, Any, Callable
+
+from . import _context, _hotpath, _native, _special, dispatch, generics, operators
+from .generics import OverdubInstead, execute, fallback
+from .primitives import call_primitive
+
+if TYPE_CHECKING:
+    from .plan import Plan
+
+
+def _default_overdub(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+    # Only an explicit overdub(ctx, f, ...) gets here: a call site runs the callee itself,
+    # so a program's own call of a non-callable keeps Python's error.
+    if not callable(f):
+        raise TypeError(f"overdub(): f is not callable: {f!r}")
+    out = execute(ctx, f, *args, **kwargs)
+    if out is not OverdubInstead:
+        return out
+    return recurse(ctx, f, *args, **kwargs)
+
+
+def _default_fallback(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+    if ctx.tag is not None:  # primitives get untagged arguments
+        args, kwargs = ctx.tag.for_primitive(f, args, kwargs)
+    return call_primitive(f, args, kwargs)
+
+
+def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
+    top = _context.top()
+    entry = top if top is not None and top.ctx is ctx else _context.push(_context.checked(ctx, "recurse"))
+    try:
+        run = runnable(entry.plan, f)
+        out = run(*args, **kwargs) if run is not None else without_body(entry, f, args, kwargs)
+    finally:
+        if entry is not top:
+            _context.pop(ctx)
+    return out if ctx.tag is None else ctx.tag.leave(out)  # no wrapper outlives its context
+
+
+_recurse = recurse  # the reference, and what the C path's recurse hands all but its common case
+
+if _native.speedups is not None:
+    _unpop, _repop = _native.speedups.unpop, _native.speedups.repop
+
+    def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+        """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
+        # On the C hot path an overload of ctx's own entry (the common case) puts that
+        # entry back for the call (_speedups.unpop) instead of pushing a new one.
+        run = _unpop(ctx, f)
+        if run is None:
+            return _recurse(ctx, f, *args, **kwargs)
+        try:
+            return run(*args, **kwargs) if kwargs else run(*args)  # (no dict handed on when empty)
+        finally:
+            _repop()
+
+
+def canrecurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> bool:
+    """Does ``recurse(ctx, f, *args)`` run a Python body (rather than ``fallback``)?"""
+    plan = _context.plan_of(_context.checked(ctx, "canrecurse"))
+    plain = args if ctx.tag is None else ctx.tag.for_primitive(f, args, kwargs)[0]  # as ``without_body`` sees them
+    return (runnable(plan, f) or operators.body(f, plain)) is not None
+
+
+canoverdub = canrecurse
+
+
+def without_body(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``recurse`` into a callee ``runnable`` found no Python body for (``entry`` is the top
+    of the stack): an operator's protocol through Python dunders, else ``fallback``."""
+    plain, plain_kwargs = (args, kwargs) if entry.ctx.tag is None else entry.ctx.tag.for_primitive(f, args, kwargs)
+    run = operators.body(f, plain)
+    if run is not None:
+        return run(*plain, **plain_kwargs)
+    if entry.plan.fallback:
+        method = fallback.resolve((entry.ctx, f, *args))
+        if method is not _default_fallback:
+            return run_popped(entry, method, (entry.ctx, f, *args), kwargs)
+    return call_primitive(f, plain, plain_kwargs)
+
+
+def run_popped(entry: _context.Entry, method: Callable[..., Any], args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Any:
+    """Run an overload or hook with its own context popped off the stack, seen by the
+    contexts below it (see :func:`seen_below`)."""
+    below = entry.below
+    token = _context.active.set(below)
+    try:
+        return method(*args, **kwargs) if below is None else seen_below(method, args, kwargs)
+    finally:
+        _context.active.reset(token)
+
+
+# -- what "the callee's own body" is ---------------------------------------------------
+
+def runnable(plan: Plan, f: Any) -> Callable[..., Any] | None:
+    """A callable that runs ``f``'s own body with its calls overdubbed, or ``None``.
+
+    Called with ``f``'s arguments.  ``None`` means ``f`` is a primitive: no Python body,
+    or one outside the context's scope.  Twins and construction kinds are cached in the
+    plan.
+    """
+    kind = type(f)
+    if kind is FunctionType:
+        return plan.twin(f)
+    if kind is BuiltinFunctionType:  # C code (what _special_call would find out, dearer)
+        return None
+    if kind is MethodType:
+        func = f.__func__
+        twin = plan.twin(func) if type(func) is FunctionType else runnable(plan, func)
+        return None if twin is None else MethodType(twin, f.__self__)
+    if kind is functools.partial:  # its body is one call: of f.func with the merged arguments
+        return functools.partial(_hotpath.call, f.func, *f.args, **f.keywords)
+    if isinstance(f, type):
+        return _construction(plan, f)
+    call_method = getattr(kind, "__call__", None)  # noqa: B004 -- the method itself, not a callable() test
+    if type(call_method) is FunctionType and kind.__dict__.get("__call__") is call_method:
+        # The common callable instance: a plain function on its class.  (mypy does not narrow
+        # type(x) is T within an ``and``; a cast would cost a call here.)
+        twin = plan.twin(call_method)  # type: ignore[arg-type]
+        return None if twin is None else MethodType(twin, f)
+    return _special_call(plan, f, kind)
+
+
+def _special_call(plan: Plan, obj: object, kind: type) -> Callable[..., Any] | None:
+    """``runnable`` for ``obj(...)`` when ``kind.__call__`` is inherited or not a plain
+    function: a staticmethod, a classmethod, a partial, a builtin, or -- through the
+    metaclass -- nothing at all (see :mod:`_special`)."""
+    raw = _special.lookup(kind, "__call__")
+    if type(raw) is FunctionType:
+        twin = plan.twin(raw)
+        return None if twin is None else MethodType(twin, obj)
+    run = _special.bound(raw, obj, kind)
+    return runnable(plan, run) if _special.recursible(run) else None
+
+
+def _construction(plan: Plan, cls: type) -> Callable[..., Any] | None:
+    how = plan.constructions.values.get(id(cls))
+    if how is None:
+        how = _how_to_construct(plan, cls)
+        plan.constructions.set(cls, how)
+        if how == "python":
+            plan.constructors.set(cls, functools.partial(_hotpath.construct_by_ref, weakref.ref(cls)))
+    if how == "metaclass":  # a metaclass with its own __call__
+        return _special_call(plan, cls, type(cls))
+    return plan.constructors.values.get(id(cls))  # "python": construct it; else None
+
+
+def _how_to_construct(plan: Plan, cls: type[Any]) -> str:
+    if not plan.recurses_into(cls):
+        return "primitive"
+    if _special.lookup(type(cls), "__call__") is not _TYPE_CALL:
+        return "metaclass"
+    init = _special.bound(_special.lookup(cls, "__init__"), None, cls)
+    if init is None:
+        return "primitive"  # an __init__ only the interpreter should bind (see _special)
+    bodies = (_body(cls.__new__), _body(init))
+    if any(body is not None and plan.recurses_into(body) for body in bodies):
+        return "python"
+    return "primitive"  # nothing in scope happens in Python when constructing it
+
+
+_TYPE_CALL = type.__dict__["__call__"]
+
+
+def _body(method: Any) -> FunctionType | None:
+    """The Python function a ``__new__`` or ``__init__`` runs: itself, a method's, a partial's."""
+    if type(method) is MethodType:
+        method = method.__func__
+    elif type(method) is functools.partial:
+        method = method.func
+    return method if type(method) is FunctionType else None
+
+
+def construct_by_ref(ref: weakref.ref[type], /, *args: Any, **kwargs: Any) -> Any:
+    """What a plan's constructor calls: ``construct`` of the class, held weakly."""
+    return construct(ref(), *args, **kwargs)  # type: ignore[arg-type]  # alive: it is being called
+
+
+def construct(cls: type[Any], /, *args: Any, **kwargs: Any) -> Any:
+    """``type.__call__`` with Python ``__new__`` and ``__init__`` as overdubbed calls."""
+    new: Callable[..., Any] = cls.__new__  # as type.__call__ gets it: a staticmethod unwrapped, a classmethod bound
+    if new is object.__new__:
+        obj = new(cls)  # only Python __init__ takes the arguments (else we would not be here)
+    elif type(new) is FunctionType or type(new) is MethodType:
+        obj = _hotpath.resolve(new)(cls, *args, **kwargs)
+    else:
+        obj = new(cls, *args, **kwargs)
+    kind = type(obj)
+    if cls in kind.__mro__:  # a real subclass: type.__call__ ignores ABC registration
+        raw = _special.lookup(kind, "__init__")
+        if type(raw) is FunctionType:
+            result = _hotpath.resolve(raw)(obj, *args, **kwargs)
+        else:  # bound as type.__call__ binds it; kind.__init__ would unwrap a staticmethod
+            init = _special.bound(raw, obj, kind)
+            if init is None:
+                init = raw.__get__(obj, kind)  # a descriptor of a subclass's own (cls's is known)
+            result = (_hotpath.resolve(init) if _special.recursible(init) else init)(*args, **kwargs)
+        if result is not None:
+            raise TypeError(f"__init__() should return None, not '{type(result).__name__}'")
+    return obj
+
+
+def seen_below(hook: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Run a hook or overload, popped, as an overdubbed call of the contexts below it.
+
+    Nesting composes (as in Cassette, where an outer context overdubs the inner one's
+    machinery): the outer contexts see the method run and, through its twin, every call
+    it makes.  A generic is dispatched here, so that they see the method, not the
+    dispatcher (cassette_hook's own code, which is never overdubbed).
+    """
+    if isinstance(hook, dispatch.Generic):
+        hook = hook.resolve(args)
+    return _hotpath.call(hook, *args, **kwargs)
+
+
+def direct_constructor(plan: Plan, cls: type) -> Callable[..., Any] | None:
+    """``Plan.direct_twin`` for a class: what constructs it overdubbed (a Python ``__init__``
+    recursed into), entered as ``(constructor, None, None, None)``: a class has no code to
+    go stale, and how it constructs is this plan's for good."""
+    if plan.direct_twins is None:
+        return None
+    constructor = None
+    if id(cls) not in plan.named and runnable(plan, cls) is not None:
+        constructor = plan.constructors.values.get(id(cls))
+    plan.direct_twins.set(cls, None if constructor is None else (constructor, None, None, None))  # type: ignore[arg-type]  # a Twin of a class
+    return constructor
+
+
+generics.overdub.default = _default_overdub
+generics.fallback.default = _default_fallback
