@@ -51,7 +51,7 @@ static PyObject *active;             /* the ContextVar of the stack (replaced by
 static PyTypeObject *entry_type, *plan_type, *id_table_type; /* id_table_type: _weakid.WeakIdCache */
 static Py_ssize_t id_table_values;
 static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
-static Py_ssize_t plan_fast, plan_fallback, plan_prehook_call, plan_posthook_call, plan_raisehook_call, plan_overdub,
+static Py_ssize_t plan_fast, plan_enters, plan_fallback, plan_prehook_call, plan_posthook_call, plan_raisehook_call, plan_overdub,
     plan_execute, plan_twins, plan_operators, plan_constructors, plan_constructions;
 static PyObject *resolve_direct;     /* (plan, f) -> what to call past the table of direct twins, or None */
 static PyObject *site_code, *site_globals, *site_qualname; /* callsite.site's closure, to make here */
@@ -458,6 +458,88 @@ resolve(PyObject *module, PyObject *f)
         return Py_NewRef(f);
     }
     PyObject *out = resolve_in(entry, f);
+    Py_DECREF(entry);
+    return out;
+}
+
+static PyObject *body_of(PyObject *plan, PyObject *callee);
+static int run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwnames);
+
+/* The most positional arguments an entering call site hands enter (rewrite._nullslot's
+ * MAX_ENTERED: a site with more is resolved). */
+#define ENTERED_MAX 15
+
+/* callsite.enter under entry: for a Python function or bound method with a twin, under
+ * a plan that enters, the prehook run here, popped, and the twin (bound alike) returned
+ * for the site's own frame to call; anything else resolve_in's. */
+static PyObject *
+enter_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *plan = slot(entry, entry_plan, "plan"), *ctx = slot(entry, entry_ctx, "ctx");
+    if (plan == NULL || ctx == NULL) {
+        return NULL;
+    }
+    int method = Py_TYPE(f) == &PyMethod_Type;
+    PyObject *callee = method ? PyMethod_GET_FUNCTION(f) : f;
+    if (SLOT(plan, plan_enters) != Py_True || !PyFunction_Check(callee) || nargs > ENTERED_MAX) {
+        return resolve_in(entry, f);
+    }
+    PyObject *twin = body_of(plan, callee);
+    if (twin == NULL || twin == Py_None) { /* an error, or a function the plan does not recurse into */
+        Py_XDECREF(twin);
+        return twin == NULL ? NULL : resolve_in(entry, f);
+    }
+    PyObject *stack[ENTERED_MAX + 3]; /* as the hook sees the call: (ctx, callee, [self,] arguments) */
+    Py_ssize_t n = 0;
+    stack[n++] = ctx;
+    stack[n++] = callee;
+    if (method) {
+        stack[n++] = PyMethod_GET_SELF(f);
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        stack[n++] = args[i];
+    }
+    /* The bound method the site's attribute load just made, held by the site's stack slot
+     * and the copy handed here alone: bound to the twin in place (as direct_run does), not
+     * a second one made.  (Known before the hook runs, which cannot reach it.) */
+    int sole = method && Py_REFCNT(f) == 2 && ((PyMethodObject *)f)->im_weakreflist == NULL;
+    Py_INCREF(f); /* (the hook may drop every other reference to a bound method) */
+    int hooked = run_hook(entry, SLOT(plan, plan_prehook_call), stack, n, NULL);
+    if (hooked < 0) {
+        Py_DECREF(f);
+        Py_DECREF(twin);
+        return NULL;
+    }
+    if (!method) {
+        Py_DECREF(f);
+        return twin;
+    }
+    if (sole) {
+        Py_SETREF(((PyMethodObject *)f)->im_func, twin);
+        return f;
+    }
+    Py_SETREF(twin, PyMethod_New(twin, PyMethod_GET_SELF(f)));
+    Py_DECREF(f);
+    return twin;
+}
+
+/* callsite.enter: what an entering call site calls with its callee and positional
+ * arguments, before calling what this returns with those arguments. */
+static PyObject *
+enter(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "enter() needs the callee");
+        return NULL;
+    }
+    PyObject *entry;
+    if (active_entry(&entry) < 0) {
+        return NULL;
+    }
+    if (entry == NULL) {
+        return Py_NewRef(args[0]);
+    }
+    PyObject *out = enter_in(entry, args[0], args + 1, nargs - 1);
     Py_DECREF(entry);
     return out;
 }
@@ -2499,6 +2581,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || slot_offset((PyTypeObject *)entry, "below", &entry_below) < 0
         || slot_offset((PyTypeObject *)entry, "direct_twins", &entry_direct_twins) < 0
         || slot_offset((PyTypeObject *)plan, "fast", &plan_fast) < 0
+        || slot_offset((PyTypeObject *)plan, "enters", &plan_enters) < 0
         || slot_offset((PyTypeObject *)plan, "fallback", &plan_fallback) < 0
         || slot_offset((PyTypeObject *)plan, "prehook_call", &plan_prehook_call) < 0
         || slot_offset((PyTypeObject *)plan, "posthook_call", &plan_posthook_call) < 0
@@ -2634,6 +2717,8 @@ version_like(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef methods[] = {
     {"resolve", resolve, METH_O, "What a rewritten call site calls in place of f."},
+    {"enter", (PyCFunction)(void (*)(void))enter, METH_FASTCALL,
+     "enter(f, *args): what an entering call site calls in place of f, given its arguments."},
     {"set_code", (PyCFunction)(void (*)(void))set_code, METH_FASTCALL,
      "set_code(function, code): function.__code__ = code, calls to it as specializable as before (3.13)."},
     {"version_like", (PyCFunction)(void (*)(void))version_like, METH_FASTCALL,

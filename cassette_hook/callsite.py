@@ -97,6 +97,27 @@ def callable_for(f: Any) -> Any:
     return f
 
 
+def enter(f: Any, /, *args: Any) -> Any:
+    """What an entering call site calls in place of ``f``, given ``f``'s positional
+    arguments: a call site of a twin made for a plan that ``enters`` (its only hook a
+    prehook).  Under such a plan, a Python function or bound method with a twin has the
+    prehook run here and its twin (bound alike) returned, for the site's own frame to
+    call as it would ``f``; anything else is what :func:`resolve` gives."""
+    entry = _top()
+    if entry is None:
+        return f
+    plan = entry.plan
+    if plan.enters:
+        method = type(f) is MethodType
+        callee = f.__func__ if method else f
+        twin = plan.twin(callee) if type(callee) is FunctionType else None
+        if twin is not None:
+            presented = (f.__self__, *args) if method else args
+            _hook(entry, plan.prehook_call, (entry.ctx, callee, *presented), {})
+            return MethodType(twin, f.__self__) if method else twin
+    return resolve(f)
+
+
 def resolve_star(f: Any, /) -> Any:
     """``resolve`` for a star call ``f(*args, **kwargs)``.
 
@@ -251,7 +272,7 @@ def _accelerate(speedups: Any) -> None:
     """Use the C hot path: ``resolve``, ``call``, ``call_ex``, ``primitive`` (a builtin
     that takes callbacks) and ``construct_by_ref`` (a Python class) in C, handing it the
     Python parts it delegates the rare cases to."""
-    global resolve, call, call_ex, construct_by_ref, primitive, overload_of, present
+    global resolve, enter, call, call_ex, construct_by_ref, primitive, overload_of, present
     speedups.configure(
         entry_type=_context.Entry, plan_type=Plan, id_table_type=WeakIdCache, resolve_direct=_resolve_direct,
         site_closure=site(None, None),  # type: ignore[arg-type]  # a sample: C makes the others alike
@@ -264,6 +285,7 @@ def _accelerate(speedups: Any) -> None:
         runnable=bodies.runnable, without_body=bodies.without_body,
         seen_below=bodies.seen_below, overdub_instead=OverdubInstead, construct=bodies.construct)
     resolve, call, overload_of, present = speedups.resolve, speedups.call, speedups.overload_of, speedups.present
+    enter = speedups.enter
     call_ex = speedups.call_ex
     construct_by_ref, primitive = speedups.construct_by_ref, speedups.primitive
     _context.read_top_with(speedups)
@@ -274,7 +296,7 @@ if _speedups is not None:
 
 HOOKS = rewrite.Hooks(resolve=resolve, resolve_star=resolve_star, call=call, call_ex=call_ex,
                       operator_site=operator_site, yield_from=operators.yield_from_operand,
-                      current_context=_context.current_context)
+                      current_context=_context.current_context, enter=enter)
 
 # What the modules below call back, and what the stack asks of the runtime: now ready.
 _hotpath.publish(resolve=resolve, call=call, construct_by_ref=construct_by_ref, hooks=HOOKS)

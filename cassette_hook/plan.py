@@ -38,15 +38,15 @@ if TYPE_CHECKING:
 Twin = tuple[FunctionType, CodeType, Any, Any]
 
 
-# (operators, pass_) -> rewritten code objects; shared by all plans of that variant.
-_rewritten: dict[tuple[bool, Any], WeakIdCache[CodeType | None]] = {}
+# (operators, pass_, enters) -> rewritten code objects; shared by all plans of that variant.
+_rewritten: dict[tuple[bool, Any, bool], WeakIdCache[CodeType | None]] = {}
 _plans: dict[tuple[type, Any, bool], Plan] = {}
 
 
 class Plan:
     """Per context class: which overloads exist, and the twins its contexts run."""
 
-    __slots__ = ("fast", "prehook", "posthook", "raisehook", "overdub", "execute", "fallback", "prehook_call",
+    __slots__ = ("fast", "enters", "prehook", "posthook", "raisehook", "overdub", "execute", "fallback", "prehook_call",
                  "posthook_call", "raisehook_call", "operators", "twins", "direct_twins", "named", "constructions",
                  "constructors", "_in_scope", "_primitives", "_codes", "_modules", "ctx_type", "pass_", "__weakref__")
 
@@ -71,6 +71,14 @@ class Plan:
                          or getattr(ctx_type, "tags_values", False))
         # Operator sites cost a call each; a context that observes nothing has no use for them.
         self.operators = bool(ctx_type.operators) and not self.fast
+        # A prehook is all there is to run around a call (a counting or recording context):
+        # the twins' call sites hand ``callsite.enter`` the callee and its arguments, which
+        # runs the prehook and gives back the twin for the site's own frame to call, inlined
+        # (a ``Site`` would call it from C, in an evaluation loop of its own).  Not with a
+        # pass: its twins are the pass's rewrite.
+        self.enters = (self.prehook and not (self.posthook or self.raisehook or self.overdub or self.execute
+                                             or self.fallback or getattr(ctx_type, "tags_values", False))
+                       and pass_ is None)
         # With no hooks, and overloads that name their callees (``Is[...]``: forward-mode AD's
         # rules, mocks), a call of any other Python function only runs its twin: call
         # sites call it directly, as under a fast plan (``direct_twin``).
@@ -94,7 +102,7 @@ class Plan:
         # the class weakly, so the cache does not keep the class alive).
         self.constructions: WeakIdCache[str] = WeakIdCache()
         self.constructors: WeakIdCache[Callable[..., Any]] = WeakIdCache()
-        self._codes = _rewritten.setdefault((self.operators, pass_), WeakIdCache())
+        self._codes = _rewritten.setdefault((self.operators, pass_, self.enters), WeakIdCache())
         self._in_scope = _scope_test(ctx_type)  # (module name, is it a library's?) -> may it be recursed into?
         self._modules: dict[str, bool] = {}  # runs_module's answers
         self.ctx_type, self.pass_ = ctx_type, pass_
@@ -239,7 +247,7 @@ def _rewrite_or_warn(func: FunctionType, code: CodeType, operators: bool, plan: 
             return rewrite_with_pass(plan.pass_, plan.ctx_type, func, code, _hotpath.hooks, operators=operators)
     try:
         with recursion_budget.headroom(rewrite.HEADROOM):
-            return rewrite.rewrite_code(code, _hotpath.hooks, operators=operators)
+            return rewrite.rewrite_code(code, _hotpath.hooks, operators=operators, enters=plan.enters)
     except rewrite.RESOURCE_ERRORS:
         raise
     except Exception as exc:  # any failure: run the original as a primitive, never crash

@@ -34,7 +34,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 sys.path.insert(0, os.path.dirname(__file__))
 
 import cassette_hook as ch
-from cassette_hook import callsite
+from cassette_hook import _context, callsite
 import corpus
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(ch.__file__)) + os.sep
@@ -55,6 +55,14 @@ class CountingNoOperators(Counting):
     operators = False
 
 
+class CountingHooked(CountingNoOperators):
+    """A raisehook too (no corpus case makes it matter): the plan's call sites are
+    ``Site``s, where ``Counting``'s hand ``callsite.enter`` the callee and its arguments."""
+
+    def raisehook(self, exc, f, /, *args, **kwargs):
+        pass
+
+
 class Recursing(ch.Context):
     """An ``overdub`` overload that hands every call on: its frames sit between the
     program's, which frame-sensitive builtins (``eval``, ``locals``, ``super``,
@@ -65,7 +73,7 @@ class Recursing(ch.Context):
         return ch.recurse(self, f, *args, **kwargs)
 
 
-CONTEXTS = [Null, Counting, CountingNoOperators, Recursing]
+CONTEXTS = [Null, Counting, CountingNoOperators, CountingHooked, Recursing]
 
 
 # -- running and describing one call ---------------------------------------------------
@@ -121,15 +129,26 @@ _UNINSTRUMENTED: dict[str, list[str]] = {}
 # Where docs/internals.md ("Known limitations") says the overdubbed program differs, the
 # test asserts that documented behaviour instead of equality, so a change either way shows.
 
-def _extra_frames(ctx_type: type[ch.Context]) -> bool:
+def _extra_frames(ctx: ch.Context) -> bool:
     """cassette_hook's frames sit between user frames: under an overload (``recurse``, and
     the overload's own), and, without the C hot path, at a 3.11+ call site under hooks
-    (the call site's Python closure) and at every 3.10 call site."""
-    if ctx_type is Recursing:
+    (the call site's Python closure) and at every 3.10 call site.  Not at a 3.11+ call
+    site with positional arguments under a prehook alone: it enters (``Plan.enters``),
+    and the program's frame calls the callee itself."""
+    if type(ctx) is Recursing:
         return True
     if ACCELERATED:
         return False
-    return sys.version_info < (3, 11) or ctx_type is not Null
+    plan = _context.plan_of(ctx)
+    return sys.version_info < (3, 11) or not (plan.fast or plan.enters)
+
+
+def _extra_frames_in_keyword_calls(ctx: ch.Context) -> bool:
+    """As :func:`_extra_frames`, for a call with keywords on the way (``logging``'s own):
+    without the C hot path, every hooked one runs the site's Python closure."""
+    if type(ctx) is Recursing:
+        return True
+    return not ACCELERATED and (sys.version_info < (3, 11) or not _context.plan_of(ctx).fast)
 
 
 OWN_FRAME_NAMES = {"call", "overdubbed", "recurse"}
@@ -150,10 +169,10 @@ def _log_caller_is_our_frame(plain: Any, overdubbed: Any) -> bool:
 DOCUMENTED: dict[str, tuple[Any, Any]] = {  # case -> (when it applies, what holds instead)
     "getframe_f_back_walk": (_extra_frames, _walk_meets_our_frames),
     "inspect_stack_names": (_extra_frames, _walk_meets_our_frames),
-    "logging_records_caller": (_extra_frames, _log_caller_is_our_frame),
+    "logging_records_caller": (_extra_frames_in_keyword_calls, _log_caller_is_our_frame),
     # A twin runs a rewritten copy of the function's code.
     "running_code_is_the_functions_code": (
-        lambda ctx_type: True, lambda plain, overdubbed: plain[1] is True and overdubbed[1] is False),
+        lambda ctx: True, lambda plain, overdubbed: plain[1] is True and overdubbed[1] is False),
 }
 # bytecode 0.19 cannot decode a 3.13 class body whose inlined comprehension shares a free
 # variable with a method; that class body runs unrewritten (with a warning), the rest of
@@ -173,8 +192,8 @@ def check(case: corpus.Case, args: tuple[Any, ...], ctx_type: type[ch.Context]) 
     if case.name in UNREWRITABLE_CLASS_BODIES:
         assert all("Body" in message and "runs unrewritten" in message for message in fallbacks), fallbacks
         fallbacks = []
-    applies, instead = DOCUMENTED.get(case.name, (lambda ctx_type: False, None))
-    if applies(ctx_type):
+    applies, instead = DOCUMENTED.get(case.name, (lambda ctx: False, None))
+    if applies(ctx):
         assert instead(plain, overdubbed), f"{case.name}: documented difference no longer holds: {overdubbed!r}"
         return
     assert overdubbed == plain, (

@@ -165,6 +165,13 @@ SEEN_THROUGH = {"getframe_by_depth", "warnings_stacklevel"}  # the emulated buil
 RECURSION_PROBE = "recursion_depth_probe"  # the limit is emulated: the real one is raised while a context runs
 OVERLOADS = {"recurse-overload", "recurse-overload-any-callee"}
 HOOKED = {"counting-prehook", "import-hook-counting-prehook", "lazy-import-hook-counting-prehook", "trace", "profile"}
+# A prehook alone, through ``overdub``: the twins' call sites with positional arguments
+# only enter (``callsite.enter``), and the program's frame calls the callee itself; the
+# others (keywords, stars, operators, constructions, callbacks from C, libraries' calls
+# with keywords on the way) run the call site's Python closure as under any hook.
+ENTERING = {"counting-prehook"}
+ENTERED_PLAINLY = {"currentframe_f_back", "extract_stack", "inspect_stack", "methods_classmethods_properties_and_super",
+                   "stack_depth_along_f_back", "type_error_of_a_call_with_wrong_arguments"}
 
 
 def frames_of_ours_seen(case: str, context: str) -> bool:
@@ -174,6 +181,8 @@ def frames_of_ours_seen(case: str, context: str) -> bool:
     if case == RECURSION_PROBE or context in OVERLOADS:
         return True  # an overload's ``recurse`` is a Python frame between the overload and the callee
     if not C_PATH:  # hooks run in the site's Python closure; on 3.10 every call site is a Python call
+        if context in ENTERING and sys.version_info >= (3, 11):
+            return case not in ENTERED_PLAINLY
         if context in HOOKED or sys.version_info < (3, 11):
             return True
         # a partial's call, a builtin's callbacks and a construction run through Python

@@ -753,10 +753,10 @@ def test_functions_that_cannot_be_rewritten_run_as_primitives_with_one_warning(m
 
     original = rewrite.rewrite_code
 
-    def broken_for_victim(code, hooks, *, operators):
+    def broken_for_victim(code, hooks, **options):
         if code is victim.__code__:
             raise rewrite.UnsupportedCode("synthetic failure")
-        return original(code, hooks, operators=operators)
+        return original(code, hooks, **options)
 
     monkeypatch.setattr(rewrite, "rewrite_code", broken_for_victim)
 

@@ -606,10 +606,10 @@ def same_as_plain(case, args, ctx):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # class bodies bytecode cannot decode (3.13): see test_differential
         overdubbed = run_overdubbed(case, copy.deepcopy(args), ctx)
-    applies, instead = DOCUMENTED.get(case.name, (lambda c: False, None))
+    applies, instead = DOCUMENTED.get(case.name, (lambda ctx: False, None))
     if case.name in UNREWRITABLE_CLASS_BODIES:  # a pass cannot skip code it cannot be given
         assert overdubbed[0] == "raised" and "the bytecode package cannot decode it" in str(overdubbed)
-    elif applies(type(ctx)):
+    elif applies(ctx):
         assert instead(plain, overdubbed)
     else:
         assert overdubbed == plain

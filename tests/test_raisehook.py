@@ -57,7 +57,13 @@ class Events(ch.Context):
 
 
 class WithoutRaisehook(ch.Context):
+    """Hooks around each call, as ``Events`` has (a prehook alone would make its call
+    sites enter: see ``Plan.enters``), but no raisehook."""
+
     def prehook(self, f, /, *args, **kwargs):
+        pass
+
+    def posthook(self, out, f, /, *args, **kwargs):
         pass
 
 

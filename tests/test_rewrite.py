@@ -336,10 +336,10 @@ def test_a_nested_part_that_cannot_be_rewritten_runs_as_compiled(monkeypatch):
 
     original = rewrite.rewrite_code
 
-    def refuse_class_bodies(code, hooks, *, operators):
+    def refuse_class_bodies(code, hooks, **options):
         if code.co_name == "Local":
             raise rewrite.UnsupportedCode("synthetic")
-        return original(code, hooks, operators=operators)
+        return original(code, hooks, **options)
 
     monkeypatch.setattr(rewrite, "rewrite_code", refuse_class_bodies)
 

@@ -40,11 +40,12 @@ class Hooks:
     """What rewritten sites load as constants and call.  (A plain class: a dataclass or a
     named tuple would cost a millisecond of every ``import cassette_hook``.)"""
 
-    __slots__ = ("resolve", "resolve_star", "call", "call_ex", "operator_site", "yield_from", "current_context")
+    __slots__ = ("resolve", "resolve_star", "call", "call_ex", "operator_site", "yield_from", "current_context",
+                 "enter")
 
     def __init__(self, *, resolve: object, resolve_star: object, call: object, call_ex: object,
                  operator_site: Callable[[Callable[..., object]], object], yield_from: object,
-                 current_context: object) -> None:
+                 current_context: object, enter: object = None) -> None:
         self.resolve = resolve
         self.resolve_star = resolve_star
         self.call = call
@@ -52,6 +53,7 @@ class Hooks:
         self.operator_site = operator_site
         self.yield_from = yield_from  # run on the operand of ``yield from`` before the instruction itself
         self.current_context = current_context  # what a pass's ``contextslot`` calls
+        self.enter = enter  # what an entering site calls (``rewrite_code``'s ``enters``): twins' only
 
 
 class GlobalName(str):
@@ -66,23 +68,28 @@ class UnsupportedCode(Exception):
     """The code object uses a shape the rewriter does not understand."""
 
 
-def rewrite_code(code: CodeType, hooks: Hooks, *, operators: bool) -> CodeType:
-    """Return a copy of ``code`` whose call (and operator) sites go through ``hooks``.
+def rewrite_code(code: CodeType, hooks: Hooks, *, operators: bool, enters: bool = False) -> CodeType:
+    """Return a copy of ``code`` whose call (and operator) sites go through ``hooks``;
+    with ``enters``, those with positional arguments only through ``hooks.enter``.
 
     Raises ``UnsupportedCode`` when the code has a shape the rewriter does not handle.
     """
-    from ._rewriter import assemble, rewritten  # (``bytecode`` is imported when something is rewritten)
+    from ._rewriter import assemble, deepest_copy, rewritten  # (``bytecode`` with them: when something is rewritten)
 
-    bc = rewritten(code, hooks, operators=operators, nested=_twin_nested(hooks, operators))
-    return assemble(bc, code.co_stacksize + 2, code.co_name)
+    bc = rewritten(code, hooks, operators=operators, nested=_twin_nested(hooks, operators, enters), enters=enters)
+    # A resolved site needs two slots more for a moment; an entering one copies its callee
+    # and arguments above them, as deep as its deepest COPY reaches.
+    extra = max(2, deepest_copy(bc)) if enters else 2
+    return assemble(bc, code.co_stacksize + extra, code.co_name)
 
 
-def _twin_nested(hooks: Hooks, operators: bool) -> Nested:
+def _twin_nested(hooks: Hooks, operators: bool, enters: bool) -> Nested:
     """A twin's nested functions stay as compiled (they get twins of their own when
     called); the parts of its body are rewritten with it."""
 
     def nested(code: CodeType, part: bool) -> CodeType:
-        return rewrite_part(code, lambda: rewrite_code(code, hooks, operators=operators)) if part else code
+        return (rewrite_part(code, lambda: rewrite_code(code, hooks, operators=operators, enters=enters)) if part
+                else code)
 
     return nested
 

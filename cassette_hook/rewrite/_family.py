@@ -31,9 +31,12 @@ class Family(Protocol):
 
     # -- call sites and operator sites --------------------------------------------------
 
-    def rewrite_calls(self, items: list[Item], depths: Sequence[int | None], hooks: Hooks) -> list[Item]:
+    def rewrite_calls(self, items: list[Item], depths: Sequence[int | None], hooks: Hooks,
+                      enters: bool) -> list[Item]:
         """``items`` with their call sites going through ``hooks``; the calls the compiler
-        makes on its own, and those of a pass's ``nooverdub`` marker, as they are."""
+        makes on its own, and those of a pass's ``nooverdub`` marker, as they are.
+        ``enters``: a call with positional arguments only goes through ``hooks.enter``,
+        given the callee and its arguments (3.11+; see ``callsite.enter``)."""
 
     def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
         """``instr`` as a call of ``hooks.operator_site(op)``, or None: not an operator."""

@@ -33,6 +33,8 @@ from ._operators import UNARY, binary_op, compare_op
 from ._markers import nooverdub
 from ._stack import Item, pair_by_depth
 
+MAX_ENTERED = 15  # positional arguments of the most an entering call site copies (more: resolved)
+
 if TYPE_CHECKING:
     from . import Hooks
 
@@ -130,11 +132,12 @@ class NullSlotFamily:
         pair = [Instr("LOAD_CONST", obj, location=loc), Instr("PUSH_NULL", location=loc)]
         return [*(pair if self.null_after_callee else reversed(pair)), *self.call(0, loc)]
 
-    def rewrite_calls(self, items: list[Item], depths: Sequence[int | None], hooks: Hooks) -> list[Item]:
+    def rewrite_calls(self, items: list[Item], depths: Sequence[int | None], hooks: Hooks,
+                      enters: bool) -> list[Item]:
         paired = pair_by_depth(items, depths, self.producer_depth, self.consumer_depth)
         for plain_call in self._plain_calls(items, depths):
             paired.pop(plain_call, None)
-        resolving: dict[int, tuple[object, int, Location]] = {}  # place -> (resolver, callee position, location)
+        resolving: dict[int, list[Instr]] = {}  # place -> what replaces the callee there
         defined: set[int] = set()  # ends of what a decorator applies to: functions, classes, decorations
         for index, item in enumerate(items):
             if not isinstance(item, Instr):
@@ -146,17 +149,22 @@ class NullSlotFamily:
                 if any(self._builds_class(items, p) for p in producers):
                     defined.add(self._call_end(items, index))
                 else:
-                    resolve = hooks.resolve_star if item.name == "CALL_FUNCTION_EX" else hooks.resolve
                     point = self._resolution_point(items, index)
-                    resolving[point] = (resolve, self.callee_position(item), item.location)
+                    position = self.callee_position(item)
+                    if enters and point == index and 0 <= arg_of(item, int) <= MAX_ENTERED and item.name in (
+                            "CALL", "PRECALL"):  # (point == index: no KW_NAMES, the names of keywords, before it)
+                        resolving[point] = self._enter_callee(hooks.enter, position, arg_of(item, int), item.location)
+                    else:
+                        resolve = hooks.resolve_star if item.name == "CALL_FUNCTION_EX" else hooks.resolve
+                        resolving[point] = self._resolve_callee(resolve, position, item.location)
             elif self.consumer_depth(item, 0) is not None and self._is_decoration(items, index, defined):
                 # A decoration ``deco(obj)`` is ``[deco, obj]``: its callee is the lower slot.
                 defined.add(self._call_end(items, index))
-                resolving[self._resolution_point(items, index)] = (hooks.resolve, 2, item.location)
+                resolving[self._resolution_point(items, index)] = self._resolve_callee(hooks.resolve, 2, item.location)
         out: list[Item] = []
         for index, item in enumerate(items):
             if index in resolving:
-                out += self._resolve_callee(*resolving[index])
+                out += resolving[index]
             if isinstance(item, Instr) and self.is_method_load(item):
                 out += self._load_with_null(item)
             else:
@@ -207,6 +215,17 @@ class NullSlotFamily:
         swap = [Instr("SWAP", position, location=loc)] if position > 1 else []
         call = [Instr("LOAD_CONST", resolve, location=loc), Instr("SWAP", 2, location=loc), *self.call(0, loc)]
         return swap + call + swap
+
+    def _enter_callee(self, enter: object, position: int, nargs: int, loc: Location) -> list[Instr]:
+        """Replace the callee at ``position`` (1 = top) of a call with ``nargs`` positional
+        arguments, the top ``nargs`` items, by ``enter(callee, *arguments)``: the callee and
+        the arguments are copied above the call's slots, ``enter`` called with them through
+        the same slot trick as ``resolve`` (``enter`` in the lower slot, the callee's copy
+        as its self), and its result swapped into the callee's place."""
+        copies = [Instr("COPY", position + 1, location=loc)]  # the callee, then each argument in turn,
+        copies += [Instr("COPY", nargs + 2, location=loc) for _ in range(nargs)]  # each as deep as the last
+        return [Instr("LOAD_CONST", enter, location=loc), *copies, *self.call(nargs, loc),
+                Instr("SWAP", position + 1, location=loc), Instr("POP_TOP", location=loc)]
 
     def _load_with_null(self, instr: Instr) -> list[Instr]:
         """A method load as ``[NULL, bound]`` (``[bound, NULL]`` on 3.13)."""

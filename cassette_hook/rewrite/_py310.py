@@ -39,7 +39,8 @@ def _callee_depth(instr: Instr, depth: int) -> int | None:
     return None
 
 
-def _rewrite_calls(items: list[Item], depths: Sequence[int | None], hooks: Hooks) -> list[Item]:
+def _rewrite_calls(items: list[Item], depths: Sequence[int | None], hooks: Hooks, enters: bool) -> list[Item]:
+    # (``enters`` changes nothing: every 3.10 call site hands ``call`` its arguments already.)
     def compiler_callee(instr: Instr, depth: int) -> int | None:
         """The callee slot opened by a compiler-made call, which stays unrewritten."""
         index = position[id(instr)]

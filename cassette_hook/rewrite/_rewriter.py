@@ -13,6 +13,7 @@ from bytecode import Bytecode, Instr
 
 from . import RESOURCE_ERRORS, GlobalName, Hooks, UnsupportedCode
 from ._family import family
+from ._instr import arg_of
 from ._markers import ContextSlot, nooverdub
 from ._names import COMPREHENSIONS
 from ._stack import Item, stack_depths
@@ -20,7 +21,7 @@ from ._stack import Item, stack_depths
 if TYPE_CHECKING:
     from . import Nested
 
-__all__ = ["assemble", "decode", "rewritten"]
+__all__ = ["assemble", "decode", "deepest_copy", "rewritten"]
 
 
 def decode(code: CodeType) -> Bytecode:
@@ -29,13 +30,13 @@ def decode(code: CodeType) -> Bytecode:
 
 
 def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
-              decoded: Bytecode | None = None) -> Bytecode:
+              decoded: Bytecode | None = None, enters: bool = False) -> Bytecode:
     """``code`` decoded (or ``decoded``: its decoding, reused, or what a pass made of it),
     with its sites rewritten, its code constants mapped by ``nested`` and the pass markers
     (``_markers``) replaced."""
     bc = decode(code) if decoded is None else decoded
     items = list(bc)
-    items = family.rewrite_calls(items, stack_depths(items), hooks)
+    items = family.rewrite_calls(items, stack_depths(items), hooks, enters)
     if operators:
         items = _rewrite_operators(items, hooks)
     out: list[Item] = []
@@ -49,6 +50,11 @@ def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
     # all of them keeps co_varnames -- and so the order of ``locals()`` -- as compiled.
     bc.argnames = list(code.co_varnames)
     return bc
+
+
+def deepest_copy(bc: Bytecode) -> int:
+    """How far below the top of the stack the deepest ``COPY`` in ``bc`` reaches (0: none)."""
+    return max((arg_of(item, int) for item in bc if isinstance(item, Instr) and item.name == "COPY"), default=0)
 
 
 def assemble(bc: Bytecode, stacksize: int, name: str) -> CodeType:
