@@ -51,8 +51,8 @@ static PyObject *active;             /* the ContextVar of the stack (replaced by
 static PyTypeObject *entry_type, *plan_type, *id_table_type; /* id_table_type: _weakid.WeakIdCache */
 static Py_ssize_t id_table_values;
 static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
-static Py_ssize_t plan_fast, plan_enters, plan_fallback, plan_prehook_call, plan_posthook_call, plan_raisehook_call, plan_overdub,
-    plan_execute, plan_twins, plan_operators, plan_constructors, plan_constructions;
+static Py_ssize_t plan_fast, plan_enters, plan_fallback, plan_prehook_call, plan_posthook_call, plan_raisehook_call,
+    plan_overdub, plan_execute, plan_twins, plan_operators, plan_constructors, plan_constructions;
 static PyObject *resolve_direct;     /* (plan, f) -> what to call past the table of direct twins, or None */
 static PyObject *site_code, *site_globals, *site_qualname; /* callsite.site's closure, to make here */
 static int site_entry_first;         /* its free variables are (entry, f), not (f, entry) */
@@ -465,8 +465,8 @@ resolve(PyObject *module, PyObject *f)
 static PyObject *body_of(PyObject *plan, PyObject *callee);
 static int run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwnames);
 
-/* The most positional arguments an entering call site hands enter (rewrite._nullslot's
- * MAX_ENTERED: a site with more is resolved). */
+/* The most positional arguments enter takes the entering way (a call site hands it at most
+ * rewrite._nullslot's MAX_ENTERED, which tests check is no more; more are resolved). */
 #define ENTERED_MAX 15
 
 /* callsite.enter under entry: for a Python function or bound method with a twin, under
@@ -2801,7 +2801,8 @@ PyInit__speedups(void)
     }
     if (PyModule_AddObjectRef(module, "Dispatcher", (PyObject *)&DispatcherType) < 0
         || PyModule_AddObjectRef(module, "Refiner", (PyObject *)&RefinerType) < 0
-        || PyModule_AddObjectRef(module, "TaggedFields", (PyObject *)&TaggedFieldsType) < 0) {
+        || PyModule_AddObjectRef(module, "TaggedFields", (PyObject *)&TaggedFieldsType) < 0
+        || PyModule_AddIntConstant(module, "ENTERED_MAX", ENTERED_MAX) < 0) {
         Py_DECREF(module);
         return NULL;
     }

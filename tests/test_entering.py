@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _context, _hotpath, passes
+from cassette_hook import _context, _hotpath, _native, passes
 
 
 def _name(f: Any) -> str:
@@ -189,3 +189,23 @@ def test_under_another_context_an_entering_site_runs_that_contexts_hooks() -> No
     assert ch.overdub(outer, program) == 1
     assert ("_callee", ("int",), ()) in inner.metadata
     assert ("_callee", ("int",), ()) not in outer.metadata
+
+
+@pytest.mark.skipif(_native.speedups is None, reason="the C hot path is not in use in this run")
+def test_the_c_enter_takes_every_argument_an_entering_site_hands_it() -> None:
+    from cassette_hook.rewrite._nullslot import MAX_ENTERED
+
+    assert _native.speedups.ENTERED_MAX >= MAX_ENTERED
+
+
+def test_a_call_with_more_arguments_than_a_site_copies_resolves_and_is_seen() -> None:
+    from cassette_hook.rewrite._nullslot import MAX_ENTERED
+
+    many = tuple(range(MAX_ENTERED + 1))
+
+    def program():
+        return _callee(*many[:1], *many[1:]), _callee(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+
+    ctx = Recording([])
+    assert ch.overdub(ctx, program) == program()
+    assert [name for name, _, _ in ctx.metadata].count("_callee") == 2

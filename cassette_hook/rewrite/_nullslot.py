@@ -33,10 +33,10 @@ from ._operators import UNARY, binary_op, compare_op
 from ._markers import nooverdub
 from ._stack import Item, pair_by_depth
 
-MAX_ENTERED = 15  # positional arguments of the most an entering call site copies (more: resolved)
-
 if TYPE_CHECKING:
     from . import Hooks
+
+MAX_ENTERED = 15  # the most positional arguments an entering call site copies (a call with more resolves)
 
 
 class NullSlotFamily:
@@ -151,9 +151,10 @@ class NullSlotFamily:
                 else:
                     point = self._resolution_point(items, index)
                     position = self.callee_position(item)
-                    if enters and point == index and 0 <= arg_of(item, int) <= MAX_ENTERED and item.name in (
-                            "CALL", "PRECALL"):  # (point == index: no KW_NAMES, the names of keywords, before it)
-                        resolving[point] = self._enter_callee(hooks.enter, position, arg_of(item, int), item.location)
+                    # (point == index: no KW_NAMES, the names of keyword arguments, before the call)
+                    nargs = arg_of(item, int)
+                    if enters and item.name in ("CALL", "PRECALL") and point == index and nargs <= MAX_ENTERED:
+                        resolving[point] = self._enter_callee(hooks.enter, position, nargs, item.location)
                     else:
                         resolve = hooks.resolve_star if item.name == "CALL_FUNCTION_EX" else hooks.resolve
                         resolving[point] = self._resolve_callee(resolve, position, item.location)
