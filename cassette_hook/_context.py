@@ -59,28 +59,31 @@ class Entry:
         self.outer = below if outer is _NOT_SET else outer
         self.direct_twins = None if plan.direct_twins is None else plan.direct_twins.values
         self.raises_limit = raises_limit
-        for made, _ in _watchers:
+        for made in _made_watchers:
             made(plan.operators)
 
     def __del__(self) -> None:
         try:
-            operators, watchers = self.plan.operators, _watchers
+            operators, watchers = self.plan.operators, _gone_watchers
         except AttributeError:  # __init__ failed before the entry was counted, or the
             return  # interpreter is clearing modules at exit (whole-program entries live until then)
-        for _, gone in watchers:
+        for gone in watchers:
             gone(operators)
 
 
-_watchers: list[tuple[Callable[[bool], None], Callable[[bool], None]]] = []
+_made_watchers: list[Callable[[bool], None]] = []
+_gone_watchers: list[Callable[[bool], None]] = []
 
 
-def watch_entries(made: Callable[[bool], None], gone: Callable[[bool], None]) -> None:
+def watch_entries(made: Callable[[bool], None], gone: Callable[[bool], None] | None = None) -> None:
     """Call ``made(operators)`` as each entry of any stack is made, before its context's
-    body runs, and ``gone(operators)`` as it is freed (``operators``: its context counts
+    body runs, and ``gone(operators)``, if given, as it is freed (``operators``: its context counts
     operators as calls).  The import hook's runtime switch (``_switch``) and its light
     modules (``_light``) watch, from above: an entry lives as long as something holds it,
     a copied ``contextvars.Context`` or a task, not just while a ``with`` block is open."""
-    _watchers.append((made, gone))
+    _made_watchers.append(made)
+    if gone is not None:
+        _gone_watchers.append(gone)
 
 
 active: ContextVar[Entry | None] = ContextVar("cassette_hook.active", default=None)

@@ -198,11 +198,7 @@ def _entry_made(operators: bool) -> None:
         switch_waiting()
 
 
-def _entry_gone(operators: bool) -> None:
-    """(Switched code stays switched: see the module's docstring.)"""
-
-
-_context.watch_entries(_entry_made, _entry_gone)
+_context.watch_entries(_entry_made)  # (switched code stays switched when the entry goes)
 
 
 def _switch_functions(waiting: list[LightModule]) -> None:
