@@ -218,7 +218,7 @@ def breakdown(prefix: Path, files: dict[str, str | None], package: str) -> dict[
     import time
     from importlib.util import MAGIC_NUMBER
 
-    from cassette_hook import _light, _pyc, importhook
+    from cassette_hook import _pyc, importhook
 
     def ms(fn: Any, n: int = 30) -> float:
         xs = []
@@ -237,12 +237,11 @@ def breakdown(prefix: Path, files: dict[str, str | None], package: str) -> dict[
             for d in (p.read_bytes() for p in cache_files(prefix, True) if p.name.endswith(f"{OURS}{kind}.pyc"))]
     theirs = [p.read_bytes() for p in cache_files(prefix, False) if _in_package(p, prefix, files[package])]
     patterns = importhook.Patterns([package])
-    light = ("unmarshal ours (light: the compiled code)" if _light.light_is_compiled() else
-             "unmarshal ours (light: the compiled code, but for switched nested functions)")
+    what_ours_is = "light: the compiled code" if LAZY else "two bodies per function"
     return {
         "unmarshal CPython's .pyc (plain does this too)":
             ms(lambda: [marshal.loads(memoryview(d)[16:]) for d in theirs]),
-        (light if LAZY else "unmarshal ours (two bodies per function)"): ms(lambda: [marshal.loads(d) for d in ours]),
+        f"unmarshal ours ({what_ours_is})": ms(lambda: [marshal.loads(d) for d in ours]),
         "Patterns.may_match, twice per module": ms(lambda: [patterns.may_match(m) for m in modules * 2]),
         "Patterns.matches(name, origin)": ms(lambda: [patterns.matches(m, sources[m]) for m in modules]),
         "_pyc.path_for + os.stat + _pyc.key": ms(lambda: [_pyc.key(os.stat(sources[m]), m, importhook.OPTIONS)

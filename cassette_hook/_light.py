@@ -18,9 +18,11 @@ A frame that was running at the activation goes on making functions from its lig
 code's constants: the closures of a ``with ctx:`` block's body, the rest of a module body
 that activated a context.  On CPython 3.12+ with the C accelerators, a function watcher
 (``_watch.c``) gives each function made from a light function's code the switched code as
-it is made.  Elsewhere the light code cannot be watched, so the functions that functions
-define are switched at import instead (``rewrite._dual.light``): a few percent of a
-package's code, but the costly part of a cold import of one with many closures.
+it is made.  Elsewhere (3.10, 3.11, the pure-Python path) those functions stay light: the
+frame that makes them runs its plain body anyway, and what it hands them to reaches them
+through call sites, which overdub them.  Switching every nested function at import
+instead, to cover that case, was most of the cost of a cold import of a package with many
+closures (``docs/internals.md``).
 """
 
 from __future__ import annotations
@@ -64,19 +66,6 @@ def set_code(func: FunctionType, code: CodeType) -> None:
         speedups.set_code(func, code)
     else:
         func.__code__ = code
-
-
-def light_is_compiled() -> bool:
-    """Is the light code of a module its compiled code?  Yes where the functions made from
-    it can be watched (see the module's docstring); else the functions its functions
-    define are switched at import."""
-    return watcher() is not None
-
-
-def options(switched: str) -> str:
-    """What light code depends on besides its source, the ``switched`` code's options and
-    whether :func:`light_is_compiled` (a cache file of one kind is no use to the other)."""
-    return switched if light_is_compiled() else f"{switched}, nested switched"
 
 
 class LightModule:
@@ -126,30 +115,20 @@ class LightModule:
         return switched
 
 
-def functions(code: CodeType, nested: bool = True) -> list[CodeType]:
+def functions(code: CodeType) -> list[CodeType]:
     """The code of the functions a light module's code makes -- those its body and its
-    class bodies define, and (``nested``) those they define in turn -- in a fixed order
-    (depth first)."""
+    class bodies define, and those they define in turn -- in a fixed order (depth first)."""
     found: list[CodeType] = []
 
     def walk(code: CodeType) -> None:
         for const in code.co_consts:
             if isinstance(const, CodeType):
-                part = _names.is_part(const)
-                if not part:
+                if not _names.is_part(const):
                     found.append(const)
-                if part or nested:
-                    walk(const)
+                walk(const)
 
     walk(code)
     return found
-
-
-def defines_functions_in_functions(code: CodeType) -> bool:
-    """Does a function of this module's code define functions (then, where the functions
-    made from light code cannot be watched, its light code is not the compiled code:
-    ``rewrite._dual.light``)?  A walk over constants, no decoding."""
-    return len(functions(code)) > len(functions(code, nested=False))
 
 
 def _same_functions(cached: tuple[CodeType, ...], light: list[CodeType]) -> bool:
@@ -206,8 +185,7 @@ def _switch_functions(waiting: list[LightModule]) -> None:
     replacement: dict[int, CodeType] = {}  # id(light code) -> switched code; ``waiting`` keeps the ids live
     watch = watcher()
     for module in waiting:
-        # Unwatched, the functions that functions define were switched at import.
-        light = functions(module.code, nested=watch is not None)
+        light = functions(module.code)
         if not light:
             continue  # (constants and imports only: nothing to switch, nor to cache)
         for code, switched in zip(light, module.switched_functions(light)):

@@ -231,7 +231,7 @@ class _SwitchingSource(SourceFileLoader):
         except OSError:
             cache = source = None
         if cache is not None and source is not None:
-            header = _pyc.key(source, fullname, _light.options(OPTIONS) if light else OPTIONS, kind)
+            header = _pyc.key(source, fullname, OPTIONS, kind)
             code, found = _pyc.read(cache, header)
             if isinstance(code, CodeType):
                 if _debug.imports:
@@ -258,12 +258,11 @@ def _say_made(module: str, plain: CodeType, code: CodeType, light: bool, cached:
     """Tell ``--debug import`` what the hook made of ``module``'s compiled code; ``cached``
     says what became of its cache file (``None``: nothing was made to cache)."""
     if code is not plain:
-        what = "light (switched when a context is activated)" if light else "rewritten"
+        what = "rewritten"
     elif _names.nothing_to_rewrite(plain):
         what = "nothing to rewrite (no function, class or call): imported as compiled"
     elif light and cached is not None:
-        why = "" if _light.light_is_compiled() else ", no function of it defines one"
-        what = f"light: as compiled{why} (switched when a context is activated)"
+        what = "light: as compiled (switched when a context is activated)"
     else:
         return  # it could not be rewritten, and the warning said so
     _debug.say("import", f"{module}: {what}" if cached is None else f"{module}: {what}; {cached}")
@@ -401,9 +400,13 @@ def code_for(plain: CodeType, module: str, uncached: str) -> CodeType:
 
 def _made(plain: CodeType, module: str, light: bool) -> tuple[CodeType, bool]:
     """``plain`` light or switched, and whether that was made (not so when rewriting failed,
-    with a warning, or switching found nothing to rewrite: then ``plain`` itself)."""
-    result = light_or_warn(plain, module) if light else switch_or_warn(plain, module)
-    return (plain, False) if result is None else (result, light or result is not plain)
+    with a warning, or switching found nothing to rewrite: then ``plain`` itself).  Light
+    code is the compiled code (``_light``): neither ``bytecode`` nor the rewriter is imported
+    for it."""
+    if light:
+        return plain, True
+    switched = switch_or_warn(plain, module)
+    return switched, switched is not plain
 
 
 def _waiting(code: CodeType, module: str, source_path: str | None = None,
@@ -412,18 +415,6 @@ def _waiting(code: CodeType, module: str, source_path: str | None = None,
     its switched functions will be cached."""
     _light.wait_for_context(_light.LightModule(module, code, source_path, source, OPTIONS))
     return code
-
-
-def light_or_warn(code: CodeType, module: str) -> CodeType | None:
-    """``code`` light (see ``_light``), its functions to be switched when a context is
-    activated; on failure ``None``, with one warning, as :func:`switch_or_warn`.  Light
-    code is often the compiled code itself: then neither ``bytecode`` nor the rewriter is
-    imported."""
-    if _light.light_is_compiled() or _names.nothing_to_rewrite(code) or not _light.defines_functions_in_functions(code):
-        return code
-    from .rewrite import _dual
-
-    return _rewritten_or_warn(code, module, _dual.light)
 
 
 def switch_or_warn(code: CodeType, module: str) -> CodeType:

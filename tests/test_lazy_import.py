@@ -76,7 +76,7 @@ needs_watcher = pytest.mark.skipif(_light.watcher() is None, reason="function wa
 @pytest.fixture
 def unwatched(monkeypatch):
     """The lazy hook where the functions made from light code cannot be watched (3.10, 3.11,
-    the pure-Python path): it switches the functions that functions define at import."""
+    the pure-Python path): what a frame running at the first activation makes stays light."""
     monkeypatch.setattr(_light, "_watch", None)
 
 
@@ -117,16 +117,10 @@ def test_a_lazy_import_gives_the_modules_functions_their_compiled_code(tree):
     assert not _names.is_switched(mod.helper.__code__)
 
 
-def test_without_a_function_watcher_a_lazy_import_switches_the_functions_its_functions_define(tree, unwatched):
-    mod = lazy_import(tree, "lz_nested")
-    assert _names.is_switched(mod.make_adder(1).__code__)
-
-
-@needs_watcher
-def test_with_a_function_watcher_a_lazy_import_is_the_compiled_code_itself(tree, monkeypatch):
-    monkeypatch.setattr(_dual, "light", lambda code, module: pytest.fail("nothing to make light"))
-    mod = lazy_import(tree, "lz_watched")
-    assert mod.make_adder(1).__code__.co_code == compiled(tree, "lz_watched", "add").co_code
+def test_a_lazy_import_is_the_compiled_code_itself_nested_functions_too(tree, either_way):
+    mod = lazy_import(tree, f"lz_nested_{either_way}")
+    assert mod.make_adder(1).__code__.co_code == compiled(tree, f"lz_nested_{either_way}", "add").co_code
+    assert not _names.is_switched(mod.make_adder(1).__code__)
 
 
 def test_a_closure_made_idle_is_switched_at_the_first_activation(tree, either_way):
@@ -145,8 +139,7 @@ def test_the_first_activation_switches_functions_methods_and_what_decorators_hol
     assert all(_names.is_switched(f.__code__) for f in functions)
 
 
-def test_a_module_whose_functions_define_none_is_imported_as_compiled_and_switched_at_activation(tree, monkeypatch):
-    monkeypatch.setattr(_dual, "light", lambda code, module: pytest.fail("nothing to make light"))
+def test_a_module_whose_functions_define_none_is_imported_as_compiled_and_switched_at_activation(tree):
     mod = lazy_import(tree, "lz_flat", "def helper(x):\n    return abs(x)\n")
     assert mod.helper.__code__.co_code == compiled(tree, "lz_flat", "helper").co_code
     ctx = Seen(metadata=[])
@@ -169,11 +162,41 @@ def test_calls_under_a_context_are_seen_as_when_switched_at_import(tree):
     assert calls(lazy_import(tree, "lz_same")) == calls(eager)
 
 
-def test_a_closure_made_under_a_context_by_a_frame_begun_idle_is_switched(tree, either_way):
+@needs_watcher
+def test_with_a_function_watcher_a_closure_made_under_a_context_by_a_frame_begun_idle_is_switched(tree):
     mod = lazy_import(tree, "lz_closure")
     ctx = Seen(metadata=[])
     assert mod.run_in(ctx) == 8
     assert ctx.metadata == ["helper", "add"]
+
+
+def test_without_a_function_watcher_a_closure_made_under_a_context_by_a_frame_begun_idle_stays_light(
+        tree, unwatched):
+    mod = lazy_import(tree, "lz_closure_unwatched")
+    ctx = Seen(metadata=[])
+    assert mod.run_in(ctx) == 8
+    assert ctx.metadata == ["add"]  # (``helper``'s own body is switched: its ``+`` is seen)
+
+
+HANDED_ON = """
+def helper(x):
+    return abs(x)
+
+def apply(f):
+    return f()
+
+def run_through(ctx):
+    with ctx:
+        return apply(lambda: helper(-7))
+"""
+
+
+def test_a_closure_made_under_a_context_by_a_frame_begun_idle_is_overdubbed_where_a_call_site_calls_it(
+        tree, either_way):
+    mod = lazy_import(tree, f"lz_handed_on_{either_way}", HANDED_ON)
+    ctx = Seen(metadata=[])
+    assert mod.run_through(ctx) == 7
+    assert ctx.metadata == ["<lambda>", "helper", "abs"]
 
 
 LATE = """
@@ -205,7 +228,6 @@ def test_without_a_function_watcher_what_a_module_body_defines_after_activating_
 def test_the_function_watcher_is_in_use_where_the_run_requires_the_c_path_on_3_12_or_later():
     if os.environ.get("CASSETTE_HOOK_REQUIRE_SPEEDUPS") and sys.version_info >= (3, 12):
         assert _light.watcher() is not None, "cassette_hook._watch was not built or not imported"
-        assert _light.light_is_compiled()
 
 
 @needs_watcher
@@ -247,7 +269,6 @@ def test_a_lazy_import_reads_its_light_code_from_the_cache(tree, monkeypatch, ei
     assert Path(_pyc.path_for(str(tree / "lz_cached.py"), _pyc.LIGHT)).exists()
     del sys.modules["lz_cached"]
     _light.switched(_light.waiting())
-    monkeypatch.setattr(_dual, "light", lambda code, module: pytest.fail("made again"))
     monkeypatch.setattr(SourceFileLoader, "get_code", lambda self, name: pytest.fail("read CPython's .pyc"))
     assert not _names.is_switched(lazy_import(tree, "lz_cached").helper.__code__)
 
@@ -258,15 +279,6 @@ def test_a_cached_lazy_import_as_compiled_reads_only_its_own_file(tree, monkeypa
     _light.switched(_light.waiting())
     monkeypatch.setattr(SourceFileLoader, "get_code", lambda self, name: pytest.fail("read CPython's .pyc too"))
     assert lazy_import(tree, "lz_flat_cached").helper(-2) == 2
-
-
-@needs_watcher
-def test_a_light_cache_file_made_with_a_function_watcher_is_not_read_without_one(tree, monkeypatch):
-    lazy_import(tree, "lz_kinds")
-    del sys.modules["lz_kinds"]
-    _light.switched(_light.waiting())
-    monkeypatch.setattr(_light, "_watch", None)
-    assert _names.is_switched(lazy_import(tree, "lz_kinds").make_adder(1).__code__)
 
 
 def test_a_module_without_functions_leaves_its_activation_nothing_to_do(tree, monkeypatch):
@@ -424,42 +436,28 @@ def test_debug_import_says_what_a_lazy_import_without_a_cache_made(tree, capsys,
     importlib.import_module("lz_sourceless")
     said = [line.removeprefix("cassette_hook: import: ") for line in capsys.readouterr().err.splitlines()
             if line.startswith("cassette_hook: import: lz_sourceless")]
-    why = "" if _light.light_is_compiled() else ", no function of it defines one"
     assert said == ["lz_sourceless: included by 'lz_sourceless'; rewriting",
-                    f"lz_sourceless: light: as compiled{why} (switched when a context "
+                    "lz_sourceless: light: as compiled (switched when a context "
                     "is activated); not cached (a .pyc without its source)"]
 
 
-def test_debug_import_says_what_a_lazy_import_and_the_first_activation_did(tree, capsys, monkeypatch, unwatched):
+def test_debug_import_says_what_a_lazy_import_and_the_first_activation_did(tree, capsys, monkeypatch, either_way):
     monkeypatch.setattr(_debug, "imports", True)
-    lazy_import(tree, "lz_said")
-    lazy_import(tree, "lz_said_flat", "def helper(x):\n    return abs(x)\n")
+    said_module, flat_module = f"lz_said_{either_way}", f"lz_said_flat_{either_way}"
+    lazy_import(tree, said_module)
+    lazy_import(tree, flat_module, "def helper(x):\n    return abs(x)\n")
     with ch.NullContext():
         pass
     said = [line.removeprefix("cassette_hook: import: ") for line in capsys.readouterr().err.splitlines()
             if line.startswith("cassette_hook: import: lz_said")]
     light, light_flat, functions = (_pyc.path_for(str(tree / f"{name}.py"), kind) for name, kind in (
-        ("lz_said", _pyc.LIGHT), ("lz_said_flat", _pyc.LIGHT), ("lz_said", _pyc.FUNCTIONS)))
-    assert said == ["lz_said: included by 'lz_said'; rewriting",
-                    f"lz_said: light (switched when a context is activated); cache miss, written: {light}",
-                    "lz_said_flat: included by 'lz_said_flat'; rewriting",
-                    "lz_said_flat: light: as compiled, no function of it defines one (switched when a context "
-                    f"is activated); cache miss, written: {light_flat}",
-                    "lz_said: functions switched (9); cache miss, written",
-                    "lz_said_flat: functions switched (1); cache miss, written"]
-    assert Path(functions).exists()
-
-
-@needs_watcher
-def test_debug_import_says_what_a_watched_lazy_import_and_the_first_activation_did(tree, capsys, monkeypatch):
-    monkeypatch.setattr(_debug, "imports", True)
-    lazy_import(tree, "lz_said_watched")
-    with ch.NullContext():
-        pass
-    said = [line.removeprefix("cassette_hook: import: ") for line in capsys.readouterr().err.splitlines()
-            if line.startswith("cassette_hook: import: lz_said")]
-    light = _pyc.path_for(str(tree / "lz_said_watched.py"), _pyc.LIGHT)
-    assert said == ["lz_said_watched: included by 'lz_said_watched'; rewriting",
-                    "lz_said_watched: light: as compiled (switched when a context is activated); "
+        (said_module, _pyc.LIGHT), (flat_module, _pyc.LIGHT), (said_module, _pyc.FUNCTIONS)))
+    assert said == [f"{said_module}: included by '{said_module}'; rewriting",
+                    f"{said_module}: light: as compiled (switched when a context is activated); "
                     f"cache miss, written: {light}",
-                    "lz_said_watched: functions switched (12); cache miss, written"]
+                    f"{flat_module}: included by '{flat_module}'; rewriting",
+                    f"{flat_module}: light: as compiled (switched when a context is activated); "
+                    f"cache miss, written: {light_flat}",
+                    f"{said_module}: functions switched (12); cache miss, written",
+                    f"{flat_module}: functions switched (1); cache miss, written"]
+    assert Path(functions).exists()

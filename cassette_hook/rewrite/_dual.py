@@ -43,7 +43,7 @@ from ._stack import Item
 
 # (what the runtime needs to know of switched code is in ``_names``, which does not
 # import ``bytecode``)
-__all__ = ["light", "plain_body", "switched", "switched_functions"]
+__all__ = ["plain_body", "switched", "switched_functions"]
 
 _PREFIX = frozenset({"MAKE_CELL", "COPY_FREE_VARS", "RETURN_GENERATOR", "POP_TOP", "GEN_START", "RESUME"})
 
@@ -76,20 +76,6 @@ def switched(code: CodeType, module: str) -> CodeType:
     return _Switcher(module).switched(code)
 
 
-def light(code: CodeType, module: str) -> CodeType:
-    """A module's ``code`` for an import while no context is active: as compiled, except
-    that the functions its functions define are switched.
-
-    The module's functions and methods -- made while it is imported -- are given their
-    switched code later, when a context is first activated (``_light``).  What a
-    function defines when it runs, later, must be switchable from the start: it may be
-    made under a context by a frame that began before it and so still runs the plain
-    body (the body of a ``with`` block).  Those nested functions are a few percent of a
-    package's code.  Raises what :func:`switched` raises.
-    """
-    return _Switcher(module).light(code)
-
-
 def switched_functions(functions: Sequence[CodeType], module: str) -> list[CodeType | Exception]:
     """Each of a light module's ``functions`` (``_light.functions``) switched, or the
     exception that kept it from being switched (it then stays as it is)."""
@@ -112,7 +98,7 @@ class _Switcher:
         self._has_sites: set[int] = set()  # ids of rewritten parts that have sites
 
     def switched(self, code: CodeType) -> CodeType:
-        if is_switched(code):  # (a light module's nested function)
+        if is_switched(code):  # (already: a function instrumented twice)
             return code
         done = self._done.get(id(code))
         if done is not None:
@@ -126,12 +112,6 @@ class _Switcher:
         result = self._plain(code) if not self._sites(body) else self._join(plain, body, code)
         self._done[id(code)] = (code, result)
         return result
-
-    def light(self, code: CodeType) -> CodeType:
-        """See :func:`light`: ``code`` runs while a module is imported (its body, a class
-        body, a comprehension in them)."""
-        return _with_consts(code, tuple((self.light(const) if is_part(const) else self._plain(const))
-                                        if isinstance(const, CodeType) else const for const in code.co_consts))
 
     def _plain_items(self, items: list[Item]) -> list[Item]:
         """A copy of a decoded body that can be joined with it: labels and exception
