@@ -4,7 +4,9 @@ Each workload runs plain and under every row's tool, interleaved (harness.py); t
 gives, per row, the geometric mean over the workloads of the ratio of medians to plain,
 and the cost per call: the extra time over plain divided by the calls the workload makes
 (CALL events of a counting ``sys.monitoring`` callback on 3.12+, ``'call'`` events of
-``sys.setprofile`` on 3.10 and 3.11), summed over the workloads.  A micro row compares
+``sys.setprofile`` on 3.10 and 3.11), summed over the workloads; for the two counting
+prehooks also the cost per *observed* event (the extra time divided by what the prehook
+counted: calls, and operators where it sees them).  A micro row compares
 cached dispatch through ``ch.prehook`` with ``functools.singledispatch``.  Rows whose
 package is missing or does not run on this Python are skipped with a note.
 
@@ -175,14 +177,28 @@ def ch_null(mod: types.ModuleType) -> Thunk:
     return lambda: ch.overdub(common.Null(), mod.run)
 
 
+COUNTING: dict[str, Callable[[], Any]] = {
+    "count": lambda: common.Count(metadata=[0]),
+    "count-ops": lambda: CountAll(metadata=[0]),
+}
+"""The rows whose context counts what it is shown, and how to make one."""
+
+
+def observed_events(key: str, mod: types.ModuleType) -> int:
+    """What the counting context of row ``key`` is shown in one run of ``mod``."""
+    ctx = COUNTING[key]()
+    ch.overdub(ctx, mod.run)
+    return int(ctx.metadata[0])
+
+
 def ch_count(mod: types.ModuleType) -> Thunk:
     _package()
-    return lambda: ch.overdub(common.Count(metadata=[0]), mod.run)
+    return lambda: ch.overdub(COUNTING["count"](), mod.run)
 
 
 def ch_count_ops(mod: types.ModuleType) -> Thunk:
     _package()
-    return lambda: ch.overdub(CountAll(metadata=[0]), mod.run)
+    return lambda: ch.overdub(COUNTING["count-ops"](), mod.run)
 
 
 def ch_recurse(mod: types.ModuleType) -> Thunk:
@@ -332,6 +348,7 @@ def main() -> None:
     notes: dict[str, str] = {}
     results: list[harness.Result] = []
     calls: dict[str, int] = {}
+    events: dict[str, dict[str, int]] = {}  # row -> workload -> observed events (counting rows)
     for mod in mods:
         expected = mod.run()
         calls[mod.NAME] = count_calls(mod.run)
@@ -351,6 +368,8 @@ def main() -> None:
                 continue
             if got != expected:
                 print(f"!! {mod.NAME} under {key} returned {got!r}, plain {expected!r}", file=sys.stderr)
+            if key in COUNTING:
+                events.setdefault(key, {})[mod.NAME] = observed_events(key, mod)
             variants[key] = thunk
         results.append(harness.measure(mod.NAME, variants, rounds=rounds, warmup=1, budget_s=budget))
         print(f"  {mod.NAME}: {len(results[-1].samples['plain'])} rounds, {calls[mod.NAME]:,} calls",
@@ -364,12 +383,17 @@ def main() -> None:
         extra = sum(r.median(key) - r.median("plain") for r in mine)
         per_call = extra / sum(calls[r.name] for r in mine)
         summary[key] = {"ratio": harness.geomean(r.ratio(key) for r in mine), "ns_per_call": per_call}
-        table.append([label(key), f"{summary[key]['ratio']:.2f}x", f"{per_call:,.0f}",
+        per_event = ""
+        if key in events:
+            summary[key]["ns_per_event"] = extra / sum(events[key][r.name] for r in mine)
+            per_event = f"{summary[key]['ns_per_event']:,.0f}"
+        table.append([label(key), f"{summary[key]['ratio']:.2f}x", f"{per_call:,.0f}", per_event,
                       f"{len(mine)}" if len(mine) < len(results) else "all"])
-    print(harness.table(["tool", "ratio (geomean)", "ns per call", "workloads"], table))
+    print(harness.table(["tool", "ratio (geomean)", "ns per call", "ns per observed event", "workloads"], table))
     print("\nratio = geometric mean over the workloads of median(tool) / median(plain);"
           "\nns per call = sum over workloads of (median(tool) - median(plain)) / sum of calls "
-          f"({'CALL events' if sys.version_info >= (3, 12) else 'setprofile call events'}).")
+          f"({'CALL events' if sys.version_info >= (3, 12) else 'setprofile call events'});"
+          "\nns per observed event = the same extra time / sum of what the counting prehook counted.")
 
     print("\nPer workload (ratio to plain):")
     print(harness.table(["workload", "plain ms", "calls"] + measured,
@@ -394,7 +418,7 @@ def main() -> None:
         print(f"note: {key}: {note}")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"python": sys.version, "calls": calls, "summary": summary, "dispatch": micro,
+            json.dump({"python": sys.version, "calls": calls, "events": events, "summary": summary, "dispatch": micro,
                        "notes": notes, "samples": {r.name: r.samples for r in results}}, fh)
 
 
