@@ -309,6 +309,8 @@ def pop(ctx: Context) -> None:
     """Deactivate ``ctx``, which must be the innermost active context."""
     entry = top()
     if entry is None or entry.ctx is not ctx:
+        if entry is None and _closed:
+            return  # (a generator closed at exit leaving its ``with ctx:`` block: see close)
         current = None if entry is None else entry.ctx
         raise RuntimeError(f"cannot deactivate {ctx!r}: the innermost active context is {current!r}")
     active.set(entry.outer)
@@ -318,6 +320,18 @@ def pop(ctx: Context) -> None:
         recursion_budget.release()
 
 
+
+
+_closed = False
+
+
+def close() -> None:
+    """At interpreter exit: no context is active in this thread from now on.  A ``with``
+    block of a context that a generator suspended in it, or a finalizer, leaves later
+    deactivates nothing, as the context already is."""
+    global _closed
+    _closed = True
+    active.set(None)
 
 
 # -- the whole-program contexts: the bottom of every stack ------------------------------

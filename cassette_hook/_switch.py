@@ -166,7 +166,7 @@ def _at_shutdown() -> None:
     body, and a generator suspended in the rewritten body still finds its hooks.  (When
     CPython then clears a module's globals to ``None``, the flag stays false.)
     """
-    _context.active.set(None)
+    _context.close()
     names: dict[str, Any] = {str(name): getattr(builtins, name) for name in _hook_names() if hasattr(builtins, name)}
     names[_names.ACTIVE] = False
     for owner in list(_switched_namespaces):

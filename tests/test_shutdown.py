@@ -85,6 +85,21 @@ PROGRAMS = {
         pending = lines()
         next(pending)
     """),
+    "generator_suspended_inside_a_context_at_exit_is_closed": ("generator closed 2", """
+        import sys
+        import cassette_hook as ch
+
+        def lines():
+            with ch.NullContext():
+                try:
+                    yield 1
+                    yield 2
+                finally:
+                    print("generator closed", len("ab"), file=sys.stderr)
+
+        pending = lines()
+        next(pending)
+    """),
     "instrumented_function_runs_at_shutdown": ("del 2", """
         import sys
         import cassette_hook as ch
