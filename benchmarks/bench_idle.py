@@ -32,7 +32,12 @@ Columns (ratios: median over rounds of the per-round ratio of the two variants):
     idle/clean    instrumented idle vs plain code in a process without the hook
 
     PYTHONPATH=. python benchmarks/bench_idle.py [--quick] [--workloads fib,go] [--rounds N]
-                                                 [--explain] [--no-clean] [--lazy] [--json F]
+                                                 [--explain] [--no-clean] [--lazy [--restored]] [--json F]
+
+--lazy imports light and switches at a first activation; the functions keep their switched
+code after it, as they do where contexts come and go often. --restored gives them their
+compiled code back as the activation ends, as the hook does once the process has been idle
+a while (``_light.RESTORE_AFTER``; 3.12+ with the C accelerators).
 
 --explain also traces one run of each workload (opcode events of sys.settrace; 3.12+:
 sys.monitoring INSTRUCTION and PY_START events) and prints the bytecodes it executes, how
@@ -45,6 +50,7 @@ from __future__ import annotations
 import argparse
 import builtins
 import dis
+import gc
 import importlib
 import json
 import shutil
@@ -335,7 +341,11 @@ def main() -> None:
     ap.add_argument("--lazy", action="store_true",
                     help="import light (the hook's default) and switch at a first activation, as a user's first "
                          "`with ctx:` does, instead of switching at import")
+    ap.add_argument("--restored", action="store_true",
+                    help="with --lazy: the functions get their compiled code back as the activation ends")
     args = ap.parse_args()
+    if args.restored and not args.lazy:
+        ap.error("--restored goes with --lazy")
     if ch is None:
         raise SystemExit(common.no_package_note())
     from cassette_hook.rewrite import _names
@@ -365,6 +375,9 @@ def main() -> None:
         # activation after each import: the idle cost measured is that of code a context has
         # run once (lazy code that none has run is the compiled code).
         ch.install(include=[p for p in packages if p in INSTRUMENTED], lazy=args.lazy)
+        from cassette_hook import _light
+
+        _light.RESTORE_AFTER = 0.0 if args.restored else None  # (the default decides by the idle spells)
         if not args.no_clean:
             sys.meta_path.insert(0, CleanBuiltins(clean))
         non_str = sum(type(k) is not str for k in vars(builtins))
@@ -378,9 +391,11 @@ def main() -> None:
             if args.lazy:
                 with common.Null():  # switches what was imported light (assigning each function's code)
                     pass
+                gc.collect()  # (the entry gone: with --restored, the compiled code is back)
             for pkg in INSTRUMENTED:
                 if pkg in copies:
-                    assert _names.is_switched(copies[pkg].run.__code__), f"{pkg}.{name}.run is not instrumented"
+                    switched = _names.is_switched(copies[pkg].run.__code__)
+                    assert switched != args.restored, f"{pkg}.{name}.run: switched {switched}"
             for pkg in (PLAIN, CONTROL, CLEAN):
                 if pkg in copies:
                     assert not any(_names.is_switched(f.__code__) for f in functions(copies[pkg])), pkg

@@ -12,7 +12,9 @@ found among all live objects, since any of them may be called from anywhere unde
 context (a decorator's closure, a registry, a bound method).  A running frame keeps the
 code it started with, as a running frame of switched code keeps the body it chose; a
 frame's code cannot be exchanged, which is why this happens at activation and not when a
-function is first entered.  From then on the module is as if imported switched.
+function is first entered.  From then on the module is as if imported switched, but
+that when the process goes idle for long the functions get their light code back (see
+"the compiled code again while no context is active" below).
 
 A frame that was running at the activation goes on making functions from its light
 code's constants: the closures of a ``with ctx:`` block's body, the rest of a module body
@@ -30,7 +32,9 @@ from __future__ import annotations
 import gc
 import os
 import threading
+import time
 import warnings
+import weakref
 from types import CodeType, FunctionType
 
 from . import _context, _debug, _native, _pyc, _switch, rewrite
@@ -177,7 +181,7 @@ def _entry_made(operators: bool) -> None:
         switch_waiting()
 
 
-_context.watch_entries(_entry_made)  # (switched code stays switched when the entry goes)
+_context.watch_entries(_entry_made)
 
 
 def _switch_functions(waiting: list[LightModule]) -> None:
@@ -197,6 +201,75 @@ def _switch_functions(waiting: list[LightModule]) -> None:
         return
     for obj in gc.get_objects():  # what was made before
         if type(obj) is FunctionType:
-            new = replacement.get(id(obj.__code__))
+            made_from = obj.__code__
+            new = replacement.get(id(made_from))
             if new is not None:
                 set_code(obj, new)
+                if watch is not None:
+                    _switched_by_activations.append((weakref.ref(obj), made_from, new))
+
+
+# -- the compiled code again while no context is active ------------------------------------
+# Idle, switched code costs a check per call (3-5% of a run, up to 25% for code made of
+# tiny functions).  So when the last live entry goes, the functions an activation switched
+# get their light code back, and the next activation switches them again: a pass over
+# them each way, which is only worth it when the process stays idle for a while.  How long
+# it will cannot be known; how long it stayed idle last time can, so the functions are
+# given back their light code when the last idle spell lasted RESTORE_AFTER times what the
+# last pass cost (and the first time the process goes idle), which keeps the passes to
+# about 2 / RESTORE_AFTER of the time spent idle where spells are alike, and off when
+# contexts come and go in a loop.  Only where a function watcher switches what light code
+# makes: elsewhere a closure that a restored function makes while idle would stay light
+# under the next context.  Functions the watcher switched as they were made are not
+# tracked, and stay switched.
+
+RESTORE_AFTER: float | None = 100.0
+"""The idle spell, in passes' time, that makes the next one worth a pass; ``None``: never."""
+
+_switched_by_activations: list[tuple[weakref.ref[FunctionType], CodeType, CodeType]] = []  # (f, light, switched)
+_restored = False  # do the functions of _switched_by_activations hold their light code now?
+_pass_seconds = 0.0  # what the last pass over them took
+_idle_since: float | None = None  # when the last live entry went
+_last_idle: float | None = None  # how long the process then stayed idle (None: it has not been yet)
+
+
+def _busy() -> None:
+    global _last_idle, _restored
+    if _idle_since is not None:
+        _last_idle = time.perf_counter() - _idle_since
+    if _restored:
+        _give_each(switched=True)
+        _restored = False
+
+
+def _idle() -> None:
+    global _idle_since, _restored
+    _idle_since = time.perf_counter()
+    if _switched_by_activations and RESTORE_AFTER is not None and (
+            _last_idle is None or _last_idle >= RESTORE_AFTER * _pass_seconds):
+        _give_each(switched=False)
+        _restored = True
+
+
+def _give_each(switched: bool) -> None:
+    """Give each function of ``_switched_by_activations`` its switched (or light) code.  One
+    whose code the program has replaced meanwhile keeps it, and is no longer tracked."""
+    global _pass_seconds
+    start = time.perf_counter()
+    kept = []
+    for tracked in _switched_by_activations:
+        ref, light, switched_code = tracked
+        function = ref()
+        if function is None:
+            continue
+        old, new = (light, switched_code) if switched else (switched_code, light)
+        if function.__code__ is old:
+            set_code(function, new)
+        elif function.__code__ is not new:
+            continue
+        kept.append(tracked)
+    _switched_by_activations[:] = kept
+    _pass_seconds = time.perf_counter() - start
+
+
+_switch.watch_activity(_busy, _idle)

@@ -33,7 +33,15 @@ if TYPE_CHECKING:
 _lock = threading.RLock()  # re-entrant: an entry may die in a collection inside entry_made
 _live_entries = 0
 _live_operator_entries = 0  # of those, entries whose context counts operators as calls
+_activity_watchers: list[tuple[Callable[[], None], Callable[[], None]]] = []
 setattr(builtins, _names.ACTIVE, False)
+
+
+def watch_activity(busy: Callable[[], None], idle: Callable[[], None]) -> None:
+    """Call ``busy()`` as the process goes from no live entry to one (before that entry's
+    context runs anything) and ``idle()`` as its last live entry goes: under this module's
+    lock, so that the two alternate whatever the threads do."""
+    _activity_watchers.append((busy, idle))
 
 
 def entry_made(operators: bool) -> None:
@@ -42,6 +50,8 @@ def entry_made(operators: bool) -> None:
         _live_entries += 1
         if _live_entries == 1:
             setattr(builtins, _names.ACTIVE, True)
+            for busy, _ in _activity_watchers:
+                busy()
         if operators:
             _live_operator_entries += 1
             if _live_operator_entries == 1:
@@ -59,6 +69,8 @@ def entry_gone(operators: bool) -> None:
         _live_entries -= 1
         if _live_entries == 0:
             setattr(builtins, _names.ACTIVE, False)
+            for _, idle in _activity_watchers:
+                idle()
         if operators:
             _live_operator_entries -= 1
             if _live_operator_entries == 0:

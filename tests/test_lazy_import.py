@@ -80,6 +80,14 @@ def unwatched(monkeypatch):
     monkeypatch.setattr(_light, "_watch", None)
 
 
+@pytest.fixture
+def kept_switched(monkeypatch):
+    """Functions keep the switched code an activation gave them after it ends (by default
+    they get their light code back when the process goes idle: ``_light.RESTORE_AFTER``),
+    for the tests that look at what the activation did."""
+    monkeypatch.setattr(_light, "RESTORE_AFTER", None)
+
+
 @pytest.fixture(params=["native", "unwatched"])
 def either_way(request, monkeypatch):
     """The lazy hook as this Python runs it, and without a function watcher."""
@@ -123,14 +131,14 @@ def test_a_lazy_import_is_the_compiled_code_itself_nested_functions_too(tree, ei
     assert not _names.is_switched(mod.make_adder(1).__code__)
 
 
-def test_a_closure_made_idle_is_switched_at_the_first_activation(tree, either_way):
+def test_a_closure_made_idle_is_switched_at_the_first_activation(tree, either_way, kept_switched):
     add = lazy_import(tree, "lz_idle_closure").make_adder(1)
     with ch.NullContext():
         pass
     assert _names.is_switched(add.__code__)
 
 
-def test_the_first_activation_switches_functions_methods_and_what_decorators_hold(tree):
+def test_the_first_activation_switches_functions_methods_and_what_decorators_hold(tree, kept_switched):
     mod = lazy_import(tree, "lz_first")
     with ch.NullContext():
         pass
@@ -139,7 +147,7 @@ def test_the_first_activation_switches_functions_methods_and_what_decorators_hol
     assert all(_names.is_switched(f.__code__) for f in functions)
 
 
-def test_a_module_whose_functions_define_none_is_imported_as_compiled_and_switched_at_activation(tree):
+def test_a_module_whose_functions_define_none_is_imported_as_compiled_and_switched_at_activation(tree, kept_switched):
     mod = lazy_import(tree, "lz_flat", "def helper(x):\n    return abs(x)\n")
     assert mod.helper.__code__.co_code == compiled(tree, "lz_flat", "helper").co_code
     ctx = Seen(metadata=[])
@@ -214,7 +222,7 @@ def late(x):
 
 
 @needs_watcher
-def test_with_a_function_watcher_what_a_module_body_defines_after_activating_a_context_is_switched(tree):
+def test_with_a_function_watcher_what_a_module_body_defines_after_activating_a_context_is_switched(tree, kept_switched):
     mod = lazy_import(tree, "lz_late", LATE)
     assert _names.is_switched(mod.late.__code__) and _names.is_switched(mod.helper.__code__)
 
@@ -223,6 +231,121 @@ def test_without_a_function_watcher_what_a_module_body_defines_after_activating_
         tree, unwatched):
     mod = lazy_import(tree, "lz_late_unwatched", LATE)
     assert not _names.is_switched(mod.late.__code__) and _names.is_switched(mod.helper.__code__)
+
+
+@pytest.fixture
+def restoring(monkeypatch):
+    """Functions get their light code back whenever the process goes idle (by default, only
+    when its last idle spell was long: ``_light.RESTORE_AFTER``)."""
+    monkeypatch.setattr(_light, "RESTORE_AFTER", 0.0)
+
+
+@needs_watcher
+def test_when_the_last_context_ends_the_functions_an_activation_switched_get_their_compiled_code_back(
+        tree, restoring):
+    mod = lazy_import(tree, "lz_restored")
+    with ch.NullContext():
+        assert _names.is_switched(mod.helper.__code__)
+    gc.collect()
+    assert mod.helper.__code__.co_code == compiled(tree, "lz_restored", "helper").co_code
+
+
+@needs_watcher
+def test_the_next_activation_switches_them_again_before_its_body_runs(tree, restoring):
+    mod = lazy_import(tree, "lz_switched_again")
+    with ch.NullContext():
+        pass
+    gc.collect()
+    ctx = Seen(metadata=[])
+    with ctx:
+        assert _names.is_switched(mod.helper.__code__)
+        mod.boom()
+    assert ctx.metadata == ["helper", "add"]
+
+
+@needs_watcher
+def test_a_function_given_code_of_its_own_under_a_context_keeps_it(tree, restoring):
+    mod = lazy_import(tree, "lz_own_code")
+
+    def other(x):
+        return -x
+
+    with ch.NullContext():
+        mod.helper.__code__ = other.__code__
+    gc.collect()
+    with ch.NullContext():
+        assert mod.helper.__code__ is other.__code__
+    assert mod.helper.__code__ is other.__code__ and mod.helper(1) == -1
+
+
+@needs_watcher
+def test_while_a_context_lives_in_another_thread_the_functions_stay_switched(tree, restoring):
+    mod = lazy_import(tree, "lz_other_thread")
+    entered, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with ch.NullContext():
+            entered.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    entered.wait(10)
+    with ch.NullContext():
+        pass
+    gc.collect()
+    assert _names.is_switched(mod.helper.__code__)
+    release.set()
+    thread.join()
+    gc.collect()
+    assert not _names.is_switched(mod.helper.__code__)
+
+
+@needs_watcher
+def test_contexts_coming_and_going_in_a_loop_leave_the_functions_switched(tree, monkeypatch):
+    monkeypatch.setattr(_light, "RESTORE_AFTER", 1e9)  # no idle spell between two activations is that long
+    monkeypatch.setattr(_light, "_idle_since", None)  # (as in a process that has not been idle yet)
+    monkeypatch.setattr(_light, "_last_idle", None)
+    mod = lazy_import(tree, "lz_loop")
+    with ch.NullContext():
+        pass
+    gc.collect()
+    assert not _names.is_switched(mod.helper.__code__)  # the first idle spell: its length unknown
+    with ch.NullContext():
+        pass
+    gc.collect()
+    assert _names.is_switched(mod.helper.__code__)  # the last spell was short
+
+
+def test_without_a_function_watcher_the_functions_stay_switched_when_the_last_context_ends(
+        tree, unwatched, restoring):
+    mod = lazy_import(tree, "lz_unwatched_kept")
+    with ch.NullContext():
+        pass
+    gc.collect()
+    assert _names.is_switched(mod.helper.__code__)
+
+
+GENERATOR = """
+def helper(x):
+    return abs(x)
+
+def produce():
+    yield helper(-1)
+"""
+
+
+@needs_watcher
+def test_a_generator_made_while_idle_runs_its_compiled_body_under_the_next_context(tree, restoring):
+    mod = lazy_import(tree, "lz_idle_generator", GENERATOR)
+    with ch.NullContext():
+        pass
+    gc.collect()
+    made_idle = mod.produce()
+    ctx = Seen(metadata=[])
+    with ctx:
+        assert next(made_idle) == 1
+    assert ctx.metadata == ["abs"]  # produce's call of helper is not seen; helper's own body is switched
 
 
 def test_the_function_watcher_is_in_use_where_the_run_requires_the_c_path_on_3_12_or_later():
@@ -243,7 +366,7 @@ def test_the_function_watcher_refuses_a_switched_code_of_another_kind():
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="CPython specializes calls from 3.11 on")
-def test_calls_to_a_function_switched_at_the_first_activation_specialize_as_plain_ones(tree):
+def test_calls_to_a_function_switched_at_the_first_activation_specialize_as_plain_ones(tree, kept_switched):
     fib = lazy_import(tree, "lz_versions", "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n").fib
     with ch.NullContext():
         pass

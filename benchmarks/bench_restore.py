@@ -1,0 +1,75 @@
+"""What giving switched functions their compiled code back while idle costs (``_light``).
+
+Imports a package through the lazy hook, activates a context once (which switches its
+functions), and then times:
+
+    pass        one pass over the functions an activation switched (``_light._pass_seconds``:
+                each way costs about the same), median of 21 activations that restore
+    restoring   ``with Null(): pass`` when every end of activity restores and every start
+                switches again (``_light.RESTORE_AFTER = 0``)
+    default     the same loop with the default policy, which stops restoring once the
+                idle spells between activations are short
+
+3.12+ with the C accelerators (elsewhere nothing is restored, and the script says so).
+
+    PYTHONPATH=.:benchmarks python benchmarks/bench_restore.py [--package networkx] [--loops N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import statistics
+import sys
+import time
+
+import common
+from common import ch
+
+
+def activations(loops: int) -> float:
+    """Seconds per ``with Null(): pass``, over ``loops`` of them."""
+    null = common.Null()
+    start = time.perf_counter()
+    for _ in range(loops):
+        with null:
+            pass
+    return (time.perf_counter() - start) / loops
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--package", default="networkx", help="an installed package to instrument (default networkx)")
+    ap.add_argument("--loops", type=int, default=1000, help="activations timed per policy (default 1000)")
+    args = ap.parse_args()
+    if ch is None:
+        raise SystemExit(common.no_package_note())
+    from cassette_hook import _light
+
+    ch.install(include=[args.package])
+    importlib.import_module(args.package)
+    if _light.watcher() is None:
+        raise SystemExit(f"Python {sys.version.split()[0]}: no function watcher here, so nothing is restored")
+    _light.RESTORE_AFTER = 0.0
+    with common.Null():
+        pass
+    gc.collect()
+    functions = len(_light._switched_by_activations)
+    passes = []
+    for _ in range(21):
+        with common.Null():
+            pass
+        passes.append(_light._pass_seconds)
+    restoring = activations(args.loops)
+    _light.RESTORE_AFTER = 100.0
+    default = activations(args.loops)
+    one_pass = statistics.median(passes)
+    print(f"Python {sys.version.split()[0]}, {args.package}: {functions:,} functions switched by an activation")
+    print(f"pass: {one_pass * 1e3:.2f} ms ({one_pass / functions * 1e9:.0f} ns a function)")
+    print(f"with Null(): pass  restoring every time: {restoring * 1e6:,.1f} us; "
+          f"default policy: {default * 1e6:,.1f} us")
+
+
+if __name__ == "__main__":
+    main()
