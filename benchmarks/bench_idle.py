@@ -37,7 +37,7 @@ Columns (ratios: median over rounds of the per-round ratio of the two variants):
 --lazy imports light and switches at a first activation; the functions keep their switched
 code after it, as they do where contexts come and go often. --restored gives them their
 compiled code back as the activation ends, as the hook does once the process has been idle
-a while (``_light.RESTORE_AFTER``; 3.12+ with the C accelerators).
+a while (``_light.RESTORE_AFTER``).
 
 --explain also traces one run of each workload (opcode events of sys.settrace; 3.12+:
 sys.monitoring INSTRUCTION and PY_START events) and prints the bytecodes it executes, how

@@ -197,6 +197,8 @@ def _switch_functions(waiting: list[LightModule]) -> None:
                 replacement[id(code)] = switched
                 if watch is not None:  # what a frame still running light code makes from now on
                     watch.switch_at_creation(code, switched)
+                else:  # what it makes while idle, for the next activation to find (see _switch_again)
+                    _switched_of[id(code)] = (code, switched)
     if not replacement:
         return
     for obj in gc.get_objects():  # what was made before
@@ -205,8 +207,7 @@ def _switch_functions(waiting: list[LightModule]) -> None:
             new = replacement.get(id(made_from))
             if new is not None:
                 set_code(obj, new)
-                if watch is not None:
-                    _switched_by_activations.append((weakref.ref(obj), made_from, new))
+                _switched_by_activations.append((weakref.ref(obj), made_from, new))
 
 
 # -- the compiled code again while no context is active ------------------------------------
@@ -218,15 +219,16 @@ def _switch_functions(waiting: list[LightModule]) -> None:
 # given back their light code when the last idle spell lasted RESTORE_AFTER times what the
 # last pass cost (and the first time the process goes idle), which keeps the passes to
 # about 2 / RESTORE_AFTER of the time spent idle where spells are alike, and off when
-# contexts come and go in a loop.  Only where a function watcher switches what light code
-# makes: elsewhere a closure that a restored function makes while idle would stay light
-# under the next context.  Functions the watcher switched as they were made are not
-# tracked, and stay switched.
+# contexts come and go in a loop.  The closures that restored code makes while idle come
+# out switched where a function watcher is (its marks on the light code stay); elsewhere
+# the next activation finds them with a pass over the heap, as the first one did.
+# Functions the watcher switched as they were made are not tracked, and stay switched.
 
 RESTORE_AFTER: float | None = 100.0
 """The idle spell, in passes' time, that makes the next one worth a pass; ``None``: never."""
 
 _switched_by_activations: list[tuple[weakref.ref[FunctionType], CodeType, CodeType]] = []  # (f, light, switched)
+_switched_of: dict[int, tuple[CodeType, CodeType]] = {}  # without a watcher: id(light code) -> (it, switched)
 _restored = False  # do the functions of _switched_by_activations hold their light code now?
 _pass_seconds = 0.0  # what the last pass over them took
 _idle_since: float | None = None  # when the last live entry went
@@ -238,7 +240,7 @@ def _busy() -> None:
     if _idle_since is not None:
         _last_idle = time.perf_counter() - _idle_since
     if _restored:
-        _give_each(switched=True)
+        _switch_again()
         _restored = False
 
 
@@ -249,6 +251,26 @@ def _idle() -> None:
             _last_idle is None or _last_idle >= RESTORE_AFTER * _pass_seconds):
         _give_each(switched=False)
         _restored = True
+
+
+def _switch_again() -> None:
+    """Switch the functions the last idle spell restored (before the context's body runs),
+    and, without a watcher, those their light code made meanwhile: one pass over the heap
+    finds both."""
+    global _pass_seconds
+    if watcher() is not None:
+        _give_each(switched=True)
+        return
+    start = time.perf_counter()
+    found = []
+    for obj in gc.get_objects():
+        if type(obj) is FunctionType:
+            known = _switched_of.get(id(obj.__code__))
+            if known is not None and obj.__code__ is known[0]:
+                set_code(obj, known[1])
+                found.append((weakref.ref(obj), known[0], known[1]))
+    _switched_by_activations[:] = found
+    _pass_seconds = time.perf_counter() - start
 
 
 def _give_each(switched: bool) -> None:

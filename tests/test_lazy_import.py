@@ -240,9 +240,8 @@ def restoring(monkeypatch):
     monkeypatch.setattr(_light, "RESTORE_AFTER", 0.0)
 
 
-@needs_watcher
 def test_when_the_last_context_ends_the_functions_an_activation_switched_get_their_compiled_code_back(
-        tree, restoring):
+        tree, restoring, either_way):
     mod = lazy_import(tree, "lz_restored")
     with ch.NullContext():
         assert _names.is_switched(mod.helper.__code__)
@@ -250,8 +249,7 @@ def test_when_the_last_context_ends_the_functions_an_activation_switched_get_the
     assert mod.helper.__code__.co_code == compiled(tree, "lz_restored", "helper").co_code
 
 
-@needs_watcher
-def test_the_next_activation_switches_them_again_before_its_body_runs(tree, restoring):
+def test_the_next_activation_switches_them_again_before_its_body_runs(tree, restoring, either_way):
     mod = lazy_import(tree, "lz_switched_again")
     with ch.NullContext():
         pass
@@ -263,8 +261,7 @@ def test_the_next_activation_switches_them_again_before_its_body_runs(tree, rest
     assert ctx.metadata == ["helper", "add"]
 
 
-@needs_watcher
-def test_a_function_given_code_of_its_own_under_a_context_keeps_it(tree, restoring):
+def test_a_function_given_code_of_its_own_under_a_context_keeps_it(tree, restoring, either_way):
     mod = lazy_import(tree, "lz_own_code")
 
     def other(x):
@@ -278,8 +275,7 @@ def test_a_function_given_code_of_its_own_under_a_context_keeps_it(tree, restori
     assert mod.helper.__code__ is other.__code__ and mod.helper(1) == -1
 
 
-@needs_watcher
-def test_while_a_context_lives_in_another_thread_the_functions_stay_switched(tree, restoring):
+def test_while_a_context_lives_in_another_thread_the_functions_stay_switched(tree, restoring, either_way):
     mod = lazy_import(tree, "lz_other_thread")
     entered, release = threading.Event(), threading.Event()
 
@@ -301,8 +297,7 @@ def test_while_a_context_lives_in_another_thread_the_functions_stay_switched(tre
     assert not _names.is_switched(mod.helper.__code__)
 
 
-@needs_watcher
-def test_contexts_coming_and_going_in_a_loop_leave_the_functions_switched(tree, monkeypatch):
+def test_contexts_coming_and_going_in_a_loop_leave_the_functions_switched(tree, monkeypatch, either_way):
     monkeypatch.setattr(_light, "RESTORE_AFTER", 1e9)  # no idle spell between two activations is that long
     monkeypatch.setattr(_light, "_idle_since", None)  # (as in a process that has not been idle yet)
     monkeypatch.setattr(_light, "_last_idle", None)
@@ -317,13 +312,18 @@ def test_contexts_coming_and_going_in_a_loop_leave_the_functions_switched(tree, 
     assert _names.is_switched(mod.helper.__code__)  # the last spell was short
 
 
-def test_without_a_function_watcher_the_functions_stay_switched_when_the_last_context_ends(
-        tree, unwatched, restoring):
-    mod = lazy_import(tree, "lz_unwatched_kept")
+def test_a_closure_that_restored_code_makes_while_idle_is_switched_by_the_next_activation(
+        tree, restoring, either_way):
+    mod = lazy_import(tree, "lz_made_while_idle")
     with ch.NullContext():
         pass
     gc.collect()
-    assert _names.is_switched(mod.helper.__code__)
+    add = mod.make_adder(1)  # made from the compiled code given back
+    ctx = Seen(metadata=[])
+    with ctx:
+        assert _names.is_switched(add.__code__)
+        assert add(2) == 4
+    assert ctx.metadata == ["helper", "add", "add"]
 
 
 GENERATOR = """
@@ -335,8 +335,7 @@ def produce():
 """
 
 
-@needs_watcher
-def test_a_generator_made_while_idle_runs_its_compiled_body_under_the_next_context(tree, restoring):
+def test_a_generator_made_while_idle_runs_its_compiled_body_under_the_next_context(tree, restoring, either_way):
     mod = lazy_import(tree, "lz_idle_generator", GENERATOR)
     with ch.NullContext():
         pass

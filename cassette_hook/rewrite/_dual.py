@@ -36,7 +36,7 @@ from bytecode.instr import TryBegin, TryEnd
 
 from . import RESOURCE_ERRORS, rewrite_part
 from ._instr import global_name
-from ._names import ACTIVE, ENTER, HOOKS, is_part, is_switched
+from ._names import ACTIVE, ENTER, HOOKS, is_part
 from ._family import family
 from ._rewriter import assemble, decode, rewritten
 from ._stack import Item
@@ -98,8 +98,6 @@ class _Switcher:
         self._has_sites: set[int] = set()  # ids of rewritten parts that have sites
 
     def switched(self, code: CodeType) -> CodeType:
-        if is_switched(code):  # (already: a function instrumented twice)
-            return code
         done = self._done.get(id(code))
         if done is not None:
             return done[1]
