@@ -12,6 +12,8 @@ functions), and then times:
                 switches again (``_light.RESTORE_AFTER = 0``)
     default     the same loop with the default policy, which stops restoring once the
                 idle spells between activations are short
+    watching    what watching the process go busy and idle adds to each activation under
+                that policy: the loop with and without ``_light``'s watchers, interleaved
 
     PYTHONPATH=.:benchmarks python benchmarks/bench_restore.py [--package networkx] [--loops N]
 """
@@ -62,6 +64,16 @@ def main() -> None:
     restoring = activations(args.loops)
     _light.RESTORE_AFTER = 100.0
     default = activations(args.loops)
+    from cassette_hook import _switch
+
+    watchers = list(_switch._activity_watchers)
+    watched, unwatched = [], []
+    for _ in range(11):
+        _switch._activity_watchers[:] = watchers
+        watched.append(activations(args.loops))
+        _switch._activity_watchers[:] = []
+        unwatched.append(activations(args.loops))
+    _switch._activity_watchers[:] = watchers
     one_pass = statistics.median(passes)
     way = "over those functions" if _light.watcher() is not None else "over the heap (no function watcher)"
     print(f"Python {sys.version.split()[0]}, {args.package}: {functions:,} functions switched by an activation; "
@@ -69,6 +81,9 @@ def main() -> None:
     print(f"pass: {one_pass * 1e3:.2f} ms ({one_pass / functions * 1e9:.0f} ns a function)")
     print(f"with Null(): pass  restoring every time: {restoring * 1e6:,.1f} us; "
           f"default policy: {default * 1e6:,.1f} us")
+    extra = statistics.median(watched) - statistics.median(unwatched)
+    print(f"watching busy and idle adds {extra * 1e9:,.0f} ns to an activation "
+          f"({statistics.median(watched) / statistics.median(unwatched):.3f}x)")
 
 
 if __name__ == "__main__":

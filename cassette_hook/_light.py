@@ -43,7 +43,7 @@ from .rewrite import _names
 
 TYPE_CHECKING = False  # (typing's would import typing at every start, as importhook says)
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, Callable
 
 _switching = threading.Lock()  # a second activating thread waits until the functions are switched
 _UNLOADED = object()
@@ -186,7 +186,7 @@ _context.watch_entries(_entry_made)
 
 def _switch_functions(waiting: list[LightModule]) -> None:
     _switch.install_builtins()
-    replacement: dict[int, CodeType] = {}  # id(light code) -> switched code; ``waiting`` keeps the ids live
+    replacement: dict[int, tuple[CodeType, CodeType]] = {}  # id(light code) -> (it, switched code)
     watch = watcher()
     for module in waiting:
         light = functions(module.code)
@@ -194,20 +194,27 @@ def _switch_functions(waiting: list[LightModule]) -> None:
             continue  # (constants and imports only: nothing to switch, nor to cache)
         for code, switched in zip(light, module.switched_functions(light)):
             if switched is not code:
-                replacement[id(code)] = switched
+                replacement[id(code)] = (code, switched)
                 if watch is not None:  # what a frame still running light code makes from now on
                     watch.switch_at_creation(code, switched)
-                else:  # what it makes while idle, for the next activation to find (see _switch_again)
-                    _switched_of[id(code)] = (code, switched)
+    if watch is None:  # what it makes while idle, for the activation after a restore to find
+        _switched_of.update(replacement)
+    _switch_live(replacement)
+
+
+def _switch_live(replacement: dict[int, tuple[CodeType, CodeType]]) -> None:
+    """Give every live function holding one of ``replacement``'s light codes its switched
+    code, and track it (one pass over the heap; ``replacement`` keeps its codes, and so
+    their ids, alive)."""
     if not replacement:
         return
-    for obj in gc.get_objects():  # what was made before
+    _watch_activity()
+    for obj in gc.get_objects():
         if type(obj) is FunctionType:
-            made_from = obj.__code__
-            new = replacement.get(id(made_from))
-            if new is not None:
-                set_code(obj, new)
-                _switched_by_activations.append((weakref.ref(obj), made_from, new))
+            known = replacement.get(id(obj.__code__))
+            if known is not None:
+                set_code(obj, known[1])
+                _switched_by_activations.append((weakref.ref(obj), *known))
 
 
 # -- the compiled code again while no context is active ------------------------------------
@@ -228,7 +235,7 @@ RESTORE_AFTER: float | None = 100.0
 """The idle spell, in passes' time, that makes the next one worth a pass; ``None``: never."""
 
 _switched_by_activations: list[tuple[weakref.ref[FunctionType], CodeType, CodeType]] = []  # (f, light, switched)
-_switched_of: dict[int, tuple[CodeType, CodeType]] = {}  # without a watcher: id(light code) -> (it, switched)
+_switched_of: dict[int, tuple[CodeType, CodeType]] = {}  # without a watcher: every activation's replacement
 _restored = False  # do the functions of _switched_by_activations hold their light code now?
 _pass_seconds = 0.0  # what the last pass over them took
 _idle_since: float | None = None  # when the last live entry went
@@ -240,7 +247,7 @@ def _busy() -> None:
     if _idle_since is not None:
         _last_idle = time.perf_counter() - _idle_since
     if _restored:
-        _switch_again()
+        _timed(_switch_again)
         _restored = False
 
 
@@ -249,35 +256,31 @@ def _idle() -> None:
     _idle_since = time.perf_counter()
     if _switched_by_activations and RESTORE_AFTER is not None and (
             _last_idle is None or _last_idle >= RESTORE_AFTER * _pass_seconds):
-        _give_each(switched=False)
+        _timed(lambda: _give_each(switched=False))
         _restored = True
 
 
-def _switch_again() -> None:
-    """Switch the functions the last idle spell restored (before the context's body runs),
-    and, without a watcher, those their light code made meanwhile: one pass over the heap
-    finds both."""
+def _timed(one_pass: Callable[[], None]) -> None:
     global _pass_seconds
+    start = time.perf_counter()
+    one_pass()
+    _pass_seconds = time.perf_counter() - start
+
+
+def _switch_again() -> None:
+    """Switch the functions the last idle spell restored, before the context's body runs;
+    without a watcher, also those their light code made meanwhile: one pass over the heap
+    finds both."""
     if watcher() is not None:
         _give_each(switched=True)
-        return
-    start = time.perf_counter()
-    found = []
-    for obj in gc.get_objects():
-        if type(obj) is FunctionType:
-            known = _switched_of.get(id(obj.__code__))
-            if known is not None and obj.__code__ is known[0]:
-                set_code(obj, known[1])
-                found.append((weakref.ref(obj), known[0], known[1]))
-    _switched_by_activations[:] = found
-    _pass_seconds = time.perf_counter() - start
+    else:
+        _switched_by_activations.clear()
+        _switch_live(_switched_of)
 
 
 def _give_each(switched: bool) -> None:
     """Give each function of ``_switched_by_activations`` its switched (or light) code.  One
     whose code the program has replaced meanwhile keeps it, and is no longer tracked."""
-    global _pass_seconds
-    start = time.perf_counter()
     kept = []
     for tracked in _switched_by_activations:
         ref, light, switched_code = tracked
@@ -291,7 +294,15 @@ def _give_each(switched: bool) -> None:
             continue
         kept.append(tracked)
     _switched_by_activations[:] = kept
-    _pass_seconds = time.perf_counter() - start
 
 
-_switch.watch_activity(_busy, _idle)
+_watching_activity = False
+
+
+def _watch_activity() -> None:
+    """Have :func:`_busy` and :func:`_idle` called from the first function switched on: they
+    cost an activation about 0.3 µs, which a process with nothing to restore need not pay."""
+    global _watching_activity
+    if not _watching_activity:
+        _watching_activity = True
+        _switch.watch_activity(_busy, _idle)

@@ -326,6 +326,27 @@ def test_a_closure_that_restored_code_makes_while_idle_is_switched_by_the_next_a
     assert ctx.metadata == ["helper", "add", "add"]
 
 
+def test_activations_are_watched_for_the_process_going_idle_only_once_there_is_something_to_restore(tree):
+    write(tree, "lz_watched_activity.py", MODULE)
+    program = """
+import cassette_hook as ch
+from cassette_hook import _light, _switch
+ch.install(include=["lz_watched_activity"])
+watching = lambda: (_light._busy, _light._idle) in _switch._activity_watchers
+with ch.NullContext():
+    pass
+before = watching()
+import lz_watched_activity
+with ch.NullContext():
+    pass
+print(before, watching())
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *sys.path])}
+    done = subprocess.run([sys.executable, "-c", program], cwd=tree, capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert (done.returncode, done.stdout) == (0, "False True\n"), done.stderr
+
+
 GENERATOR = """
 def helper(x):
     return abs(x)
