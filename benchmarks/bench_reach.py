@@ -37,6 +37,7 @@ Key = tuple[str, int, str]  # (filename, first line, qualified name)
 COMPREHENSIONS = {"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"}
 GEN_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 SKIP_DIR = os.path.dirname(ch.__file__) if ch is not None else "\0"  # the package's own frames
+PLAIN: Callable[[Any], Any] = ch._implicit.plain if ch is not None else (lambda attribute: attribute)
 
 
 def key(code: CodeType) -> Key:
@@ -81,10 +82,11 @@ def ground_truth(run: Callable[[], object]) -> Counter[Key]:
 # ---- which Python body does calling f(*args) run? ---------------------------------------
 
 def _py_attr(cls: type, name: str) -> CodeType | None:
-    """Code of ``cls.<name>`` looked up along the MRO, if it is a Python function."""
+    """Code of ``cls.<name>`` looked up along the MRO, if it is a Python function (also
+    where the class holds a stand-in for it under a context: ``_implicit``)."""
     for klass in cls.__mro__:
         if name in vars(klass):
-            v = vars(klass)[name]
+            v = PLAIN(vars(klass)[name])
             v = v.__func__ if isinstance(v, (staticmethod, classmethod)) else v
             return v.__code__ if isinstance(v, FunctionType) else None
     return None

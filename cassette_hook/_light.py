@@ -37,7 +37,7 @@ import warnings
 import weakref
 from types import CodeType, FunctionType
 
-from . import _context, _debug, _native, _pyc, _switch, rewrite
+from . import _context, _debug, _implicit, _native, _pyc, _switch, rewrite
 from ._budget import recursion_budget
 from .rewrite import _names
 
@@ -230,6 +230,8 @@ def _switch_live(replacement: dict[int, tuple[CodeType, CodeType]]) -> None:
 # out switched where a function watcher is (its marks on the light code stay); elsewhere
 # the next activation finds them with a pass over the heap, as the first one did.
 # Functions the watcher switched as they were made are not tracked, and stay switched.
+# The stand-ins ``_implicit`` puts in the program's classes follow the same rule (and on
+# the pure-Python path leave at every idle: see ``_implicit.idle``).
 
 RESTORE_AFTER: float | None = 100.0
 """The idle spell, in passes' time, that makes the next one worth a pass; ``None``: never."""
@@ -244,6 +246,7 @@ _last_idle: float | None = None  # how long the process then stayed idle (None: 
 
 def _busy() -> None:
     global _last_idle, _restored
+    _implicit.busy()
     if _idle_since is not None:
         _last_idle = time.perf_counter() - _idle_since
     if _restored:
@@ -254,10 +257,17 @@ def _busy() -> None:
 def _idle() -> None:
     global _idle_since, _restored
     _idle_since = time.perf_counter()
-    if _switched_by_activations and RESTORE_AFTER is not None and (
+    if (_switched_by_activations or _implicit.tracked()) and RESTORE_AFTER is not None and (
             _last_idle is None or _last_idle >= RESTORE_AFTER * _pass_seconds):
-        _timed(lambda: _give_each(switched=False))
+        _timed(_restore)
         _restored = True
+    else:
+        _implicit.idle(give_back=False)
+
+
+def _restore() -> None:
+    _give_each(switched=False)
+    _implicit.idle(give_back=True)
 
 
 def _timed(one_pass: Callable[[], None]) -> None:
@@ -306,3 +316,6 @@ def _watch_activity() -> None:
     if not _watching_activity:
         _watching_activity = True
         _switch.watch_activity(_busy, _idle)
+
+
+_implicit.when_tracking(_watch_activity)  # (the properties of classes a context reached)

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from types import FrameType
 
 PACKAGE = __name__.partition(".")[0]
+RUNS_ON = ("bytecode", "importlib_metadata", "zipp", "lazy_importer")
+"""The packages cassette_hook's own code calls while a context is active (to rewrite, to
+read entry points): never instrumented, as its own code is not."""
 _DIRECTORY = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 

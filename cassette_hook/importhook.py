@@ -22,7 +22,7 @@ from types import CodeType, FunctionType, MethodType, ModuleType
 from . import _debug, _light, _pyc, _switch, rewrite
 from ._budget import recursion_budget
 from ._libraries import library_prefixes
-from ._own import PACKAGE
+from ._own import PACKAGE, RUNS_ON
 from ._patterns import ModulePatterns, is_glob
 from .rewrite import _names
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 # What the hook never rewrites: itself and what it runs on.  Rewritten code calls into
 # cassette_hook, which must not call back into rewritten code of its own.
-NEVER = (PACKAGE, "bytecode", "importlib_metadata", "zipp", "lazy_importer")
+NEVER = (PACKAGE, *RUNS_ON)
 _NEVER = ModulePatterns(NEVER)
 OPTIONS = "switched operators"  # what the rewritten code depends on besides its source
 

@@ -18,7 +18,7 @@ import operator
 from types import BuiltinFunctionType, CoroutineType, FunctionType, GeneratorType
 from typing import Any, Callable
 
-from . import _hotpath
+from . import _hotpath, _implicit
 
 Body = Callable[..., Any]
 
@@ -80,7 +80,7 @@ def _special(obj: Any, name: str) -> Any:
     only ``object`` does), ``_C`` when C code implements it."""
     for klass in type(obj).__mro__:
         if name in klass.__dict__:
-            found = klass.__dict__[name]
+            found = _implicit.plain(klass.__dict__[name])
             if type(found) is FunctionType:  # a call site of its own (``call`` is C: no frame of ours)
                 return functools.partial(_hotpath.call, found, obj)
             if type(found) in (staticmethod, classmethod) and type(found.__func__) is FunctionType:
@@ -229,7 +229,7 @@ def _defines(right: type, name: str, left: type) -> bool:
 
 
 def _lookup(klass: type, name: str) -> Any:
-    return next((k.__dict__[name] for k in klass.__mro__ if name in k.__dict__), None)
+    return next((_implicit.plain(k.__dict__[name]) for k in klass.__mro__ if name in k.__dict__), None)
 
 
 def _inplace(method: Any, binary: Any, a: Any, b: Any) -> Any:

@@ -24,7 +24,7 @@ import weakref
 from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _hotpath, _native, generics, rewrite
+from . import _hotpath, _implicit, _native, generics, rewrite
 from ._budget import recursion_budget
 from ._libraries import LIBRARIES
 from ._own import is_own_module
@@ -171,6 +171,7 @@ class Plan:
         twin.__qualname__ = func.__qualname__
         if _version_like is not None:  # (3.13 versions only what MAKE_FUNCTION makes)
             _version_like(twin, func)
+        _implicit.reach(func, _module_of(func))  # (the properties its module's classes define)
         return twin
 
 

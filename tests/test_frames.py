@@ -170,8 +170,8 @@ HOOKED = {"counting-prehook", "import-hook-counting-prehook", "lazy-import-hook-
 # others (keywords, stars, operators, constructions, callbacks from C, libraries' calls
 # with keywords on the way) run the call site's Python closure as under any hook.
 ENTERING = {"counting-prehook"}
-ENTERED_PLAINLY = {"currentframe_f_back", "extract_stack", "inspect_stack", "methods_classmethods_properties_and_super",
-                   "stack_depth_along_f_back", "type_error_of_a_call_with_wrong_arguments"}
+ENTERED_PLAINLY = {"currentframe_f_back", "extract_stack", "inspect_stack", "stack_depth_along_f_back",
+                   "type_error_of_a_call_with_wrong_arguments"}
 
 
 def frames_of_ours_seen(case: str, context: str) -> bool:
@@ -185,10 +185,11 @@ def frames_of_ours_seen(case: str, context: str) -> bool:
             return case not in ENTERED_PLAINLY
         if context in HOOKED or sys.version_info < (3, 11):
             return True
-        # a partial's call, a builtin's callbacks and a construction run through Python
-        # helpers (``call``, ``call_primitive``, ``construct``) under any context
+        # a partial's call, a builtin's callbacks, a construction and a property's getter
+        # run through Python helpers (``call``, ``call_primitive``, ``construct``) under
+        # any context
         return case in {"call_through_functools_partial", "callbacks_from_map_and_sorted_key",
-                        "type_error_of_a_bad_constructor_call"}
+                        "type_error_of_a_bad_constructor_call", "methods_classmethods_properties_and_super"}
     return False
 
 

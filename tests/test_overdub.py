@@ -364,9 +364,10 @@ def test_operators_recurse_into_python_dunders():
     ctx = Seen(metadata=[])
     assert ch.overdub(ctx, g) == g() == (3, 6, True, 1)
     dunders = [f for f, _, _ in ctx.metadata if getattr(f, "__qualname__", "").startswith("Money.__")]
-    # ``5 + a`` starts with int.__add__, C code: that protocol stays C's (and __radd__ unseen).
+    # ``5 + a`` starts with int.__add__, C code: that protocol stays C's, which calls
+    # Money.__radd__ through the class's stand-in for it (``_implicit``).
     assert dunders == [Money.__init__, Money.__init__, Money.__add__, Money.__init__,
-                       Money.__lt__, Money.__getitem__]
+                       Money.__radd__, Money.__init__, Money.__lt__, Money.__getitem__]
 
 
 def test_operator_protocol_matches_plain_python():
