@@ -11,19 +11,19 @@ So when a plan makes a twin of a function of a module (the context has reached t
 module), the classes the module defines get stand-ins for those attributes while any
 context is active:
 
-- a property becomes a copy whose accessors are call sites,
-  ``functools.partial(call, accessor)`` -- what a Python callback handed to a builtin
-  becomes (``functools.cached_property`` likewise);
-- a special method becomes a ``Special``: CPython's slots find it on the class and, since
-  it is a method descriptor, call it with the instance first, and it makes that call as
-  a call site does.  Read as an attribute (``obj.__eq__``, ``super().__eq__``,
-  ``getattr``) it binds the method itself, as the class would, so a call site that calls
-  it explicitly overdubs that call as before; read on the class, it is the method.
+- a property becomes a copy whose accessors are ``Special``s: called, a ``Special``
+  makes the call of its function as a call site does (``functools.cached_property``
+  likewise);
+- a special method becomes a ``Special``, which is also a method descriptor: CPython's
+  slots find it on the class and call it with the instance first.  Read as an attribute
+  (``obj.__eq__``, ``super().__eq__``, ``getattr``) it binds the method itself, as the
+  class would, so a call site that calls it explicitly overdubs that call as before;
+  read on the class, it is the method.
 
 The context sees the accessor or method run as a call, overdubbed, with the program's
-frame below it (``call`` and ``Special`` are C; on the pure-Python path they are Python
-frames of ours, as every call from C is there).  With no context active, a stand-in
-calls the original directly.
+frame below it (``Special`` is C; on the pure-Python path it is Python, a frame of ours,
+as every call from C is there).  With no context active, a ``Special`` calls its
+function directly.
 
 They are the program's objects, changed, so they change only while contexts are active:
 ``_light`` gives the classes their own attributes back when the process goes idle (by the
@@ -37,9 +37,11 @@ functions in the dict of a class that a module's namespace holds (or of a class 
 one).  Not reached: a class made inside a function; a subclass of ``property``; the
 special methods CPython binds before calling (``__enter__``/``__exit__``, ``__getattr__``,
 ``__format__``, ``__length_hint__``: they run plain); ``__init__``, ``__new__`` and
-``__call__``, which call sites reach already; the classes of cassette_hook, of what it runs
-on and of the standard library, whose properties cassette_hook's own code reads while a
-context is active; subclasses of cassette_hook's classes (a context).
+``__call__``, which call sites reach already; ``__del__`` and ``__getattribute__``, which
+would run the hooks from garbage collection and at every attribute read; the classes of
+cassette_hook, of what it runs on and of the standard library, whose properties
+cassette_hook's own code reads while a context is active; subclasses of cassette_hook's
+classes (a context) and metaclasses, whose special methods it calls.
 """
 
 from __future__ import annotations
@@ -218,20 +220,14 @@ def _settable(cls: type, name: str) -> bool:
 def _stand_in(name: str, attribute: object) -> object | None:
     """The stand-in for a class attribute whose Python code C would call, or None."""
     if type(attribute) is FunctionType:
-        if name not in SLOT_METHODS:
-            return None
-        global Special
-        if Special is None:
-            Special = _PureSpecial if _native.speedups is None else _native.speedups.Special
-        special: object = Special(attribute)
-        return special
+        return _call_site(attribute) if name in SLOT_METHODS else None
     if type(attribute) is property:
         accessors = (attribute.fget, attribute.fset, attribute.fdel)
         if not any(type(accessor) is FunctionType for accessor in accessors):
             return None
         stand_in = property(*map(_call_site, accessors))
-        stand_in.__doc__ = attribute.__doc__  # (not the partial's, which ``property`` would take)
-        if hasattr(attribute, "__name__"):  # (3.13+: from the getter, which a partial has no name for)
+        stand_in.__doc__ = attribute.__doc__  # (not the stand-in's, which ``property`` would take)
+        if hasattr(attribute, "__name__"):  # (3.13+: from the getter, which a stand-in has no name for)
             stand_in.__name__ = attribute.__name__  # type: ignore[attr-defined,unused-ignore]  # (3.13+ only)
         return stand_in
     if type(attribute) is functools.cached_property and type(attribute.func) is FunctionType:
@@ -242,8 +238,15 @@ def _stand_in(name: str, attribute: object) -> object | None:
     return None
 
 
-def _call_site(accessor: Any) -> Any:
-    return functools.partial(_hotpath.call, accessor) if type(accessor) is FunctionType else accessor
+def _call_site(function: Any) -> Any:
+    """A ``Special`` for a Python function (a property's accessor is called, a special
+    method found as a method descriptor: it serves both), else ``function`` itself."""
+    global Special
+    if type(function) is not FunctionType:
+        return function
+    if Special is None:
+        Special = _PureSpecial if _native.speedups is None else _native.speedups.Special
+    return Special(function)
 
 
 class _PureSpecial:

@@ -121,9 +121,10 @@ def test_an_attribute_error_from_a_getter_still_falls_back_to_getattr():
 
 
 def test_a_getter_that_raises_has_the_plain_traceback():
-    """On the C path; on the pure-Python path the stand-in's ``call`` is a frame of ours
-    between the program's, as for every call from C there (``tests/test_frames.py``)."""
-    frames_of_ours = ["call"] if type(ch.callsite.call) is FunctionType else []
+    """On the C path; on the pure-Python path the stand-in's ``__call__`` and ``call`` are
+    frames of ours between the program's, as for every call from C there
+    (``tests/test_frames.py``)."""
+    frames_of_ours = ["__call__", "call"] if type(ch.callsite.call) is FunctionType else []
     assert traceback_names(lambda: ch.overdub(ch.NullContext(), broken))[-2 - len(frames_of_ours):] == [
         "broken", *frames_of_ours, "value"]
     assert traceback_names(broken)[-2:] == ["broken", "value"]
@@ -184,7 +185,7 @@ def kept(monkeypatch):
 
 def test_a_class_has_its_own_property_while_no_context_is_active(restoring):
     during = ch.overdub(Names(metadata=[]), lambda account: vars(Account)["balance"], Account(1))
-    assert during is not BALANCE and type(during.fget) is functools.partial
+    assert during is not BALANCE and type(during.fget) is _implicit.Special
     assert during.__doc__ == BALANCE.__doc__ == "What is in it."
     assert vars(Account)["balance"] is BALANCE
 
@@ -199,7 +200,7 @@ def test_a_stand_in_kept_while_idle_reads_as_plainly(kept):
     if type(ch.callsite.call) is FunctionType:  # (the pure-Python path gives them back: below)
         assert vars(Account)["balance"] is BALANCE
     else:
-        assert type(vars(Account)["balance"].fget) is functools.partial
+        assert type(vars(Account)["balance"].fget) is _implicit.Special
     assert Account(4).balance == 5
 
 
