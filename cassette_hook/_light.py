@@ -310,12 +310,13 @@ _watching_activity = False
 
 
 def _watch_activity() -> None:
-    """Have :func:`_busy` and :func:`_idle` called from the first function switched on: they
-    cost an activation about 0.3 µs, which a process with nothing to restore need not pay."""
+    """Have :func:`_busy` and :func:`_idle` called from the first function switched (or the
+    first class given stand-ins, ``_implicit``) on: they cost an activation about 0.3 µs,
+    which a process with nothing to restore need not pay."""
     global _watching_activity
     if not _watching_activity:
         _watching_activity = True
         _switch.watch_activity(_busy, _idle)
 
 
-_implicit.when_tracking(_watch_activity)  # (the properties of classes a context reached)
+_implicit.when_tracking(_watch_activity)  # (the stand-ins in the classes of modules a context reached)

@@ -1949,13 +1949,14 @@ call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
     return out;
 }
 
-/* _implicit.Special: what a class holds in place of a special method of its own while
- * contexts are active.  CPython's slots (hash(), ==, sort, len(), a for loop's __next__)
- * find it on the class and, since it is a method descriptor, call it unbound with the
- * instance first: it makes that call as a call site does (call_in), so the context sees
- * the method run, with no frame of ours under it.  Read as an attribute -- obj.__eq__,
- * super().__eq__, getattr() -- it binds the method itself, as the class would; read on
- * the class, it is the method. */
+/* _implicit.Special: what a class holds in place of a special method of its own, and a
+ * property in place of its accessors, while contexts are active.  Called, it makes the
+ * call of its function as a call site does (call_in), so the context sees the function
+ * run, with no frame of ours under it.  CPython's slots (hash(), ==, sort, len(), a for
+ * loop's __next__) find it on the class and, since it is a method descriptor, call it
+ * unbound with the instance first.  Read as an attribute -- obj.__eq__, super().__eq__,
+ * getattr() -- it binds the method itself, as the class would; read on the class, it is
+ * the method. */
 typedef struct {
     PyObject_HEAD
     PyObject *function;
@@ -2041,8 +2042,8 @@ static PyMemberDef special_members[] = {
 
 /* A heap type, and not an immutable one: CPython's specializer takes a method descriptor of
  * an immutable type to be what reading it on the class gives (a function is), and would
- * cache `Cls.__eq__` as the stand-in itself; it specializes no load that finds a
- * descriptor of a mutable type, which then goes through special_get each time. */
+ * cache a repeated `Cls.__len__` as the stand-in itself; it specializes no load that finds
+ * a descriptor of a mutable type, which then goes through special_get each time. */
 static PyType_Slot special_slots[] = {
     {Py_tp_doc, "A class's special method, called by C as a call site (see _implicit)."},
     {Py_tp_new, special_new},

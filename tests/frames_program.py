@@ -386,4 +386,45 @@ def case_callbacks_from_map_and_sorted_key() -> tuple[list[list[Frame]], list[in
     return mapped, order, list(_keys_seen)
 
 
+class Ranked:
+    """Its special methods are called by C: ``sorted``, a ``set``, ``len``, a ``for`` loop."""
+
+    def __init__(self, rank: int) -> None:
+        self.rank = rank
+
+    def __lt__(self, other: Ranked) -> bool:
+        _specials_seen.append(f_back_chain(sys._getframe()))
+        return self.rank < other.rank
+
+    def __hash__(self) -> int:
+        _specials_seen.append(f_back_chain(sys._getframe()))
+        return self.rank
+
+    def __len__(self) -> int:
+        _specials_seen.append(f_back_chain(sys._getframe()))
+        return self.rank
+
+    def __iter__(self) -> Ranked:
+        return self
+
+    def __next__(self) -> int:
+        _specials_seen.append(f_back_chain(sys._getframe()))
+        self.rank -= 1
+        if self.rank < 0:
+            raise StopIteration
+        return self.rank
+
+
+_specials_seen: list[list[Frame]] = []
+
+
+def case_special_methods_called_by_c() -> tuple[list[int], int, int, list[int], list[list[Frame]]]:
+    _specials_seen.clear()
+    order = [r.rank for r in sorted([Ranked(2), Ranked(1)])]
+    distinct = len({Ranked(1), Ranked(2)})
+    length = len(Ranked(3))
+    counted = [n for n in Ranked(2)]
+    return order, distinct, length, counted, list(_specials_seen)
+
+
 CASES = {name[len("case_"):]: fn for name, fn in sorted(globals().items()) if name.startswith("case_")}

@@ -185,11 +185,12 @@ def frames_of_ours_seen(case: str, context: str) -> bool:
             return case not in ENTERED_PLAINLY
         if context in HOOKED or sys.version_info < (3, 11):
             return True
-        # a partial's call, a builtin's callbacks, a construction and a property's getter
-        # run through Python helpers (``call``, ``call_primitive``, ``construct``) under
-        # any context
+        # a partial's call, a builtin's callbacks, a construction, a property's getter and
+        # a special method C calls run through Python helpers (``call``,
+        # ``call_primitive``, ``construct``, ``_implicit._PureSpecial``) under any context
         return case in {"call_through_functools_partial", "callbacks_from_map_and_sorted_key",
-                        "type_error_of_a_bad_constructor_call", "methods_classmethods_properties_and_super"}
+                        "type_error_of_a_bad_constructor_call", "methods_classmethods_properties_and_super",
+                        "special_methods_called_by_c"}
     return False
 
 
@@ -289,6 +290,11 @@ def test_a_call_through_functools_partial_sees_the_plain_frames(context, hooked)
 @pytest.mark.parametrize("context", CONTEXTS)
 def test_callbacks_from_map_and_sorted_key_see_the_plain_frames(context, hooked):
     assert_sees_the_plain_stack("callbacks_from_map_and_sorted_key", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_special_methods_called_by_c_see_the_plain_frames(context, hooked):
+    assert_sees_the_plain_stack("special_methods_called_by_c", context, hooked)
 
 
 def test_every_program_of_the_corpus_has_its_test():
