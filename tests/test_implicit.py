@@ -1,9 +1,10 @@
-"""Properties are calls that C makes: a context sees the accessors run, overdubbed.
+"""What C calls of the program's classes is seen: property accessors and the special
+methods CPython's slots call (``__hash__`` from a set, ``__lt__`` from a sort, ``__next__``
+from a loop) run as calls, overdubbed.
 
-CPython's ``property`` calls its getter from C, with no call site to rewrite; while any
-context is active, the properties of the classes of a module a context has reached are
-stand-ins whose accessors are call sites (``cassette_hook._implicit``), given back when
-the process goes idle.
+There is no call site for them to rewrite; while any context is active, the classes of a
+module a context has reached hold stand-ins that are call sites
+(``cassette_hook._implicit``), given back when the process goes idle.
 """
 
 from __future__ import annotations
