@@ -35,8 +35,9 @@ What is reached: properties of the exact ``property`` type and ``cached_property
 the special methods CPython's slots call unbound (:data:`SLOT_METHODS`), that are Python
 functions in the dict of a class that a module's namespace holds (or of a class nested in
 one).  Not reached: a class made inside a function; a subclass of ``property``; the
-special methods CPython binds before calling (``__enter__``/``__exit__``, ``__getattr__``,
-``__format__``, ``__length_hint__``: they run plain); ``__init__``, ``__new__`` and
+special methods CPython binds before calling (``__enter__``/``__exit__``, ``__format__``,
+``__length_hint__``: they run plain); ``__getattr__``, which cassette_hook's own attribute
+probes would run (a hook would see them as the program's calls); ``__init__``, ``__new__`` and
 ``__call__``, which call sites reach already; ``__del__`` and ``__getattribute__``, which
 would run the hooks from garbage collection and at every attribute read; the classes of
 cassette_hook, of what it runs on and of the standard library, whose properties
