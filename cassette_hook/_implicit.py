@@ -72,6 +72,8 @@ SLOT_METHODS = frozenset({f"__{name}__" for name in (
 others it binds first, which a stand-in cannot tell from an attribute read)."""
 
 _lock = threading.Lock()
+# Tables by id with weak references, as ``_weakid.WeakIdCache`` keeps, written out: that
+# module imports ``typing``, and this one is loaded at every start (through ``_light``).
 _scanned: dict[int, tuple[weakref.ref[ModuleType], int]] = {}  # id(module) -> (it, len(vars) when scanned)
 _classes_reached: dict[int, weakref.ref[type]] = {}  # by id: a metaclass's __hash__ is the program's
 # (class, attribute name, the class's own attribute, its stand-in)

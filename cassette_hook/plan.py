@@ -171,7 +171,7 @@ class Plan:
         twin.__qualname__ = func.__qualname__
         if _version_like is not None:  # (3.13 versions only what MAKE_FUNCTION makes)
             _version_like(twin, func)
-        _implicit.reach(func, _module_of(func))  # (the properties its module's classes define)
+        _implicit.reach(func, _module_of(func))  # (stand-ins in its module's classes: what C calls of them)
         return twin
 
 
