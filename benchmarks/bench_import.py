@@ -18,8 +18,11 @@ has them; a cold import is one whose *package* has no cache of either kind). Eac
     installs the hook (ch.install(include=[package]), lazy=False with --eager) unless plain;
     sets sys.dont_write_bytecode = False (CPython's cache and ours are written as usual);
     times importing the package's modules (perf_counter around the imports);
-    then activates a context (the CPU time of that first activation is reported: unless
-    --eager, it is where the functions of the light imports are switched).
+    then activates a context, and under it makes what the first calls of all the package's
+    module-level functions and methods would make of them (``_light.first_call``). The CPU
+    time of both is reported: unless --eager, that activation is where the functions of
+    the light imports are switched, or with a function watcher (3.12+) armed, and then the
+    first calls switch their modules: what a program that runs all of the package pays.
 
 Variants, interleaved and rotated round by round (A B, B A, ...; every few rounds the
 cold pair joins: A B C D, B C D A, ...):
@@ -27,8 +30,8 @@ cold pair joins: A B C D, B C D A, ...):
     plain       no hook; CPython's .pyc files warm
     cached      the hook; CPython's and our .pyc files warm
     plain-cold  no hook; no cache: CPython compiles every module (and writes its .pyc)
-    cold        the hook; no cache of either kind: compiled, switched (lazy: at the first
-                activation), the caches written
+    cold        the hook; no cache of either kind: compiled, switched (lazy: under the
+                context), the caches written
 
 Reported: median ms per variant (wall clock, and the child's CPU time -- less disturbed by
 a busy machine), ratios (cached to plain, cold to plain-cold: median over rounds of the
@@ -88,20 +91,25 @@ for name in modules:
     __import__(name)
 t5, c5 = time.perf_counter(), time.process_time()
 import types
+from cassette_hook import _light
 ours = sorted(m for m in sys.modules if m == package or m.startswith(package + "."))
-switched = total = 0
-with ch.NullContext():  # the first activation: switches what a lazy import left light
+found = []
+for name in ours:
+    for obj in list(vars(sys.modules[name]).values()):
+        members = list(vars(obj).values()) if isinstance(obj, type) and obj.__module__ == name else [obj]
+        found += [f for f in members if isinstance(f, types.FunctionType) and f.__module__ == name]
+c_activation = time.process_time()
+with ch.NullContext():  # the first activation: switches (with a function watcher: arms) what a lazy import left light
     c6 = time.process_time()
-    for name in ours:  # (counted under the context: as it ends, the compiled code may come back)
-        for obj in list(vars(sys.modules[name]).values()):
-            members = list(vars(obj).values()) if isinstance(obj, type) and obj.__module__ == name else [obj]
-            for f in members:
-                if isinstance(f, types.FunctionType) and f.__module__ == name:
-                    total += 1
-                    switched += _names.is_switched(f.__code__)
+    for f in found:  # what the first calls of all of them switch, where the activation armed them
+        _light.first_call(f)
+    c7 = time.process_time()
+    # (counted under the context: as it ends, the compiled code may come back)
+    switched = sum(_names.is_switched(f.__code__) for f in found)
 files = {name: getattr(sys.modules[name], "__file__", None) for name in ours}
-print(json.dumps({"import_s": t5 - t4, "cpu_s": c5 - c4, "ch_s": (t1 - t0) + (t3 - t2), "activate_cpu_s": c6 - c5,
-                  "switched": switched, "functions": total, "files": files,
+print(json.dumps({"import_s": t5 - t4, "cpu_s": c5 - c4, "ch_s": (t1 - t0) + (t3 - t2),
+                  "activate_cpu_s": c6 - c_activation, "first_calls_cpu_s": c7 - c6, "functions": len(found),
+                  "switched": switched, "files": files,
                   "outside": sorted(m for m in sys.modules if m.split(".")[0] != package)}))
 """
 
@@ -338,6 +346,7 @@ def main() -> None:
         pairs: dict[str, list[float]] = {v: [] for v in BASELINE}  # ratio to its baseline in the same round
         ch_s: list[float] = []
         activate: dict[str, list[float]] = {v: [] for v in VARIANTS}  # CPU s of the first activation
+        first_calls: dict[str, list[float]] = {v: [] for v in VARIANTS}  # ... and of switching all after it
         counts: dict[str, tuple[int, int]] = {}
         every = rounds / colds
         for r in range(rounds):
@@ -357,6 +366,7 @@ def main() -> None:
                 samples[mode].append(out["import_s"])
                 cpu[mode].append(out["cpu_s"])
                 activate[mode].append(out["activate_cpu_s"])
+                first_calls[mode].append(out["first_calls_cpu_s"])
                 got[mode] = out["import_s"]
                 counts[mode] = (out["switched"], out["functions"])
                 if mode in ("cached", "cold"):
@@ -384,9 +394,10 @@ def main() -> None:
                          f"{med / statistics.median(samples[base]):.2f}",
                          f"{cpu_med * 1e3:.1f}", f"{cpu_med / statistics.median(cpu[base]):.2f}",
                          f"{iqr(v):.0%}", f"{statistics.median(activate[v]) * 1e3:.1f}",
-                         f"{counts[v][0]}/{counts[v][1]}"])
+                         f"{statistics.median(first_calls[v]) * 1e3:.1f}", f"{counts[v][0]}/{counts[v][1]}"])
         print(harness.table(["variant", "runs", "median ms", "min ms", "x base (paired)", "x base (medians)",
-                             "CPU ms", "x base (CPU)", "IQR/med", "1st activation CPU ms", "switched fns"], rows))
+                             "CPU ms", "x base (CPU)", "IQR/med", "1st activation CPU ms",
+                             "first calls of all CPU ms", "switched fns"], rows))
         print("(base: plain for cached, plain-cold for cold)")
         print(f"\nimport cassette_hook + ch.install (not in the times above): median "
               f"{statistics.median(ch_s) * 1e3:.0f} ms"

@@ -1,4 +1,4 @@
-"""Light code at import; switched code from the first activation of a context.
+"""Light code at import; switched code once a context is active.
 
 While no context is active anywhere, the import hook hands out *light* code: the module
 as compiled.  Idle, that code is the program's own, so it runs at its speed, and
@@ -6,25 +6,32 @@ importing it costs about what compiling does (not 15-25 times that); most proces
 import instrumented code never activate a context.
 
 When a context is next activated (as its stack entry is made, before its body runs),
-:func:`switch_waiting` gives every function made from a light module's code its
-switched code: made then, or read from the cache (``_pyc.FUNCTIONS``).  The functions are
-found among all live objects, since any of them may be called from anywhere under the
-context (a decorator's closure, a registry, a bound method).  A running frame keeps the
+:func:`switch_waiting` finds every function made from a light module's code among all
+live objects, since any of them may be called from anywhere under the context (a
+decorator's closure, a registry, a bound method), and readies it to run its switched
+code: made then, or read from the cache (``_pyc.FUNCTIONS``).  A running frame keeps the
 code it started with, as a running frame of switched code keeps the body it chose; a
-frame's code cannot be exchanged, which is why this happens at activation and not when a
-function is first entered.  From then on the module is as if imported switched, but
-that when the process goes idle for long the functions get their light code back (see
-"the compiled code again while no context is active" below).
+frame's code cannot be exchanged, so a function must hold its switched code before it
+is entered.  How:
+
+- On CPython 3.12+ with the C accelerators (``_watch.c``), the activation *arms* the
+  functions, and the first call of one of them switches its module: see "switched at the
+  first call" below.  A program runs few of the modules it imports.
+- Elsewhere (3.10, 3.11, the pure-Python path) there is no way to catch a first call
+  before its frame exists, and the activation switches them all.
+
+From then on the module is as if imported switched, but that when the process goes idle
+for long the functions get their light code back (see "the compiled code again while no
+context is active" below).
 
 A frame that was running at the activation goes on making functions from its light
 code's constants: the closures of a ``with ctx:`` block's body, the rest of a module body
-that activated a context.  On CPython 3.12+ with the C accelerators, a function watcher
-(``_watch.c``) gives each function made from a light function's code the switched code as
-it is made.  Elsewhere (3.10, 3.11, the pure-Python path) those functions stay light: the
-frame that makes them runs its plain body anyway, and what it hands them to reaches them
-through call sites, which overdub them.  Switching every nested function at import
-instead, to cover that case, was most of the cost of a cold import of a package with many
-closures (``docs/internals.md``).
+that activated a context.  With ``_watch.c``, a function watcher arms each function made
+from a light function's code as it is made, or gives it the switched code once its module
+is switched.  Elsewhere those functions stay light: the frame that makes them runs its
+plain body anyway, and what it hands them to reaches them through call sites, which
+overdub them.  Switching every nested function at import instead, to cover that case, was
+most of the cost of a cold import of a package with many closures (``docs/internals.md``).
 """
 
 from __future__ import annotations
@@ -45,7 +52,7 @@ TYPE_CHECKING = False  # (typing's would import typing at every start, as import
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-_switching = threading.Lock()  # a second activating thread waits until the functions are switched
+_switching = threading.RLock()  # a second activating thread waits until the functions are switched
 _UNLOADED = object()
 _watch: Any = _UNLOADED  # the function watcher: ``_watch.c``, or None where there is none
 
@@ -186,8 +193,11 @@ _context.watch_entries(_entry_made)
 
 def _switch_functions(waiting: list[LightModule]) -> None:
     _switch.install_builtins()
-    replacement: dict[int, tuple[CodeType, CodeType]] = {}  # id(light code) -> (it, switched code)
     watch = watcher()
+    if watch is not None:
+        _arm(waiting, watch)
+        return
+    replacement: dict[int, tuple[CodeType, CodeType]] = {}  # id(light code) -> (it, switched code)
     for module in waiting:
         light = functions(module.code)
         if not light:
@@ -195,10 +205,7 @@ def _switch_functions(waiting: list[LightModule]) -> None:
         for code, switched in zip(light, module.switched_functions(light)):
             if switched is not code:
                 replacement[id(code)] = (code, switched)
-                if watch is not None:  # what a frame still running light code makes from now on
-                    watch.switch_at_creation(code, switched)
-    if watch is None:  # what it makes while idle, for the activation after a restore to find
-        _switched_of.update(replacement)
+    _switched_of.update(replacement)  # what their light code makes while idle, for the activation after a restore
     _switch_live(replacement)
 
 
@@ -215,6 +222,111 @@ def _switch_live(replacement: dict[int, tuple[CodeType, CodeType]]) -> None:
             if known is not None:
                 set_code(obj, known[1])
                 _switched_by_activations.append((weakref.ref(obj), *known))
+
+
+# -- switched at the first call of one of its functions (with a function watcher) ---------
+# A program rarely runs more than a few of the modules it imports (a networkx script: 13
+# of 286), so where a function watcher is, the activation only *arms* the functions of the
+# waiting modules (``_watch.arm``: their vectorcall slot), and the first call of one of
+# them -- from a call site, from C, or as a plan makes its twin -- switches its module.
+# The trampoline is C, so the callee's frame has its caller's below it; what it runs here
+# is a frame of ours, under none of the program's.  Functions made from an armed module's
+# code before it is switched are armed as they are made.
+
+class _Armed:
+    """A light module whose functions wait for the first call of one of them."""
+
+    __slots__ = ("module", "light", "functions", "switching")
+
+    def __init__(self, module: LightModule, light: list[CodeType]) -> None:
+        self.module, self.light = module, light
+        self.functions: list[weakref.ref[FunctionType]] = []  # armed by the activation's pass
+        self.switching = False  # (by the thread holding _switching: a call it makes meanwhile runs light)
+
+
+_armed: dict[int, tuple[CodeType, _Armed]] = {}  # id(light code) -> (it, its module), until the module is switched
+
+
+def _arm(waiting: list[LightModule], watch: Any) -> None:
+    found: dict[int, tuple[CodeType, _Armed]] = {}
+    for module in waiting:
+        light = functions(module.code)
+        if light:
+            armed = _Armed(module, light)
+            for code in light:
+                found[id(code)] = (code, armed)
+                watch.arm_at_creation(code)
+    if not found:
+        return
+    _armed.update(found)
+    watch.set_first_call(first_call)
+    from . import plan  # (the runtime: loaded by the activation)
+
+    plan.switch_before_twin = first_call
+    _watch_activity()
+    for obj in gc.get_objects():
+        if type(obj) is FunctionType:
+            known = found.get(id(obj.__code__))
+            if known is not None:
+                watch.arm(obj)
+                known[1].functions.append(weakref.ref(obj))
+
+
+def first_call(function: FunctionType) -> None:
+    """``function`` is called for the first time since an activation armed it (``_watch``'s
+    trampoline), or a plan is making its twin: switch its module if it waits, and give it
+    its switched code.  A module that cannot be switched runs light, with a warning."""
+    watch = watcher()
+    if watch is None:
+        return
+    code = function.__code__
+    known = _armed.get(id(code))
+    if known is None or known[0] is not code:  # its module is switched already, or it was never armed
+        _give(function, code, watch.switched_of(code))
+        return
+    with _switching:
+        armed = known[1]
+        if armed.switching:
+            return  # called by the switching of its own module: light, this once
+        if id(code) in _armed:
+            _switch_module(armed)
+    _give(function, code, watch.switched_of(code))
+
+
+def _switch_module(armed: _Armed) -> None:
+    """Switch an armed module's functions (the caller holds ``_switching``)."""
+    armed.switching = True
+    try:
+        made = armed.module.switched_functions(armed.light)
+    except Exception as error:  # (at a call of the program's: it runs light, as a module that cannot be rewritten)
+        warnings.warn(f"cassette_hook: cannot instrument module {armed.module.name!r}: {error!r}; "
+                      f"it runs unrewritten", RuntimeWarning, stacklevel=2)
+        made = armed.light
+    finally:
+        armed.switching = False
+    watch = watcher()
+    for light, switched in zip(armed.light, made):
+        _armed.pop(id(light), None)
+        if switched is light:
+            watch.disarm_at_creation(light)
+        else:
+            watch.switch_at_creation(light, switched)
+    for ref in armed.functions:
+        function = ref()
+        if function is not None:
+            code = function.__code__
+            _give(function, code, watch.switched_of(code))
+    armed.functions = []
+
+
+def _give(function: FunctionType, light: CodeType, switched: CodeType | None) -> None:
+    """Disarm ``function`` and give it ``switched`` (tracked, as the activations' are), or its
+    light code again while the process is idle with the compiled code back."""
+    watcher().disarm(function)
+    if switched is not None and function.__code__ is light:
+        if not _restored:
+            set_code(function, switched)
+        _switched_by_activations.append((weakref.ref(function), light, switched))
 
 
 # -- the compiled code again while no context is active ------------------------------------

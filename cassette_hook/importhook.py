@@ -262,7 +262,7 @@ def _say_made(module: str, plain: CodeType, code: CodeType, light: bool, cached:
     elif _names.nothing_to_rewrite(plain):
         what = "nothing to rewrite (no function, class or call): imported as compiled"
     elif light and cached is not None:
-        what = "light: as compiled (switched when a context is activated)"
+        what = "light: as compiled (switched under a context)"
     else:
         return  # it could not be rewritten, and the warning said so
     _debug.say("import", f"{module}: {what}" if cached is None else f"{module}: {what}; {cached}")

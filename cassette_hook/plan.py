@@ -156,6 +156,8 @@ class Plan:
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
         if not self.recurses_into(func):
             return None
+        if switch_before_twin is not None:  # (its module may wait for its first call: switched now)
+            switch_before_twin(func)
         code = func.__code__
         if _names.is_switched(code) and self.pass_ is None:  # loaded by the import hook: rewritten already
             twin_code: CodeType | None = code
@@ -174,6 +176,10 @@ class Plan:
         _implicit.reach(func, _module_of(func))  # (stand-ins in its module's classes: what C calls of them)
         return twin
 
+
+switch_before_twin: Callable[[FunctionType], None] | None = None
+"""Set by the lazy import hook (``_light``) once it arms functions to be switched at their
+first call: a twin is then made from the switched code, as for a module switched at import."""
 
 _version_like = None if _native.speedups is None else _native.speedups.version_like
 _every_plan: weakref.WeakSet[Plan] = weakref.WeakSet()  # including invalidated plans still in use

@@ -304,8 +304,8 @@ def test_no_program_is_a_usage_error(tmp_path):
 
 
 # Is helper.f switched once a context is active (by default, at the first activation)?
-SWITCHED_ONCE_ACTIVE = ("import cassette_hook as ch, helper\nwith ch.NullContext():\n"
-                        "    print('__cassette_hook_enter__' in helper.f.__code__.co_names)\n")
+SWITCHED_ONCE_ACTIVE = ("import cassette_hook as ch, helper\nwith ch.NullContext():\n"  # (once called)
+                        "    helper.f()\n    print('__cassette_hook_enter__' in helper.f.__code__.co_names)\n")
 
 
 def test_include_option_replaces_the_default(tmp_path):

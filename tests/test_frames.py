@@ -92,7 +92,8 @@ Hooked = dict[str, types.ModuleType]  # "eager", "lazy": the import hook's two w
 def hooked() -> Hooked:
     """``frames_program`` imported again, twice, through the import hook: the same file, so
     the same names and line numbers; switched at import, and imported lazy (as compiled,
-    its functions switched when the first of these tests activates a context)."""
+    its functions switched when the first of these tests activates a context, or where a
+    function watcher is, when it first calls ``entry``)."""
     plain = sys.modules.pop(program.__name__)
     modules: Hooked = {}
     try:
@@ -119,8 +120,10 @@ def _with(make: Callable[[], ch.Context], way: str = "eager") -> Runner:
     def run(plain: types.ModuleType, hooked: Hooked, case: str) -> Any:
         module = hooked[way]
         with make():
-            assert module.entry.__code__.co_code == hooked["eager"].entry.__code__.co_code  # switched by now
-            return module.entry(module.CASES[case])
+            out = module.entry(module.CASES[case])
+            # switched by the activation, or (a function watcher) by its first call, the one above
+            assert module.entry.__code__.co_code == hooked["eager"].entry.__code__.co_code
+            return out
     return run
 
 

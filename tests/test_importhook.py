@@ -87,8 +87,10 @@ def cache_file(source: Path) -> Path:
 
 def instrumented(function: FunctionType) -> bool:
     """Does ``function`` run switched code once a context is active (at once when its
-    module was imported ``lazy=False``; from the first activation when lazy, the default)?"""
+    module was imported ``lazy=False``; when lazy, the default, from the first activation,
+    or from its first call under a context where a function watcher is)?"""
     with ch.NullContext():
+        _light.first_call(function)  # (what its first call does, where the activation only armed it)
         return _names.is_switched(function.__code__)
 
 

@@ -131,19 +131,20 @@ def test_a_lazy_import_is_the_compiled_code_itself_nested_functions_too(tree, ei
     assert not _names.is_switched(mod.make_adder(1).__code__)
 
 
-def test_a_closure_made_idle_is_switched_at_the_first_activation(tree, either_way, kept_switched):
+def test_a_closure_made_idle_is_switched_under_the_first_context(tree, either_way, kept_switched):
     add = lazy_import(tree, "lz_idle_closure").make_adder(1)
     with ch.NullContext():
-        pass
+        assert add(1) == 3
     assert _names.is_switched(add.__code__)
 
 
-def test_the_first_activation_switches_functions_methods_and_what_decorators_hold(tree, kept_switched):
-    mod = lazy_import(tree, "lz_first")
+def test_a_modules_functions_methods_and_what_decorators_hold_are_switched_together(tree, either_way, kept_switched):
+    mod = lazy_import(tree, f"lz_first_{either_way}")
     with ch.NullContext():
-        pass
-    functions = [mod.helper, mod.decorated.__wrapped__, mod.Box.method, mod.Box.static, mod.Box.prop.fget,
-                 mod.run_in, mod.boom]
+        assert mod.boom() == 1
+    getter = mod.Box.prop.fget  # (the context reached the class: a stand-in, kept while idle here)
+    functions = [mod.helper, mod.decorated.__wrapped__, mod.Box.method, mod.Box.static,
+                 getattr(getter, "__func__", getter), mod.run_in, mod.boom]
     assert all(_names.is_switched(f.__code__) for f in functions)
 
 
@@ -224,6 +225,8 @@ def late(x):
 @needs_watcher
 def test_with_a_function_watcher_what_a_module_body_defines_after_activating_a_context_is_switched(tree, kept_switched):
     mod = lazy_import(tree, "lz_late", LATE)
+    with ch.NullContext():
+        assert mod.late(-1) == 1
     assert _names.is_switched(mod.late.__code__) and _names.is_switched(mod.helper.__code__)
 
 
@@ -231,6 +234,149 @@ def test_without_a_function_watcher_what_a_module_body_defines_after_activating_
         tree, unwatched):
     mod = lazy_import(tree, "lz_late_unwatched", LATE)
     assert not _names.is_switched(mod.late.__code__) and _names.is_switched(mod.helper.__code__)
+
+
+# -- with a function watcher: a module is switched at the first call of one of its functions
+
+SMALL = """
+import sys
+
+def helper(x):
+    return abs(x)
+
+def caller_name():
+    return sys._getframe(1).f_code.co_name
+"""
+
+
+@needs_watcher
+def test_with_a_function_watcher_an_activation_arms_the_functions_and_switches_none(tree, kept_switched):
+    mod = lazy_import(tree, "lz_armed")
+    with ch.NullContext():
+        assert _light.watcher().armed(mod.helper) and not _names.is_switched(mod.helper.__code__)
+    assert not Path(_pyc.path_for(str(tree / "lz_armed.py"), _pyc.FUNCTIONS)).exists()  # (nothing made yet)
+
+
+@needs_watcher
+def test_the_first_call_of_an_armed_function_switches_its_module_and_no_other(tree, kept_switched):
+    mod, other = lazy_import(tree, "lz_called"), lazy_import(tree, "lz_not_called")
+    ctx = Seen(metadata=[])
+    with ctx:
+        assert mod.boom() == 1
+    assert ctx.metadata == ["helper", "add"]  # (boom's first call ran its switched body)
+    assert _names.is_switched(mod.helper.__code__) and _names.is_switched(mod.Box.method.__code__)
+    assert not _light.watcher().armed(mod.helper)
+    assert _light.watcher().armed(other.helper) and not _names.is_switched(other.helper.__code__)
+
+
+@needs_watcher
+def test_an_armed_function_called_by_c_switches_its_module(tree, kept_switched):
+    mod = lazy_import(tree, "lz_called_by_c", SMALL)
+    ctx = Seen(metadata=[])
+    with ctx:
+        assert sorted([-3, 1, -2], key=mod.helper) == [1, -2, -3]
+    assert ctx.metadata == ["abs"] * 3 and _names.is_switched(mod.helper.__code__)
+
+
+@needs_watcher
+def test_an_armed_functions_first_call_has_its_caller_below_it(tree):
+    mod = lazy_import(tree, "lz_caller_below", SMALL)
+    with ch.NullContext():
+        assert mod.caller_name() == "test_an_armed_functions_first_call_has_its_caller_below_it"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="CPython specializes calls from 3.11 on")
+@needs_watcher
+def test_a_call_site_specialized_before_the_activation_reaches_the_first_call(tree, kept_switched):
+    helper = lazy_import(tree, "lz_warm_site", SMALL).helper
+
+    def loop(n):
+        for i in range(n):
+            helper(-i)
+
+    loop(5000)  # (idle: the site specializes for the compiled helper)
+    ctx = Seen(metadata=[])
+    with ctx:
+        loop(10)
+    assert ctx.metadata == ["abs"] * 10
+
+
+@needs_watcher
+def test_a_function_made_from_an_armed_modules_code_is_armed_as_it_is_made(tree, kept_switched):
+    mod = lazy_import(tree, "lz_late_armed", LATE)  # (its body activates a context, then defines ``late``)
+    assert _light.watcher().armed(mod.late) and not _names.is_switched(mod.late.__code__)
+
+
+@needs_watcher
+def test_the_twin_of_an_armed_function_is_made_from_its_switched_code(tree, kept_switched):
+    mod = lazy_import(tree, "lz_armed_twin")
+    with ch.NullContext():
+        pass
+    ctx = Seen(metadata=[])
+    assert ch.overdub(ctx, mod.boom) == 1
+    assert ctx.metadata == ["helper", "add"] and _names.is_switched(mod.boom.__code__)
+
+
+@needs_watcher
+def test_two_threads_first_calling_one_module_switch_it_once(tree, monkeypatch):
+    mod = lazy_import(tree, "lz_two_first_calls")
+    started, release = threading.Event(), threading.Event()
+    real, made = _dual.switched_functions, []
+
+    def slow(codes, module):
+        made.append(module)
+        started.set()
+        release.wait(10)
+        return real(codes, module)
+
+    seen: dict[str, list[str]] = {}
+
+    def call(name):
+        ctx = Seen(metadata=[])
+        with ctx:
+            mod.boom()
+        seen[name] = ctx.metadata
+
+    monkeypatch.setattr(_dual, "switched_functions", slow)
+    first, second = threading.Thread(target=call, args=("first",)), threading.Thread(target=call, args=("second",))
+    first.start()
+    assert started.wait(10)
+    second.start()
+    second.join(0.3)  # (its first call waits for the first thread's switching)
+    release.set()
+    first.join(10), second.join(10)
+    assert made == ["lz_two_first_calls"]
+    assert seen == {"first": ["helper", "add"], "second": ["helper", "add"]}
+
+
+@needs_watcher
+def test_a_call_that_switching_its_own_module_makes_runs_the_compiled_code(tree, monkeypatch, kept_switched):
+    mod = lazy_import(tree, "lz_called_while_switched")
+    real = _dual.switched_functions
+
+    def calling(codes, module):  # (as a finalizer run by a collection during the switching might)
+        assert mod.helper(1) == 2 and not _names.is_switched(mod.helper.__code__)
+        return real(codes, module)
+
+    monkeypatch.setattr(_dual, "switched_functions", calling)
+    with ch.NullContext():
+        assert mod.boom() == 1
+    assert _names.is_switched(mod.helper.__code__) and _names.is_switched(mod.boom.__code__)
+
+
+@needs_watcher
+def test_an_armed_module_that_cannot_be_switched_runs_its_compiled_code_with_a_warning(tree, monkeypatch):
+    mod = lazy_import(tree, "lz_cannot_switch", SMALL)
+
+    def broken(codes, module):
+        raise ValueError("no")
+
+    monkeypatch.setattr(_dual, "switched_functions", broken)
+    ctx = Seen(metadata=[])
+    with ctx, pytest.warns(RuntimeWarning, match=r"cannot instrument module 'lz_cannot_switch': ValueError\('no'\)"):
+        assert mod.helper(-2) == 2
+    assert ctx.metadata == [] and not _names.is_switched(mod.helper.__code__)
+    assert not _light.watcher().armed(mod.helper) and mod.helper(-3) == 3
 
 
 @pytest.fixture
@@ -244,7 +390,7 @@ def test_when_the_last_context_ends_the_functions_an_activation_switched_get_the
         tree, restoring, either_way):
     mod = lazy_import(tree, "lz_restored")
     with ch.NullContext():
-        assert _names.is_switched(mod.helper.__code__)
+        assert mod.helper(1) == 2 and _names.is_switched(mod.helper.__code__)
     gc.collect()
     assert mod.helper.__code__.co_code == compiled(tree, "lz_restored", "helper").co_code
 
@@ -252,7 +398,7 @@ def test_when_the_last_context_ends_the_functions_an_activation_switched_get_the
 def test_the_next_activation_switches_them_again_before_its_body_runs(tree, restoring, either_way):
     mod = lazy_import(tree, "lz_switched_again")
     with ch.NullContext():
-        pass
+        mod.helper(1)
     gc.collect()
     ctx = Seen(metadata=[])
     with ctx:
@@ -287,12 +433,14 @@ def test_while_a_context_lives_in_another_thread_the_functions_stay_switched(tre
     thread = threading.Thread(target=hold)
     thread.start()
     entered.wait(10)
-    with ch.NullContext():
-        pass
-    gc.collect()
-    assert _names.is_switched(mod.helper.__code__)
-    release.set()
-    thread.join()
+    try:
+        with ch.NullContext():
+            mod.helper(1)
+        gc.collect()
+        assert _names.is_switched(mod.helper.__code__)
+    finally:
+        release.set()
+        thread.join()
     gc.collect()
     assert not _names.is_switched(mod.helper.__code__)
 
@@ -303,7 +451,7 @@ def test_contexts_coming_and_going_in_a_loop_leave_the_functions_switched(tree, 
     monkeypatch.setattr(_light, "_last_idle", None)
     mod = lazy_import(tree, "lz_loop")
     with ch.NullContext():
-        pass
+        mod.helper(1)
     gc.collect()
     assert not _names.is_switched(mod.helper.__code__)  # the first idle spell: its length unknown
     with ch.NullContext():
@@ -389,7 +537,7 @@ def test_the_function_watcher_refuses_a_switched_code_of_another_kind():
 def test_calls_to_a_function_switched_at_the_first_activation_specialize_as_plain_ones(tree, kept_switched):
     fib = lazy_import(tree, "lz_versions", "def fib(n):\n    return n if n < 2 else fib(n - 1) + fib(n - 2)\n").fib
     with ch.NullContext():
-        pass
+        fib(1)
     assert _names.is_switched(fib.__code__)
     fib(15)
     calls = {i.opname for i in dis.get_instructions(fib, adaptive=True) if i.opname.startswith("CALL")}
@@ -433,9 +581,9 @@ def test_a_module_without_functions_leaves_its_activation_nothing_to_do(tree, mo
 
 
 def test_the_switched_functions_are_cached_for_the_next_import(tree, monkeypatch):
-    lazy_import(tree, "lz_functions")
+    first = lazy_import(tree, "lz_functions")
     with ch.NullContext():
-        pass
+        first.boom()
     assert Path(_pyc.path_for(str(tree / "lz_functions.py"), _pyc.FUNCTIONS)).exists()
     del sys.modules["lz_functions"]
     monkeypatch.setattr(_dual, "switched_functions", lambda codes, module: pytest.fail("made again"))
@@ -447,9 +595,9 @@ def test_the_switched_functions_are_cached_for_the_next_import(tree, monkeypatch
 
 
 def test_a_stale_functions_cache_is_made_again(tree):
-    lazy_import(tree, "lz_stale")
+    first = lazy_import(tree, "lz_stale")
     with ch.NullContext():
-        pass
+        first.boom()
     del sys.modules["lz_stale"]
     source = tree / "lz_stale.py"
     source.write_text(MODULE.replace("return helper(0)", "return helper(1) + helper(2)"))
@@ -504,12 +652,12 @@ def test_a_second_thread_activating_meanwhile_waits_until_the_functions_are_swit
         real(waiting)
 
     def activate(seen=None):
-        with ch.NullContext():
+        with ch.NullContext() if seen is None else Seen(metadata=seen):
             if seen is not None:
-                seen.append(_names.is_switched(mod.helper.__code__))
+                mod.boom()
 
     monkeypatch.setattr(_light, "_switch_functions", slow)
-    seen: list[bool] = []
+    seen: list[str] = []
     first, second = threading.Thread(target=activate), threading.Thread(target=activate, args=(seen,))
     first.start()
     assert started.wait(10)
@@ -517,7 +665,7 @@ def test_a_second_thread_activating_meanwhile_waits_until_the_functions_are_swit
     second.join(0.3)  # (it cannot finish before the first thread's switching does)
     release.set()
     first.join(10), second.join(10)
-    assert seen == [True]
+    assert seen == ["helper", "add"]  # (boom's body and helper's were switched when it ran)
 
 
 def test_install_lazy_takes_a_bool():
@@ -580,26 +728,26 @@ def test_debug_import_says_what_a_lazy_import_without_a_cache_made(tree, capsys,
     said = [line.removeprefix("cassette_hook: import: ") for line in capsys.readouterr().err.splitlines()
             if line.startswith("cassette_hook: import: lz_sourceless")]
     assert said == ["lz_sourceless: included by 'lz_sourceless'; rewriting",
-                    "lz_sourceless: light: as compiled (switched when a context "
-                    "is activated); not cached (a .pyc without its source)"]
+                    "lz_sourceless: light: as compiled (switched under a context); "
+                    "not cached (a .pyc without its source)"]
 
 
 def test_debug_import_says_what_a_lazy_import_and_the_first_activation_did(tree, capsys, monkeypatch, either_way):
     monkeypatch.setattr(_debug, "imports", True)
     said_module, flat_module = f"lz_said_{either_way}", f"lz_said_flat_{either_way}"
-    lazy_import(tree, said_module)
-    lazy_import(tree, flat_module, "def helper(x):\n    return abs(x)\n")
+    said = lazy_import(tree, said_module)
+    flat = lazy_import(tree, flat_module, "def helper(x):\n    return abs(x)\n")
     with ch.NullContext():
-        pass
+        said.helper(1), flat.helper(1)
     said = [line.removeprefix("cassette_hook: import: ") for line in capsys.readouterr().err.splitlines()
             if line.startswith("cassette_hook: import: lz_said")]
     light, light_flat, functions = (_pyc.path_for(str(tree / f"{name}.py"), kind) for name, kind in (
         (said_module, _pyc.LIGHT), (flat_module, _pyc.LIGHT), (said_module, _pyc.FUNCTIONS)))
     assert said == [f"{said_module}: included by '{said_module}'; rewriting",
-                    f"{said_module}: light: as compiled (switched when a context is activated); "
+                    f"{said_module}: light: as compiled (switched under a context); "
                     f"cache miss, written: {light}",
                     f"{flat_module}: included by '{flat_module}'; rewriting",
-                    f"{flat_module}: light: as compiled (switched when a context is activated); "
+                    f"{flat_module}: light: as compiled (switched under a context); "
                     f"cache miss, written: {light_flat}",
                     f"{said_module}: functions switched (12); cache miss, written",
                     f"{flat_module}: functions switched (1); cache miss, written"]

@@ -72,8 +72,9 @@ def test_sitecustomize_instruments_a_plain_python_child(tmp_path):
     write(tmp_path, "worker.py", WORK)
     write(tmp_path, "prog.py", """
         import cassette_hook as ch, worker
-        with ch.NullContext():  # (switched at the first activation)
-            print("__cassette_hook_enter__" in worker.work.__code__.co_names, worker.work(4))
+        with ch.NullContext():  # (switched at the first activation, or its first call)
+            out = worker.work(4)
+            print("__cassette_hook_enter__" in worker.work.__code__.co_names, out)
     """)
     env = env_for(tmp_path, CASSETTE_HOOK_INCLUDE="worker")
     env["PYTHONPATH"] = os.pathsep.join([_subprocesses._SITE, env["PYTHONPATH"]])
