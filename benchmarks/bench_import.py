@@ -16,6 +16,7 @@ has them; a cold import is one whose *package* has no cache of either kind). Eac
     imports cassette_hook, and the modules outside the package that the package imports
     (found by a probe run: the standard library modules it depends on), untimed;
     installs the hook (ch.install(include=[package]), lazy=False with --eager) unless plain;
+    with --under-context, activates a context (every variant), as --context does;
     sets sys.dont_write_bytecode = False (CPython's cache and ours are written as usual);
     times importing the package's modules (perf_counter around the imports);
     then activates a context, and under it makes what the first calls of all the package's
@@ -42,7 +43,7 @@ The parent checks that cached runs really read our cache (its files are not rewr
 and that cold runs wrote it.
 
     PYTHONPATH=. python benchmarks/bench_import.py [--quick] [--package NAME] [--rounds N]
-                                                   [--cold-rounds N] [--json F] [--eager]
+                                                   [--cold-rounds N] [--json F] [--eager] [--under-context]
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ SOURCE = "email"
 PACKAGE = "chb_email"
 OURS = ".cassette_hook"  # in the names of our cache files, of every kind
 LAZY = True  # not --eager
+UNDER = False  # --under-context
 VARIANTS = ("plain", "cached", "plain-cold", "cold")
 BASELINE = {"cached": "plain", "cold": "plain-cold"}
 
@@ -76,7 +78,7 @@ t0 = time.perf_counter()
 import cassette_hook as ch
 from cassette_hook.rewrite import _names
 t1 = time.perf_counter()
-root, package, mode, deps, modules, lazy = json.loads(sys.argv[1])
+root, package, mode, deps, modules, lazy, under = json.loads(sys.argv[1])
 if root:
     sys.path.insert(0, root)
 for name in deps:
@@ -84,6 +86,8 @@ for name in deps:
 t2 = time.perf_counter()
 if mode in ("cached", "cold"):
     ch.install(include=[package], lazy=lazy)
+if under:  # (--under-context: imported while a context is active, as under --context)
+    ch.NullContext().__enter__()
 t3 = time.perf_counter()
 sys.dont_write_bytecode = False
 c4, t4 = time.process_time(), time.perf_counter()
@@ -202,7 +206,7 @@ def cache_files(prefix: Path, ours: bool) -> dict[Path, int]:
 
 
 def child(root: str, package: str, prefix: Path, mode: str, deps: list[str], modules: list[str]) -> dict[str, Any]:
-    return run_child(CHILD, mode, root, prefix, [root, package, mode, deps, modules, LAZY])
+    return run_child(CHILD, mode, root, prefix, [root, package, mode, deps, modules, LAZY, UNDER])
 
 
 def run_child(script: str, what: str, root: str, prefix: Path, args: list[Any]) -> dict[str, Any]:
@@ -239,12 +243,13 @@ def breakdown(prefix: Path, files: dict[str, str | None], package: str) -> dict[
     modules = list(sources)
     # Our header ends with a line of text after MAGIC_NUMBER and FORMAT (its length varies).
     stamp_start = len(MAGIC_NUMBER + _pyc.FORMAT)
-    kind = _pyc.LIGHT if LAZY else _pyc.SWITCHED  # the file a cached import reads
+    kind = _pyc.SWITCHED if not LAZY else _pyc.BODY if UNDER else _pyc.LIGHT  # the file a cached import reads
     ours = [memoryview(d)[d.index(b"\n", stamp_start) + 1:]
             for d in (p.read_bytes() for p in cache_files(prefix, True) if p.name.endswith(f"{OURS}{kind}.pyc"))]
     theirs = [p.read_bytes() for p in cache_files(prefix, False) if _in_package(p, prefix, files[package])]
     patterns = importhook.Patterns([package])
-    what_ours_is = "light: the compiled code" if LAZY else "two bodies per function"
+    what_ours_is = ("two bodies per function" if not LAZY else "the body switched, and as compiled" if UNDER
+                    else "light: the compiled code")
     return {
         "unmarshal CPython's .pyc (plain does this too)":
             ms(lambda: [marshal.loads(memoryview(d)[16:]) for d in theirs]),
@@ -308,9 +313,12 @@ def main() -> None:
                     help="install the hook with lazy=False: every module switched at import (by default, the "
                          "light imports' functions are switched at the first activation, which each child makes "
                          "after the timed import)")
+    ap.add_argument("--under-context", action="store_true",
+                    help="import while a context is active (as under --context): lazy, with a function watcher "
+                         "(3.12+), the modules' bodies are switched and their functions armed")
     args = ap.parse_args()
-    global LAZY
-    LAZY = not args.eager
+    global LAZY, UNDER
+    LAZY, UNDER = not args.eager, args.under_context
     rounds = args.rounds or (16 if args.quick else 60)
     colds = min(rounds, args.cold_rounds or (4 if args.quick else 12))
     from common import CH_ERROR, no_package_note

@@ -25,6 +25,7 @@ those three are compared under the narrower overload only.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import io
@@ -85,21 +86,24 @@ def without_overload_frames(observed: Any) -> Any:
     return observed
 
 
-Hooked = dict[str, types.ModuleType]  # "eager", "lazy": the import hook's two ways
+Hooked = dict[str, types.ModuleType]  # "eager", "lazy", "under-a-context": the import hook's ways
 
 
 @pytest.fixture(scope="module")
 def hooked() -> Hooked:
-    """``frames_program`` imported again, twice, through the import hook: the same file, so
-    the same names and line numbers; switched at import, and imported lazy (as compiled,
-    its functions switched when the first of these tests activates a context, or where a
-    function watcher is, when it first calls ``entry``)."""
+    """``frames_program`` imported again, three times, through the import hook: the same
+    file, so the same names and line numbers; switched at import; imported lazy (as
+    compiled, its functions switched when the first of these tests activates a context, or
+    where a function watcher is, when it first calls ``entry``); and imported lazy while a
+    context is active (switched at import, or where a function watcher is, its body
+    switched and its functions at the first call of one)."""
     plain = sys.modules.pop(program.__name__)
     modules: Hooked = {}
     try:
-        for way in ("eager", "lazy"):
-            ch.install(include=[program.__name__], lazy=way == "lazy")
-            modules[way] = importlib.import_module(program.__name__)
+        for way in ("under-a-context", "eager", "lazy"):  # (lazy last: no activation here switches it)
+            ch.install(include=[program.__name__], lazy=way != "eager")
+            with ch.NullContext() if way == "under-a-context" else contextlib.nullcontext():
+                modules[way] = importlib.import_module(program.__name__)
             del sys.modules[program.__name__]
     finally:
         ch.uninstall()
@@ -138,6 +142,8 @@ CONTEXTS: dict[str, Runner] = {
     "import-hook-counting-prehook": _with(lambda: Counting([0])),
     "lazy-import-hook-null": _with(Null, "lazy"),
     "lazy-import-hook-counting-prehook": _with(lambda: Counting([0]), "lazy"),
+    "import-hook-under-a-context-null": _with(Null, "under-a-context"),
+    "import-hook-under-a-context-counting-prehook": _with(lambda: Counting([0]), "under-a-context"),
 }
 COUNTS_FRAMES = [name for name in CONTEXTS if not name.startswith("recurse-overload")]
 LIBRARY_ASKS_ITS_CALLER = [name for name in CONTEXTS if name != "recurse-overload-any-callee"]
@@ -167,7 +173,8 @@ C_PATH = callsite._speedups is not None
 SEEN_THROUGH = {"getframe_by_depth", "warnings_stacklevel"}  # the emulated builtins see past our frames
 RECURSION_PROBE = "recursion_depth_probe"  # the limit is emulated: the real one is raised while a context runs
 OVERLOADS = {"recurse-overload", "recurse-overload-any-callee"}
-HOOKED = {"counting-prehook", "import-hook-counting-prehook", "lazy-import-hook-counting-prehook", "trace", "profile"}
+HOOKED = {"counting-prehook", "import-hook-counting-prehook", "lazy-import-hook-counting-prehook",
+          "import-hook-under-a-context-counting-prehook", "trace", "profile"}
 # A prehook alone, through ``overdub``: the twins' call sites with positional arguments
 # only enter (``callsite.enter``), and the program's frame calls the callee itself; the
 # others (keywords, stars, operators, constructions, callbacks from C, libraries' calls
