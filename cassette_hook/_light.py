@@ -52,7 +52,7 @@ TYPE_CHECKING = False  # (typing's would import typing at every start, as import
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-_switching = threading.RLock()  # a second activating thread waits until the functions are switched
+_switching = threading.RLock()  # another thread activating, or first-calling a module being switched, waits for it
 _UNLOADED = object()
 _watch: Any = _UNLOADED  # the function watcher: ``_watch.c``, or None where there is none
 

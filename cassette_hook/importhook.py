@@ -396,7 +396,7 @@ MAIN_MODULES = {"__main__"}
 def code_for(plain: CodeType, module: str, uncached: str) -> CodeType:
     """What the hook hands out for ``plain`` where it keeps no cache (``uncached`` says why,
     for ``--debug import``): light code waiting for a context when none is active, else
-    switched code."""
+    switched code (its body only, its functions armed, where :func:`_armed_now`)."""
     light = _light_now(module)
     armed = not light and _armed_now(module)
     code, made = _made(plain, module, light, armed)
@@ -406,11 +406,11 @@ def code_for(plain: CodeType, module: str, uncached: str) -> CodeType:
 
 
 def _armed_now(module: str) -> bool:
-    """Should ``module``, not imported light, have only its body switched, its functions
-    to be switched at the first call of one of them (``_light.arm_module``): the hook was
-    installed ``lazy``, a function watcher is there to arm the functions, and it is not
+    """Should ``module`` have only its body switched, its functions to be switched at the
+    first call of one of them (``_light.arm_module``): the hook was installed ``lazy``, a
+    context is active, a function watcher is there to arm the functions, and it is not
     the program's main module."""
-    return _lazy and module not in MAIN_MODULES and _light.watcher() is not None
+    return _lazy and _switch.active() and module not in MAIN_MODULES and _light.watcher() is not None
 
 
 def _made(plain: CodeType, module: str, light: bool, armed: bool) -> tuple[CodeType, bool]:
@@ -438,9 +438,10 @@ def _handed_out(code: CodeType, plain: CodeType, made: bool, light: bool, armed:
     ``plain`` with its body switched (``armed``), the functions it makes are armed, to be
     switched at the first call of one of them.  Where the source is known, their switched
     code will be cached."""
-    if made and (light or armed):
-        waiting = _light.LightModule(module, plain, source_path, source, OPTIONS)
-        _light.wait_for_context(waiting) if light else _light.arm_module(waiting)
+    if made and light:
+        _light.wait_for_context(_light.LightModule(module, plain, source_path, source, OPTIONS))
+    elif made and armed:
+        _light.arm_module(_light.LightModule(module, plain, source_path, source, OPTIONS))
     return code
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import warnings
+import zipfile
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
 
@@ -771,6 +772,25 @@ def test_debug_import_says_what_a_lazy_import_without_a_cache_made(tree, capsys,
     assert said == ["lz_sourceless: included by 'lz_sourceless'; rewriting",
                     "lz_sourceless: light: as compiled (switched under a context); "
                     "not cached (a .pyc without its source)"]
+
+
+@needs_watcher
+def test_a_module_without_a_cache_imported_under_a_context_has_its_functions_armed(tree):
+    archive = tree / "bundle.zip"  # (a zip archive's modules are rewritten at every import: no cache)
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("lz_zipped_armed.py", IMPORTED_UNDER_A_CONTEXT)
+    sys.path.insert(0, str(archive))
+    ctx = Seen(metadata=[])
+    ch.install(include=["lz_zipped_armed"])
+    try:
+        with ctx:
+            mod = importlib.import_module("lz_zipped_armed")
+            assert _light.watcher().armed(mod.helper)
+            assert mod.Box().method(-2) == 2
+    finally:
+        ch.uninstall()
+        sys.path.remove(str(archive))
+    assert ctx.metadata == ["abs", "helper", "abs"] and _names.is_switched(mod.helper.__code__)
 
 
 @needs_watcher
