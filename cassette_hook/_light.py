@@ -340,12 +340,16 @@ def _switch_module(armed: _Armed) -> None:
 
 
 def _give(function: FunctionType, light: CodeType, switched: CodeType | None) -> None:
-    """Disarm ``function`` and give it ``switched`` (tracked, as the activations' are), or its
-    light code again while the process is idle with the compiled code back."""
+    """Disarm ``function`` and give it ``switched``, tracked as the activations' functions
+    are; first called while no context is active, it keeps its compiled code until the next
+    activation switches the tracked functions (as after a restore)."""
+    global _restored
     watcher().disarm(function)
     if switched is not None and function.__code__ is light:
-        if not _restored:
+        if _switch.active():
             set_code(function, switched)
+        else:
+            _restored = True
         _switched_by_activations.append((weakref.ref(function), light, switched))
 
 

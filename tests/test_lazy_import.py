@@ -366,6 +366,21 @@ def test_a_call_that_switching_its_own_module_makes_runs_the_compiled_code(tree,
 
 
 @needs_watcher
+def test_an_armed_function_first_called_while_idle_keeps_its_compiled_code_until_the_next_context(tree, kept_switched):
+    mod = lazy_import(tree, "lz_armed_idle_call")
+    with ch.NullContext():
+        pass
+    gc.collect()  # (the activation's entry gone: the process is idle)
+    assert mod.boom() == 1  # (its module is switched: the switched code is made now, or read)
+    assert not _light.watcher().armed(mod.boom) and not _names.is_switched(mod.boom.__code__)
+    ctx = Seen(metadata=[])
+    with ctx:
+        assert _names.is_switched(mod.boom.__code__)
+        mod.boom()
+    assert ctx.metadata == ["helper", "add"]
+
+
+@needs_watcher
 def test_an_armed_module_that_cannot_be_switched_runs_its_compiled_code_with_a_warning(tree, monkeypatch):
     mod = lazy_import(tree, "lz_cannot_switch", SMALL)
 
@@ -775,7 +790,7 @@ def test_debug_import_says_what_a_lazy_import_without_a_cache_made(tree, capsys,
 
 
 @needs_watcher
-def test_a_module_without_a_cache_imported_under_a_context_has_its_functions_armed(tree):
+def test_a_module_without_a_cache_imported_under_a_context_has_its_functions_armed(tree, kept_switched):
     archive = tree / "bundle.zip"  # (a zip archive's modules are rewritten at every import: no cache)
     with zipfile.ZipFile(archive, "w") as zipped:
         zipped.writestr("lz_zipped_armed.py", IMPORTED_UNDER_A_CONTEXT)
