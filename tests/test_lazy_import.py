@@ -583,6 +583,17 @@ AT_IMPORT = [abs(-1)]
 """
 
 
+def test_a_switched_body_leaves_the_functions_it_defines_as_compiled_and_rewrites_its_class_bodies():
+    module = compile(IMPORTED_UNDER_A_CONTEXT + "class Sized:\n    SIZE = abs(-2)\n", "m.py", "exec")
+    body = _dual.switched_body(module, "m")
+    assert _names.is_switched(body)
+    compiled = {id(code) for code in _light.functions(module)}
+    assert compiled and {id(code) for code in _light.functions(body)} == compiled  # (the very code objects)
+    sized = [c for c in body.co_consts if isinstance(c, type(module)) and c.co_name == "Sized"]
+    hooked = [any(name.startswith("__cassette_hook_") for name in c.co_names) for c in sized]
+    assert sorted(hooked) == [False, True]  # (as compiled behind the switch, and rewritten)
+
+
 @needs_watcher
 def test_with_a_function_watcher_a_module_imported_under_a_context_has_its_body_switched_and_its_functions_armed(
         tree, kept_switched):
