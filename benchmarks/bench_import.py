@@ -243,13 +243,12 @@ def breakdown(prefix: Path, files: dict[str, str | None], package: str) -> dict[
     modules = list(sources)
     # Our header ends with a line of text after MAGIC_NUMBER and FORMAT (its length varies).
     stamp_start = len(MAGIC_NUMBER + _pyc.FORMAT)
-    kind = _pyc.SWITCHED if not LAZY else _pyc.BODY if UNDER else _pyc.LIGHT  # the file a cached import reads
+    kind = _pyc.LIGHT if LAZY and not UNDER else _pyc.SWITCHED  # the file a cached import reads
     ours = [memoryview(d)[d.index(b"\n", stamp_start) + 1:]
             for d in (p.read_bytes() for p in cache_files(prefix, True) if p.name.endswith(f"{OURS}{kind}.pyc"))]
     theirs = [p.read_bytes() for p in cache_files(prefix, False) if _in_package(p, prefix, files[package])]
     patterns = importhook.Patterns([package])
-    what_ours_is = ("two bodies per function" if not LAZY else "the body switched, and as compiled" if UNDER
-                    else "light: the compiled code")
+    what_ours_is = "light: the compiled code" if LAZY and not UNDER else "two bodies per function"
     return {
         "unmarshal CPython's .pyc (plain does this too)":
             ms(lambda: [marshal.loads(memoryview(d)[16:]) for d in theirs]),
@@ -314,8 +313,7 @@ def main() -> None:
                          "light imports' functions are switched at the first activation, which each child makes "
                          "after the timed import)")
     ap.add_argument("--under-context", action="store_true",
-                    help="import while a context is active (as under --context): lazy, with a function watcher "
-                         "(3.12+), the modules' bodies are switched and their functions armed")
+                    help="import while a context is active (as under --context): every module is switched at import")
     args = ap.parse_args()
     global LAZY, UNDER
     LAZY, UNDER = not args.eager, args.under_context

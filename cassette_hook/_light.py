@@ -245,51 +245,31 @@ class _Armed:
 
 
 _armed: dict[int, tuple[CodeType, _Armed]] = {}  # id(light code) -> (it, its module), until the module is switched
-_first_calls_caught = False  # are the trampoline's and the plans' callbacks in place?
 
 
 def _arm(waiting: list[LightModule], watch: Any) -> None:
     found: dict[int, tuple[CodeType, _Armed]] = {}
     for module in waiting:
-        armed = _armed_module(module, watch)
-        if armed is not None:
-            found.update((id(code), (code, armed)) for code in armed.light)
+        light = functions(module.code)
+        if light:
+            armed = _Armed(module, light)
+            for code in light:
+                found[id(code)] = (code, armed)
+                watch.arm_at_creation(code)
+    if not found:
+        return
+    _armed.update(found)
+    watch.set_first_call(first_call)
+    from . import plan  # (the runtime: loaded by the activation)
+
+    plan.switch_before_twin = first_call
+    _watch_activity()
     for obj in gc.get_objects():
         if type(obj) is FunctionType:
             known = found.get(id(obj.__code__))
             if known is not None:
                 watch.arm(obj)
                 known[1].functions.append(weakref.ref(obj))
-
-
-def arm_module(module: LightModule) -> None:
-    """``module``, imported while a context is active where a function watcher is, is about
-    to run its body (``_dual.switched_body``: the functions it defines as compiled): the
-    functions it makes are armed as they are made, and its functions switched at the
-    first call of one of them."""
-    with _switching:
-        _armed_module(module, watcher())
-
-
-def _armed_module(module: LightModule, watch: Any) -> _Armed | None:
-    """The functions made from now on from ``module``'s light function code are armed (the
-    caller holds ``_switching``); None if it makes none."""
-    global _first_calls_caught
-    light = functions(module.code)
-    if not light:
-        return None
-    if not _first_calls_caught:
-        watch.set_first_call(first_call)
-        from . import plan  # (the runtime: loaded by the activation)
-
-        plan.switch_before_twin = first_call
-        _watch_activity()
-        _first_calls_caught = True
-    armed = _Armed(module, light)
-    for code in light:
-        _armed[id(code)] = (code, armed)
-        watch.arm_at_creation(code)
-    return armed
 
 
 def first_call(function: FunctionType) -> None:

@@ -6,11 +6,9 @@ carries CPython's cache tag and optimization level (``importlib.util.cache_from_
 also honours ``sys.pycache_prefix``); the header carries everything else the code depends
 on -- the source's size and modification time, the cassette_hook version, the rewriting
 options and the module name baked into the code -- as one line of text.  A module has up
-to four files, one per kind of code the hook hands out: switched (no kind), light
-(``.light``), its functions switched (``.functions``; see ``_light``), and its body switched
-with its functions as compiled, beside its compiled code (``.body``: imported while a
-context is active, its functions switched at their first call).  A file whose header does
-not match, or that does not unmarshal to code, is ignored and rewritten.  Writes
+to three files, one per kind of code the hook hands out: switched (no kind), light
+(``.light``) and its functions switched (``.functions``; see ``_light``).  A file whose header does
+not match, or that does not unmarshal to a code object, is ignored and rewritten.  Writes
 go to a temporary file renamed into place, so concurrent importers never read half a file.
 """
 
@@ -26,7 +24,7 @@ from types import CodeType
 from . import __version__
 
 FORMAT = b"cassette_hook pyc 2\n"
-SWITCHED, LIGHT, FUNCTIONS, BODY = "", ".light", ".functions", ".body"  # the kinds of file
+SWITCHED, LIGHT, FUNCTIONS = "", ".light", ".functions"  # the kinds of file
 
 
 def path_for(source_path: str, kind: str = SWITCHED) -> str | None:

@@ -223,8 +223,7 @@ class _SwitchingSource(SourceFileLoader):
         _keep_importing(fullname)
         source_path = self.get_filename(fullname)
         light = _light_now(fullname)
-        armed = not light and _armed_now(fullname)
-        kind = _pyc.LIGHT if light else _pyc.BODY if armed else _pyc.SWITCHED
+        kind = _pyc.LIGHT if light else _pyc.SWITCHED
         cache = _pyc.path_for(source_path, kind)
         source: os.stat_result | None
         try:
@@ -233,37 +232,32 @@ class _SwitchingSource(SourceFileLoader):
             cache = source = None
         if cache is not None and source is not None:
             header = _pyc.key(source, fullname, OPTIONS, kind)
-            cached, found = _pyc.read(cache, header)
-            if armed and isinstance(cached, tuple) and len(cached) == 2:  # (a .body file: it, and as compiled)
-                cached_code: tuple[CodeType, CodeType] | None = cached
-            else:
-                cached_code = (cached, cached) if isinstance(cached, CodeType) and not armed else None
-            if cached_code is not None:
+            code, found = _pyc.read(cache, header)
+            if isinstance(code, CodeType):
                 if _debug.imports:
                     _debug.say("import", f"{fullname}: cache hit: {cache}")
                 if not light:
                     _switch.install_builtins()  # (switch_or_warn does it for code it makes)
-                return _handed_out(*cached_code, True, light, armed, fullname, source_path, source)
+                    return code
+                return _waiting(code, fullname, source_path, source)
         plain = super().get_code(fullname)  # CPython's own .pyc, read or written as usual
         assert plain is not None  # a source file always compiles to code, or raises
         # Light code is cached even when it is the compiled code (a copy of CPython's .pyc):
         # the next import then reads one file, not a missing one of ours and then CPython's.
-        code, made = _made(plain, fullname, light, armed)
+        code, made = _made(plain, fullname, light)
         written = "no cache for this source"
         if made and cache is not None and source is not None:
-            written = _pyc.write(cache, header, (code, plain) if armed else code, source.st_mode)
+            written = _pyc.write(cache, header, code, source.st_mode)
         if _debug.imports:
             said = f"cache {found}, {written}: {cache}" if cache is not None else written
-            _say_made(fullname, plain, code, light, armed, said if made else None)
-        return _handed_out(code, plain, made, light, armed, fullname, source_path, source)
+            _say_made(fullname, plain, code, light, said if made else None)
+        return _waiting(code, fullname, source_path, source) if made and light else code
 
 
-def _say_made(module: str, plain: CodeType, code: CodeType, light: bool, armed: bool, cached: str | None) -> None:
+def _say_made(module: str, plain: CodeType, code: CodeType, light: bool, cached: str | None) -> None:
     """Tell ``--debug import`` what the hook made of ``module``'s compiled code; ``cached``
     says what became of its cache file (``None``: nothing was made to cache)."""
-    if armed and cached is not None:
-        what = "its body rewritten; its functions switched at the first call of one"
-    elif code is not plain:
+    if code is not plain:
         what = "rewritten"
     elif _names.nothing_to_rewrite(plain):
         what = "nothing to rewrite (no function, class or call): imported as compiled"
@@ -396,52 +390,30 @@ MAIN_MODULES = {"__main__"}
 def code_for(plain: CodeType, module: str, uncached: str) -> CodeType:
     """What the hook hands out for ``plain`` where it keeps no cache (``uncached`` says why,
     for ``--debug import``): light code waiting for a context when none is active, else
-    switched code (its body only, its functions armed, where :func:`_armed_now`)."""
+    switched code."""
     light = _light_now(module)
-    armed = not light and _armed_now(module)
-    code, made = _made(plain, module, light, armed)
+    code, made = _made(plain, module, light)
     if _debug.imports:
-        _say_made(module, plain, code, light, armed, f"not cached ({uncached})" if made else None)
-    return _handed_out(code, plain, made, light, armed, module)
+        _say_made(module, plain, code, light, f"not cached ({uncached})" if made else None)
+    return _waiting(code, module) if made and light else code
 
 
-def _armed_now(module: str) -> bool:
-    """Should ``module`` have only its body switched, its functions to be switched at the
-    first call of one of them (``_light.arm_module``): the hook was installed ``lazy``, a
-    context is active, a function watcher is there to arm the functions, and it is not
-    the program's main module."""
-    return _lazy and _switch.active() and module not in MAIN_MODULES and _light.watcher() is not None
-
-
-def _made(plain: CodeType, module: str, light: bool, armed: bool) -> tuple[CodeType, bool]:
-    """``plain`` light, with its body switched (``armed``) or switched, and whether that
-    was made (not so when rewriting failed, with a warning, or switching found nothing to
-    rewrite: then ``plain`` itself).  Light code is the compiled code (``_light``): neither
-    ``bytecode`` nor the rewriter is imported for it."""
+def _made(plain: CodeType, module: str, light: bool) -> tuple[CodeType, bool]:
+    """``plain`` light or switched, and whether that was made (not so when rewriting failed,
+    with a warning, or switching found nothing to rewrite: then ``plain`` itself).  Light
+    code is the compiled code (``_light``): neither ``bytecode`` nor the rewriter is imported
+    for it."""
     if light:
         return plain, True
-    if armed:  # (made even where the body has no call of its own: the functions it defines wait)
-        if _names.nothing_to_rewrite(plain):
-            return plain, False
-        _switch.install_builtins()
-        from .rewrite import _dual
-
-        body = _rewritten_or_warn(plain, module, _dual.switched_body)
-        return (plain, False) if body is None else (body, True)
     switched = switch_or_warn(plain, module)
     return switched, switched is not plain
 
 
-def _handed_out(code: CodeType, plain: CodeType, made: bool, light: bool, armed: bool, module: str,
-                source_path: str | None = None, source: os.stat_result | None = None) -> CodeType:
-    """``code``, about to run: if it is light, made to wait for a context; if it is
-    ``plain`` with its body switched (``armed``), the functions it makes are armed, to be
-    switched at the first call of one of them.  Where the source is known, their switched
-    code will be cached."""
-    if made and light:
-        _light.wait_for_context(_light.LightModule(module, plain, source_path, source, OPTIONS))
-    elif made and armed:
-        _light.arm_module(_light.LightModule(module, plain, source_path, source, OPTIONS))
+def _waiting(code: CodeType, module: str, source_path: str | None = None,
+             source: os.stat_result | None = None) -> CodeType:
+    """Light ``code``, about to run, made to wait for a context; where the source is known,
+    its switched functions will be cached."""
+    _light.wait_for_context(_light.LightModule(module, code, source_path, source, OPTIONS))
     return code
 
 
@@ -481,7 +453,7 @@ def _rewritten_or_warn(code: CodeType, module: str,
         if _debug.imports:
             _debug.say("import", f"{module}: rewrite failed: {exc}; imported unrewritten")
         warnings.warn(f"cassette_hook: cannot instrument module {module!r}: {exc}; it is imported unrewritten",
-                      RuntimeWarning, stacklevel=3)  # (the caller of switch_or_warn or _made)
+                      RuntimeWarning, stacklevel=3)  # (the caller of switch_or_warn)
         return None
 
 

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import warnings
-import zipfile
 from importlib.machinery import SourceFileLoader
 from pathlib import Path
 
@@ -563,64 +562,12 @@ def test_calls_to_a_function_switched_at_the_first_activation_specialize_as_plai
     assert ("CALL_PY_EXACT_ARGS" in calls) == specializes, calls
 
 
-def test_without_a_function_watcher_a_module_imported_under_a_context_is_switched_at_once(tree, unwatched):
+def test_a_module_imported_under_a_context_is_switched_at_once(tree):
     write(tree, "lz_active.py", MODULE)
     with ch.NullContext():
         mod = lazy_import(tree, "lz_active")
         assert _names.is_switched(mod.helper.__code__)
     assert not _light.waiting()
-
-
-IMPORTED_UNDER_A_CONTEXT = """
-def helper(x):
-    return abs(x)
-
-class Box:
-    def method(self, x):
-        return helper(x)
-
-AT_IMPORT = [abs(-1)]
-"""
-
-
-def test_a_switched_body_leaves_the_functions_it_defines_as_compiled_and_rewrites_its_class_bodies():
-    module = compile(IMPORTED_UNDER_A_CONTEXT + "class Sized:\n    SIZE = abs(-2)\n", "m.py", "exec")
-    body = _dual.switched_body(module, "m")
-    assert _names.is_switched(body)
-    compiled = {id(code) for code in _light.functions(module)}
-    assert compiled and {id(code) for code in _light.functions(body)} == compiled  # (the very code objects)
-    sized = [c for c in body.co_consts if isinstance(c, type(module)) and c.co_name == "Sized"]
-    hooked = [any(name.startswith("__cassette_hook_") for name in c.co_names) for c in sized]
-    assert sorted(hooked) == [False, True]  # (as compiled behind the switch, and rewritten)
-
-
-@needs_watcher
-def test_with_a_function_watcher_a_module_imported_under_a_context_has_its_body_switched_and_its_functions_armed(
-        tree, kept_switched):
-    ctx = Seen(metadata=[])
-    with ctx:
-        mod = lazy_import(tree, "lz_active_armed", IMPORTED_UNDER_A_CONTEXT)
-        assert ctx.metadata == ["abs"]  # (its body's own call)
-        assert _light.watcher().armed(mod.Box.method) and not _names.is_switched(mod.Box.method.__code__)
-        assert mod.Box().method(-2) == 2
-    assert ctx.metadata == ["abs", "helper", "abs"] and _names.is_switched(mod.helper.__code__)
-    assert not _light.waiting()
-
-
-@needs_watcher
-def test_a_module_imported_under_a_context_again_reads_its_body_and_functions_from_the_cache(tree, monkeypatch):
-    with ch.NullContext():
-        lazy_import(tree, "lz_active_cached", IMPORTED_UNDER_A_CONTEXT).Box().method(1)
-    del sys.modules["lz_active_cached"]
-    for kind in (_pyc.BODY, _pyc.FUNCTIONS):
-        assert Path(_pyc.path_for(str(tree / "lz_active_cached.py"), kind)).exists()
-    monkeypatch.setattr(_dual, "switched_body", lambda code, module: pytest.fail("body made again"))
-    monkeypatch.setattr(_dual, "switched_functions", lambda codes, module: pytest.fail("functions made again"))
-    ctx = Seen(metadata=[])
-    with ctx:
-        mod = lazy_import(tree, "lz_active_cached")
-        assert mod.Box().method(-2) == 2
-    assert ctx.metadata == ["abs", "helper", "abs"]
 
 
 def test_a_lazy_import_reads_its_light_code_from_the_cache(tree, monkeypatch, either_way):
@@ -754,8 +701,8 @@ def test_install_from_env_installs_lazy_unless_the_environment_says_eager(monkey
 
 def test_the_command_line_imports_light_until_a_context_is_active_unless_eager(tree):
     write(tree, "lz_cli.py", MODULE)
-    program = ("import lz_cli; from cassette_hook.rewrite import _names; lz_cli.helper(1); "
-               "print(_names.is_switched(lz_cli.helper.__code__))")  # (switched by then, under a context)
+    program = ("import lz_cli; from cassette_hook.rewrite import _names; "
+               "print(_names.is_switched(lz_cli.helper.__code__))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *sys.path])}
 
     def run(*options: str) -> str:
@@ -798,38 +745,6 @@ def test_debug_import_says_what_a_lazy_import_without_a_cache_made(tree, capsys,
     assert said == ["lz_sourceless: included by 'lz_sourceless'; rewriting",
                     "lz_sourceless: light: as compiled (switched under a context); "
                     "not cached (a .pyc without its source)"]
-
-
-@needs_watcher
-def test_a_module_without_a_cache_imported_under_a_context_has_its_functions_armed(tree, kept_switched):
-    archive = tree / "bundle.zip"  # (a zip archive's modules are rewritten at every import: no cache)
-    with zipfile.ZipFile(archive, "w") as zipped:
-        zipped.writestr("lz_zipped_armed.py", IMPORTED_UNDER_A_CONTEXT)
-    sys.path.insert(0, str(archive))
-    ctx = Seen(metadata=[])
-    ch.install(include=["lz_zipped_armed"])
-    try:
-        with ctx:
-            mod = importlib.import_module("lz_zipped_armed")
-            assert _light.watcher().armed(mod.helper)
-            assert mod.Box().method(-2) == 2
-    finally:
-        ch.uninstall()
-        sys.path.remove(str(archive))
-    assert ctx.metadata == ["abs", "helper", "abs"] and _names.is_switched(mod.helper.__code__)
-
-
-@needs_watcher
-def test_debug_import_says_what_an_import_under_a_context_made(tree, capsys, monkeypatch):
-    monkeypatch.setattr(_debug, "imports", True)
-    with ch.NullContext():
-        lazy_import(tree, "lz_said_armed", IMPORTED_UNDER_A_CONTEXT)
-    said = [line.removeprefix("cassette_hook: import: ") for line in capsys.readouterr().err.splitlines()
-            if line.startswith("cassette_hook: import: lz_said_armed")]
-    body = _pyc.path_for(str(tree / "lz_said_armed.py"), _pyc.BODY)
-    assert said == ["lz_said_armed: included by 'lz_said_armed'; rewriting",
-                    "lz_said_armed: its body rewritten; its functions switched at the first call of one; "
-                    f"cache miss, written: {body}"]
 
 
 def test_debug_import_says_what_a_lazy_import_and_the_first_activation_did(tree, capsys, monkeypatch, either_way):

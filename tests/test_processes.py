@@ -38,7 +38,6 @@ def test_install_from_env_installs_the_hook_and_activates_contexts(tmp_path):
         import cassette_hook as ch, worker
         ch.install_from_env()
         import worker2
-        worker2.work(1)  # (switched by its first call, if not at import)
         print("__cassette_hook_enter__" in worker2.work.__code__.co_names, type(ch.current_context()).__name__)
     """)
     write(tmp_path, "worker2.py", WORK)
