@@ -24,6 +24,7 @@ functions removed from that copy, its light files kept), so that every switch is
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import shutil
@@ -92,6 +93,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     rounds = ap.parse_args().rounds
+    if importlib.util.find_spec("networkx") is None:
+        raise SystemExit("bench_first_call needs networkx: pip install -r benchmarks/requirements.txt")
     variants = ["plain", "all-cached", "first-call-cached", "all-made", "first-call-made"]
     cpu: dict[str, list[float]] = {v: [] for v in variants}
     last: dict[str, dict[str, float]] = {}

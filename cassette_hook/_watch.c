@@ -90,16 +90,18 @@ disarm_function(PyFunctionObject *func)
 
 /* The first call of an armed function: _light switches its module (or, if that is being
  * done by this thread already, leaves it light), then the call is made as CPython makes
- * it.  This frame is C: the callee's f_back is its caller's frame. */
+ * it.  This frame is C: the callee's f_back is its caller's frame.  _light turns what
+ * keeps a module from being switched into a warning; what it lets through (a
+ * KeyboardInterrupt meanwhile) is the call's, and the function stays armed. */
 static PyObject *
 first_call(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     if (on_first_call != NULL) {
         PyObject *done = PyObject_CallOneArg(on_first_call, func);
         if (done == NULL) {
-            PyErr_WriteUnraisable(func); /* (_light warns rather than raise: cannot happen) */
+            return NULL;
         }
-        Py_XDECREF(done);
+        Py_DECREF(done);
     }
     disarm_function((PyFunctionObject *)func);
     return default_vectorcall(func, args, nargsf, kwnames);

@@ -380,6 +380,25 @@ def test_an_armed_function_first_called_while_idle_keeps_its_compiled_code_until
 
 
 @needs_watcher
+def test_a_keyboard_interrupt_while_switching_reaches_the_first_call_and_the_next_call_switches(tree, monkeypatch):
+    mod = lazy_import(tree, "lz_interrupted", SMALL)
+    real = _dual.switched_functions
+
+    def interrupted(codes, module):
+        monkeypatch.setattr(_dual, "switched_functions", real)  # (once)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_dual, "switched_functions", interrupted)
+    ctx = Seen(metadata=[])
+    with ctx:
+        with pytest.raises(KeyboardInterrupt):
+            mod.helper(-1)
+        assert _light.watcher().armed(mod.helper)
+        assert mod.helper(-2) == 2
+    assert ctx.metadata == ["abs"]
+
+
+@needs_watcher
 def test_an_armed_module_that_cannot_be_switched_runs_its_compiled_code_with_a_warning(tree, monkeypatch):
     mod = lazy_import(tree, "lz_cannot_switch", SMALL)
 
