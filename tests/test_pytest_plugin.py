@@ -44,8 +44,11 @@ def test_included_package_is_instrumented_for_the_tests(project):
     project.makepyfile(test_it="""
         import cassette_hook as ch
         import money
+        import pytest
         def test_switched():
-            with ch.NullContext():  # (switched at the first activation)
+            with ch.NullContext():  # (switched at the first activation, or at its first call)
+                with pytest.raises(LookupError):
+                    money.convert(1, "EUR")
                 assert "__cassette_hook_enter__" in money.convert.__code__.co_names
     """)
     project.runpytest_subprocess("--cassette-include", "money").assert_outcomes(passed=1)
@@ -98,6 +101,7 @@ def test_included_test_module_is_light_until_a_context_is_first_active(project, 
         def test_light():
             idle = "__cassette_hook_enter__" in helper.__code__.co_names
             with ch.NullContext():
+                helper()  # (switched at the first activation, or at its first call)
                 active = "__cassette_hook_enter__" in helper.__code__.co_names
             assert (idle, active) == (False, True)
     """)
