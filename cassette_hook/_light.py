@@ -281,15 +281,12 @@ def first_call(function: FunctionType) -> None:
         return
     code = function.__code__
     known = _armed.get(id(code))
-    if known is None or known[0] is not code:  # its module is switched already, or it was never armed
-        _give(function, code, watch.switched_of(code))
-        return
-    with _switching:
-        armed = known[1]
-        if armed.switching:
-            return  # called by the switching of its own module: light, this once
-        if id(code) in _armed:
-            _switch_module(armed)
+    if known is not None and known[0] is code:  # (else its module is switched already, or never waited)
+        with _switching:
+            if known[1].switching:
+                return  # called by the switching of its own module: light, this once
+            if id(code) in _armed:  # (not switched by another thread meanwhile)
+                _switch_module(known[1])
     _give(function, code, watch.switched_of(code))
 
 

@@ -241,28 +241,30 @@ switched_of(PyObject *module, PyObject *light)
     return Py_NewRef(PyCode_Check(state) ? state : Py_None);
 }
 
+/* `step` done to `func`, which must be a function (a TypeError naming `name` otherwise). */
+static PyObject *
+on_function(PyObject *func, void (*step)(PyFunctionObject *), const char *name)
+{
+    if (!PyFunction_Check(func)) {
+        PyErr_Format(PyExc_TypeError, "%s(function) takes a function", name);
+        return NULL;
+    }
+    step((PyFunctionObject *)func);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 arm(PyObject *module, PyObject *func)
 {
     (void)module;
-    if (!PyFunction_Check(func)) {
-        PyErr_SetString(PyExc_TypeError, "arm(function) takes a function");
-        return NULL;
-    }
-    arm_function((PyFunctionObject *)func);
-    Py_RETURN_NONE;
+    return on_function(func, arm_function, "arm");
 }
 
 static PyObject *
 disarm(PyObject *module, PyObject *func)
 {
     (void)module;
-    if (!PyFunction_Check(func)) {
-        PyErr_SetString(PyExc_TypeError, "disarm(function) takes a function");
-        return NULL;
-    }
-    disarm_function((PyFunctionObject *)func);
-    Py_RETURN_NONE;
+    return on_function(func, disarm_function, "disarm");
 }
 
 static PyObject *
