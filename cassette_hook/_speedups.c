@@ -18,7 +18,9 @@
  * where the program's own Python-to-Python call would not: so a thread runs only so many
  * Python callees through Sites at once, and deeper recursion gets callsite.site's Python
  * closure (see SITE_BUDGET).  call() runs the same steps where the caller is C already
- * (3.10 call sites, operator sites through a partial, callbacks from C code).
+ * (3.10 call sites, operator sites through a partial, callbacks from C code).  An
+ * overload's call of bodies.recurse runs here too, under the same kind of budget
+ * (RECURSE_BUDGET), so that the callee has the overload's frame below it.
  *
  * Everything rare is delegated back to the Python modules (configure() and
  * configure_tagging() hand it over): a Python frame there is only ever on the stack
@@ -51,7 +53,7 @@ static PyObject *active;             /* the ContextVar of the stack (replaced by
 static PyTypeObject *entry_type, *plan_type, *id_table_type; /* id_table_type: _weakid.WeakIdCache */
 static Py_ssize_t id_table_values;
 static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
-static Py_ssize_t plan_fast, plan_enters, plan_fallback, plan_prehook_call, plan_posthook_call, plan_raisehook_call,
+static Py_ssize_t plan_fast, plan_enters, plan_fallback, plan_prehook_call, plan_posthook_call, plan_raisehook_call, plan_overdub_call,
     plan_overdub, plan_execute, plan_twins, plan_operators, plan_constructors, plan_constructions;
 static PyObject *resolve_direct;     /* (plan, f) -> what to call past the table of direct twins, or None */
 static PyObject *site_code, *site_globals, *site_qualname; /* callsite.site's closure, to make here */
@@ -1461,10 +1463,16 @@ overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs
     if (prehook != NULL && prehook != Py_None && run_hook(entry, prehook, stack + 1, nargs + 2, kwnames) < 0) {
         return NULL;
     }
-    PyObject *out;
+    PyObject *out, *overload = SLOT(plan, plan_overdub_call);
     int ask = (SLOT(plan, plan_overdub) == Py_True ? ASK_OVERDUB : 0)
               | (SLOT(plan, plan_execute) == Py_True ? ASK_EXECUTE : 0);
-    if (ask) {
+    if (overload != NULL && overload != Py_None) { /* the one overload of every call: no dispatch */
+        out = run_popped(entry, overload, stack + 1, nargs + 2, kwnames);
+        if (out == NULL) {
+            goto raised;
+        }
+    }
+    else if (ask) {
         out = overloaded(entry, ask, stack + 1, nargs + 2, kwnames);
         if (out == NULL) {
             goto raised;
@@ -1836,6 +1844,106 @@ repop(PyObject *module, PyObject *unused)
         return NULL;
     }
     Py_SETREF(now->to, Py_NewRef(below));
+    Py_RETURN_NONE;
+}
+
+/* bodies.recurse on the C path: its own Python code, with this for its vectorcall, so that
+ * an overload's ch.recurse(ctx, f, ...) calls f's twin from here and the callee has the
+ * overload's frame below it (no frame of ours).  Calling the twin from C costs a level of
+ * C stack, so a thread makes at most RECURSE_BUDGET such calls at once (a budget of its
+ * own: under an overload each level of recursion is a Site's call and one of these, and
+ * sharing SITE_BUDGET would halve the depth Sites reach); a thread past it switches
+ * recurse to its Python code (CPython's own vectorcall, which call sites inline) until
+ * no thread is that deep any more: its recursion then costs no C stack, and shows
+ * recurse's frame, as the Python closure of a Site does.  Anything but the common case
+ * (an overload of ctx's own entry, unpop's) runs the Python code too. */
+#define RECURSE_BUDGET 100
+static THREAD_LOCAL int recurses_running; /* twins called from here on this thread, not yet returned */
+static PyObject *recurse_function;       /* bodies.recurse, NULL until install_recurse() */
+static vectorcallfunc recurse_python;    /* CPython's vectorcall of it: its Python code */
+static int recurse_deep_calls;           /* calls in flight made past a thread's budget */
+
+static void
+set_recurse_vectorcall(vectorcallfunc vectorcall)
+{
+    PyFunctionObject *func = (PyFunctionObject *)recurse_function;
+#if PY_VERSION_HEX >= 0x030C0000
+    PyFunction_SetVectorcall(func, vectorcall); /* (zeroes its version: specialized call sites let go) */
+#else
+    func->vectorcall = vectorcall;
+#if PY_VERSION_HEX >= 0x030B0000
+    func->func_version = 0; /* (3.11's specialized call sites check it, not the vectorcall) */
+#endif
+#endif
+}
+
+static PyObject *recurse_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+
+static PyObject *
+recurse_deep(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (recurse_deep_calls++ == 0) {
+        set_recurse_vectorcall(recurse_python);
+    }
+    PyObject *out = recurse_python(func, args, nargsf, kwnames);
+    if (--recurse_deep_calls == 0) {
+        set_recurse_vectorcall(recurse_vectorcall);
+    }
+    return out;
+}
+
+static PyObject *
+recurse_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (recurses_running >= RECURSE_BUDGET) {
+        return recurse_deep(func, args, nargsf, kwnames);
+    }
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *run = nargs >= 2 ? unpop(NULL, args, 2) : Py_NewRef(Py_None);
+    if (run == NULL) {
+        return NULL;
+    }
+    recurses_running++;
+    PyObject *out;
+    if (run == Py_None) {
+        out = recurse_python(func, args, nargsf, kwnames);
+    }
+    else {
+        out = PyObject_Vectorcall(run, args + 2, nargs - 2, kwnames);
+        PyObject *exc = out == NULL ? fetch_exception() : NULL;
+        PyObject *popped_again = repop(NULL, NULL);
+        if (popped_again == NULL) {
+            Py_CLEAR(out);
+            Py_XDECREF(exc);
+        }
+        else {
+            Py_DECREF(popped_again);
+            if (exc != NULL) {
+                restore_exception(exc);
+            }
+        }
+    }
+    recurses_running--;
+    Py_DECREF(run);
+    return out;
+}
+
+/* install_recurse(f): bodies.recurse takes the vectorcall above (a reload's: the one
+ * before gets CPython's back). */
+static PyObject *
+install_recurse(PyObject *module, PyObject *func)
+{
+    if (!PyFunction_Check(func)) {
+        PyErr_SetString(PyExc_TypeError, "install_recurse() takes a Python function");
+        return NULL;
+    }
+    if (recurse_function != NULL) {
+        set_recurse_vectorcall(recurse_python);
+        Py_CLEAR(recurse_function);
+    }
+    recurse_function = Py_NewRef(func);
+    recurse_python = ((PyFunctionObject *)func)->vectorcall;
+    set_recurse_vectorcall(recurse_deep_calls > 0 ? recurse_python : recurse_vectorcall);
     Py_RETURN_NONE;
 }
 
@@ -2700,6 +2808,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || slot_offset((PyTypeObject *)plan, "enters", &plan_enters) < 0
         || slot_offset((PyTypeObject *)plan, "fallback", &plan_fallback) < 0
         || slot_offset((PyTypeObject *)plan, "prehook_call", &plan_prehook_call) < 0
+        || slot_offset((PyTypeObject *)plan, "overdub_call", &plan_overdub_call) < 0
         || slot_offset((PyTypeObject *)plan, "posthook_call", &plan_posthook_call) < 0
         || slot_offset((PyTypeObject *)plan, "raisehook_call", &plan_raisehook_call) < 0
         || slot_offset((PyTypeObject *)plan, "overdub", &plan_overdub) < 0
@@ -2852,6 +2961,7 @@ static PyMethodDef methods[] = {
     {"bind", bind, METH_O, "Use this ContextVar as the stack of active contexts."},
     {"unpop", (PyCFunction)(void (*)(void))unpop, METH_FASTCALL,
      "unpop(ctx, f): put back the popped entry of ctx's running overload, and return what runs f's body; or None."},
+    {"install_recurse", install_recurse, METH_O, "install_recurse(f): bodies.recurse's calls run in C where they can."},
     {"repop", repop, METH_NOARGS, "repop(): pop again what unpop() put back."},
     {"top", top, METH_NOARGS, "top(): the innermost active Entry as the running code sees it, or None."},
     {"overload_of", overload_of, METH_O,

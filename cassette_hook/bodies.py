@@ -75,6 +75,11 @@ if _native.speedups is not None:
         finally:
             _repop()
 
+    # Its calls run this code only past the thread's budget of C levels; within it, a C
+    # vectorcall does the same with no frame of ours under the callee (docs/internals.md,
+    # "recurse without a frame").
+    _native.speedups.install_recurse(recurse)
+
 
 def canrecurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> bool:
     """Does ``recurse(ctx, f, *args)`` run a Python body (rather than ``fallback``)?"""

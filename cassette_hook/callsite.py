@@ -221,7 +221,7 @@ def _hook(entry: _context.Entry, hook: Any, call: tuple[Any, ...], kwargs: dict[
 
 def _overloaded(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """What an ``overdub`` or ``execute`` overload makes of the call, or ``OverdubInstead``."""
-    method = overload_of((entry.ctx, f, *args))
+    method = entry.plan.overdub_call or overload_of((entry.ctx, f, *args))
     if method is None:
         return OverdubInstead
     below = entry.below  # bodies.run_popped, one frame less per level

@@ -47,8 +47,9 @@ class Plan:
     """Per context class: which overloads exist, and the twins its contexts run."""
 
     __slots__ = ("fast", "enters", "prehook", "posthook", "raisehook", "overdub", "execute", "fallback", "prehook_call",
-                 "posthook_call", "raisehook_call", "operators", "twins", "direct_twins", "named", "constructions",
-                 "constructors", "_in_scope", "_primitives", "_codes", "_modules", "ctx_type", "pass_", "__weakref__")
+                 "posthook_call", "raisehook_call", "overdub_call", "operators", "twins", "direct_twins", "named",
+                 "constructions", "constructors", "_in_scope", "_primitives", "_codes", "_modules", "ctx_type", "pass_",
+                 "__weakref__")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
         self.prehook = hooks_enabled and generics.prehook.has_methods_for(ctx_type)
@@ -64,6 +65,9 @@ class Plan:
                               if self.posthook else None)
         self.raisehook_call = ((generics.raisehook.sole_method(ctx_type, 3) or generics.raisehook)
                                if self.raisehook else None)
+        # Likewise the overload of every call, when one takes them all (the C path asks
+        # ``execute`` only where ``overdub`` has none); else None: dispatch decides.
+        self.overdub_call = generics.overdub.sole_method(ctx_type, 2) if self.overdub else None
         # Nothing is observed or replaced: calls only need to be recursed into.  (Not with
         # tagging: primitives must get untagged arguments, from ``fallback``.)
         hooks = self.prehook or self.posthook or self.raisehook

@@ -72,19 +72,24 @@ def _program_frame(frame: FrameType | None) -> FrameType | None:
     Skipped: cassette_hook's frames, and a user's overload that handed the call on with
     ``recurse``.  Under ``def overdub(self, f, *args): return ch.recurse(self, f, *args)``
     the call ``eval("a * b")`` reaches the primitive from the overload's frame, but the
-    program made it one frame further out: that is where ``a`` is.  The overload is the
-    caller of ``recurse``, and is told from a program function that calls ``recurse``
-    itself (the caller it looks like) by its code: an ``overdub`` or ``execute`` method's.
-    (Its own caller may be the program's frame: the C hot path calls it from there.)
+    program made it one frame further out: that is where ``a`` is.  An overload is told
+    from a program function by its code (an ``overdub`` or ``execute`` method's).  On the C
+    hot path ``recurse`` has no frame, and the overload's frame is the callee's caller; on
+    the pure path (and past a thread's budget of C levels) ``recurse``'s frame sits between.
+    An overload is kept only where it called ``ch.overdub`` itself (the frame below it is
+    that entry point's): the call being emulated is then the new context's, made there.
     """
+    overloads = _overload_codes()
+    below_is_entry = False
     while frame is not None:
+        code = frame.f_code
         if not is_own_frame(frame):
-            return frame
-        caller = frame.f_back
-        # (``bodies.recurse``, in both its versions, is the one function of ours so named.)
-        if frame.f_code.co_name == "recurse" and caller is not None and caller.f_code in _overload_codes():
-            caller = caller.f_back  # an overload: the call is its call site's
-        frame = caller
+            if code not in overloads or below_is_entry:
+                return frame
+        # (``bodies.recurse``, in both its versions, and the entry point ``overdub`` are
+        # the functions of ours so named.)
+        below_is_entry = is_own_frame(frame) and code.co_name == "overdub"
+        frame = frame.f_back
     return None
 
 

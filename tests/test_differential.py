@@ -130,11 +130,11 @@ _UNINSTRUMENTED: dict[str, list[str]] = {}
 # test asserts that documented behaviour instead of equality, so a change either way shows.
 
 def _extra_frames(ctx: ch.Context) -> bool:
-    """cassette_hook's frames sit between user frames: under an overload (``recurse``, and
-    the overload's own), and, without the C hot path, at a 3.11+ call site under hooks
-    (the call site's Python closure) and at every 3.10 call site.  Not at a 3.11+ call
-    site with positional arguments under a prehook alone: it enters (``Plan.enters``),
-    and the program's frame calls the callee itself."""
+    """Frames other than the program's sit between user frames: under an overload (its
+    own, and without the C hot path ``recurse``'s), and, without the C hot path, at a
+    3.11+ call site under hooks (the call site's Python closure) and at every 3.10 call
+    site.  Not at a 3.11+ call site with positional arguments under a prehook alone: it
+    enters (``Plan.enters``), and the program's frame calls the callee itself."""
     if type(ctx) is Recursing:
         return True
     if ACCELERATED:
@@ -152,18 +152,25 @@ def _extra_frames_in_keyword_calls(ctx: ch.Context) -> bool:
 
 
 OWN_FRAME_NAMES = {"call", "overdubbed", "recurse"}
+OVERLOAD_NAMES = {"overdub"}  # Recursing's overload: the user's frames that may sit between
+BETWEEN_NAMES = OVERLOAD_NAMES if ACCELERATED else OWN_FRAME_NAMES | OVERLOAD_NAMES
+"""What a walk outwards meets between the program's frames under Recursing: on the C hot
+path the overload's frames alone (``recurse`` has none), else cassette_hook's too."""
 
 
 def _walk_meets_our_frames(plain: Any, overdubbed: Any) -> bool:
-    """The innermost frame is right; walking outwards meets one of cassette_hook's."""
+    """The innermost frame is right; walking outwards meets the frames between (and, left
+    out, those are the program's in order)."""
     names = overdubbed[1]
-    return names[0] == plain[1][0] and bool(OWN_FRAME_NAMES & set(names[1:]))
+    program = [name for name in names if name not in BETWEEN_NAMES]
+    return (names[0] == plain[1][0] and set(names) - set(program) <= BETWEEN_NAMES
+            and program == plain[1][:len(program)] and len(program) < len(names))
 
 
 def _log_caller_is_our_frame(plain: Any, overdubbed: Any) -> bool:
-    """The records are the same but for the caller: logging's walk stops at our frame."""
+    """The records are the same but for the caller: logging's walk stops at a frame between."""
     same_messages = [r[2] for r in overdubbed[1]] == [r[2] for r in plain[1]]
-    return same_messages and {r[0] for r in overdubbed[1]} <= OWN_FRAME_NAMES
+    return same_messages and {r[0] for r in overdubbed[1]} <= BETWEEN_NAMES
 
 
 DOCUMENTED: dict[str, tuple[Any, Any]] = {  # case -> (when it applies, what holds instead)

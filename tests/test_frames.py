@@ -188,8 +188,10 @@ def frames_of_ours_seen(case: str, context: str) -> bool:
     """Does ``case`` see cassette_hook's frames under ``context``, on this run's hot path?"""
     if case in SEEN_THROUGH:
         return False
-    if case == RECURSION_PROBE or context in OVERLOADS:
-        return True  # an overload's ``recurse`` is a Python frame between the overload and the callee
+    if case == RECURSION_PROBE:
+        return True
+    if context in OVERLOADS:  # ``recurse`` is a Python frame between the overload and the callee, but in C
+        return not C_PATH
     if not C_PATH:  # hooks run in the site's Python closure; on 3.10 every call site is a Python call
         if context in ENTERING and sys.version_info >= (3, 11):
             return case not in ENTERED_PLAINLY

@@ -906,6 +906,30 @@ def test_an_overload_registered_after_a_direct_call_applies_to_the_next_call():
         ch.overdub.unregister(_)
 
 
+def test_a_second_overload_registered_after_a_sole_one_is_dispatched_to():
+    """A context's one overload of every call is called without dispatch; a second one,
+    registered later, for some calls, is then found for those."""
+    class Sole(ch.Context):
+        def overdub(self, f, *args, **kwargs):
+            return ch.recurse(self, f, *args, **kwargs)
+
+    def run():
+        return _doubled(1)
+
+    ctx = Sole()
+    assert ch.overdub(ctx, run) == 2
+
+    @ch.overdub.register
+    def _(ctx: Sole, f: ch.Is[_doubled], x):
+        return "the second overload"
+
+    try:
+        assert ch.overdub(ctx, run) == "the second overload"
+    finally:
+        ch.overdub.unregister(_)
+    assert ch.overdub(ctx, run) == 2
+
+
 def test_a_direct_callee_whose_code_is_replaced_runs_its_new_code():
     def callee():
         return "old"

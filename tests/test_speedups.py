@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 import traceback
+import types
 
 import pytest
 
@@ -292,10 +293,78 @@ def test_deep_recursion_under_hooks_runs_as_deep_as_plain():
 
 
 def test_deep_recursion_under_an_overload_calling_recurse_runs_as_deep_as_plain():
-    """``recurse`` calls the callee from its own Python frame, not from C: a C call per
-    level would meet 3.12's C recursion limit about 1,000 levels down."""
+    """``recurse`` calls the callee from C only within the thread's budget of C levels;
+    deeper it runs its Python code, whose call CPython inlines: a C call per level would
+    meet 3.12's C recursion limit about 1,000 levels down."""
     hook = "def overdub(self, f, *args, **kwargs): return ch.recurse(self, f, *args, **kwargs)"
     assert printed_by_deep(hook, RECURSE_DEPTH) == [str(RECURSE_DEPTH)] * 2
+
+
+class CallersOfCallees(ch.Context):
+    """An overload handing every Python function on (the builtins are called from the
+    program's frames: ``sys._getframe``), under which ``caller_of_me`` records the name of
+    the frame below each callee's."""
+
+    def overdub(self, f: types.FunctionType, *args, **kwargs):
+        return ch.recurse(self, f, *args, **kwargs)
+
+
+def caller_of_me(depth: int, seen: list[str]) -> int:
+    seen.append(sys._getframe().f_back.f_code.co_name)
+    return depth if depth == 0 else 1 + caller_of_me(depth - 1, seen)
+
+
+@needs_c
+def test_the_callee_of_recurse_has_the_overload_frame_below_it():
+    seen: list[str] = []
+    assert ch.overdub(CallersOfCallees(), caller_of_me, 3, seen) == 3
+    assert seen[1:] == ["overdub"] * 3  # (the first is called by ch.overdub's own frame)
+
+
+@needs_c
+def test_recurse_past_the_threads_budget_shows_its_frame_then_gives_it_up():
+    """Past ``RECURSE_BUDGET`` (100) calls from C at once on a thread, ``recurse`` runs its
+    Python code (its frame between the overload and the callee), and once no thread is
+    that deep it calls from C again."""
+    deep: list[str] = []
+    ch.overdub(CallersOfCallees(), caller_of_me, 300, deep)
+    assert deep[1:100] == ["overdub"] * 99
+    assert deep[-1] == "recurse"
+    shallow: list[str] = []
+    ch.overdub(CallersOfCallees(), caller_of_me, 3, shallow)
+    assert shallow[1:] == ["overdub"] * 3
+
+
+@needs_c
+def test_a_thread_past_its_budget_leaves_the_others_correct():
+    """``recurse`` runs its Python code for every thread while one is past its budget: a
+    shallow call on another thread then shows ``recurse``'s frame, and returns the same."""
+    import threading
+
+    at_bottom, done = threading.Event(), threading.Event()
+
+    def deep_then_wait(depth: int) -> int:
+        if depth == 0:
+            at_bottom.set()
+            assert done.wait(10)
+            return 0
+        return 1 + deep_then_wait(depth - 1)
+
+    results: list[int] = []
+    thread = threading.Thread(target=lambda: results.append(ch.overdub(CallersOfCallees(), deep_then_wait, 300)))
+    thread.start()
+    try:
+        assert at_bottom.wait(10)
+        meanwhile: list[str] = []
+        assert ch.overdub(CallersOfCallees(), caller_of_me, 3, meanwhile) == 3
+    finally:
+        done.set()
+        thread.join()
+    assert results == [300]
+    assert meanwhile[1:] == ["recurse"] * 3
+    after: list[str] = []
+    ch.overdub(CallersOfCallees(), caller_of_me, 3, after)
+    assert after[1:] == ["overdub"] * 3
 
 
 class Made:
