@@ -95,8 +95,12 @@ def hooked() -> Hooked:
     file, so the same names and line numbers; switched at import; imported lazy (as
     compiled, its functions switched when the first of these tests activates a context, or
     where a function watcher is, when it first calls ``entry``); and imported lazy while a
-    context is active (switched at import, or where a function watcher is, its body
-    switched and its functions at the first call of one)."""
+    context is active (switched at import).
+
+    Entries of earlier tests that only a collection frees (in a cycle with a traceback)
+    are collected first: while one lives, a context is active, and the lazy import would
+    be switched at import too."""
+    gc.collect()
     plain = sys.modules.pop(program.__name__)
     modules: Hooked = {}
     try:
