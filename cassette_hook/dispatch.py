@@ -729,5 +729,10 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         """The registered methods, not the default."""
         return [m.registered for m in self._methods]
 
+    def running_methods(self) -> list[Callable[..., Any]]:
+        """What calls of the registered methods run: each method, or the copy of it that
+        registration made (``generics`` makes the leading parameters positional-only)."""
+        return [m.func for m in self._methods]
+
     def __repr__(self) -> str:
         return f"<Generic {self.name} with {len(self._methods)} method(s)>"

@@ -94,12 +94,13 @@ def _program_frame(frame: FrameType | None) -> FrameType | None:
 
 
 def _overload_codes() -> frozenset[Any]:
-    """The code objects of the ``overdub`` and ``execute`` methods registered now."""
+    """The code objects the ``overdub`` and ``execute`` methods registered now run (a
+    method registered with a ``f`` that is not positional-only runs a copy that makes it so)."""
     global _overloads
     if _overloads[0] != dispatch.generation:  # a method was registered or removed
         _overloads = (dispatch.generation, frozenset(
             getattr(method, "__code__", None) for generic in (generics.overdub, generics.execute)
-            for method in generic.methods()))
+            for method in generic.running_methods()))
     return _overloads[1]
 
 

@@ -66,9 +66,11 @@ class CountingHooked(CountingNoOperators):
 class Recursing(ch.Context):
     """An ``overdub`` overload that hands every call on: its frames sit between the
     program's, which frame-sensitive builtins (``eval``, ``locals``, ``super``,
-    ``sys._getframe``) must see through."""
+    ``sys._getframe``) must see through.  Written as users write it, ``f`` not
+    positional-only: the frames then run the copy registration makes (``tests/test_frames.py``
+    has the positional-only form)."""
 
-    def overdub(self, f, /, *args, **kwargs):
+    def overdub(self, f, *args, **kwargs):
         self.metadata[0] += 1
         return ch.recurse(self, f, *args, **kwargs)
 

@@ -233,3 +233,33 @@ def test_recurse_under_a_with_block_in_the_overload_runs_above_that_block() -> N
     ctx = Wrapping()
     assert ch.overdub(ctx, asks) is ctx  # pushed again, above the Bystander's block
     assert ch.current_context() is None
+
+
+def _callers_code() -> Any:
+    import sys
+
+    return sys._getframe(1).f_code
+
+
+def _named_by_the_overload() -> str:
+    return "plain"
+
+
+def test_a_callee_of_overdub_called_by_an_overload_has_the_overload_as_its_caller() -> None:
+    """The frame-sensitive emulations skip an overload's frame where it handed a call on,
+    and keep it where the overload started a context of its own: the call was made there."""
+    class Hooked(ch.Context):
+        def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    class Starting(ch.Context):
+        def overdub(self, f: ch.Is[_named_by_the_overload], *args: Any, **kwargs: Any) -> Any:
+            return ch.overdub(Hooked(), _callers_code)
+
+    def program() -> Any:
+        return _named_by_the_overload()
+
+    caller = ch.overdub(Starting(), program)
+    overload = Starting.overdub.__code__
+    assert (caller.co_name, caller.co_filename, caller.co_firstlineno) == (
+        overload.co_name, overload.co_filename, overload.co_firstlineno)
