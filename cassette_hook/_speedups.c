@@ -53,8 +53,8 @@ static PyObject *active;             /* the ContextVar of the stack (replaced by
 static PyTypeObject *entry_type, *plan_type, *id_table_type; /* id_table_type: _weakid.WeakIdCache */
 static Py_ssize_t id_table_values;
 static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
-static Py_ssize_t plan_fast, plan_enters, plan_fallback, plan_prehook_call, plan_posthook_call, plan_raisehook_call, plan_overdub_call,
-    plan_overdub, plan_execute, plan_twins, plan_operators, plan_constructors, plan_constructions;
+static Py_ssize_t plan_fast, plan_enters, plan_fallback, plan_prehook_call, plan_posthook_call, plan_raisehook_call,
+    plan_overdub_call, plan_overdub, plan_execute, plan_twins, plan_operators, plan_constructors, plan_constructions;
 static PyObject *resolve_direct;     /* (plan, f) -> what to call past the table of direct twins, or None */
 static PyObject *site_code, *site_globals, *site_qualname; /* callsite.site's closure, to make here */
 static int site_entry_first;         /* its free variables are (entry, f), not (f, entry) */

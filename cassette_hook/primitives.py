@@ -76,19 +76,20 @@ def _program_frame(frame: FrameType | None) -> FrameType | None:
     from a program function by its code (an ``overdub`` or ``execute`` method's).  On the C
     hot path ``recurse`` has no frame, and the overload's frame is the callee's caller; on
     the pure path (and past a thread's budget of C levels) ``recurse``'s frame sits between.
-    An overload is kept only where it called ``ch.overdub`` itself (the frame below it is
-    that entry point's): the call being emulated is then the new context's, made there.
+    An overload is kept where it called ``ch.overdub`` itself: the call being emulated is
+    then the new context's, made there (the frames of ours just below the overload's are
+    the entry point's, ``bodies._default_overdub`` among them).
     """
     overloads = _overload_codes()
-    below_is_entry = False
+    entered = False  # do the frames of ours just below this one include the entry point's?
     while frame is not None:
         code = frame.f_code
-        if not is_own_frame(frame):
-            if code not in overloads or below_is_entry:
-                return frame
-        # (``bodies.recurse``, in both its versions, and the entry point ``overdub`` are
-        # the functions of ours so named.)
-        below_is_entry = is_own_frame(frame) and code.co_name == "overdub"
+        if is_own_frame(frame):
+            entered = entered or code.co_name == "_default_overdub"  # (the one function so named)
+        elif code not in overloads or entered:
+            return frame
+        else:
+            entered = False
         frame = frame.f_back
     return None
 
