@@ -471,9 +471,12 @@ static int run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_
  * rewrite._nullslot's MAX_ENTERED, which tests check is no more; more are resolved). */
 #define ENTERED_MAX 15
 
+static PyObject *enter_builtin(PyObject *entry, PyObject *ctx, PyObject *f, PyObject *const *args, Py_ssize_t nargs);
+
 /* callsite.enter under entry: for a Python function or bound method with a twin, under
  * a plan that enters, the prehook run here, popped, and the twin (bound alike) returned
- * for the site's own frame to call; anything else resolve_in's. */
+ * for the site's own frame to call; a builtin likewise (enter_builtin); anything else
+ * resolve_in's. */
 static PyObject *
 enter_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -481,9 +484,15 @@ enter_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs)
     if (plan == NULL || ctx == NULL) {
         return NULL;
     }
+    if (SLOT(plan, plan_enters) != Py_True || nargs > ENTERED_MAX) {
+        return resolve_in(entry, f);
+    }
+    if (Py_TYPE(f) == &PyCFunction_Type) {
+        return enter_builtin(entry, ctx, f, args, nargs);
+    }
     int method = Py_TYPE(f) == &PyMethod_Type;
     PyObject *callee = method ? PyMethod_GET_FUNCTION(f) : f;
-    if (SLOT(plan, plan_enters) != Py_True || !PyFunction_Check(callee) || nargs > ENTERED_MAX) {
+    if (!PyFunction_Check(callee)) {
         return resolve_in(entry, f);
     }
     PyObject *twin = body_of(plan, callee);
@@ -1552,6 +1561,61 @@ method_descriptor_of(PyObject *f)
         return found;
     }
     return NULL;
+}
+
+/* enter_in for a builtin function or method f: the prehook run here, popped, with the call
+ * as hooks see it (items.append(x) as (list.append, items, x)), and f itself returned for
+ * the site's frame to call -- where a Site would have called it from C with the same
+ * arguments and nothing else: not a builtin the plain program's call needs help with (a
+ * frame-sensitive one, one that takes callbacks or iterates its argument: emulated or
+ * prepared), nor an operator-like one (iter, operator.add) whose operands may have Python
+ * dunders to recurse into.  Those, and a method present() would have to find, resolve_in's. */
+static PyObject *
+enter_builtin(PyObject *entry, PyObject *ctx, PyObject *f, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *callee = f, *receiver = NULL;
+    if (presented_as_method(f)) {
+        callee = method_descriptor_of(f); /* (borrowed from the type) */
+        if (callee == NULL) {
+            return PyErr_Occurred() ? NULL : resolve_in(entry, f);
+        }
+        receiver = PyCFunction_GET_SELF(f);
+    }
+    /* primitives.call_primitive's own test, by id: f's, or, for a bound method, its
+     * descriptor's (what it looks up by name); the preparers are among those. */
+    int helped = has_id(special, f);
+    if (helped == 0 && callee != f) {
+        helped = has_id(special, callee);
+    }
+    if (helped == 0 && address_set_has(&with_bodies_set, f) && !all_c_operands(args, nargs)) {
+        helped = 1;
+    }
+    if (helped != 0) {
+        return helped < 0 ? NULL : resolve_in(entry, f);
+    }
+    PyObject *plan = slot(entry, entry_plan, "plan");
+    if (plan == NULL) {
+        return NULL;
+    }
+    PyObject *stack[ENTERED_MAX + 3];
+    Py_ssize_t n = 0;
+    stack[n++] = ctx;
+    stack[n++] = callee;
+    if (receiver != NULL) {
+        stack[n++] = receiver;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        stack[n++] = args[i];
+    }
+    Py_INCREF(f); /* (the hook may drop every other reference to them) */
+    Py_INCREF(callee);
+    int hooked = run_hook(entry, SLOT(plan, plan_prehook_call), stack, n, NULL);
+    Py_DECREF(callee);
+    if (hooked < 0) {
+        Py_DECREF(f);
+        return NULL;
+    }
+    return f;
 }
 
 /* callsite.present: (f, args), or what the Python one makes of a builtin method. */

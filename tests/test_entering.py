@@ -101,12 +101,27 @@ class _Shape:
         return 2 * x
 
 
+class _Sized:
+    def __len__(self):
+        return _callee(4)
+
+
+class _Iterable:
+    def __iter__(self):
+        return iter([_callee(5)])
+
+
 def _program(n):
     shapes = [_Shape(i) for i in range(n)]
     total = sum(s.area() for s in shapes) + _Shape.unit().area() + _Shape.double(n)
     squares = sorted(map(lambda s: s.area(), shapes), key=lambda v: -v)
     gen = (s.side for s in shapes)
-    return total, squares, list(gen), max(n, 3), _callee(n, 1, 2, 3), _calls_in_every_way(n), len(str(n))
+    sizes = []
+    sizes.append(len(_Sized()))  # a builtin method, and a builtin whose operand has a Python dunder
+    sizes.append(abs(-n))
+    sizes.extend(iter(_Iterable()))
+    return (total, squares, list(gen), max(n, 3), _callee(n, 1, 2, 3), _calls_in_every_way(n), len(str(n)),
+            sizes, sys._getframe().f_code.co_name)
 
 
 def test_entering_sites_show_the_prehook_the_calls_hooked_sites_show() -> None:
@@ -191,6 +206,32 @@ def test_under_another_context_an_entering_site_runs_that_contexts_hooks() -> No
     assert ch.overdub(outer, program) == 1
     assert ("_callee", ("int",), ()) in inner.metadata
     assert ("_callee", ("int",), ()) not in outer.metadata
+
+
+@pytest.mark.skipif(_native.speedups is None, reason="the C hot path is not in use in this run")
+def test_a_builtin_at_an_entering_site_is_handed_back_for_the_sites_frame_to_call() -> None:
+    """What a ``Site`` would only have called from C with the same arguments: the prehook
+    runs in ``enter``, and the program's frame calls the builtin itself."""
+    enter, items = _native.speedups.enter, [1]
+    ctx = Recording([])
+    with ctx:
+        assert enter(len, items) is len
+        append = items.append
+        assert enter(append, 2) is append
+    assert ctx.metadata == [("len", ("list",), ()), ("list.append", ("list", "int"), ())]
+
+
+@pytest.mark.skipif(_native.speedups is None, reason="the C hot path is not in use in this run")
+@pytest.mark.parametrize("call", [
+    pytest.param((iter, _Iterable()), id="an-operator-like-builtin-whose-operand-has-a-python-dunder"),
+    pytest.param((sorted, [2, 1]), id="a-builtin-whose-arguments-are-prepared"),
+    pytest.param((sys._getframe, 0), id="a-frame-sensitive-builtin"),
+    pytest.param(([2, 1].sort,), id="a-bound-method-whose-descriptor-is-emulated"),
+])
+def test_a_builtin_the_plain_call_needs_help_with_is_not_handed_back(call: tuple[Any, ...]) -> None:
+    f, *args = call
+    with Recording([]):
+        assert _native.speedups.enter(f, *args) is not f
 
 
 @pytest.mark.skipif(_native.speedups is None, reason="the C hot path is not in use in this run")
