@@ -1823,10 +1823,10 @@ new_site(PyObject *entry, PyObject *f, vectorcallfunc run)
  * no_body (an operator's Python dunders, a fallback overload, or the primitive) -- for
  * the entry unpop put back. */
 static PyObject *
-bodyless_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+bodyless_run(PyObject *entry, PyObject *f, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *plan = slot(self->entry, entry_plan, "plan"), *ctx = slot(self->entry, entry_ctx, "ctx");
+    PyObject *plan = slot(entry, entry_plan, "plan"), *ctx = slot(entry, entry_ctx, "ctx");
     if (plan == NULL || ctx == NULL) {
         return NULL;
     }
@@ -1835,14 +1835,14 @@ bodyless_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwname
         return PyErr_NoMemory();
     }
     call[0] = ctx;
-    call[1] = self->f;
+    call[1] = f;
     for (Py_ssize_t i = 0; i < nargs + nkw; i++) {
         call[2 + i] = args[i];
     }
     PyObject *out = NULL;
-    int plain = plain_builtin(self->entry, plan, call, 2 + nargs, kwnames, &out);
+    int plain = plain_builtin(entry, plan, call, 2 + nargs, kwnames, &out);
     if (plain == 0) {
-        out = no_body(self->entry, plan, call, 2 + nargs, kwnames);
+        out = no_body(entry, plan, call, 2 + nargs, kwnames);
     }
     if (call != small) {
         PyMem_Free(call);
@@ -1850,26 +1850,28 @@ bodyless_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwname
     return plain < 0 ? NULL : out;
 }
 
-/* bodies.recurse's common case: called by an overload (or hook) of ctx's own entry,
- * running popped on this thread, for a callee with a body.  bodies._recurse pushes a
- * new entry for ctx (the popped one is not on the stack), runs the body and pops it: an
- * Entry made per call.  unpop(ctx, f) puts the popped entry back instead (the thread's
- * Popped record says, until repop(), that the top is the entry itself) and returns what
- * runs f's body, which recurse calls from its own frame: a call from C here would put
- * the callee on the C stack, one level per recursion (RecursionError 1,000 deep on 3.12;
- * see SITE_BUDGET).  None (nothing changed) when it is not that case: no overload
- * running, another context's, a with-block since, a tagging context (its results are
- * unwrapped as they leave), or a callee without a body; bodies._recurse then runs. */
 static PyObject *
-unpop(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+bodyless_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "unpop(ctx, f) takes 2 arguments");
-        return NULL;
-    }
+    return bodyless_run(self->entry, self->f, args, nargsf, kwnames);
+}
+
+/* bodies.recurse's common case: called by an overload (or hook) of ctx's own entry,
+ * running popped on this thread.  bodies._recurse pushes a new entry for ctx (the popped
+ * one is not on the stack), runs the body and pops it: an Entry made per call.
+ * unpop_for(ctx, f) puts the popped entry back instead (the thread's Popped record says,
+ * until repop(), that the top is the entry itself) and returns what runs f's body, or,
+ * for a callee without one, the entry itself (its plan in *plan_out): bodyless_run's
+ * steps run it.  None (nothing changed) when it is not that case: no overload running,
+ * another context's, a with-block since, or a tagging context (its results are unwrapped
+ * as they leave); bodies._recurse then runs.  unpop(ctx, f), the Python path's, hands a
+ * Site for the bodyless steps. */
+static PyObject *
+unpop_for(PyObject *ctx, PyObject *f, PyObject **plan_out)
+{
     Popped *now = &popped;
     PyObject *entry = now->entry;
-    if (entry == NULL || now->to == entry || SLOT(entry, entry_ctx) != args[0]) {
+    if (entry == NULL || now->to == entry || SLOT(entry, entry_ctx) != ctx) {
         Py_RETURN_NONE;
     }
     PyObject *held, *plan = slot(entry, entry_plan, "plan");
@@ -1880,16 +1882,31 @@ unpop(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (held != now->from) { /* a with-block since the overload began */
         Py_RETURN_NONE;
     }
-    int tagging = is_tagging(args[0]);
-    if (tagging < 0) {
+    int tagging = is_tagging(ctx);
+    if (tagging != 0) {
+        return tagging < 0 ? NULL : Py_NewRef(Py_None);
+    }
+    PyObject *run = body_of(plan, f);
+    if (run == Py_None) { /* no body: without_body's steps, run for this entry */
+        Py_SETREF(run, Py_NewRef(entry));
+    }
+    if (run != NULL) {
+        Py_SETREF(now->to, Py_NewRef(entry));
+        *plan_out = plan;
+    }
+    return run;
+}
+
+static PyObject *
+unpop(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "unpop(ctx, f) takes 2 arguments");
         return NULL;
     }
-    PyObject *run = tagging ? Py_NewRef(Py_None) : body_of(plan, args[1]);
-    if (run == Py_None && !tagging) { /* no body: without_body's steps, run for this entry */
-        Py_SETREF(run, new_site(entry, args[1], (vectorcallfunc)bodyless_call));
-    }
-    if (run != NULL && run != Py_None) {
-        Py_SETREF(now->to, Py_NewRef(entry));
+    PyObject *plan, *run = unpop_for(args[0], args[1], &plan);
+    if (run != NULL && Py_TYPE(run) == entry_type) {
+        Py_SETREF(run, new_site(run, args[1], (vectorcallfunc)bodyless_call));
     }
     return run;
 }
@@ -1963,7 +1980,7 @@ recurse_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObjec
         return recurse_deep(func, args, nargsf, kwnames);
     }
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *run = nargs >= 2 ? unpop(NULL, args, 2) : Py_NewRef(Py_None);
+    PyObject *plan = NULL, *run = nargs >= 2 ? unpop_for(args[0], args[1], &plan) : Py_NewRef(Py_None);
     if (run == NULL) {
         return NULL;
     }
@@ -1973,7 +1990,16 @@ recurse_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObjec
         out = recurse_python(func, args, nargsf, kwnames);
     }
     else {
-        out = PyObject_Vectorcall(run, args + 2, nargs - 2, kwnames);
+        if (Py_TYPE(run) != entry_type) {
+            out = PyObject_Vectorcall(run, args + 2, nargs - 2, kwnames);
+        }
+        else { /* no body: bodyless_call's steps, on args as they are, [ctx, f, arguments...] */
+            out = NULL;
+            int plain = plain_builtin(run, plan, args, nargs, kwnames, &out);
+            if (plain == 0) {
+                out = no_body(run, plan, args, nargs, kwnames);
+            }
+        }
         PyObject *exc = out == NULL ? fetch_exception() : NULL;
         PyObject *popped_again = repop(NULL, NULL);
         if (popped_again == NULL) {
