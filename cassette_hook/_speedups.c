@@ -1473,22 +1473,18 @@ overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs
         return NULL;
     }
     PyObject *out, *overload = SLOT(plan, plan_overdub_call);
-    int ask = (SLOT(plan, plan_overdub) == Py_True ? ASK_OVERDUB : 0)
+    int ask = overload != NULL && overload != Py_None ? 0 /* the one overload of every call: no dispatch */
+            : (SLOT(plan, plan_overdub) == Py_True ? ASK_OVERDUB : 0)
               | (SLOT(plan, plan_execute) == Py_True ? ASK_EXECUTE : 0);
-    if (overload != NULL && overload != Py_None) { /* the one overload of every call: no dispatch */
-        out = run_popped(entry, overload, stack + 1, nargs + 2, kwnames);
-        if (out == NULL) {
-            goto raised;
-        }
-    }
-    else if (ask) {
+    if (ask) {
         out = overloaded(entry, ask, stack + 1, nargs + 2, kwnames);
-        if (out == NULL) {
-            goto raised;
-        }
     }
     else {
-        out = Py_NewRef(overdub_instead);
+        out = overload != NULL && overload != Py_None ? run_popped(entry, overload, stack + 1, nargs + 2, kwnames)
+                                                      : Py_NewRef(overdub_instead);
+    }
+    if (out == NULL) {
+        goto raised;
     }
     if (out == overdub_instead) {
         Py_DECREF(out);
@@ -1822,6 +1818,18 @@ new_site(PyObject *entry, PyObject *f, vectorcallfunc run)
  * bodies.without_body's steps, in C -- a plain operator on builtin values, else
  * no_body (an operator's Python dunders, a fallback overload, or the primitive) -- for
  * the entry unpop put back. */
+/* The steps themselves, on call = [ctx, f, arguments...]. */
+static PyObject *
+bodyless_steps(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, PyObject *kwnames)
+{
+    PyObject *out = NULL;
+    int plain = plain_builtin(entry, plan, call, n, kwnames, &out);
+    if (plain == 0) {
+        out = no_body(entry, plan, call, n, kwnames);
+    }
+    return plain < 0 ? NULL : out;
+}
+
 static PyObject *
 bodyless_run(PyObject *entry, PyObject *f, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
@@ -1839,15 +1847,11 @@ bodyless_run(PyObject *entry, PyObject *f, PyObject *const *args, size_t nargsf,
     for (Py_ssize_t i = 0; i < nargs + nkw; i++) {
         call[2 + i] = args[i];
     }
-    PyObject *out = NULL;
-    int plain = plain_builtin(entry, plan, call, 2 + nargs, kwnames, &out);
-    if (plain == 0) {
-        out = no_body(entry, plan, call, 2 + nargs, kwnames);
-    }
+    PyObject *out = bodyless_steps(entry, plan, call, 2 + nargs, kwnames);
     if (call != small) {
         PyMem_Free(call);
     }
-    return plain < 0 ? NULL : out;
+    return out;
 }
 
 static PyObject *
@@ -1990,16 +1994,8 @@ recurse_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObjec
         out = recurse_python(func, args, nargsf, kwnames);
     }
     else {
-        if (Py_TYPE(run) != entry_type) {
-            out = PyObject_Vectorcall(run, args + 2, nargs - 2, kwnames);
-        }
-        else { /* no body: bodyless_call's steps, on args as they are, [ctx, f, arguments...] */
-            out = NULL;
-            int plain = plain_builtin(run, plan, args, nargs, kwnames, &out);
-            if (plain == 0) {
-                out = no_body(run, plan, args, nargs, kwnames);
-            }
-        }
+        out = Py_TYPE(run) != entry_type ? PyObject_Vectorcall(run, args + 2, nargs - 2, kwnames)
+                                         : bodyless_steps(run, plan, args, nargs, kwnames); /* (no body) */
         PyObject *exc = out == NULL ? fetch_exception() : NULL;
         PyObject *popped_again = repop(NULL, NULL);
         if (popped_again == NULL) {
@@ -2018,22 +2014,17 @@ recurse_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObjec
     return out;
 }
 
-/* install_recurse(f): bodies.recurse takes the vectorcall above (a reload's: the one
- * before gets CPython's back). */
+/* install_recurse(f): bodies.recurse takes the vectorcall above (once: bodies is loaded once). */
 static PyObject *
 install_recurse(PyObject *module, PyObject *func)
 {
-    if (!PyFunction_Check(func)) {
-        PyErr_SetString(PyExc_TypeError, "install_recurse() takes a Python function");
+    if (!PyFunction_Check(func) || recurse_function != NULL) {
+        PyErr_SetString(PyExc_TypeError, "install_recurse() takes a Python function, once");
         return NULL;
-    }
-    if (recurse_function != NULL) {
-        set_recurse_vectorcall(recurse_python);
-        Py_CLEAR(recurse_function);
     }
     recurse_function = Py_NewRef(func);
     recurse_python = ((PyFunctionObject *)func)->vectorcall;
-    set_recurse_vectorcall(recurse_deep_calls > 0 ? recurse_python : recurse_vectorcall);
+    set_recurse_vectorcall(recurse_vectorcall);
     Py_RETURN_NONE;
 }
 

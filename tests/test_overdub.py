@@ -886,24 +886,30 @@ def test_a_callee_no_overload_names_has_its_callers_frame_below_it():
     assert ch.overdub(NamesItsCallees(), run) == expected
 
 
-def test_an_overload_registered_after_a_direct_call_applies_to_the_next_call():
-    class Later(ch.Context):
-        pass
-
+def _an_overload_registered_later_applies(ctx: ch.Context) -> None:
+    """``run`` under ``ctx`` runs plainly, then the ``_doubled`` overload registered for
+    ``ctx``'s class, then plainly again once it is removed."""
     def run():
         return _doubled(1)
 
-    ctx = Later()
     assert ch.overdub(ctx, run) == 2
 
     @ch.overdub.register
-    def _(ctx: Later, f: ch.Is[_doubled], x):
+    def _(ctx: type(ctx), f: ch.Is[_doubled], x):  # type: ignore[valid-type]
         return "overloaded later"
 
     try:
         assert ch.overdub(ctx, run) == "overloaded later"
     finally:
         ch.overdub.unregister(_)
+    assert ch.overdub(ctx, run) == 2
+
+
+def test_an_overload_registered_after_a_direct_call_applies_to_the_next_call():
+    class Later(ch.Context):
+        pass
+
+    _an_overload_registered_later_applies(Later())
 
 
 def test_a_second_overload_registered_after_a_sole_one_is_dispatched_to():
@@ -913,21 +919,7 @@ def test_a_second_overload_registered_after_a_sole_one_is_dispatched_to():
         def overdub(self, f, *args, **kwargs):
             return ch.recurse(self, f, *args, **kwargs)
 
-    def run():
-        return _doubled(1)
-
-    ctx = Sole()
-    assert ch.overdub(ctx, run) == 2
-
-    @ch.overdub.register
-    def _(ctx: Sole, f: ch.Is[_doubled], x):
-        return "the second overload"
-
-    try:
-        assert ch.overdub(ctx, run) == "the second overload"
-    finally:
-        ch.overdub.unregister(_)
-    assert ch.overdub(ctx, run) == 2
+    _an_overload_registered_later_applies(Sole())
 
 
 def test_a_direct_callee_whose_code_is_replaced_runs_its_new_code():
