@@ -82,14 +82,25 @@ static int is_tagging(PyObject *ctx);      /* ctx.tag is not None (in the taggin
 static PyObject *runnable;           /* (plan, f) -> what runs f's body, or None */
 static PyObject *without_body;       /* (entry, f, args, kwargs): operator protocol or fallback */
 static PyObject *python_call_ex;     /* callsite.call_ex: a star call call_ex() does not take */
-static PyObject *with_bodies;        /* operators.WITH_BODIES: ids of the callees operators.body knows, in: */
-static AddressSet with_bodies_set;
+static PyObject *operator_dunders;   /* operators.DUNDERS: id(callee) -> what operators.body looks up, in: */
+/* One callee operators.body knows, the special methods it looks up, (operand index, name),
+ * and how it runs the one it finds when that is all it runs (see operators.DUNDERS). */
+enum {RUN_BY_BODY, RUN_FIRST, RUN_TRUTH, RUN_ITERATOR, RUN_FORWARD, RUN_COMPARE};
+typedef struct {
+    const void *op;
+    int n;
+    int index[3];
+    PyObject *name[3]; /* interned, owned */
+    int run;
+    PyObject *symbol;  /* the operator's symbol, for its errors (owned) */
+} OperatorDunders;
+static OperatorDunders dunder_table[ADDRESS_SET_SIZE]; /* by address, as an AddressSet */
 static PyObject *operator_body;      /* operators.body: (op, args) -> its Python dunders, or None */
 static PyObject *seen_below;         /* (hook, args, kwargs): a hook run under the contexts below */
 static PyObject *overdub_instead;    /* generics.OverdubInstead */
 static PyObject *construct;          /* bodies.construct(cls, *args, **kwargs): type.__call__ overdubbed */
 static PyObject *object_new;         /* object.__new__ */
-static PyObject *str_twin, *str_name, *str_new, *str_init, *str_tag, *str_call;
+static PyObject *str_twin, *str_new, *str_init, *str_tag, *str_call;
 static PyObject *one;                /* the int 1 */
 
 #define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
@@ -1019,16 +1030,7 @@ static int
 emulated(PyObject *f)
 {
     int found = has_id(special, f);
-    if (found || Py_TYPE(f) != &PyCFunction_Type) {
-        return found;
-    }
-    PyObject *name = PyObject_GetAttr(f, str_name);
-    if (name == NULL) {
-        return -1;
-    }
-    found = PySet_Contains(indirect_names, name);
-    Py_DECREF(name);
-    return found;
+    return found || Py_TYPE(f) != &PyCFunction_Type ? found : has_indirect_name(f);
 }
 
 /* Run a hook or an overload with the context popped: under the entry below, or plain when
@@ -1405,6 +1407,111 @@ all_c_operands(PyObject *const *args, Py_ssize_t nargs)
     return 1;
 }
 
+/* The entry of dunder_table for the builtin op, or NULL: operators.body knows nothing of it. */
+static const OperatorDunders *
+dunders_of(PyObject *op)
+{
+    for (size_t i = address_slot(op); dunder_table[i].op != NULL; i = (i + 1) % ADDRESS_SET_SIZE) {
+        if (dunder_table[i].op == op) {
+            return &dunder_table[i];
+        }
+    }
+    return NULL;
+}
+
+/* May operators.body find Python dunders for op(*args)?  Not when every special method it
+ * would look up is missing from its operand's class or is C code there -- found by
+ * CPython's own lookup along the MRO (cached by the interpreter), where body walks the
+ * MRO in Python.  A builtin class (not a heap type) holds no Python code at all.  Anything
+ * else found (a Python function, our Special standing in for one, None) is body's to
+ * judge. */
+static int
+python_dunders(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+{
+    const OperatorDunders *dunders = dunders_of(op);
+    if (dunders == NULL) {
+        return 0;
+    }
+    for (int i = 0; i < dunders->n; i++) {
+        if (dunders->index[i] >= nargs) {
+            continue;
+        }
+        PyTypeObject *type = Py_TYPE(args[dunders->index[i]]);
+        if (!PyType_HasFeature(type, Py_TPFLAGS_HEAPTYPE)) {
+            continue;
+        }
+        PyObject *found = _PyType_Lookup(type, dunders->name[i]);
+        if (found != NULL && Py_TYPE(found) != &PyWrapperDescr_Type && Py_TYPE(found) != &PyMethodDescr_Type) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Fill dunder_table from operators.DUNDERS. */
+static int
+dunder_table_fill(PyObject *table)
+{
+    if (!PyDict_CheckExact(table) || PyDict_GET_SIZE(table) > ADDRESS_SET_SIZE / 2) {
+        PyErr_SetString(PyExc_TypeError, "configure(): operator_dunders must be a dict of at most 64 operators");
+        return -1;
+    }
+    for (size_t i = 0; i < ADDRESS_SET_SIZE; i++) {
+        for (int j = 0; j < dunder_table[i].n; j++) {
+            Py_CLEAR(dunder_table[i].name[j]);
+        }
+        Py_CLEAR(dunder_table[i].symbol);
+    }
+    memset(dunder_table, 0, sizeof(dunder_table));
+    Py_ssize_t at = 0;
+    PyObject *id, *value, *how, *symbol, *pairs;
+    while (PyDict_Next(table, &at, &id, &value)) {
+        void *op = PyLong_AsVoidPtr(id);
+        if (op == NULL) {
+            return -1;
+        }
+        if (!PyArg_ParseTuple(value, "UUO!", &how, &symbol, &PyTuple_Type, &pairs) || PyTuple_GET_SIZE(pairs) > 3) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError,
+                            "configure(): operator_dunders' values are (how, symbol, at most 3 (index, name))");
+            return -1;
+        }
+        size_t i = address_slot(op);
+        while (dunder_table[i].op != NULL) {
+            i = (i + 1) % ADDRESS_SET_SIZE;
+        }
+        OperatorDunders *entry = &dunder_table[i];
+        entry->op = op;
+        const char *ways[] = {"", "first", "truth", "iterator", "forward", "compare"};
+        entry->run = -1;
+        for (int way = RUN_BY_BODY; way <= RUN_COMPARE; way++) {
+            if (PyUnicode_CompareWithASCIIString(how, ways[way]) == 0) {
+                entry->run = way;
+            }
+        }
+        if (entry->run < 0) {
+            PyErr_Format(PyExc_ValueError, "configure(): no way to run an operator's dunder called %R", how);
+            return -1;
+        }
+        entry->symbol = Py_NewRef(symbol);
+        for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(pairs); j++) {
+            PyObject *pair = PyTuple_GET_ITEM(pairs, j);
+            int index;
+            PyObject *name;
+            if (!PyArg_ParseTuple(pair, "iU", &index, &name)) {
+                return -1;
+            }
+            entry->index[j] = index;
+            entry->name[j] = Py_NewRef(name);
+            PyUnicode_InternInPlace(&entry->name[j]);
+            entry->n = (int)j + 1;
+        }
+    }
+    return 0;
+}
+
+static int one_python_dunder(PyObject *entry, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **out);
+
 /* bodies.without_body, in C where it needs no Python of its own: a builtin function,
  * method (list.extend, as hooks see items.extend) or class (map) under a context that does
  * not tag (a tagging context's primitives get unwrapped arguments,
@@ -1429,8 +1536,12 @@ no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, Py
     if (tagging != 0) {
         return tagging < 0 ? NULL : call_unpacked(without_body, entry, f, args, nargs, kwnames);
     }
-    if (Py_TYPE(f) == &PyCFunction_Type && address_set_has(&with_bodies_set, f) /* operators.body knows it */
-        && !all_c_operands(args, nargs)) {                                        /* and may find Python dunders */
+    if (Py_TYPE(f) == &PyCFunction_Type && python_dunders(f, args, nargs)) { /* operators.body may find some */
+        PyObject *out;
+        int ran = kwnames == NULL ? one_python_dunder(entry, f, args, nargs, &out) : 0;
+        if (ran != 0) {
+            return ran < 0 ? NULL : out;
+        }
         PyObject *tuple = as_tuple(args, nargs);
         PyObject *pair[2] = {f, tuple};
         PyObject *body = tuple ? PyObject_Vectorcall(operator_body, pair, 2, NULL) : NULL;
@@ -1559,21 +1670,23 @@ method_descriptor_of(PyObject *f)
     return NULL;
 }
 
-/* enter_in for a builtin function or method f: the prehook run here, popped, with the call
- * as hooks see it (items.append(x) as (list.append, items, x)), and f itself returned for
- * the site's frame to call -- where a Site would have called it from C with the same
- * arguments and nothing else: not a builtin the plain program's call needs help with (a
+/* The prehook of a call of the builtin function or method f under an entering plan, run
+ * here, popped, with the call as hooks see it (items.append(x) as (list.append, items,
+ * x)), where a Site would have called f from C with the same arguments and nothing else
+ * once the prehook ran: not a builtin the plain program's call needs help with (a
  * frame-sensitive one, one that takes callbacks or iterates its argument: emulated or
  * prepared), nor an operator-like one (iter, operator.add) whose operands may have Python
- * dunders to recurse into.  Those, and a method present() would have to find, resolve_in's. */
-static PyObject *
-enter_builtin(PyObject *entry, PyObject *ctx, PyObject *f, PyObject *const *args, Py_ssize_t nargs)
+ * dunders to recurse into.  1 when the prehook ran and f is to be called plainly, 0 when
+ * the call needs a Site (nothing run), -1 on error. */
+static int
+builtin_prehook(PyObject *entry, PyObject *ctx, PyObject *plan, PyObject *f, PyObject *const *args,
+                Py_ssize_t nargs)
 {
     PyObject *callee = f, *receiver = NULL;
     if (presented_as_method(f)) {
         callee = method_descriptor_of(f); /* (borrowed from the type) */
         if (callee == NULL) {
-            return PyErr_Occurred() ? NULL : resolve_in(entry, f);
+            return PyErr_Occurred() ? -1 : 0;
         }
         receiver = PyCFunction_GET_SELF(f);
     }
@@ -1583,15 +1696,11 @@ enter_builtin(PyObject *entry, PyObject *ctx, PyObject *f, PyObject *const *args
     if (helped == 0 && callee != f) {
         helped = has_id(special, callee);
     }
-    if (helped == 0 && address_set_has(&with_bodies_set, f) && !all_c_operands(args, nargs)) {
+    if (helped == 0 && python_dunders(f, args, nargs)) {
         helped = 1;
     }
     if (helped != 0) {
-        return helped < 0 ? NULL : resolve_in(entry, f);
-    }
-    PyObject *plan = slot(entry, entry_plan, "plan");
-    if (plan == NULL) {
-        return NULL;
+        return helped < 0 ? -1 : 0;
     }
     PyObject *stack[ENTERED_MAX + 3];
     Py_ssize_t n = 0;
@@ -1607,11 +1716,19 @@ enter_builtin(PyObject *entry, PyObject *ctx, PyObject *f, PyObject *const *args
     Py_INCREF(callee);
     int hooked = run_hook(entry, SLOT(plan, plan_prehook_call), stack, n, NULL);
     Py_DECREF(callee);
-    if (hooked < 0) {
-        Py_DECREF(f);
-        return NULL;
-    }
-    return f;
+    Py_DECREF(f);
+    return hooked < 0 ? -1 : 1;
+}
+
+/* enter_in for a builtin function or method f: the prehook run here (builtin_prehook)
+ * and f itself returned for the site's frame to call; a call that needs a Site
+ * resolve_in's. */
+static PyObject *
+enter_builtin(PyObject *entry, PyObject *ctx, PyObject *f, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *plan = slot(entry, entry_plan, "plan");
+    int plain = plan == NULL ? -1 : builtin_prehook(entry, ctx, plan, f, args, nargs);
+    return plain < 0 ? NULL : plain ? Py_NewRef(f) : resolve_in(entry, f);
 }
 
 /* callsite.present: (f, args), or what the Python one makes of a builtin method. */
@@ -2103,7 +2220,9 @@ operator_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObjec
     return out;
 }
 
-/* f(*args, **kwargs) under entry (borrowed; NULL: no context active). */
+/* f(*args, **kwargs) under entry (borrowed; NULL: no context active).  Under an entering
+ * plan, a builtin (an operator site's operator, most often) has its prehook run as an
+ * entering site would (builtin_prehook) and is called from here, with no Site. */
 static PyObject *
 call_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -2112,6 +2231,17 @@ call_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs, P
         run = Py_NewRef(f);
     }
     else {
+        PyObject *plan = slot(entry, entry_plan, "plan"), *ctx = slot(entry, entry_ctx, "ctx");
+        if (plan == NULL || ctx == NULL) {
+            return NULL;
+        }
+        if (Py_TYPE(f) == &PyCFunction_Type && kwnames == NULL && nargs <= ENTERED_MAX && Py_TYPE(plan) == plan_type
+            && SLOT(plan, plan_enters) == Py_True) {
+            int plain = builtin_prehook(entry, ctx, plan, f, args, nargs);
+            if (plain != 0) {
+                return plain < 0 ? NULL : PyObject_Vectorcall(f, args, nargs, NULL);
+            }
+        }
         int direct = direct_run(entry, f, &run, 0);
         if (direct <= 0) {
             return direct < 0 ? NULL : call_overdubbed(entry, f, args, nargs, kwnames);
@@ -2137,6 +2267,100 @@ call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwname
     Py_XDECREF(entry);
     return out;
 }
+
+static PyObject *iter_builtin; /* builtins.iter */
+
+/* operators.yield_from_operand: what `yield from obj` iterates -- obj itself for a
+ * generator or a coroutine, which the instruction takes as they are (with its own checks),
+ * else iter(obj) as a call site. */
+static PyObject *
+yield_from(PyObject *module, PyObject *obj)
+{
+    if (PyGen_CheckExact(obj) || PyCoro_CheckExact(obj)) {
+        return Py_NewRef(obj);
+    }
+    PyObject *entry;
+    if (active_entry(&entry) < 0) {
+        return NULL;
+    }
+    PyObject *out = call_in(entry, iter_builtin, &obj, 1, NULL);
+    Py_XDECREF(entry);
+    return out;
+}
+
+/* callsite.operator_site(op): what a twin's operator site loads and calls, site(a, b) as
+ * call(op, a, b) -- without the functools.partial and the argument check a partial of
+ * call would cost at every operator.  Made once per operator, it holds nothing else. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *op;
+    vectorcallfunc vectorcall;
+} OperatorSite;
+
+static PyObject *
+operator_site_call(OperatorSite *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    PyObject *entry;
+    if (active_entry(&entry) < 0) {
+        return NULL;
+    }
+    PyObject *out = call_in(entry, self->op, args, PyVectorcall_NARGS(nargsf), kwnames);
+    Py_XDECREF(entry);
+    return out;
+}
+
+static PyObject *
+operator_site_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *op;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "OperatorSite() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "OperatorSite", 1, 1, &op)) {
+        return NULL;
+    }
+    OperatorSite *self = PyObject_New(OperatorSite, type);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->op = Py_NewRef(op); /* (an operator function or iter: no cycle through it) */
+    self->vectorcall = (vectorcallfunc)operator_site_call;
+    return (PyObject *)self;
+}
+
+static void
+operator_site_dealloc(OperatorSite *self)
+{
+    Py_DECREF(self->op);
+    PyObject_Free(self);
+}
+
+static PyObject *
+operator_site_repr(OperatorSite *self)
+{
+    return PyUnicode_FromFormat("<operator site of %R>", self->op);
+}
+
+static PyMemberDef operator_site_members[] = {
+    {"op", T_OBJECT, offsetof(OperatorSite, op), READONLY, "the operator it calls as a call site"},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(OperatorSite, vectorcall), READONLY},
+    {NULL},
+};
+
+static PyTypeObject OperatorSiteType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cassette_hook._speedups.OperatorSite",
+    .tp_doc = "An operator site's callee: call(op, *operands) (made by callsite.operator_site).",
+    .tp_basicsize = sizeof(OperatorSite),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = operator_site_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(OperatorSite, vectorcall),
+    .tp_dealloc = (destructor)operator_site_dealloc,
+    .tp_repr = (reprfunc)operator_site_repr,
+    .tp_members = operator_site_members,
+};
 
 /* _implicit.Special: what a class holds in place of a special method of its own, and a
  * property in place of its accessors, while contexts are active.  Called, it makes the
@@ -2253,6 +2477,84 @@ static PyType_Spec special_spec = {
 };
 
 static PyTypeObject *SpecialType;
+
+/* The special method name on the class of obj, as operators._special finds it, when it is
+ * a plain Python function (or a Special standing in for one): borrowed, or NULL. */
+static PyObject *
+python_dunder(PyObject *obj, PyObject *name)
+{
+    PyObject *found = _PyType_Lookup(Py_TYPE(obj), name);
+    if (found != NULL && Py_TYPE(found) == SpecialType) {
+        found = ((Special *)found)->function;
+    }
+    return found != NULL && PyFunction_Check(found) ? found : NULL;
+}
+
+/* What operators.body would make of op(*args), run here where it is Python functions
+ * called as call sites (call_in, as body's partials of call do): the first operand's
+ * dunder for an operator on it (obj[k], -obj), its truth for `in`, the iterator it
+ * returns for iter(obj), checked as iter() checks it; and on two operands of one class,
+ * which try no reflected method first, a binary operator's forward dunder (its
+ * NotImplemented the operator's TypeError) or a comparison's forward then reflected ones
+ * (both NotImplemented: identity for == and !=, else the TypeError).  1 and the result in
+ * *out, 0 when body is to decide (nothing run), -1 on error. */
+static int
+one_python_dunder(PyObject *entry, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **out)
+{
+    const OperatorDunders *dunders = dunders_of(op);
+    int run = dunders == NULL ? RUN_BY_BODY : dunders->run, binary = run == RUN_FORWARD || run == RUN_COMPARE;
+    if (run == RUN_BY_BODY || nargs == 0 || (run == RUN_ITERATOR && nargs != 1) || (run == RUN_TRUTH && nargs != 2)
+        || (binary && (nargs != 2 || Py_TYPE(args[0]) != Py_TYPE(args[1])))) {
+        return 0;
+    }
+    PyObject *forward = python_dunder(args[0], dunders->name[0]);
+    PyObject *reflected = run == RUN_COMPARE ? python_dunder(args[1], dunders->name[1]) : NULL;
+    if (forward == NULL || (run == RUN_COMPARE && reflected == NULL)) { /* (a C or missing reflected one: body) */
+        return 0;
+    }
+    Py_INCREF(forward); /* (the calls may change the class) */
+    Py_XINCREF(reflected);
+    PyObject *result = call_in(entry, forward, args, nargs, NULL);
+    if (result == Py_NotImplemented && run == RUN_COMPARE) {
+        PyObject *swapped[2] = {args[1], args[0]};
+        Py_SETREF(result, call_in(entry, reflected, swapped, 2, NULL));
+    }
+    Py_DECREF(forward);
+    Py_XDECREF(reflected);
+    if (result == NULL) {
+        return -1;
+    }
+    if (run == RUN_TRUTH) {
+        int truth = PyObject_IsTrue(result);
+        Py_DECREF(result);
+        result = truth < 0 ? NULL : Py_NewRef(truth ? Py_True : Py_False);
+    }
+    else if (run == RUN_ITERATOR && !PyIter_Check(result)) {
+        PyErr_Format(PyExc_TypeError, "iter() returned non-iterator of type '%.100s'", Py_TYPE(result)->tp_name);
+        Py_CLEAR(result);
+    }
+    else if (binary && result == Py_NotImplemented) {
+        Py_CLEAR(result);
+        int eq = PyUnicode_CompareWithASCIIString(dunders->symbol, "==") == 0;
+        if (run == RUN_COMPARE && (eq || PyUnicode_CompareWithASCIIString(dunders->symbol, "!=") == 0)) {
+            result = Py_NewRef((args[0] == args[1]) == eq ? Py_True : Py_False);
+        }
+        else {
+            PyObject *name = PyObject_GetAttrString((PyObject *)Py_TYPE(args[0]), "__name__");
+            if (name != NULL && run == RUN_FORWARD) {
+                PyErr_Format(PyExc_TypeError, "unsupported operand type(s) for %U: '%U' and '%U'", dunders->symbol,
+                             name, name);
+            }
+            else if (name != NULL) {
+                PyErr_Format(PyExc_TypeError, "'%U' not supported between instances of '%U' and '%U'",
+                             dunders->symbol, name, name);
+            }
+            Py_XDECREF(name);
+        }
+    }
+    *out = result;
+    return result == NULL ? -1 : 1;
+}
 
 /* callsite.call_ex: a 3.10 star call f(*args, **kwargs), with args a tuple and kwargs a
  * dict (or None), as the call it is; anything else is callsite.call_ex's (which makes the
@@ -2911,7 +3213,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || keep(kwargs, "fallback_default", &fallback_default) < 0
         || keep(kwargs, "plain_operators", &plain_operators) < 0 || keep(kwargs, "c_operands", &c_operands) < 0
         || keep(kwargs, "runnable", &runnable) < 0 || keep(kwargs, "without_body", &without_body) < 0
-        || keep(kwargs, "with_bodies", &with_bodies) < 0 || keep(kwargs, "operator_body", &operator_body) < 0
+        || keep(kwargs, "operator_dunders", &operator_dunders) < 0 || keep(kwargs, "operator_body", &operator_body) < 0
         || keep(kwargs, "call_ex", &python_call_ex) < 0
         || keep(kwargs, "seen_below", &seen_below) < 0 || keep(kwargs, "overdub_instead", &overdub_instead) < 0
         || keep(kwargs, "construct", &construct) < 0) {
@@ -2952,15 +3254,15 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         }
         Py_XSETREF(*dispatchers[i], dispatcher);
     }
-    if (!PyAnySet_CheckExact(plain_operators) || !PyAnySet_CheckExact(c_operands) || !PyAnySet_CheckExact(with_bodies)) {
-        PyErr_SetString(PyExc_TypeError, "configure(): plain_operators, c_operands and with_bodies must be sets");
+    if (!PyAnySet_CheckExact(plain_operators) || !PyAnySet_CheckExact(c_operands)) {
+        PyErr_SetString(PyExc_TypeError, "configure(): plain_operators and c_operands must be sets");
         return NULL;
     }
     if (!PyDict_CheckExact(special) || !PyDict_CheckExact(preparers) || !PyAnySet_CheckExact(indirect_names)) {
         PyErr_SetString(PyExc_TypeError, "configure(): special must be a dict, indirect_names a set");
         return NULL;
     }
-    if (address_set_fill(&plain_operator_set, plain_operators) < 0 || address_set_fill(&with_bodies_set, with_bodies) < 0
+    if (address_set_fill(&plain_operator_set, plain_operators) < 0 || dunder_table_fill(operator_dunders) < 0
         || fill_indirect_names(indirect_names) < 0) {
         return NULL;
     }
@@ -3031,6 +3333,7 @@ static PyMethodDef methods[] = {
      "version_like(twin, function): the twin's calls as specializable as the function's (3.13)."},
     {"operator_call", (PyCFunction)(void (*)(void))operator_call, METH_FASTCALL | METH_KEYWORDS,
      "operator_call(op, *args): an operator of switched code (_switch._operator_call)."},
+    {"yield_from", yield_from, METH_O, "yield_from(obj): what `yield from obj` iterates, iter(obj) as a call site."},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL | METH_KEYWORDS,
      "call(f, /, *args, **kwargs): f(*args, **kwargs) as the innermost active context sees it."},
     {"call_ex", (PyCFunction)(void (*)(void))call_ex, METH_FASTCALL,
@@ -3080,16 +3383,16 @@ PyMODINIT_FUNC
 PyInit__speedups(void)
 {
     str_twin = PyUnicode_InternFromString("twin");
-    str_name = PyUnicode_InternFromString("__name__");
     str_new = PyUnicode_InternFromString("__new__");
     str_init = PyUnicode_InternFromString("__init__");
     str_call = PyUnicode_InternFromString("__call__");
-    if (str_twin == NULL || str_name == NULL || str_new == NULL || str_init == NULL || str_call == NULL) {
+    if (str_twin == NULL || str_new == NULL || str_init == NULL || str_call == NULL) {
         return NULL;
     }
     object_new = _PyType_Lookup(&PyBaseObject_Type, str_new); /* lives as long as object */
-    if (object_new == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "object has no __new__");
+    iter_builtin = Py_XNewRef(PyDict_GetItemString(PyEval_GetBuiltins(), "iter"));
+    if (object_new == NULL || iter_builtin == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "object has no __new__, or the builtins no iter");
         return NULL;
     }
     str_tag = PyUnicode_InternFromString("tag");
@@ -3099,7 +3402,7 @@ PyInit__speedups(void)
         return NULL;
     }
     if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&RefinerType) < 0 || PyType_Ready(&TaggedFieldsType) < 0
-        || PyType_Ready(&SiteType) < 0
+        || PyType_Ready(&SiteType) < 0 || PyType_Ready(&OperatorSiteType) < 0
         || (SpecialType = (PyTypeObject *)PyType_FromSpec(&special_spec)) == NULL) {
         return NULL;
     }
@@ -3111,6 +3414,7 @@ PyInit__speedups(void)
         || PyModule_AddObjectRef(module, "Refiner", (PyObject *)&RefinerType) < 0
         || PyModule_AddObjectRef(module, "TaggedFields", (PyObject *)&TaggedFieldsType) < 0
         || PyModule_AddObjectRef(module, "Special", (PyObject *)SpecialType) < 0
+        || PyModule_AddObjectRef(module, "OperatorSite", (PyObject *)&OperatorSiteType) < 0
         || PyModule_AddIntConstant(module, "ENTERED_MAX", ENTERED_MAX) < 0) {
         Py_DECREF(module);
         return NULL;

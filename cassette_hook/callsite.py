@@ -160,7 +160,9 @@ def _iterable(obj: object) -> bool:
 
 def operator_site(op: Any) -> Any:
     """The callable an operator site loads: ``site(a, b)`` is ``call(op, a, b)``."""
-    return _operator_sites.setdefault(op, functools.partial(call, op))
+    if op not in _operator_sites:
+        _operator_sites[op] = functools.partial(call, op) if _speedups is None else _speedups.OperatorSite(op)
+    return _operator_sites[op]
 
 
 _operator_sites: dict[Any, Any] = {}
@@ -281,7 +283,7 @@ def _accelerate(speedups: Any) -> None:
         present=present, overdub=generics.overdub, execute=generics.execute, overdub_default=_default_overdub,
         execute_default=_default_execute, fallback=generics.fallback, fallback_default=generics.fallback.default,
         plain_operators=operators.PLAIN_OPERATORS, c_operands=operators.C_OPERANDS,
-        with_bodies=operators.WITH_BODIES, operator_body=operators.body, call_ex=call_ex,
+        operator_dunders=operators.DUNDERS, operator_body=operators.body, call_ex=call_ex,
         runnable=bodies.runnable, without_body=bodies.without_body,
         seen_below=bodies.seen_below, overdub_instead=OverdubInstead, construct=bodies.construct)
     resolve, call, overload_of, present = speedups.resolve, speedups.call, speedups.overload_of, speedups.present
@@ -295,7 +297,8 @@ if _speedups is not None:
     _accelerate(_speedups)
 
 HOOKS = rewrite.Hooks(resolve=resolve, resolve_star=resolve_star, call=call, call_ex=call_ex,
-                      operator_site=operator_site, yield_from=operators.yield_from_operand,
+                      operator_site=operator_site,
+                      yield_from=operators.yield_from_operand if _speedups is None else _speedups.yield_from,
                       current_context=_context.current_context, enter=enter)
 
 # What the modules below call back, and what the stack asks of the runtime: now ready.

@@ -62,9 +62,27 @@ PLAIN_OPERATORS: frozenset[int] = frozenset(map(id, (*_BINARY, *_INPLACE, *_COMP
                                                    operator.neg, operator.pos, operator.invert)))
 C_OPERANDS: frozenset[type] = frozenset({int, float, complex, bool, str, bytes, type(None), tuple, list, dict, set,
                                          frozenset, range, slice})
-# The ids of the callees ``body`` may find Python dunders for: the C hot path asks
-# ``body`` about these only.
-WITH_BODIES: frozenset[int] = frozenset(map(id, (*_BINARY, *_INPLACE, *_COMPARE, *_ON_FIRST, operator.contains)))
+# For each callee ``body`` may find Python dunders for (by id): how it runs the dunder it
+# finds when one Python function is all it runs, the operator's symbol, and the special
+# methods it looks up, as (operand index, name).  The ways: ``"first"``, the first
+# operand's dunder called with all the operands (``obj[k]``, ``-obj``); ``"truth"``, its
+# truth (``k in obj``); ``"iterator"``, checked to be one (``iter(obj)``); on operands of
+# one class, which try no reflected method first, ``"forward"``, a binary operator's
+# forward dunder, ``NotImplemented`` from it an error, and ``"compare"``, a comparison's
+# forward then reflected dunder; ``""`` for the in-place operators.  ``body`` finds
+# nothing when none of the special methods is Python code on its operand's class.  The C
+# hot path checks that with CPython's own cached lookup, asks ``body`` only when one may
+# be, and runs a single dunder itself.
+DUNDERS: dict[int, tuple[str, str, tuple[tuple[int, str], ...]]] = {
+    **{id(op): ("forward", symbol, ((0, forward), (1, reflected)))
+       for op, (forward, reflected, symbol) in _BINARY.items()},
+    **{id(op): ("compare", symbol, ((0, forward), (1, reflected)))
+       for op, (forward, reflected, symbol) in _COMPARE.items()},
+    **{id(op): ("", "", ((0, inplace), (0, _BINARY[binary][0]), (1, _BINARY[binary][1])))
+       for op, (inplace, binary) in _INPLACE.items()},
+    **{id(op): ("iterator" if op is iter else "first", "", ((0, name),)) for op, name in _ON_FIRST.items()},
+    id(operator.contains): ("truth", "", ((0, "__contains__"),)),
+}
 
 
 def _python(method: object) -> bool:
@@ -104,7 +122,7 @@ def body(op: Any, args: tuple[Any, ...]) -> Body | None:
         inplace, binary = _INPLACE[op]
         method = _special(args[0], inplace)
         if method is None:
-            return body(binary, args)
+            return _binary_inplace(binary, *args)
         return (lambda a, b: _inplace(method, binary, a, b)) if _python(method) else None
     if op in _COMPARE and len(args) == 2:
         return _compare(*_COMPARE[op], *args)
@@ -236,8 +254,15 @@ def _inplace(method: Any, binary: Any, a: Any, b: Any) -> Any:
     result = method(b)
     if result is not NotImplemented:
         return result
-    run = body(binary, (a, b))
+    run = _binary_inplace(binary, a, b)
     return binary(a, b) if run is None else run(a, b)
+
+
+def _binary_inplace(binary: Any, a: Any, b: Any) -> Body | None:
+    """The body of ``binary(a, b)`` run for ``a op= b``: its error names ``op=``, as
+    CPython's does (``+=``, ``**=``)."""
+    forward, reflected, symbol = _BINARY[binary]
+    return _binary(forward, reflected, symbol.split()[0] + "=", a, b)
 
 
 def _compare(forward: str, reflected: str, symbol: str, a: Any, b: Any) -> Body | None:

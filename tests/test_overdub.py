@@ -389,6 +389,25 @@ def test_operator_protocol_matches_plain_python():
         assert outcome(lambda: ch.overdub(Seen(metadata=[]), case)) == outcome(case)  # noqa: B023 -- called at once
 
 
+def _add_in_place(a, b):
+    a += b
+    return a
+
+
+def _power_in_place(a, b):
+    a **= b
+    return a
+
+
+@pytest.mark.parametrize("program", [_add_in_place, _power_in_place])
+def test_an_in_place_operator_no_dunder_takes_names_itself_in_its_error(program):
+    with pytest.raises(TypeError) as plain:
+        program(Money(1), "x")
+    with pytest.raises(TypeError) as overdubbed:
+        ch.overdub(Seen(metadata=[]), program, Money(1), "x")
+    assert str(overdubbed.value) == str(plain.value)  # "... for +=: 'Money' and 'str'"
+
+
 def test_slices_are_getitem_and_setitem_of_slice_objects():
     def g(xs):
         xs[1:2] = [9]

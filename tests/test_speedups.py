@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dis
+import itertools
 import operator
 import os
 import subprocess
@@ -552,6 +553,189 @@ def test_values_of_c_operand_classes_have_no_operator_body(value):
     binary = [*operators._BINARY, *operators._INPLACE, *operators._COMPARE, operator.contains]
     assert [operators.body(op, (value,)) for op in unary] == [None] * len(unary)
     assert [operators.body(op, (value, value)) for op in binary] == [None] * len(binary)
+
+
+def _operand_classes():
+    """Operand classes, made in a function so that no ``Special`` stands in for their
+    dunders: a Python dunder is seen by the hooks only when an operator site runs it."""
+
+    class Plain:
+        pass
+
+    class IntLike(int):
+        pass
+
+    class CDunders:
+        __eq__, __lt__, __add__ = object.__eq__, int.__lt__, int.__add__
+
+    class Python:
+        def __init__(self, v=1):
+            self.v = v
+
+        def __add__(self, other):
+            return "add"
+
+        def __radd__(self, other):
+            return "radd"
+
+        def __iadd__(self, other):
+            return "iadd"
+
+        def __eq__(self, other):
+            return "eq"
+
+        def __lt__(self, other):
+            return "lt"
+
+        def __gt__(self, other):
+            return "gt"
+
+        def __neg__(self):
+            return "neg"
+
+        def __getitem__(self, key):
+            return "getitem"
+
+        def __contains__(self, item):
+            return True
+
+        def __iter__(self):
+            return iter([self.v])
+
+        __hash__ = object.__hash__
+
+    class Inherited(Python):
+        pass
+
+    class StaticDunder:
+        __neg__ = staticmethod(lambda: "static neg")
+
+    class Declining:
+        """Every dunder declines: the operator's own error, or identity for ``==``."""
+
+        def __add__(self, other):
+            return NotImplemented
+
+        __eq__ = __lt__ = __gt__ = __add__
+        __hash__ = object.__hash__
+
+    class BadIterator:
+        def __iter__(self):
+            return [1]
+
+    class OnlyGreater:
+        def __gt__(self, other):
+            return "gt"
+
+    def generator():
+        yield 1
+
+    return [1, "s", generator(), Plain(), IntLike(2), CDunders(), Python(), Inherited(), StaticDunder(), Declining(),
+            BadIterator(), OnlyGreater()]
+
+
+def _add(a, b):
+    return a + b
+
+
+def _eq(a, b):
+    return a == b
+
+
+def _lt(a, b):
+    return a < b
+
+
+def _iadd(a, b):
+    a += b
+    return a
+
+
+def _neg(a, b):
+    return -a
+
+
+def _getitem(a, b):
+    return a[b]
+
+
+def _contains(a, b):
+    return b in a
+
+
+def _first_iterated(a, b):
+    for x in a:
+        return x
+
+
+_OPERATOR_PROGRAMS = {operator.add: _add, operator.eq: _eq, operator.lt: _lt, operator.iadd: _iadd,
+                      operator.neg: _neg, operator.getitem: _getitem, operator.contains: _contains,
+                      iter: _first_iterated}
+
+
+class _RecordingDunders(ch.Context):
+    """Records the Python functions called, but the operator programs themselves."""
+
+    def prehook(self, f, /, *args, **kwargs):
+        if isinstance(f, types.FunctionType) and f not in _OPERATOR_PROGRAMS.values():
+            self.metadata.append(f.__qualname__)
+
+
+class _RecordingDundersHooked(_RecordingDunders):
+    """The same, with a raisehook: its sites are Sites (the entering one's are not)."""
+
+    def raisehook(self, exc, f, /, *args, **kwargs):
+        pass
+
+
+def _outcome(program, i, j, ctx=None):
+    """``program`` on fresh operands ``i`` and ``j`` of ``_operand_classes()``, plain or
+    overdubbed by ``ctx``: its result, or its error."""
+    operands = _operand_classes()
+    try:
+        return program(operands[i], operands[j]) if ctx is None else ch.overdub(ctx, program, operands[i], operands[j])
+    except Exception as exc:  # the error is part of the outcome
+        return type(exc), str(exc)
+
+
+@pytest.mark.parametrize("context", [_RecordingDunders, _RecordingDundersHooked], ids=["entering", "hooked"])
+@pytest.mark.parametrize("op", list(_OPERATOR_PROGRAMS), ids=lambda op: op.__name__)
+def test_an_operator_runs_its_operands_python_dunders_as_calls_exactly_where_operators_body_finds_them(context, op):
+    # The C path asks operators.body only where a class's lookup may find Python code
+    # (python_dunders), and runs a single dunder itself: it must run one exactly where
+    # the reference would, with the plain program's result or error.
+    program, kinds = _OPERATOR_PROGRAMS[op], len(_operand_classes())
+    for i, j in itertools.product(range(kinds), repeat=2):
+        operands = _operand_classes()
+        args = (operands[i],) if op in (operator.neg, iter) else (operands[i], operands[j])
+        expected_seen = operators.body(op, args) is not None
+        ctx = context([])
+        assert _outcome(program, i, j, ctx) == _outcome(program, i, j)
+        assert bool(ctx.metadata) == expected_seen, (op.__name__, type(args[0]).__name__, type(args[-1]).__name__)
+
+
+@needs_c
+def test_an_operator_site_is_one_c_object_per_operator_calling_it_as_a_call_site():
+    site = callsite.operator_site(operator.add)
+    assert callsite.operator_site(operator.add) is site and site.op is operator.add
+    assert "operator site" in repr(site)
+    assert site(2, 3) == 5  # no context: the operator itself
+    ctx = Recording([])
+    with ctx:
+        assert site(2, 3) == 5
+    assert ctx.metadata == ["add"]
+
+
+@needs_c
+def test_yield_from_takes_a_generator_as_it_is_and_iterates_anything_else_as_a_call_site():
+    def gen():
+        yield 1
+
+    g, ctx = gen(), Recording([])
+    with ctx:
+        assert callsite.HOOKS.yield_from(g) is g
+        assert list(callsite.HOOKS.yield_from([1, 2])) == [1, 2]
+    assert ctx.metadata == ["iter"]
 
 
 def _negated(x):
