@@ -1442,16 +1442,15 @@ dunders_of(PyObject *op)
     return NULL;
 }
 
-/* May operators.body find Python dunders for op(*args)?  Not when every special method it
- * would look up is missing from its operand's class or is C code there -- found by
- * CPython's own lookup along the MRO (cached by the interpreter), where body walks the
- * MRO in Python.  A builtin class (not a heap type) holds no Python code at all.  Anything
- * else found (a Python function, our Special standing in for one, None) is body's to
- * judge. */
+/* May operators.body find Python dunders for op(*args), op's entry being dunders (NULL:
+ * body knows nothing of op)?  Not when every special method it would look up is missing
+ * from its operand's class or is C code there -- found by CPython's own lookup along the
+ * MRO (cached by the interpreter), where body walks the MRO in Python.  A builtin class
+ * (not a heap type) holds no Python code at all.  Anything else found (a Python
+ * function, our Special standing in for one, None) is body's to judge. */
 static int
-python_dunders(PyObject *op, PyObject *const *args, Py_ssize_t nargs)
+python_dunders(const OperatorDunders *dunders, PyObject *const *args, Py_ssize_t nargs)
 {
-    const OperatorDunders *dunders = dunders_of(op);
     if (dunders == NULL) {
         return 0;
     }
@@ -1533,7 +1532,8 @@ dunder_table_fill(PyObject *table)
     return 0;
 }
 
-static int one_python_dunder(PyObject *entry, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **out);
+static int one_python_dunder(PyObject *entry, const OperatorDunders *dunders, PyObject *const *args, Py_ssize_t nargs,
+                             PyObject **out);
 
 /* bodies.without_body, in C where it needs no Python of its own: a builtin function,
  * method (list.extend, as hooks see items.extend) or class (map) under a context that does
@@ -1559,9 +1559,10 @@ no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, Py
     if (tagging != 0) {
         return tagging < 0 ? NULL : call_unpacked(without_body, entry, f, args, nargs, kwnames);
     }
-    if (Py_TYPE(f) == &PyCFunction_Type && python_dunders(f, args, nargs)) { /* operators.body may find some */
+    const OperatorDunders *dunders = Py_TYPE(f) == &PyCFunction_Type ? dunders_of(f) : NULL;
+    if (python_dunders(dunders, args, nargs)) { /* operators.body may find some */
         PyObject *out;
-        int ran = kwnames == NULL ? one_python_dunder(entry, f, args, nargs, &out) : 0;
+        int ran = kwnames == NULL ? one_python_dunder(entry, dunders, args, nargs, &out) : 0;
         if (ran != 0) {
             return ran < 0 ? NULL : out;
         }
@@ -1719,7 +1720,7 @@ builtin_prehook(PyObject *entry, PyObject *ctx, PyObject *plan, PyObject *f, PyO
     if (helped == 0 && callee != f) {
         helped = has_id(special, callee);
     }
-    if (helped == 0 && python_dunders(f, args, nargs)) {
+    if (helped == 0 && python_dunders(dunders_of(f), args, nargs)) {
         helped = 1;
     }
     if (helped != 0) {
@@ -1957,8 +1958,7 @@ new_site(PyObject *entry, PyObject *f, vectorcallfunc run)
 /* What recurse runs for a callee with no Python body (unpop's answer for one):
  * bodies.without_body's steps, in C -- a plain operator on builtin values, else
  * no_body (an operator's Python dunders, a fallback overload, or the primitive) -- for
- * the entry unpop put back. */
-/* The steps themselves, on call = [ctx, f, arguments...]. */
+ * the entry unpop put back; call is [ctx, f, arguments...]. */
 static PyObject *
 bodyless_steps(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, PyObject *kwnames)
 {
@@ -2254,13 +2254,13 @@ call_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs, P
         run = Py_NewRef(f);
     }
     else {
-        PyObject *plan = slot(entry, entry_plan, "plan"), *ctx = slot(entry, entry_ctx, "ctx");
-        if (plan == NULL || ctx == NULL) {
-            return NULL;
-        }
-        if (Py_TYPE(f) == &PyCFunction_Type && kwnames == NULL && nargs <= ENTERED_MAX && Py_TYPE(plan) == plan_type
-            && SLOT(plan, plan_enters) == Py_True) {
-            int plain = builtin_prehook(entry, ctx, plan, f, args, nargs);
+        if (Py_TYPE(f) == &PyCFunction_Type && kwnames == NULL && nargs <= ENTERED_MAX) {
+            PyObject *plan = slot(entry, entry_plan, "plan"), *ctx = slot(entry, entry_ctx, "ctx");
+            if (plan == NULL || ctx == NULL) {
+                return NULL;
+            }
+            int plain = Py_TYPE(plan) == plan_type && SLOT(plan, plan_enters) == Py_True
+                      ? builtin_prehook(entry, ctx, plan, f, args, nargs) : 0;
             if (plain != 0) {
                 return plain < 0 ? NULL : PyObject_Vectorcall(f, args, nargs, NULL);
             }
@@ -2275,20 +2275,24 @@ call_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs, P
     return out;
 }
 
-/* callsite.call: f(*args, **kwargs) as the innermost active context sees it. */
+/* f(*args, **kwargs) under the innermost active entry. */
 static PyObject *
-call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+call_active(PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    if (first_argument(nargs, "call", "f") < 0) {
-        return NULL;
-    }
     PyObject *entry;
     if (active_entry(&entry) < 0) {
         return NULL;
     }
-    PyObject *out = call_in(entry, args[0], args + 1, nargs - 1, kwnames);
+    PyObject *out = call_in(entry, f, args, nargs, kwnames);
     Py_XDECREF(entry);
     return out;
+}
+
+/* callsite.call: f(*args, **kwargs) as the innermost active context sees it. */
+static PyObject *
+call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return first_argument(nargs, "call", "f") < 0 ? NULL : call_active(args[0], args + 1, nargs - 1, kwnames);
 }
 
 static PyObject *iter_builtin; /* builtins.iter */
@@ -2299,16 +2303,7 @@ static PyObject *iter_builtin; /* builtins.iter */
 static PyObject *
 yield_from(PyObject *module, PyObject *obj)
 {
-    if (PyGen_CheckExact(obj) || PyCoro_CheckExact(obj)) {
-        return Py_NewRef(obj);
-    }
-    PyObject *entry;
-    if (active_entry(&entry) < 0) {
-        return NULL;
-    }
-    PyObject *out = call_in(entry, iter_builtin, &obj, 1, NULL);
-    Py_XDECREF(entry);
-    return out;
+    return PyGen_CheckExact(obj) || PyCoro_CheckExact(obj) ? Py_NewRef(obj) : call_active(iter_builtin, &obj, 1, NULL);
 }
 
 /* callsite.operator_site(op): what a twin's operator site loads and calls, site(a, b) as
@@ -2323,13 +2318,7 @@ typedef struct {
 static PyObject *
 operator_site_call(OperatorSite *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    PyObject *entry;
-    if (active_entry(&entry) < 0) {
-        return NULL;
-    }
-    PyObject *out = call_in(entry, self->op, args, PyVectorcall_NARGS(nargsf), kwnames);
-    Py_XDECREF(entry);
-    return out;
+    return call_active(self->op, args, PyVectorcall_NARGS(nargsf), kwnames);
 }
 
 static PyObject *
@@ -2513,19 +2502,19 @@ python_dunder(PyObject *obj, PyObject *name)
     return found != NULL && PyFunction_Check(found) ? found : NULL;
 }
 
-/* What operators.body would make of op(*args), run here where it is Python functions
- * called as call sites (call_in, as body's partials of call do): the first operand's
- * dunder for an operator on it (obj[k], -obj), its truth for `in`, the iterator it
- * returns for iter(obj), checked as iter() checks it; and on two operands of one class,
- * which try no reflected method first, a binary operator's forward dunder (its
+/* What operators.body would make of op(*args) (dunders: op's entry), run here where it is
+ * Python functions called as call sites (call_in, as body's partials of call do): the
+ * first operand's dunder for an operator on it (obj[k], -obj), its truth for `in`, the
+ * iterator it returns for iter(obj), checked as iter() checks it; and on two operands of
+ * one class, which try no reflected method first, a binary operator's forward dunder (its
  * NotImplemented the operator's TypeError) or a comparison's forward then reflected ones
  * (both NotImplemented: identity for == and !=, else the TypeError).  1 and the result in
  * *out, 0 when body is to decide (nothing run), -1 on error. */
 static int
-one_python_dunder(PyObject *entry, PyObject *op, PyObject *const *args, Py_ssize_t nargs, PyObject **out)
+one_python_dunder(PyObject *entry, const OperatorDunders *dunders, PyObject *const *args, Py_ssize_t nargs,
+                  PyObject **out)
 {
-    const OperatorDunders *dunders = dunders_of(op);
-    int run = dunders == NULL ? RUN_BY_BODY : dunders->run, binary = run == RUN_FORWARD || run == RUN_COMPARE;
+    int run = dunders->run, binary = run == RUN_FORWARD || run == RUN_COMPARE;
     if (run == RUN_BY_BODY || nargs == 0 || (run == RUN_ITERATOR && nargs != 1) || (run == RUN_TRUTH && nargs != 2)
         || (binary && (nargs != 2 || Py_TYPE(args[0]) != Py_TYPE(args[1])))) {
         return 0;
