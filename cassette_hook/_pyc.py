@@ -23,7 +23,7 @@ from types import CodeType
 
 from . import __version__
 
-FORMAT = b"cassette_hook pyc 2\n"
+FORMAT = b"cassette_hook pyc 3\n"
 SWITCHED, LIGHT, FUNCTIONS = "", ".light", ".functions"  # the kinds of file
 
 

@@ -54,7 +54,8 @@ static PyTypeObject *entry_type, *plan_type, *id_table_type; /* id_table_type: _
 static Py_ssize_t id_table_values;
 static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
 static Py_ssize_t plan_fast, plan_enters, plan_fallback, plan_prehook_call, plan_posthook_call, plan_raisehook_call,
-    plan_overdub_call, plan_overdub, plan_execute, plan_twins, plan_operators, plan_constructors, plan_constructions;
+    plan_overdub_call, plan_overdub, plan_execute, plan_twins, plan_operators, plan_constructors, plan_constructions,
+    plan_modules;
 static PyObject *resolve_direct;     /* (plan, f) -> what to call past the table of direct twins, or None */
 static PyObject *site_code, *site_globals, *site_qualname; /* callsite.site's closure, to make here */
 static int site_entry_first;         /* its free variables are (entry, f), not (f, entry) */
@@ -100,7 +101,7 @@ static PyObject *seen_below;         /* (hook, args, kwargs): a hook run under t
 static PyObject *overdub_instead;    /* generics.OverdubInstead */
 static PyObject *construct;          /* bodies.construct(cls, *args, **kwargs): type.__call__ overdubbed */
 static PyObject *object_new;         /* object.__new__ */
-static PyObject *str_twin, *str_new, *str_init, *str_tag, *str_call;
+static PyObject *str_twin, *str_new, *str_init, *str_tag, *str_call, *str_runs_module;
 static PyObject *one;                /* the int 1 */
 
 #define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
@@ -338,9 +339,8 @@ name_hash(const char *name) /* FNV-1a */
 }
 
 static int
-has_indirect_name(PyObject *builtin)
+indirect_name(const char *name)
 {
-    const char *name = ((PyCFunctionObject *)builtin)->m_ml->ml_name;
     uint32_t hash = name_hash(name);
     for (uint32_t i = hash % INDIRECT_SLOTS; indirect_names_by_hash[i].name != NULL; i = (i + 1) % INDIRECT_SLOTS) {
         if (indirect_names_by_hash[i].hash == hash && strcmp(name, indirect_names_by_hash[i].name) == 0) {
@@ -348,6 +348,13 @@ has_indirect_name(PyObject *builtin)
         }
     }
     return 0;
+}
+
+/* Has the builtin function or bound builtin method the name of one that may take callbacks? */
+static int
+has_indirect_name(PyObject *builtin)
+{
+    return indirect_name(((PyCFunctionObject *)builtin)->m_ml->ml_name);
 }
 
 static int
@@ -414,8 +421,10 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         return 0;
     }
     /* (from here on the plan is fast, or f a Python function or class) */
-    if (Py_TYPE(f) == &PyCFunction_Type && !has_indirect_name(f)) { /* C code with no callbacks: nothing to overdub */
-        *run = Py_NewRef(f);
+    if ((Py_TYPE(f) == &PyCFunction_Type && !has_indirect_name(f))
+        || (Py_TYPE(f) == &PyMethodDescr_Type /* (unbound, from a method site) */
+            && !indirect_name(((PyMethodDescrObject *)f)->d_method->ml_name))) {
+        *run = Py_NewRef(f); /* C code with no callbacks: nothing to overdub */
         return 1;
     }
     if (PyType_Check(f) && SLOT(plan, plan_fast) == Py_True) { /* a class whose construction the plan made before */
@@ -566,6 +575,35 @@ enter_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs)
     Py_SETREF(twin, PyMethod_New(twin, PyMethod_GET_SELF(f)));
     Py_DECREF(f);
     return twin;
+}
+
+/* _switch.enter: should a switched body of module (its name) run rewritten here and now?
+ * Asked at every call of a function the import hook loaded while a context is active
+ * anywhere; the plan remembers its answer per module (Plan.runs_module, asked here the
+ * first time). */
+static PyObject *
+runs_here(PyObject *unused, PyObject *module)
+{
+    PyObject *entry, *known = NULL;
+    if (active_entry(&entry) < 0) {
+        return NULL;
+    }
+    if (entry == NULL) {
+        Py_RETURN_FALSE;
+    }
+    PyObject *plan = slot(entry, entry_plan, "plan");
+    PyObject *modules = plan ? slot(plan, plan_modules, "_modules") : NULL;
+    if (modules != NULL && PyDict_CheckExact(modules)) {
+        known = Py_XNewRef(PyDict_GetItemWithError(modules, module));
+        if (known == NULL && !PyErr_Occurred()) {
+            known = PyObject_CallMethodOneArg(plan, str_runs_module, module);
+        }
+    }
+    else if (modules != NULL) {
+        PyErr_SetString(PyExc_TypeError, "cassette_hook: a plan's _modules is not a dict");
+    }
+    Py_DECREF(entry);
+    return known;
 }
 
 /* callsite.enter: what an entering call site calls with its callee and positional
@@ -2374,6 +2412,134 @@ static PyTypeObject OperatorSiteType = {
     .tp_members = operator_site_members,
 };
 
+/* callsite.method_site(name): what a twin's method load obj.name becomes when the call it
+ * feeds is a plain call (rewrite._nullslot).  The plain program's method load pushes the
+ * function and obj, with no bound method made; a call site that resolves its callee has
+ * only one object to hand resolve, so it used to load a bound method instead (an object
+ * made and a generic attribute load at every method call).  This site is called with obj
+ * as its self, finds the attribute as the method load does (_PyObject_GetMethod), and
+ * resolves what it found under the active context, as the call site would have:
+ *  - a Python function or a builtin method found on obj's class (hooks are shown those
+ *    unbound, obj first, either way): what to call with obj first, returned as it is;
+ *  - anything else (a module's function, an instance's attribute, a classmethod, or a
+ *    method of another kind, bound here as its load would bind it): what to call without
+ *    obj, returned in a 1-tuple, which the site's code tells apart by MATCH_SEQUENCE and
+ *    unpacks into the callee-and-NULL pair of a plain call.
+ * The callee is thus resolved at the load, not after the arguments, under the context
+ * active then: the same but for an argument that enters or leaves a context (a
+ * generator's site resumed under another context keeps what it had resolved). */
+#if PY_VERSION_HEX >= 0x030D0000
+/* (exported, as on 3.10-3.12, but declared in an internal header since 3.13) */
+PyAPI_FUNC(int) _PyObject_GetMethod(PyObject *obj, PyObject *name, PyObject **method);
+#endif
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *name; /* an interned str */
+    vectorcallfunc vectorcall;
+} MethodSite;
+
+static PyObject *
+method_site_call(MethodSite *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_Format(PyExc_TypeError, "method site of %R takes one positional argument", self->name);
+        return NULL;
+    }
+    PyObject *obj = args[0], *found = NULL, *entry;
+    int unbound = _PyObject_GetMethod(obj, self->name, &found);
+    if (found == NULL) {
+        return NULL;
+    }
+    if (unbound && Py_TYPE(found) != &PyFunction_Type && Py_TYPE(found) != &PyMethodDescr_Type) {
+        /* (hooks are shown other descriptors bound, as the attribute load makes them) */
+        Py_SETREF(found, Py_TYPE(found)->tp_descr_get(found, obj, (PyObject *)Py_TYPE(obj)));
+        if (found == NULL) {
+            return NULL;
+        }
+        unbound = 0;
+    }
+    if (active_entry(&entry) < 0) {
+        Py_DECREF(found);
+        return NULL;
+    }
+    PyObject *run = found;
+    if (entry != NULL) { /* (found's reference is its only one when the load bound it) */
+        run = resolve_in(entry, found);
+        Py_DECREF(entry);
+        Py_DECREF(found);
+        if (run == NULL) {
+            return NULL;
+        }
+    }
+    if (unbound) { /* (a function, a twin, a Site or a partial: never a sequence, which the
+                    * site's code would take for the 1-tuple) */
+        return run;
+    }
+    PyObject *alone = PyTuple_New(1);
+    if (alone == NULL) {
+        Py_DECREF(run);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(alone, 0, run);
+    return alone;
+}
+
+static PyObject *
+method_site_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
+{
+    PyObject *name;
+    if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
+        PyErr_SetString(PyExc_TypeError, "MethodSite() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "U:MethodSite", &name)) {
+        return NULL;
+    }
+    MethodSite *self = PyObject_New(MethodSite, type);
+    if (self == NULL) {
+        return NULL;
+    }
+    Py_INCREF(name);
+    PyUnicode_InternInPlace(&name);
+    self->name = name;
+    self->vectorcall = (vectorcallfunc)method_site_call;
+    return (PyObject *)self;
+}
+
+static void
+method_site_dealloc(MethodSite *self)
+{
+    Py_DECREF(self->name);
+    PyObject_Free(self);
+}
+
+static PyObject *
+method_site_repr(MethodSite *self)
+{
+    return PyUnicode_FromFormat("<method site of .%U>", self->name);
+}
+
+static PyMemberDef method_site_members[] = {
+    {"name", T_OBJECT, offsetof(MethodSite, name), READONLY, "the attribute it loads"},
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(MethodSite, vectorcall), READONLY},
+    {NULL},
+};
+
+static PyTypeObject MethodSiteType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cassette_hook._speedups.MethodSite",
+    .tp_doc = "A method load's site: obj.name resolved for the call it feeds (made by callsite.method_site).",
+    .tp_basicsize = sizeof(MethodSite),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_new = method_site_new,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(MethodSite, vectorcall),
+    .tp_dealloc = (destructor)method_site_dealloc,
+    .tp_repr = (reprfunc)method_site_repr,
+    .tp_members = method_site_members,
+};
+
 /* _implicit.Special: what a class holds in place of a special method of its own, and a
  * property in place of its accessors, while contexts are active.  Called, it makes the
  * call of its function as a call site does (call_in), so the context sees the function
@@ -3212,6 +3378,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || slot_offset((PyTypeObject *)plan, "constructors", &plan_constructors) < 0
         || slot_offset((PyTypeObject *)plan, "constructions", &plan_constructions) < 0
         || slot_offset((PyTypeObject *)plan, "twins", &plan_twins) < 0
+        || slot_offset((PyTypeObject *)plan, "_modules", &plan_modules) < 0
         || slot_offset((PyTypeObject *)id_table, "values", &id_table_values) < 0) {
         return NULL;
     }
@@ -3345,6 +3512,7 @@ static PyMethodDef methods[] = {
      "version_like(twin, function): the twin's calls as specializable as the function's (3.13)."},
     {"operator_call", (PyCFunction)(void (*)(void))operator_call, METH_FASTCALL | METH_KEYWORDS,
      "operator_call(op, *args): an operator of switched code (_switch._operator_call)."},
+    {"runs_here", runs_here, METH_O, "runs_here(module): should a switched body of module run rewritten now?"},
     {"yield_from", yield_from, METH_O, "yield_from(obj): what `yield from obj` iterates, iter(obj) as a call site."},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL | METH_KEYWORDS,
      "call(f, /, *args, **kwargs): f(*args, **kwargs) as the innermost active context sees it."},
@@ -3398,7 +3566,8 @@ PyInit__speedups(void)
     str_new = PyUnicode_InternFromString("__new__");
     str_init = PyUnicode_InternFromString("__init__");
     str_call = PyUnicode_InternFromString("__call__");
-    if (str_twin == NULL || str_new == NULL || str_init == NULL || str_call == NULL) {
+    str_runs_module = PyUnicode_InternFromString("runs_module");
+    if (str_twin == NULL || str_new == NULL || str_init == NULL || str_call == NULL || str_runs_module == NULL) {
         return NULL;
     }
     object_new = _PyType_Lookup(&PyBaseObject_Type, str_new); /* lives as long as object */
@@ -3414,7 +3583,7 @@ PyInit__speedups(void)
         return NULL;
     }
     if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&RefinerType) < 0 || PyType_Ready(&TaggedFieldsType) < 0
-        || PyType_Ready(&SiteType) < 0 || PyType_Ready(&OperatorSiteType) < 0
+        || PyType_Ready(&SiteType) < 0 || PyType_Ready(&OperatorSiteType) < 0 || PyType_Ready(&MethodSiteType) < 0
         || (SpecialType = (PyTypeObject *)PyType_FromSpec(&special_spec)) == NULL) {
         return NULL;
     }
@@ -3427,6 +3596,7 @@ PyInit__speedups(void)
         || PyModule_AddObjectRef(module, "TaggedFields", (PyObject *)&TaggedFieldsType) < 0
         || PyModule_AddObjectRef(module, "Special", (PyObject *)SpecialType) < 0
         || PyModule_AddObjectRef(module, "OperatorSite", (PyObject *)&OperatorSiteType) < 0
+        || PyModule_AddObjectRef(module, "MethodSite", (PyObject *)&MethodSiteType) < 0
         || PyModule_AddIntConstant(module, "ENTERED_MAX", ENTERED_MAX) < 0) {
         Py_DECREF(module);
         return NULL;

@@ -35,6 +35,11 @@ _live_entries = 0
 _live_operator_entries = 0  # of those, entries whose context counts operators as calls
 _activity_watchers: list[tuple[Callable[[], None], Callable[[], None]]] = []
 setattr(builtins, _names.ACTIVE, False)
+# Switched code's operator sites run only while this is true: while some context that
+# counts operators lives.  Otherwise each operator runs as compiled, and a context that
+# does not count them (``null``, most observers of calls) pays a builtin's load and a
+# jump per operator.
+setattr(builtins, _names.OPERATORS_ON, False)
 
 
 def watch_activity(busy: Callable[[], None], idle: Callable[[], None]) -> None:
@@ -55,7 +60,7 @@ def entry_made(operators: bool) -> None:
         if operators:
             _live_operator_entries += 1
             if _live_operator_entries == 1:
-                _bind_operators(True)
+                setattr(builtins, _names.OPERATORS_ON, True)
 
 
 def active() -> bool:
@@ -74,30 +79,7 @@ def entry_gone(operators: bool) -> None:
         if operators:
             _live_operator_entries -= 1
             if _live_operator_entries == 0:
-                _bind_operators(False)
-
-
-def _bind_operators(observed: bool) -> None:
-    """Operator sites of switched code call the ``operator`` function itself unless some
-    context that counts operators lives: a context that does not (``null``, most
-    observers of calls) then pays for a C call per operator, not a Python one.
-
-    Both bindings are made once: this runs whenever such a context's first activation
-    starts or its last ends (every ``overdub`` of a tagging context), so it is one
-    ``dict.update``.
-    """
-    global _operator_bindings
-    if _operator_bindings is None:
-        from . import callsite  # (when a context is first entered, not at start: it configures the C hot path)
-
-        speedups = callsite._speedups
-        observe = _operator_call if speedups is None else speedups.operator_call  # C: no frame of ours
-        named = [(str(_names.operator_name(op)), op) for op in _names.OPERATORS]
-        _operator_bindings = dict(named), {name: functools.partial(observe, op) for name, op in named}
-    builtins.__dict__.update(_operator_bindings[observed])
-
-
-_operator_bindings: tuple[dict[str, Any], dict[str, Any]] | None = None  # (plain, observed)
+                setattr(builtins, _names.OPERATORS_ON, False)
 
 
 _switched_namespaces: weakref.WeakSet[ModuleType | FunctionType] = weakref.WeakSet()  # see keep_at_shutdown
@@ -115,18 +97,21 @@ _context.watch_entries(entry_made, entry_gone)
 
 
 def enter(module: str) -> bool:
-    """Should a switched body of ``module`` run rewritten here and now?"""
+    """Should a switched body of ``module`` run rewritten here and now?  (The pure-Python
+    path's; the C path's is ``_speedups.runs_here``.)"""
     entry = _top()
     return entry is not None and entry.plan.runs_module(module)
 
 
 def install_builtins() -> None:
     """Put the hooks switched code loads by name among the builtins (idempotent)."""
-    from . import callsite
+    from . import _native, callsite
 
-    hooks = _names.HOOKS
+    hooks, speedups = _names.HOOKS, _native.speedups
+    observe = _operator_call if speedups is None else speedups.operator_call  # C: no frame of ours
     names: dict[object, Any] = {  # the hooks' names are GlobalName strings
-        _names.ENTER: enter,
+        **{_names.operator_name(op): functools.partial(observe, op) for op in _names.OPERATORS},
+        _names.ENTER: enter if speedups is None else speedups.runs_here,  # (asked at every call)
         hooks.resolve: callsite.resolve,
         hooks.resolve_star: callsite.resolve_star,
         hooks.call: callsite.call,
@@ -138,9 +123,6 @@ def install_builtins() -> None:
             # An exact str: one key of a str subclass would turn the builtins dict into a
             # general dict, and CPython stops specializing every builtin lookup.
             setattr(builtins, str(name), value)
-    with _lock:
-        if getattr(builtins, _names.operator_name(_names.OPERATORS[0]), None) is None:
-            _bind_operators(_live_operator_entries > 0)
 
 
 def _operator_call(op: Any, /, *args: Any) -> Any:
@@ -180,7 +162,7 @@ def _at_shutdown() -> None:
     """
     _context.close()
     names: dict[str, Any] = {str(name): getattr(builtins, name) for name in _hook_names() if hasattr(builtins, name)}
-    names[_names.ACTIVE] = False
+    names[_names.ACTIVE] = names[_names.OPERATORS_ON] = False
     for owner in list(_switched_namespaces):
         namespace = owner.__globals__ if isinstance(owner, FunctionType) else vars(owner)
         namespace.update(names)

@@ -299,7 +299,10 @@ if _speedups is not None:
 HOOKS = rewrite.Hooks(resolve=resolve, resolve_star=resolve_star, call=call, call_ex=call_ex,
                       operator_site=operator_site,
                       yield_from=operators.yield_from_operand if _speedups is None else _speedups.yield_from,
-                      current_context=_context.current_context, enter=enter)
+                      current_context=_context.current_context, enter=enter,
+                      # (one site per attribute name, shared by the twins; none in pure Python,
+                      # where a method site would cost more than the bound method it saves)
+                      method_site=None if _speedups is None else functools.cache(_speedups.MethodSite))
 
 # What the modules below call back, and what the stack asks of the runtime: now ready.
 _hotpath.publish(resolve=resolve, call=call, construct_by_ref=construct_by_ref, hooks=HOOKS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dis
+import gc
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -156,7 +157,7 @@ def test_active_context_sees_the_calls_inside_an_instrumented_module(tree):
     assert seen.metadata == ["lt", "sub", "fib", "lt", "sub", "fib", "lt", "add"]
 
 
-def test_operator_sites_call_the_operator_itself_while_no_live_context_counts_operators(tree):
+def test_operator_sites_run_as_compiled_while_no_live_context_counts_operators(tree, monkeypatch):
     import builtins
     import operator
 
@@ -164,18 +165,25 @@ def test_operator_sites_call_the_operator_itself_while_no_live_context_counts_op
     ch.install(include=["hooked_ops"])
     import hooked_ops
 
-    site = _names.operator_name(operator.add)
-    assert getattr(builtins, site) is operator.add
-    with ch.NullContext():  # observes nothing, so counts no operators
-        assert getattr(builtins, site) is operator.add
+    with ch.NullContext():  # (the first activation puts the hooks among the builtins)
+        pass
+    gc.collect()  # (entries that earlier tests left in cycles: a live one keeps the flag true)
+    site, reached = _names.operator_name(operator.add), []
+    observed = getattr(builtins, site)
+    monkeypatch.setattr(builtins, site, lambda *operands: reached.append(operands) or observed(*operands))
+    assert getattr(builtins, _names.OPERATORS_ON) is False
+    with ch.NullContext():  # observes nothing, so counts no operators: its sites are not reached
+        assert getattr(builtins, _names.OPERATORS_ON) is False
         assert hooked_ops.fib(10) == 55
+    assert reached == []
     seen = Seen([])
     with seen:
-        assert getattr(builtins, site) is not operator.add
-        with ch.NullContext():  # the observing context still lives, and still counts them
-            hooked_ops.fib(2)
+        assert getattr(builtins, _names.OPERATORS_ON) is True
+        with ch.NullContext():  # the observing context still lives: the sites run, and null calls the operator
+            assert hooked_ops.fib(2) == 1
         hooked_ops.fib(2)
-    assert getattr(builtins, site) is operator.add
+    assert getattr(builtins, _names.OPERATORS_ON) is False
+    assert reached == [(1, 0), (1, 0)]
     assert seen.metadata == ["lt", "sub", "fib", "lt", "sub", "fib", "lt", "add"]
 
 

@@ -738,6 +738,173 @@ def test_yield_from_takes_a_generator_as_it_is_and_iterates_anything_else_as_a_c
     assert ctx.metadata == ["iter"]
 
 
+class _Sequence(list):
+    """A callable whose class is a sequence (what a method site's code tests its result for)."""
+
+    def __call__(self, x):
+        return ("sequence", x)
+
+
+class _Attributes:
+    """Every kind of attribute a call ``obj.name(...)`` may find."""
+
+    as_class_attribute = _Sequence()
+    plain_len = len  # a builtin function on the class: no descriptor, not bound
+
+    def __init__(self):
+        self.as_instance_attribute = lambda x: ("instance", x)
+        self.as_sequence = _Sequence()
+
+    def method(self, x, k=0):
+        return ("method", self is not None, x, k)
+
+    @classmethod
+    def klass(cls, x):
+        return ("classmethod", cls.__name__, x)
+
+    @staticmethod
+    def static(x):
+        return ("staticmethod", x)
+
+    @property
+    def made(self):
+        return lambda x: ("property", x)
+
+    def __getattr__(self, name):
+        if name == "dynamic":
+            return lambda x: ("__getattr__", x)
+        raise AttributeError(f"no {name} here")
+
+
+class _Shadowing(_Attributes):
+    def __init__(self):
+        super().__init__()
+        self.method = lambda x, k=0: ("shadowed", x, k)  # the instance's own, over the class's
+
+
+class _Derived(_Attributes):
+    def method(self, x, k=0):
+        return ("derived", super().method(x, k=k), [self.static(i) for i in range(2)])
+
+
+def _sent_through(obj):
+    received = obj.method((yield "ready"), k=(yield "again"))
+    yield received
+
+
+def _call_every_kind_of_attribute(obj, d, items):
+    out = [obj.method(1), obj.method(2, k=3), obj.klass(4), obj.static(5), obj.as_instance_attribute(6),
+           obj.made(7), obj.dynamic(8), obj.as_sequence(9), obj.as_class_attribute(10), obj.plain_len("ab"),
+           types.SimpleNamespace(f=abs).f(-11), operator.neg(12), d.get(13, "d"), d.__eq__(d), items.index(2),
+           "-".join(["a", "b"]), _Shadowing().method(14), _Derived().method(15), obj.method(*(16,), **{"k": 17}),
+           obj.method(obj.method(18)[2]).count(True), [obj.static(i) for i in range(3)]]
+    generator = _sent_through(obj)
+    out += [next(generator), generator.send(19), generator.send(20)]
+    for failing in (lambda: obj.missing(1), lambda: d.missing(), lambda: _Attributes.method()):
+        try:
+            failing()
+        except (AttributeError, TypeError) as exc:
+            out.append((type(exc).__name__, str(exc)))
+    return out
+
+
+class _SeenEntering(ch.Context):
+    """A prehook alone: a plan that enters, whose twins load bound methods."""
+
+    def prehook(self, f, /, *args, **kwargs):
+        self.metadata.append((f, args, kwargs))
+
+
+class _SeenBothWays(_SeenEntering):
+    """A prehook and a posthook: a plan that does not enter, whose twins have method sites."""
+
+    def posthook(self, result, f, /, *args, **kwargs):
+        pass
+
+
+@pytest.mark.parametrize("context", [Null, _SeenEntering, _SeenBothWays], ids=["null", "entering", "hooked"])
+def test_a_method_call_of_every_kind_of_attribute_runs_as_plain(context):
+    args = (_Attributes(), {13: "thirteen"}, [1, 2, 3])
+    assert ch.overdub(context([]), _call_every_kind_of_attribute, *args) == _call_every_kind_of_attribute(*args)
+
+
+def test_hooks_see_a_method_call_the_same_whether_its_site_enters_or_resolves():
+    # An entering plan's twins load a bound method and hand it to the prehook unbound,
+    # receiver first; other twins' method sites find the unbound callee: the same view.
+    args = (_Attributes(), {13: "thirteen"}, [1, 2, 3])
+    entering, hooked = _SeenEntering([]), _SeenBothWays([])
+    ch.overdub(entering, _call_every_kind_of_attribute, *args)
+    ch.overdub(hooked, _call_every_kind_of_attribute, *args)
+    assert (_Attributes.method, (args[0], 2), {"k": 3}) in hooked.metadata
+    assert (dict.get, (args[1], 13, "d"), {}) in hooked.metadata
+
+    def named(seen):  # (the objects and lambdas each run makes are new: compared by kind)
+        def kind(x):
+            return x if type(x) in (int, str, dict, list, _Attributes) else type(x).__qualname__
+
+        return [(f.__qualname__ if isinstance(f, types.FunctionType) else f, tuple(map(kind, a)), k)
+                for f, a, k in seen]
+
+    assert named(entering.metadata) == named(hooked.metadata)
+
+
+@needs_c
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="3.10's call sites hand their callee to hooks.call")
+def test_a_twins_method_call_on_a_local_goes_through_a_method_site_where_its_plan_does_not_enter():
+    def program(obj):  # (a load on a global or an attribute of one stays plain: most likely no method)
+        return os.path.join(str(operator.neg(obj.method(1))))
+
+    def sites(ctx):
+        twin = _plan.plan_for(ctx).twin(program)
+        return [c for c in twin.__code__.co_consts if isinstance(c, callsite._speedups.MethodSite)]
+
+    assert [site.name for site in sites(Null())] == ["method"] and sites(Null()) == sites(_SeenBothWays([]))
+    assert sites(_SeenEntering([])) == []  # (an entering site copies its callee: it loads the bound method)
+
+
+@needs_c
+def test_a_method_site_is_one_c_object_per_name_giving_a_method_unbound_and_anything_else_alone():
+    site = callsite.HOOKS.method_site("method")
+    assert callsite.HOOKS.method_site("method") is site and "method site of .method" in repr(site)
+    greeter, attributes = _Greeter(), _Attributes()
+    assert callsite.HOOKS.method_site("greet")(greeter) is _Greeter.greet  # (no context: what a method load finds)
+    assert callsite.HOOKS.method_site("get")({}) is dict.get
+    assert callsite.HOOKS.method_site("static")(_Attributes()) == (_Attributes.static,)
+    assert callsite.HOOKS.method_site("neg")(operator) == (operator.neg,)
+    assert site(attributes) == (attributes.method,)  # (a class with __getattr__: found bound, as getattr does)
+    with pytest.raises(AttributeError, match="no missing here"):
+        callsite.HOOKS.method_site("missing")(_Attributes())
+    with pytest.raises(AttributeError, match="'object' object has no attribute 'missing'"):
+        callsite.HOOKS.method_site("missing")(object())
+    with Null():
+        twin = callsite.HOOKS.method_site("greet")(greeter)
+        assert twin is not _Greeter.greet and twin.__code__ is not _Greeter.greet.__code__
+        assert twin(greeter, 2) == (greeter, 2)
+
+
+class _OnlyApp(ch.Context):
+    include = ["app"]
+
+
+class _NotApp(ch.Context):
+    exclude = ["app"]
+
+
+@needs_c
+def test_a_switched_bodys_question_is_answered_in_c_as_the_plan_answers_it():
+    from cassette_hook import _switch
+
+    def answers(ask):
+        out = [ask("app.core")]
+        for context in (Null(), _OnlyApp(), _NotApp()):
+            with context:
+                out += [ask("app.core"), ask("other"), ask("app.core")]  # (the second time: the plan's record)
+        return out
+
+    assert answers(callsite._speedups.runs_here) == answers(_switch.enter)
+    assert answers(callsite._speedups.runs_here) == [False, True, True, True, True, False, True, False, True, False]
+
+
 def _negated(x):
     return -x
 

@@ -58,6 +58,9 @@ class Family(Protocol):
     def jump_if_true(self, target: Label, loc: Location) -> Instr:
         """Pop the top of the stack; jump forward to ``target`` if it is true."""
 
+    def jump_if_false(self, target: Label, loc: Location) -> Instr:
+        """Pop the top of the stack; jump forward to ``target`` if it is false."""
+
     def jump_back(self, target: Label, loc: Location) -> Instr:
         """Jump backward to ``target``, unconditionally."""
 

@@ -17,10 +17,11 @@ TYPE_CHECKING = False  # (typing's would import typing at every start: see the p
 if TYPE_CHECKING:
     from ._operators import Operator
 
-__all__ = ["ACTIVE", "COMPREHENSIONS", "ENTER", "HOOKS", "OPERATORS", "is_part", "is_switched", "nothing_to_rewrite",
-           "operator_name"]
+__all__ = ["ACTIVE", "COMPREHENSIONS", "ENTER", "HOOKS", "OPERATORS", "OPERATORS_ON", "is_part", "is_switched",
+           "nothing_to_rewrite", "operator_name"]
 
 ACTIVE = "__cassette_hook_active__"
+OPERATORS_ON = "__cassette_hook_operators__"  # true while a live context sees operators (``_switch``)
 ENTER = "__cassette_hook_enter__"
 
 OPERATORS: tuple[Operator, ...] = (*BINARY.values(), *UNARY.values(), *COMPARE.values(),
@@ -40,6 +41,7 @@ HOOKS = Hooks(
     operator_site=operator_name,
     yield_from=GlobalName("__cassette_hook_yield_from__"),
     current_context=GlobalName("__cassette_hook_current_context__"),
+    operators_on=GlobalName(OPERATORS_ON),
 )
 
 

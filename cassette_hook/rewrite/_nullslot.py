@@ -11,9 +11,12 @@ it back::
 
 The original ``CALL`` then calls ``r`` from the user's own frame.  When the context only
 needs the callee's body overdubbed, ``r`` is the callee's twin: no extra frame, and
-CPython inlines the Python-to-Python call.  Method loads become plain attribute loads
-with a ``NULL`` pushed beside them, so the callee is always one object.  ``SWAP`` never
-moves the ``NULL`` slot, which no instruction other than a call may touch.
+CPython inlines the Python-to-Python call.  A method load becomes a plain attribute load
+with a ``NULL`` pushed beside it, so the callee is always one object; or, where
+``hooks.method_site`` is given, a call of a method site that resolves the callee at the
+load and pushes the pair a method call takes, and its call then resolves nothing
+(``_method_site``).  ``SWAP`` never moves the ``NULL`` slot, which no instruction other
+than a call may touch.
 
 Versions differ in the order of the pair (3.13 puts the ``NULL`` above the callee), in
 ``PRECALL`` (3.11), ``KW_NAMES`` (3.11, 3.12) versus ``CALL_KW`` (3.13), and in a few
@@ -24,7 +27,7 @@ from __future__ import annotations
 
 import operator
 from types import CodeType
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Sequence, cast
 
 from bytecode import BinaryOp, Compare, ConcreteBytecode, Instr, Label
 
@@ -55,6 +58,9 @@ class NullSlotFamily:
     def jump_if_true(self, target: Label, loc: Location) -> Instr:
         return Instr("POP_JUMP_IF_TRUE", target, location=loc)
 
+    def jump_if_false(self, target: Label, loc: Location) -> Instr:
+        return Instr("POP_JUMP_IF_FALSE", target, location=loc)
+
     def jump_back(self, target: Label, loc: Location) -> Instr:
         return Instr("JUMP_BACKWARD", target, location=loc)
 
@@ -66,6 +72,10 @@ class NullSlotFamily:
 
     def is_method_load(self, instr: Instr) -> bool:
         return instr.name in ("LOAD_ATTR", "LOAD_SUPER_ATTR") and flagged_name(instr)[0]
+
+    def attribute_name(self, instr: Instr) -> str:
+        """The name a method load (not ``LOAD_SUPER_ATTR``) loads."""
+        return flagged_name(instr)[-1]
 
     def plain_load(self, instr: Instr) -> Instr:
         """The method load ``instr`` as a load of the bound attribute."""
@@ -137,6 +147,10 @@ class NullSlotFamily:
         paired = pair_by_depth(items, depths, self.producer_depth, self.consumer_depth)
         for plain_call in self._plain_calls(items, depths):
             paired.pop(plain_call, None)
+        method_site = hooks.method_site
+        sites = ({} if method_site is None or enters  # the method loads to make method sites, and their sites
+                 else {load: method_site(self.attribute_name(cast(Instr, items[load])))
+                       for load in self._method_site_loads(items, paired)})
         resolving: dict[int, list[Instr]] = {}  # place -> what replaces the callee there
         defined: set[int] = set()  # ends of what a decorator applies to: functions, classes, decorations
         for index, item in enumerate(items):
@@ -145,6 +159,8 @@ class NullSlotFamily:
             if item.name in ("MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE"):
                 defined.add(index)
             producers = paired.get(index)
+            if producers is not None and all(producer in sites for producer in producers):
+                continue  # (its method sites resolve the callee)
             if producers is not None:
                 if any(self._builds_class(items, p) for p in producers):
                     defined.add(self._call_end(items, index))
@@ -166,11 +182,69 @@ class NullSlotFamily:
         for index, item in enumerate(items):
             if index in resolving:
                 out += resolving[index]
-            if isinstance(item, Instr) and self.is_method_load(item):
+            if index in sites:
+                out += self._method_site(sites[index], cast(Instr, item).location)
+            elif isinstance(item, Instr) and self.is_method_load(item):
                 out += self._load_with_null(item)
             else:
                 out.append(item)
         return out
+
+    def _method_site_loads(self, items: Sequence[Item], paired: dict[int, frozenset[int]]) -> set[int]:
+        """The method loads ``obj.name`` to make method sites: those not on a global (see
+        ``_on_a_global``) that feed only calls fed only by such loads, and not a star call
+        (which resolves its own way)."""
+        calls = {call for call, producers in paired.items()
+                 if cast(Instr, items[call]).name != "CALL_FUNCTION_EX"
+                 and all(cast(Instr, items[p]).name != "LOAD_SUPER_ATTR" and self.is_method_load(cast(Instr, items[p]))
+                         and not self._on_a_global(items, p) for p in producers)}
+        feeds: dict[int, set[int]] = {}
+        for call, producers in paired.items():
+            for producer in producers:
+                feeds.setdefault(producer, set()).add(call)
+        while True:  # (a load that also feeds another call stays a plain load, and so do the others of that call)
+            sited = {p for call in calls for p in paired[call] if feeds[p] <= calls}
+            kept = {call for call in calls if paired[call] <= sited}
+            if kept == calls:
+                return sited
+            calls = kept
+
+    def _on_a_global(self, items: Sequence[Item], load: int) -> bool:
+        """Is the method load at ``load`` made on a global or an attribute of one
+        (``math.sqrt(x)``, ``os.path.join(a, b)``, ``Point.origin()``)?  That finds a module's
+        function or a class's ``classmethod`` more often than a method: nothing a method
+        site could leave unbound, and a plain attribute load finds it faster (a module's
+        attribute load is specialized; the site's look-up is not)."""
+        index = load - 1
+        while index >= 0 and isinstance(items[index], Instr) and cast(Instr, items[index]).name == "LOAD_ATTR" \
+                and not self.is_method_load(cast(Instr, items[index])):
+            index -= 1
+        receiver = items[index] if index >= 0 else None
+        return isinstance(receiver, Instr) and receiver.name in ("LOAD_GLOBAL", "LOAD_NAME")
+
+    def _method_site(self, site: object, loc: Location) -> list[Item]:
+        """A method load ``obj.name`` as ``site`` (``hooks.method_site(name)``) called with
+        ``obj`` as its self (see ``_speedups.MethodSite``): it returns what to call with
+        ``obj`` first, which with ``obj`` makes the pair a method load pushes, or what to
+        call without ``obj`` in a 1-tuple, which becomes the pair of a plain call, ``NULL``
+        beside the callee."""
+        method, joined = Label(), Label()
+        return [
+            Instr("COPY", 1, location=loc),  # [obj, obj]
+            Instr("LOAD_CONST", site, location=loc),
+            Instr("SWAP", 2, location=loc),  # [obj, site, obj]
+            *self.call(0, loc),  # [obj, run]
+            Instr("MATCH_SEQUENCE", location=loc),  # (a 1-tuple?)
+            self.jump_if_false(method, loc),
+            Instr("UNPACK_SEQUENCE", 1, location=loc),
+            Instr("SWAP", 2, location=loc),
+            Instr("POP_TOP", location=loc),  # [run]
+            *self._null_beside(loc),
+            Instr("JUMP_FORWARD", joined, location=loc),
+            method,
+            Instr("SWAP", 2, location=loc),  # [run, obj]: run(obj, ...)
+            joined,
+        ]
 
     def _plain_calls(self, items: Sequence[Item], depths: Sequence[int | None]) -> set[int]:
         """The calls whose callee is a ``nooverdub`` marker a pass loaded: they stay plain."""
@@ -230,10 +304,13 @@ class NullSlotFamily:
 
     def _load_with_null(self, instr: Instr) -> list[Instr]:
         """A method load as ``[NULL, bound]`` (``[bound, NULL]`` on 3.13)."""
-        loc = instr.location
+        return [self.plain_load(instr), *self._null_beside(instr.location)]
+
+    def _null_beside(self, loc: Location) -> list[Instr]:
+        """The callee on top of the stack made a callee pair with its ``NULL``."""
         if self.null_after_callee:
-            return [self.plain_load(instr), Instr("PUSH_NULL", location=loc)]
-        return [self.plain_load(instr), Instr("PUSH_NULL", location=loc), Instr("SWAP", 2, location=loc)]
+            return [Instr("PUSH_NULL", location=loc)]
+        return [Instr("PUSH_NULL", location=loc), Instr("SWAP", 2, location=loc)]
 
     # -- operators -------------------------------------------------------------------
 

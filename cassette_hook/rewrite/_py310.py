@@ -142,6 +142,9 @@ class _Py310:
     def jump_if_true(self, target: Label, loc: Location) -> Instr:
         return Instr("POP_JUMP_IF_TRUE", target, location=loc)
 
+    def jump_if_false(self, target: Label, loc: Location) -> Instr:
+        return Instr("POP_JUMP_IF_FALSE", target, location=loc)
+
     def jump_back(self, target: Label, loc: Location) -> Instr:
         return Instr("JUMP_ABSOLUTE", target, location=loc)
 

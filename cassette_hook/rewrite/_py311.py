@@ -20,6 +20,12 @@ class _Py311(NullSlotFamily):
     def jump_if_true(self, target: Label, loc: Location) -> Instr:
         return Instr("POP_JUMP_FORWARD_IF_TRUE", target, location=loc)
 
+    def jump_if_false(self, target: Label, loc: Location) -> Instr:
+        return Instr("POP_JUMP_FORWARD_IF_FALSE", target, location=loc)
+
+    def attribute_name(self, instr: Instr) -> str:
+        return arg_of(instr, str)
+
     def consumer_depth(self, instr: Instr, depth: int) -> int | None:
         # PRECALL n carries the stack effect of the arguments; the CALL after it sees less.
         if instr.name == "PRECALL":

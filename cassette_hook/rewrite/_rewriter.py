@@ -7,9 +7,9 @@ code the import hook cached) never imports ``bytecode``: only rewriting does.
 from __future__ import annotations
 
 from types import CodeType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from bytecode import Bytecode, Instr
+from bytecode import Bytecode, Instr, Label
 
 from . import RESOURCE_ERRORS, GlobalName, Hooks, UnsupportedCode
 from ._family import family
@@ -93,8 +93,12 @@ def _rewrite_operators(items: list[Item], hooks: Hooks) -> list[Item]:
         replacement = family.operator_site(item, hooks) if isinstance(item, Instr) else None
         if replacement is None:
             out.append(item)
-        else:
+        elif hooks.operators_on is None or cast(Instr, item).name == "GET_YIELD_FROM_ITER":
             out.extend(replacement)
+        else:  # the site only while the flag is true; else the instruction as compiled
+            loc, plain, joined = cast(Instr, item).location, Label(), Label()
+            out += [Instr("LOAD_CONST", hooks.operators_on, location=loc), family.jump_if_false(plain, loc),
+                    *replacement, Instr("JUMP_FORWARD", joined, location=loc), plain, item, joined]
     return out
 
 

@@ -1,0 +1,118 @@
+"""What one call of each kind costs a context that overloads nothing, and what a method
+site saves a method call.
+
+Each kind is a loop of calls, ``for i in range(n): a.m(i)`` and the like, timed plain and
+as a twin under a context that overloads nothing, in interleaved rounds:
+
+- ``plain``: the loop as compiled;
+- ``null``: its twin as cassette_hook makes it (on the C path, 3.11+: method loads
+  become method sites, ``_speedups.MethodSite``);
+- ``bound``: its twin rewritten without method sites, as before them (and as on the
+  pure-Python path): each method load a plain attribute load of a bound method, its call
+  resolved.
+
+The report is the extra time per call over plain, in ns.  On 3.10, and on the
+pure-Python path, the two twins are the same.
+
+    PYTHONPATH=. python benchmarks/bench_call_kinds.py [--rounds N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import types
+from typing import Any, Callable
+
+import cassette_hook as ch
+import harness
+from cassette_hook import callsite, rewrite
+
+N = 20_000
+
+
+class Null(ch.Context):
+    pass
+
+
+class _Object:
+    def method(self, x: int) -> int:
+        return x
+
+    @classmethod
+    def klass(cls, x: int) -> int:
+        return x
+
+
+def function(x: int) -> int:
+    return x
+
+
+module = types.ModuleType("module")
+module.function = function  # type: ignore[attr-defined]
+
+
+def python_method(obj: _Object, table: dict[int, int], n: int) -> None:
+    for i in range(n):
+        obj.method(i)
+
+
+def builtin_method(obj: _Object, table: dict[int, int], n: int) -> None:
+    for i in range(n):
+        table.get(i)
+
+
+def class_method(obj: _Object, table: dict[int, int], n: int) -> None:
+    for i in range(n):
+        obj.klass(i)
+
+
+def module_function(obj: _Object, table: dict[int, int], n: int) -> None:
+    for i in range(n):
+        module.function(i)
+
+
+def plain_function(obj: _Object, table: dict[int, int], n: int) -> None:
+    for i in range(n):
+        function(i)
+
+
+KINDS = {"obj.method(i)": python_method, "table.get(i)": builtin_method, "obj.klass(i)": class_method,
+         "module.function(i)": module_function, "function(i)": plain_function}
+
+
+def twin(loop: Callable[..., None], hooks: rewrite.Hooks) -> Callable[..., None]:
+    code = rewrite.rewrite_code(loop.__code__, hooks, operators=False)
+    return types.FunctionType(code, loop.__globals__, loop.__name__)
+
+
+def under_null(run: Callable[..., None], *args: Any) -> Callable[[], None]:
+    def measured() -> None:
+        with Null():
+            run(*args)
+
+    return measured
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=15)
+    rounds = parser.parse_args().rounds
+    without_sites = rewrite.Hooks(**{name: getattr(callsite.HOOKS, name) for name in rewrite.Hooks.__slots__
+                                     if name != "method_site"})
+    args = (_Object(), {}, N)
+    print(f"Python {sys.version.split()[0]}, {N:,} calls a sample, {rounds} interleaved rounds, "
+          f"{'C' if callsite._speedups is not None else 'pure-Python'} path")
+    rows = []
+    for kind, loop in KINDS.items():
+        variants = {"plain": lambda loop=loop: loop(*args), "null": under_null(twin(loop, callsite.HOOKS), *args),
+                    "bound": under_null(twin(loop, without_sites), *args)}
+        result = harness.measure(kind, variants, rounds=rounds)
+        plain = result.median("plain")
+        rows.append([kind, f"{plain / N:.0f}", f"+{(result.median('null') - plain) / N:.0f}",
+                     f"+{(result.median('bound') - plain) / N:.0f}"])
+    print(harness.table(["call", "plain ns", "null: ns over plain", "bound: ns over plain"], rows))
+
+
+if __name__ == "__main__":
+    main()
