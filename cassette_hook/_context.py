@@ -146,11 +146,18 @@ class Context:
     exclude: ClassVar[Sequence[str]] = ()
     libraries: ClassVar[bool | Sequence[str]] = True
 
+    # What ``__init__`` sets, as class defaults too: a subclass whose own ``__init__`` does
+    # not call ``super().__init__()`` is a context with no metadata and no pass.
+    metadata: Any = None
+    pass_: Any = None
+    tag: Any = None
+    hooks_enabled: bool = True
+
     def __init__(self, metadata: Any = None, pass_: Any = None) -> None:
         _check_pass(pass_)
         self.metadata = metadata
         self.pass_ = pass_
-        self.tag: Any = None  # bound once, by enabletagging, before the copy is handed out (_speedups relies on it)
+        self.tag = None  # bound once, by enabletagging, before the copy is handed out (_speedups relies on it)
         self.hooks_enabled = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -186,6 +186,21 @@ def test_contexts_keep_metadata_and_refuse_what_is_not_a_pass():
         NullContext(pass_=object())
 
 
+def test_a_context_whose_init_does_not_call_super_init_runs_with_no_metadata_and_no_pass():
+    class Recording(ch.Context):
+        def __init__(self):  # (no super().__init__())
+            self.seen = []
+
+        def prehook(self, f, /, *args, **kwargs):
+            self.seen.append(f)
+
+    ctx = Recording()
+    assert ch.overdub(ctx, program, 2, 3, 4) == program(2, 3, 4)
+    assert ctx.seen.count(times) == 2  # (its prehook ran)
+    assert (ctx.metadata, ctx.pass_, ctx.tag, ctx.hooks_enabled) == (None, None, None, True)
+    assert ch.similarcontext(ctx, metadata=1).metadata == 1
+
+
 # -- null --------------------------------------------------------------------------------
 
 def test_null_context_gives_the_same_results():
