@@ -454,7 +454,12 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
             return 1;
         }
         if (found == 1) {
+            /* (the twin held across the allocation: a collection may run in it on 3.10 and
+             * 3.11, and a full one empties the twin tables, plan's
+             * _drop_twins_before_full_collections, which held the only reference) */
+            Py_INCREF(twin);
             *run = PyMethod_New(twin, PyMethod_GET_SELF(f));
+            Py_DECREF(twin);
             return *run == NULL ? -1 : 1;
         }
         if (found < 0) {
