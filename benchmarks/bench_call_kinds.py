@@ -52,33 +52,14 @@ module = types.ModuleType("module")
 module.function = function  # type: ignore[attr-defined]
 
 
-def python_method(obj: _Object, table: dict[int, int], n: int) -> None:
-    for i in range(n):
-        obj.method(i)
+def loop_of(call: str) -> Callable[..., None]:
+    """``for i in range(n): <call>``, with ``obj``, ``table`` and the module's names in scope."""
+    namespace: dict[str, Any] = dict(globals())
+    exec(f"def loop(obj, table, n):\n    for i in range(n):\n        {call}\n", namespace)
+    return namespace["loop"]  # type: ignore[no-any-return]
 
 
-def builtin_method(obj: _Object, table: dict[int, int], n: int) -> None:
-    for i in range(n):
-        table.get(i)
-
-
-def class_method(obj: _Object, table: dict[int, int], n: int) -> None:
-    for i in range(n):
-        obj.klass(i)
-
-
-def module_function(obj: _Object, table: dict[int, int], n: int) -> None:
-    for i in range(n):
-        module.function(i)
-
-
-def plain_function(obj: _Object, table: dict[int, int], n: int) -> None:
-    for i in range(n):
-        function(i)
-
-
-KINDS = {"obj.method(i)": python_method, "table.get(i)": builtin_method, "obj.klass(i)": class_method,
-         "module.function(i)": module_function, "function(i)": plain_function}
+KINDS = ["obj.method(i)", "table.get(i)", "obj.klass(i)", "module.function(i)", "function(i)"]
 
 
 def twin(loop: Callable[..., None], hooks: rewrite.Hooks) -> Callable[..., None]:
@@ -104,7 +85,8 @@ def main() -> None:
     print(f"Python {sys.version.split()[0]}, {N:,} calls a sample, {rounds} interleaved rounds, "
           f"{'C' if callsite._speedups is not None else 'pure-Python'} path")
     rows = []
-    for kind, loop in KINDS.items():
+    for kind in KINDS:
+        loop = loop_of(kind)
         variants = {"plain": lambda loop=loop: loop(*args), "null": under_null(twin(loop, callsite.HOOKS), *args),
                     "bound": under_null(twin(loop, without_sites), *args)}
         result = harness.measure(kind, variants, rounds=rounds)

@@ -208,9 +208,13 @@ by_id(PyObject *table, PyObject *f)
 }
 
 /* The twin of function f in table (a dict id -> (twin, code, defaults, kwdefaults)), if
- * it is current: f still has the code and defaults it was made from.  1 and a borrowed
- * twin, 0 if there is none, 2 if the table says None (a direct table's "not direct"),
- * -1 on error.  A class may be in a direct table too, as (constructor, None, None, None). */
+ * it is current: f still has the code and defaults it was made from.  1 and a new
+ * reference to the twin, 0 if there is none, 2 if the table says None (a direct table's
+ * "not direct"), -1 on error.  A class may be in a direct table too, as (constructor,
+ * None, None, None).  (A new reference: the caller may allocate while it holds the twin,
+ * a collection may run in an allocation on 3.10 and 3.11, and a full one empties the
+ * twin tables -- plan's _drop_twins_before_full_collections -- which may hold the only
+ * other reference.) */
 static int
 current_twin(PyObject *table, PyObject *f, PyObject **twin)
 {
@@ -226,14 +230,17 @@ current_twin(PyObject *table, PyObject *f, PyObject **twin)
         return 2;
     }
     if (!function) {
-        *twin = PyTuple_GET_ITEM(found, 0);
-        return PyTuple_GET_ITEM(found, 1) == Py_None;
+        if (PyTuple_GET_ITEM(found, 1) != Py_None) {
+            return 0;
+        }
+        *twin = Py_NewRef(PyTuple_GET_ITEM(found, 0));
+        return 1;
     }
     PyObject *defaults = PyFunction_GET_DEFAULTS(f), *kwdefaults = PyFunction_GET_KW_DEFAULTS(f);
     if (PyTuple_GET_ITEM(found, 1) == PyFunction_GET_CODE(f)
         && PyTuple_GET_ITEM(found, 2) == (defaults ? defaults : Py_None)
         && PyTuple_GET_ITEM(found, 3) == (kwdefaults ? kwdefaults : Py_None)) {
-        *twin = PyTuple_GET_ITEM(found, 0);
+        *twin = Py_NewRef(PyTuple_GET_ITEM(found, 0));
         return 1;
     }
     return 0;
@@ -409,7 +416,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
     int found = current_twin(twins, f, &twin);
     if (found != 0) {
         if (found == 1) {
-            *run = Py_NewRef(twin);
+            *run = twin;
         }
         return found == 2 ? 0 : found;
     }
@@ -449,15 +456,11 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         if (found == 1 && sole && ((PyMethodObject *)f)->im_weakreflist == NULL) {
             /* the bound method the site's attribute load just made, which nothing else
              * can see: bound to the twin in place, rather than a second one made */
-            Py_SETREF(((PyMethodObject *)f)->im_func, Py_NewRef(twin));
+            Py_SETREF(((PyMethodObject *)f)->im_func, twin);
             *run = Py_NewRef(f);
             return 1;
         }
         if (found == 1) {
-            /* (the twin held across the allocation: a collection may run in it on 3.10 and
-             * 3.11, and a full one empties the twin tables, plan's
-             * _drop_twins_before_full_collections, which held the only reference) */
-            Py_INCREF(twin);
             *run = PyMethod_New(twin, PyMethod_GET_SELF(f));
             Py_DECREF(twin);
             return *run == NULL ? -1 : 1;
@@ -493,12 +496,11 @@ resolve_in(PyObject *entry, PyObject *f)
     return overdubbed_site(entry, f);
 }
 
-/* callsite.resolve: what a rewritten call site calls in place of f.  The site's frame
- * calls resolve(f) with f taken off its stack, which it replaces by what this returns:
- * when f's reference count is 1, that stack slot was its only holder (a bound method its
- * attribute load made for this call), and f may be reused for the result. */
+/* What to call in place of f under the innermost active entry.  When f's reference count
+ * is 1, the caller's reference is its only one (a bound method made for this call: a call
+ * site's stack slot, a method site's look-up), and f may be reused for the result. */
 static PyObject *
-resolve(PyObject *module, PyObject *f)
+resolve_active(PyObject *f)
 {
     PyObject *entry;
     if (active_entry(&entry) < 0) {
@@ -510,6 +512,14 @@ resolve(PyObject *module, PyObject *f)
     PyObject *out = resolve_in(entry, f);
     Py_DECREF(entry);
     return out;
+}
+
+/* callsite.resolve: what a rewritten call site calls in place of f, which the site's frame
+ * hands over taken off its stack, and replaces by what this returns. */
+static PyObject *
+resolve(PyObject *module, PyObject *f)
+{
+    return resolve_active(f);
 }
 
 static PyObject *body_of(PyObject *plan, PyObject *callee);
@@ -598,14 +608,11 @@ runs_here(PyObject *unused, PyObject *module)
     }
     PyObject *plan = slot(entry, entry_plan, "plan");
     PyObject *modules = plan ? slot(plan, plan_modules, "_modules") : NULL;
-    if (modules != NULL && PyDict_CheckExact(modules)) {
+    if (modules != NULL) {
         known = Py_XNewRef(PyDict_GetItemWithError(modules, module));
         if (known == NULL && !PyErr_Occurred()) {
             known = PyObject_CallMethodOneArg(plan, str_runs_module, module);
         }
-    }
-    else if (modules != NULL) {
-        PyErr_SetString(PyExc_TypeError, "cassette_hook: a plan's _modules is not a dict");
     }
     Py_DECREF(entry);
     return known;
@@ -1264,7 +1271,7 @@ body_of(PyObject *plan, PyObject *callee)
         }
         int found = current_twin(table, callee, &twin);
         if (found == 1 || found < 0) { /* (this table lists no None) */
-            return found < 0 ? NULL : Py_NewRef(twin);
+            return found < 0 ? NULL : twin;
         }
         return PyObject_CallMethodOneArg(plan, str_twin, callee);
     }
@@ -2451,7 +2458,7 @@ method_site_call(MethodSite *self, PyObject *const *args, size_t nargsf, PyObjec
         PyErr_Format(PyExc_TypeError, "method site of %R takes one positional argument", self->name);
         return NULL;
     }
-    PyObject *obj = args[0], *found = NULL, *entry;
+    PyObject *obj = args[0], *found = NULL;
     int unbound = _PyObject_GetMethod(obj, self->name, &found);
     if (found == NULL) {
         return NULL;
@@ -2464,18 +2471,10 @@ method_site_call(MethodSite *self, PyObject *const *args, size_t nargsf, PyObjec
         }
         unbound = 0;
     }
-    if (active_entry(&entry) < 0) {
-        Py_DECREF(found);
+    PyObject *run = resolve_active(found); /* (found's reference is its only one when the load bound it) */
+    Py_DECREF(found);
+    if (run == NULL) {
         return NULL;
-    }
-    PyObject *run = found;
-    if (entry != NULL) { /* (found's reference is its only one when the load bound it) */
-        run = resolve_in(entry, found);
-        Py_DECREF(entry);
-        Py_DECREF(found);
-        if (run == NULL) {
-            return NULL;
-        }
     }
     if (unbound) { /* (a function, a twin, a Site or a partial: never a sequence, which the
                     * site's code would take for the 1-tuple) */

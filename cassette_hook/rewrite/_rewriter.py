@@ -7,7 +7,7 @@ code the import hook cached) never imports ``bytecode``: only rewriting does.
 from __future__ import annotations
 
 from types import CodeType
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from bytecode import Bytecode, Instr, Label
 
@@ -90,13 +90,12 @@ def _load_special(item: Instr, hooks: Hooks) -> list[Instr]:
 def _rewrite_operators(items: list[Item], hooks: Hooks) -> list[Item]:
     out: list[Item] = []
     for item in items:
-        replacement = family.operator_site(item, hooks) if isinstance(item, Instr) else None
-        if replacement is None:
+        if not isinstance(item, Instr) or (replacement := family.operator_site(item, hooks)) is None:
             out.append(item)
-        elif hooks.operators_on is None or cast(Instr, item).name == "GET_YIELD_FROM_ITER":
+        elif hooks.operators_on is None or item.name == "GET_YIELD_FROM_ITER":
             out.extend(replacement)
         else:  # the site only while the flag is true; else the instruction as compiled
-            loc, plain, joined = cast(Instr, item).location, Label(), Label()
+            loc, plain, joined = item.location, Label(), Label()
             out += [Instr("LOAD_CONST", hooks.operators_on, location=loc), family.jump_if_false(plain, loc),
                     *replacement, Instr("JUMP_FORWARD", joined, location=loc), plain, item, joined]
     return out
