@@ -41,6 +41,9 @@ Twin = tuple[FunctionType, CodeType, Any, Any]
 # (operators, pass_, enters) -> rewritten code objects; shared by all plans of that variant.
 _rewritten: dict[tuple[bool, Any, bool], WeakIdCache[CodeType | None]] = {}
 _plans: dict[tuple[type, Any, bool], Plan] = {}
+# operators -> switched code -> (the module its switch asks about, its twins' code: see
+# ``rewrite._entry``), or ("", the code) where the switch cannot be skipped.
+_entries: dict[bool, WeakIdCache[tuple[str, CodeType]]] = {False: WeakIdCache(), True: WeakIdCache()}
 
 
 class Plan:
@@ -157,6 +160,20 @@ class Plan:
         self.direct_twins.set(func, None if twin is None else self.twins.values[id(func)])
         return twin
 
+    def _entered(self, code: CodeType) -> CodeType:
+        """The twin's code for switched ``code``: entered at its rewritten body, its operators
+        as compiled unless this plan counts them (``rewrite._entry``), when this plan runs
+        its module rewritten; else ``code``, switch and all."""
+        entries = _entries[self.operators]
+        entry = entries.get(code)
+        if entry is None:
+            from .rewrite._entry import rewritten_entry
+
+            entry = rewritten_entry(code, self.operators) or ("", code)
+            entries.set(code, entry)
+        module, entered = entry
+        return entered if module and self.runs_module(module) else code
+
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
         if not self.recurses_into(func):
             return None
@@ -164,7 +181,7 @@ class Plan:
             switch_before_twin(func)
         code = func.__code__
         if _names.is_switched(code) and self.pass_ is None:  # loaded by the import hook: rewritten already
-            twin_code: CodeType | None = code
+            twin_code: CodeType | None = self._entered(code)
         elif id(code) in self._codes.values:
             twin_code = self._codes.values[id(code)]
         else:
