@@ -22,6 +22,7 @@ from importlib.util import MAGIC_NUMBER, cache_from_source
 from types import CodeType
 
 from . import __version__
+from .rewrite import _names
 
 FORMAT = b"cassette_hook pyc 3\n"
 SWITCHED, LIGHT, FUNCTIONS = "", ".light", ".functions"  # the kinds of file
@@ -36,8 +37,11 @@ def path_for(source_path: str, kind: str = SWITCHED) -> str | None:
 
 
 def key(source: os.stat_result, module: str, options: str, kind: str = SWITCHED) -> bytes:
-    """The header a cache file of ``kind`` must carry to be used for this source and these options."""
-    stamp = f"{source.st_size} {source.st_mtime_ns} {__version__} {options}{kind} {module}\n"
+    """The header a cache file of ``kind`` must carry to be used for this source and these
+    options, and, for switched code, the hot path it is made for (``_names.variant``: light
+    code is the same on both, and is read before the hot path is loaded)."""
+    variant = "" if kind == LIGHT else f" {_names.variant()}"
+    stamp = f"{source.st_size} {source.st_mtime_ns} {__version__} {options}{variant}{kind} {module}\n"
     return MAGIC_NUMBER + FORMAT + stamp.encode()
 
 

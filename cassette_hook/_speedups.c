@@ -2452,14 +2452,10 @@ typedef struct {
 } MethodSite;
 
 static PyObject *
-method_site_call(MethodSite *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+method_load(PyObject *obj, PyObject *name)
 {
-    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
-        PyErr_Format(PyExc_TypeError, "method site of %R takes one positional argument", self->name);
-        return NULL;
-    }
-    PyObject *obj = args[0], *found = NULL;
-    int unbound = _PyObject_GetMethod(obj, self->name, &found);
+    PyObject *found = NULL;
+    int unbound = _PyObject_GetMethod(obj, name, &found);
     if (found == NULL) {
         return NULL;
     }
@@ -2487,6 +2483,29 @@ method_site_call(MethodSite *self, PyObject *const *args, size_t nargsf, PyObjec
     }
     PyTuple_SET_ITEM(alone, 0, run);
     return alone;
+}
+
+static PyObject *
+method_site_call(MethodSite *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL) {
+        PyErr_Format(PyExc_TypeError, "method site of %R takes one positional argument", self->name);
+        return NULL;
+    }
+    return method_load(args[0], self->name);
+}
+
+/* The method site of switched code (rewrite._names.METHOD, among the builtins): its code
+ * goes to a .pyc file, which can hold no MethodSite, so it loads this by name and passes
+ * the attribute's name, a str constant of its own (interned, as CPython interns names). */
+static PyObject *
+method_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyUnicode_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "method_of(obj, name) takes an object and a str");
+        return NULL;
+    }
+    return method_load(args[0], args[1]);
 }
 
 static PyObject *
@@ -3516,6 +3535,8 @@ static PyMethodDef methods[] = {
      "version_like(twin, function): the twin's calls as specializable as the function's (3.13)."},
     {"operator_call", (PyCFunction)(void (*)(void))operator_call, METH_FASTCALL | METH_KEYWORDS,
      "operator_call(op, *args): an operator of switched code (_switch._operator_call)."},
+    {"method_of", (PyCFunction)(void (*)(void))method_of, METH_FASTCALL,
+     "method_of(obj, name): what a method site of switched code loads, as MethodSite(name)(obj)."},
     {"runs_here", runs_here, METH_O, "runs_here(module): should a switched body of module run rewritten now?"},
     {"yield_from", yield_from, METH_O, "yield_from(obj): what `yield from obj` iterates, iter(obj) as a call site."},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL | METH_KEYWORDS,

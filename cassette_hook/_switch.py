@@ -117,6 +117,7 @@ def install_builtins() -> None:
         hooks.call: callsite.call,
         hooks.call_ex: callsite.call_ex,
         hooks.yield_from: callsite.HOOKS.yield_from,
+        **({} if speedups is None else {_names.METHOD: speedups.method_of}),
     }
     for name, value in names.items():
         if getattr(builtins, str(name), None) is None:
@@ -145,7 +146,8 @@ def keep_at_shutdown(owner: ModuleType | FunctionType) -> None:
 def _hook_names() -> list[str]:
     hooks = _names.HOOKS
     return [str(name) for name in (_names.ENTER, hooks.resolve, hooks.resolve_star, hooks.call, hooks.call_ex,
-                                   hooks.yield_from, *(_names.operator_name(op) for op in _names.OPERATORS))]
+                                   hooks.yield_from, _names.METHOD,
+                                   *(_names.operator_name(op) for op in _names.OPERATORS))]
 
 
 def _at_shutdown() -> None:

@@ -302,7 +302,8 @@ HOOKS = rewrite.Hooks(resolve=resolve, resolve_star=resolve_star, call=call, cal
                       current_context=_context.current_context, enter=enter,
                       # (one site per attribute name, shared by the twins; none in pure Python,
                       # where a method site would cost more than the bound method it saves)
-                      method_site=None if _speedups is None else functools.cache(_speedups.MethodSite))
+                      method_site=None if _speedups is None else functools.cache(
+                          lambda name: (_speedups.MethodSite(name),)))
 
 # What the modules below call back, and what the stack asks of the runtime: now ready.
 _hotpath.publish(resolve=resolve, call=call, construct_by_ref=construct_by_ref, hooks=HOOKS)

@@ -187,6 +187,31 @@ def test_operator_sites_run_as_compiled_while_no_live_context_counts_operators(t
     assert seen.metadata == ["lt", "sub", "fib", "lt", "sub", "fib", "lt", "add"]
 
 
+def test_yield_from_in_switched_code_reaches_its_hook_only_while_a_context_counts_operators(tree, monkeypatch):
+    import builtins
+
+    write(tree, "hooked_chain.py", """
+        def chain(items):
+            yield from items
+    """)
+    ch.install(include=["hooked_chain"])
+    import hooked_chain
+
+    with ch.NullContext():  # (the first activation puts the hooks among the builtins)
+        pass
+    gc.collect()  # (entries that earlier tests left in cycles: a live one keeps the flag true)
+    hook, reached = str(_names.HOOKS.yield_from), []
+    observed = getattr(builtins, hook)
+    monkeypatch.setattr(builtins, hook, lambda operand: reached.append(operand) or observed(operand))
+    with ch.NullContext():
+        assert list(hooked_chain.chain((1, 2))) == [1, 2]
+    assert reached == []
+    seen = Seen([])
+    with seen:
+        assert list(hooked_chain.chain((3, 4))) == [3, 4]
+    assert reached == [(3, 4)] and "iter" in seen.metadata
+
+
 def test_twins_under_a_context_that_counts_no_operators_skip_the_sites_another_context_keeps_live(tree, monkeypatch):
     import builtins
     import operator
@@ -731,6 +756,16 @@ def test_cached_code_is_reused_without_rewriting(tree, monkeypatch):
     import cached_q as again
 
     assert _names.is_switched(again.fib.__code__)
+
+
+def test_the_cache_key_of_switched_code_names_the_hot_path_it_was_made_for(monkeypatch):
+    # On the C path switched code calls method sites, which the pure-Python path lacks.
+    stat = os.stat(__file__)
+    keys = {kind: _pyc.key(stat, "m", importhook.OPTIONS, kind) for kind in (_pyc.SWITCHED, _pyc.LIGHT, _pyc.FUNCTIONS)}
+    monkeypatch.setattr(_native, "speedups", None if _native.speedups is not None else object())
+    assert _pyc.key(stat, "m", importhook.OPTIONS, _pyc.SWITCHED) != keys[_pyc.SWITCHED]
+    assert _pyc.key(stat, "m", importhook.OPTIONS, _pyc.FUNCTIONS) != keys[_pyc.FUNCTIONS]
+    assert _pyc.key(stat, "m", importhook.OPTIONS, _pyc.LIGHT) == keys[_pyc.LIGHT]  # (light code has no sites)
 
 
 def test_cache_is_rewritten_when_the_source_changes(tree):

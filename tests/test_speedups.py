@@ -828,6 +828,44 @@ def test_a_method_call_of_every_kind_of_attribute_runs_as_plain(context):
     assert ch.overdub(context([]), _call_every_kind_of_attribute, *args) == _call_every_kind_of_attribute(*args)
 
 
+def _switched_copy(function):
+    """A copy of ``function`` given switched code, as the import hook would load it."""
+    copy = types.FunctionType(function.__code__, function.__globals__, function.__name__, function.__defaults__)
+    return ch.instrument(copy)
+
+
+@pytest.mark.parametrize("context", [Null, _SeenEntering, _SeenBothWays], ids=["null", "entering", "hooked"])
+def test_a_method_call_of_every_kind_of_attribute_in_switched_code_runs_as_plain(context):
+    args, program = (_Attributes(), {13: "thirteen"}, [1, 2, 3]), _switched_copy(_call_every_kind_of_attribute)
+    with context([]):
+        seen = program(*args)
+    assert seen == _call_every_kind_of_attribute(*args)
+
+
+def test_switched_code_has_method_sites_where_the_c_path_runs_it():
+    from cassette_hook.rewrite import _names
+
+    program = _switched_copy(_call_every_kind_of_attribute)
+    assert (_names.METHOD in program.__code__.co_names) == (C_PATH and sys.version_info >= (3, 11))
+
+
+def test_hooks_see_a_method_call_in_switched_code_as_in_a_twin():
+    args, program = (_Attributes(), {13: "thirteen"}, [1, 2, 3]), _switched_copy(_call_every_kind_of_attribute)
+    in_twin, in_switched = _SeenBothWays([]), _SeenBothWays([])
+    ch.overdub(in_twin, _call_every_kind_of_attribute, *args)
+    with in_switched:
+        program(*args)
+    assert _named(in_switched.metadata) == _named(in_twin.metadata)
+
+
+def _named(seen):
+    """What hooks saw, the objects and lambdas each run makes compared by kind."""
+    def kind(x):
+        return x if type(x) in (int, str, dict, list, _Attributes) else type(x).__qualname__
+
+    return [(f.__qualname__ if isinstance(f, types.FunctionType) else f, tuple(map(kind, a)), k) for f, a, k in seen]
+
+
 def test_hooks_see_a_method_call_the_same_whether_its_site_enters_or_resolves():
     # An entering plan's twins load a bound method and hand it to the prehook unbound,
     # receiver first; other twins' method sites find the unbound callee: the same view.
@@ -838,14 +876,7 @@ def test_hooks_see_a_method_call_the_same_whether_its_site_enters_or_resolves():
     assert (_Attributes.method, (args[0], 2), {"k": 3}) in hooked.metadata
     assert (dict.get, (args[1], 13, "d"), {}) in hooked.metadata
 
-    def named(seen):  # (the objects and lambdas each run makes are new: compared by kind)
-        def kind(x):
-            return x if type(x) in (int, str, dict, list, _Attributes) else type(x).__qualname__
-
-        return [(f.__qualname__ if isinstance(f, types.FunctionType) else f, tuple(map(kind, a)), k)
-                for f, a, k in seen]
-
-    assert named(entering.metadata) == named(hooked.metadata)
+    assert _named(entering.metadata) == _named(hooked.metadata)
 
 
 @needs_c
@@ -863,23 +894,46 @@ def test_a_twins_method_call_on_a_local_goes_through_a_method_site_where_its_pla
 
 
 @needs_c
-def test_a_method_site_is_one_c_object_per_name_giving_a_method_unbound_and_anything_else_alone():
-    site = callsite.HOOKS.method_site("method")
-    assert callsite.HOOKS.method_site("method") is site and "method site of .method" in repr(site)
+def test_a_twins_method_site_is_one_c_object_per_name():
+    (site,) = callsite.HOOKS.method_site("method")
+    assert callsite.HOOKS.method_site("method") == (site,) and site.name == "method"
+    assert "method site of .method" in repr(site)
+
+
+def _twins_site(name):
+    (site,) = callsite.HOOKS.method_site(name)
+    return site
+
+
+def _switched_codes_site(name):  # (what switched code's method site calls: the name as a constant)
+    return lambda obj: callsite._speedups.method_of(obj, name)
+
+
+@needs_c
+@pytest.mark.parametrize("method_site", [_twins_site, _switched_codes_site], ids=["twin", "switched"])
+def test_a_method_site_gives_a_method_unbound_and_anything_else_alone(method_site):
     greeter, attributes = _Greeter(), _Attributes()
-    assert callsite.HOOKS.method_site("greet")(greeter) is _Greeter.greet  # (no context: what a method load finds)
-    assert callsite.HOOKS.method_site("get")({}) is dict.get
-    assert callsite.HOOKS.method_site("static")(_Attributes()) == (_Attributes.static,)
-    assert callsite.HOOKS.method_site("neg")(operator) == (operator.neg,)
-    assert site(attributes) == (attributes.method,)  # (a class with __getattr__: found bound, as getattr does)
+    assert method_site("greet")(greeter) is _Greeter.greet  # (no context: what a method load finds)
+    assert method_site("get")({}) is dict.get
+    assert method_site("static")(_Attributes()) == (_Attributes.static,)
+    assert method_site("neg")(operator) == (operator.neg,)
+    assert method_site("method")(attributes) == (attributes.method,)  # (a class with __getattr__: found bound)
     with pytest.raises(AttributeError, match="no missing here"):
-        callsite.HOOKS.method_site("missing")(_Attributes())
+        method_site("missing")(_Attributes())
     with pytest.raises(AttributeError, match="'object' object has no attribute 'missing'"):
-        callsite.HOOKS.method_site("missing")(object())
+        method_site("missing")(object())
     with Null():
-        twin = callsite.HOOKS.method_site("greet")(greeter)
+        twin = method_site("greet")(greeter)
         assert twin is not _Greeter.greet and twin.__code__ is not _Greeter.greet.__code__
         assert twin(greeter, 2) == (greeter, 2)
+
+
+@needs_c
+def test_switched_codes_method_site_takes_an_object_and_a_str():
+    with pytest.raises(TypeError, match=r"method_of\(obj, name\) takes an object and a str"):
+        callsite._speedups.method_of(object(), 3)
+    with pytest.raises(TypeError, match=r"method_of\(obj, name\) takes an object and a str"):
+        callsite._speedups.method_of(object())
 
 
 class _OnlyApp(ch.Context):

@@ -6,7 +6,8 @@ A rewritten call site ``f(a, k=b)`` calls ``hooks.resolve(f)(a, k=b)`` on CPytho
 ``hooks.call_ex(f, a, k)`` there).  With ``operators`` on, ``x + y`` runs
 ``hooks.operator_site(operator.add)(x, y)`` (and likewise for every overloadable operator).
 A method call ``obj.m(a)`` in a twin may instead resolve ``m`` at its load, through
-``hooks.method_site("m")(obj)`` (3.11+, on the C path; see ``_nullslot``).
+``site(obj, *rest)`` where ``hooks.method_site("m")`` is ``(site, *rest)`` (3.11+, on the C
+path; see ``_nullslot``).
 Everything else -- line numbers, positions, exception tables, closures -- is untouched, so
 tracebacks point at the same lines.  What differs between CPython versions lives in one
 module per version (``_py310`` ... ``_py313``), each implementing the interface that
@@ -48,7 +49,8 @@ class Hooks:
     def __init__(self, *, resolve: object, resolve_star: object, call: object, call_ex: object,
                  operator_site: Callable[[Callable[..., object]], object], yield_from: object,
                  current_context: object, enter: object = None,
-                 method_site: Callable[[str], object] | None = None, operators_on: GlobalName | None = None) -> None:
+                 method_site: Callable[[str], tuple[object, ...]] | None = None,
+                 operators_on: GlobalName | None = None) -> None:
         self.resolve = resolve
         self.resolve_star = resolve_star
         self.call = call
@@ -57,8 +59,10 @@ class Hooks:
         self.yield_from = yield_from  # run on the operand of ``yield from`` before the instruction itself
         self.current_context = current_context  # what a pass's ``contextslot`` calls
         self.enter = enter  # what an entering site calls (``rewrite_code``'s ``enters``): twins' only
-        # name -> what a method load feeding a plain call becomes (3.11+, twins that do not
-        # enter; None: the load is made a plain attribute load, its call resolved)
+        # name -> what a method load feeding a plain call calls, with the object as its
+        # self: ``(site, *rest)`` for ``site(obj, *rest)`` (3.11+, twins that do not enter,
+        # switched code on the C path; None: the load is made a plain attribute load, its
+        # call resolved)
         self.method_site = method_site
         # A flag among the builtins that an operator site first reads, running the plain
         # instruction when it is false (switched code, whose one rewritten body serves

@@ -36,7 +36,7 @@ from bytecode.instr import TryBegin, TryEnd
 
 from . import RESOURCE_ERRORS, rewrite_part
 from ._instr import global_name
-from ._names import ACTIVE, ENTER, HOOKS, is_part
+from ._names import ACTIVE, ENTER, is_part, switched_hooks
 from ._family import family
 from ._rewriter import assemble, decode, rewritten
 from ._stack import Item
@@ -94,6 +94,7 @@ def switched_functions(functions: Sequence[CodeType], module: str) -> list[CodeT
 class _Switcher:
     def __init__(self, module: str) -> None:
         self.module = module
+        self.hooks = switched_hooks()
         self._done: dict[int, tuple[CodeType, CodeType]] = {}  # id(code) -> (code, result)
         self._has_sites: set[int] = set()  # ids of rewritten parts that have sites
 
@@ -106,7 +107,7 @@ class _Switcher:
         # other instructions).
         decoded = decode(code)
         plain = self._plain_items(list(decoded))
-        body = rewritten(code, HOOKS, operators=True, nested=self._instrumented_nested, decoded=decoded)
+        body = rewritten(code, self.hooks, operators=True, nested=self._instrumented_nested, decoded=decoded)
         result = self._plain(code) if not self._sites(body) else self._join(plain, body, code)
         self._done[id(code)] = (code, result)
         return result
@@ -163,7 +164,7 @@ class _Switcher:
             return self.switched(code)
 
         def rewrite() -> CodeType:
-            body = rewritten(code, HOOKS, operators=True, nested=self._instrumented_nested)
+            body = rewritten(code, self.hooks, operators=True, nested=self._instrumented_nested)
             result = assemble(body, code.co_stacksize + 2, code.co_name)
             if self._sites(body):
                 self._has_sites.add(id(result))

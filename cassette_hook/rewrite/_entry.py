@@ -75,11 +75,12 @@ def rewritten_entry(code: CodeType, operators: bool) -> tuple[str, CodeType] | N
     operator run as compiled.  None when the switch is not where ``_dual`` puts it (or
     too far from the rewritten body): the twin then runs ``code`` itself, switch and all."""
     raw, names = code.co_code, code.co_names
-    scan = _instructions(raw, 0)
-    switch = next((start for start, op, arg, _ in islice(scan, _SCAN_LIMIT) if op == _LOAD_GLOBAL), None)
-    if switch is None or names[_load_arg(raw, switch) >> _NAME_SHIFT] != ACTIVE:  # (the prefix loads no global)
+    scan = _instructions(raw, 0)  # (the prefix loads no global: the first global load is the switch's)
+    load = next(((start, arg) for start, op, arg, _ in islice(scan, _SCAN_LIMIT) if op == _LOAD_GLOBAL), None)
+    if load is None or names[load[1] >> _NAME_SHIFT] != ACTIVE:
         return None
-    _, jump_op, jump_arg, jump_end = next(scan)
+    switch = load[0]
+    _, jump_op, jump_arg, jump_end = next(scan)  # (the instruction after the load)
     check = _target(jump_op, jump_arg, jump_end)
     if jump_op not in _IF_TRUE or check is None:
         return None
@@ -115,10 +116,6 @@ def _instructions(raw: bytes, start: int) -> Iterator[tuple[int, int, int, int]]
         arg |= raw[offset + 1]
         offset += 2 + 2 * _CACHES[op]
         yield first, op, arg, offset
-
-
-def _load_arg(raw: bytes, start: int) -> int:
-    return next(_instructions(raw, start))[2]
 
 
 def _target(op: int, arg: int, end: int) -> int | None:

@@ -10,19 +10,23 @@ from __future__ import annotations
 import operator as _operator
 from types import CodeType
 
+from .. import _native
 from . import GlobalName, Hooks
 from ._operators import BINARY, COMPARE, UNARY
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
+    from typing import Callable
+
     from ._operators import Operator
 
-__all__ = ["ACTIVE", "COMPREHENSIONS", "ENTER", "HOOKS", "OPERATORS", "OPERATORS_ON", "is_part", "is_switched",
-           "nothing_to_rewrite", "operator_name"]
+__all__ = ["ACTIVE", "COMPREHENSIONS", "ENTER", "HOOKS", "METHOD", "OPERATORS", "OPERATORS_ON", "is_part",
+           "is_switched", "nothing_to_rewrite", "operator_name", "switched_hooks", "variant"]
 
 ACTIVE = "__cassette_hook_active__"
 OPERATORS_ON = "__cassette_hook_operators__"  # true while a live context sees operators (``_switch``)
 ENTER = "__cassette_hook_enter__"
+METHOD = GlobalName("__cassette_hook_method__")  # a method site's callee (C path only): ``_speedups.method_of``
 
 OPERATORS: tuple[Operator, ...] = (*BINARY.values(), *UNARY.values(), *COMPARE.values(),
                                    _operator.getitem, _operator.setitem, _operator.delitem, _operator.contains, iter)
@@ -33,16 +37,36 @@ def operator_name(op: Operator) -> GlobalName:
     return GlobalName(f"__cassette_hook_op_{op.__name__}__")
 
 
-HOOKS = Hooks(
-    resolve=GlobalName("__cassette_hook_resolve__"),
-    resolve_star=GlobalName("__cassette_hook_resolve_star__"),
-    call=GlobalName("__cassette_hook_call__"),
-    call_ex=GlobalName("__cassette_hook_call_ex__"),
-    operator_site=operator_name,
-    yield_from=GlobalName("__cassette_hook_yield_from__"),
-    current_context=GlobalName("__cassette_hook_current_context__"),
-    operators_on=GlobalName(OPERATORS_ON),
-)
+def _hooks(method_site: Callable[[str], tuple[object, ...]] | None = None) -> Hooks:
+    return Hooks(
+        resolve=GlobalName("__cassette_hook_resolve__"),
+        resolve_star=GlobalName("__cassette_hook_resolve_star__"),
+        call=GlobalName("__cassette_hook_call__"),
+        call_ex=GlobalName("__cassette_hook_call_ex__"),
+        operator_site=operator_name,
+        yield_from=GlobalName("__cassette_hook_yield_from__"),
+        current_context=GlobalName("__cassette_hook_current_context__"),
+        operators_on=GlobalName(OPERATORS_ON),
+        method_site=method_site,
+    )
+
+
+HOOKS = _hooks()  # (the pure-Python path's: method loads stay attribute loads)
+_HOOKS_WITH_METHOD_SITES = _hooks(method_site=lambda name: (METHOD, name))
+
+
+def switched_hooks() -> Hooks:
+    """The hooks switched code is made with in this process.  On the C path its method
+    calls go through method sites, as a twin's do, calling ``_speedups.method_of(obj,
+    "name")`` by name (a ``.pyc`` file holds no ``MethodSite``).  The pure-Python path has
+    nothing that finds a method without a frame of its own, so it keeps the bound method."""
+    return HOOKS if _native.speedups is None else _HOOKS_WITH_METHOD_SITES
+
+
+def variant() -> str:
+    """What switched code made here depends on besides its source and the options: part
+    of its cache files' key, so that the two paths never read each other's code."""
+    return "no method sites" if switched_hooks().method_site is None else "method sites"
 
 
 # Code objects the compiler creates for comprehensions and generator expressions: they are

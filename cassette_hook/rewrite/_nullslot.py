@@ -222,18 +222,20 @@ class NullSlotFamily:
         receiver = items[index] if index >= 0 else None
         return isinstance(receiver, Instr) and receiver.name in ("LOAD_GLOBAL", "LOAD_NAME")
 
-    def _method_site(self, site: object, loc: Location) -> list[Item]:
-        """A method load ``obj.name`` as ``site`` (``hooks.method_site(name)``) called with
-        ``obj`` as its self (see ``_speedups.MethodSite``): it returns what to call with
-        ``obj`` first, which with ``obj`` makes the pair a method load pushes, or what to
-        call without ``obj`` in a 1-tuple, which becomes the pair of a plain call, ``NULL``
-        beside the callee."""
+    def _method_site(self, site: tuple[object, ...], loc: Location) -> list[Item]:
+        """A method load ``obj.name`` as ``site(obj, *rest)``, for ``(site, *rest)`` =
+        ``hooks.method_site(name)``, ``site`` called with ``obj`` as its self (see
+        ``_speedups.MethodSite``): it returns what to call with ``obj`` first, which with
+        ``obj`` makes the pair a method load pushes, or what to call without ``obj`` in a
+        1-tuple, which becomes the pair of a plain call, ``NULL`` beside the callee."""
         method, joined = Label(), Label()
+        callee, *rest = site
         return [
             Instr("COPY", 1, location=loc),  # [obj, obj]
-            Instr("LOAD_CONST", site, location=loc),
+            Instr("LOAD_CONST", callee, location=loc),
             Instr("SWAP", 2, location=loc),  # [obj, site, obj]
-            *self.call(0, loc),  # [obj, run]
+            *(Instr("LOAD_CONST", argument, location=loc) for argument in rest),
+            *self.call(len(rest), loc),  # [obj, run]
             Instr("MATCH_SEQUENCE", location=loc),  # (a 1-tuple?)
             self.jump_if_false(method, loc),
             Instr("UNPACK_SEQUENCE", 1, location=loc),

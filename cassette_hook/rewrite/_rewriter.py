@@ -92,8 +92,12 @@ def _rewrite_operators(items: list[Item], hooks: Hooks) -> list[Item]:
     for item in items:
         if not isinstance(item, Instr) or (replacement := family.operator_site(item, hooks)) is None:
             out.append(item)
-        elif hooks.operators_on is None or item.name == "GET_YIELD_FROM_ITER":
+        elif hooks.operators_on is None:
             out.extend(replacement)
+        elif replacement[-1] is item:  # (``yield from``'s: a hook on the operand, then the instruction)
+            loc, plain = item.location, Label()
+            out += [Instr("LOAD_CONST", hooks.operators_on, location=loc), family.jump_if_false(plain, loc),
+                    *replacement[:-1], plain, item]
         else:  # the site only while the flag is true; else the instruction as compiled
             loc, plain, joined = item.location, Label(), Label()
             out += [Instr("LOAD_CONST", hooks.operators_on, location=loc), family.jump_if_false(plain, loc),
