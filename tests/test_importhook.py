@@ -473,6 +473,39 @@ def test_a_tracer_sees_a_switched_generator_start_before_the_switch_runs(tree):
     assert events[0] == ("pair", "call")  # not the switch's hook, called from a frame not yet started
 
 
+def test_a_line_tracer_sees_the_lines_of_the_program_in_twins_of_switched_code(tree):
+    write(tree, "hooked_lines.py", """
+        def inner(n):
+            x = n + 1
+            return x * 2
+
+        def outer(n):
+            total = inner(n)
+            return total + inner(n + 1)
+    """)
+    ch.install(include=["hooked_lines"])
+    import hooked_lines
+
+    def traced(context):
+        events = []
+
+        def tracer(frame, event, arg):
+            if frame.f_code.co_filename.endswith("hooked_lines.py"):
+                events.append((frame.f_code.co_name, event, frame.f_lineno))
+            return tracer
+
+        with context:
+            sys.settrace(tracer)
+            try:
+                assert hooked_lines.outer(1) == 10
+            finally:
+                sys.settrace(None)
+        return events
+
+    plain = traced(contextlib.nullcontext())
+    assert traced(ch.NullContext()) == plain and traced(Seen([])) == plain  # (inner's frames: twins)
+
+
 @pytest.mark.parametrize("active", [False, True], ids=["idle", "under a context"])
 def test_stop_iteration_raised_in_a_switched_generator_becomes_runtime_error(tree, active):
     write(tree, "hooked_gen_b.py", GENERATORS)
