@@ -49,7 +49,12 @@
 #endif
 
 /* What configure() was given. */
-static PyObject *active;             /* the ContextVar of the stack (replaced by bind()) */
+/* The ContextVar of the stack: until bind() hands over _context's, one of this module's
+ * own that is never set, so that the hot path called before the runtime has configured
+ * it (only cassette_hook's modules call it then, but the module is importable) sees no
+ * context, and runs what it is given as the plain program would, rather than reading a
+ * NULL variable; everything else the hot path reads it reaches from an active entry. */
+static PyObject *active;
 static PyTypeObject *entry_type, *plan_type, *id_table_type; /* id_table_type: _weakid.WeakIdCache */
 static Py_ssize_t id_table_values;
 static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
@@ -1234,6 +1239,10 @@ overload_for(PyObject *const *call, Py_ssize_t n, int ask)
 static PyObject *
 overload_of(PyObject *module, PyObject *call)
 {
+    if (overload_dispatchers[0] == NULL || overload_dispatchers[1] == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "cassette_hook._speedups.overload_of: called before the runtime set it up");
+        return NULL;
+    }
     if (!PyTuple_CheckExact(call)) {
         PyErr_SetString(PyExc_TypeError, "overload_of() takes a tuple (ctx, f, *args)");
         return NULL;
@@ -2867,10 +2876,6 @@ static PyObject *
 top(PyObject *module, PyObject *unused)
 {
     PyObject *entry;
-    if (active == NULL) {
-        PyErr_SetString(PyExc_RuntimeError, "cassette_hook: no stack variable bound");
-        return NULL;
-    }
     if (stack_top(&entry) < 0) {
         return NULL;
     }
@@ -3165,6 +3170,19 @@ is_tagging(PyObject *ctx)
     return tagging;
 }
 
+/* Has configure_tagging() not run yet (tagging's functions then raise: they would read
+ * its tables)?  Only a direct import of this private module can call them before. */
+static int
+tagging_unconfigured(const char *function)
+{
+    if (wrappers != NULL) {
+        return 0;
+    }
+    PyErr_Format(PyExc_RuntimeError, "cassette_hook._speedups.%s: called before cassette_hook.tagging set it up",
+                 function);
+    return 1;
+}
+
 /* (x, ctx) of untag/metadata/istagged/hasmetadata, and x's fields if tagged for ctx. */
 static int
 x_and_ctx(const char *function, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, PyObject **x,
@@ -3172,7 +3190,7 @@ x_and_ctx(const char *function, PyObject *const *args, Py_ssize_t nargs, PyObjec
 {
     static const char *const names[] = {"x", "ctx"};
     PyObject *parsed[2];
-    if (arguments(function, args, nargs, kwnames, names, 2, 0, parsed) < 0) {
+    if (tagging_unconfigured(function) || arguments(function, args, nargs, kwnames, names, 2, 0, parsed) < 0) {
         return -1;
     }
     *x = parsed[0];
@@ -3282,7 +3300,7 @@ tag(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
 {
     static const char *const names[] = {"value", "ctx", "metadata"};
     PyObject *parsed[3];
-    if (arguments("tag", args, nargs, kwnames, names, 3, 1, parsed) < 0) {
+    if (tagging_unconfigured("tag") || arguments("tag", args, nargs, kwnames, names, 3, 1, parsed) < 0) {
         return NULL;
     }
     PyObject *value = parsed[0], *ctx = parsed[1], *meta = parsed[2] ? parsed[2] : no_metadata;
@@ -3584,6 +3602,18 @@ static struct PyModuleDef module_def = {
     .m_methods = methods,
 };
 
+/* What each Python function configure() hands over is until it has: an error, rather than
+ * a call through NULL from a path that runs with no context active. */
+static PyObject *
+unconfigured(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    PyErr_SetString(PyExc_RuntimeError, "cassette_hook._speedups: called before the runtime set it up");
+    return NULL;
+}
+
+static PyMethodDef unconfigured_def = {"unconfigured", (PyCFunction)(void (*)(void))unconfigured,
+                                       METH_VARARGS | METH_KEYWORDS, NULL};
+
 PyMODINIT_FUNC
 PyInit__speedups(void)
 {
@@ -3594,6 +3624,19 @@ PyInit__speedups(void)
     str_runs_module = PyUnicode_InternFromString("runs_module");
     if (str_twin == NULL || str_new == NULL || str_init == NULL || str_call == NULL || str_runs_module == NULL) {
         return NULL;
+    }
+    active = PyContextVar_New("cassette_hook._speedups.unbound", Py_None);
+    special = PyDict_New(); /* (and no builtin is emulated or prepared: configure() fills them) */
+    preparers = PyDict_New();
+    if (active == NULL || special == NULL || preparers == NULL) {
+        return NULL;
+    }
+    PyObject **delegates[] = {&resolve_direct, &call_primitive, &present, &runnable, &without_body, &python_call_ex,
+                              &operator_body, &seen_below, &construct};
+    for (size_t i = 0; i < sizeof(delegates) / sizeof(delegates[0]); i++) {
+        if ((*delegates[i] = PyCFunction_New(&unconfigured_def, NULL)) == NULL) {
+            return NULL;
+        }
     }
     object_new = _PyType_Lookup(&PyBaseObject_Type, str_new); /* lives as long as object */
     iter_builtin = Py_XNewRef(PyDict_GetItemString(PyEval_GetBuiltins(), "iter"));

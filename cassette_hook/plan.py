@@ -42,8 +42,9 @@ Twin = tuple[FunctionType, CodeType, Any, Any]
 _rewritten: dict[tuple[bool, Any, bool], WeakIdCache[CodeType | None]] = {}
 _plans: dict[tuple[type, Any, bool], Plan] = {}
 # operators -> switched code -> (the module its switch asks about, its twins' code: see
-# ``rewrite._entry``), or ("", the code) where the switch cannot be skipped.
-_entries: dict[bool, WeakIdCache[tuple[str, CodeType]]] = {False: WeakIdCache(), True: WeakIdCache()}
+# ``rewrite._entry``), or ("", None) where the switch cannot be skipped (not the code
+# itself, which its own entry would then keep alive).
+_entries: dict[bool, WeakIdCache[tuple[str, CodeType | None]]] = {False: WeakIdCache(), True: WeakIdCache()}
 
 
 class Plan:
@@ -169,10 +170,10 @@ class Plan:
         if entry is None:
             from .rewrite._entry import rewritten_entry
 
-            entry = rewritten_entry(code, self.operators) or ("", code)
+            entry = rewritten_entry(code, self.operators) or ("", None)
             entries.set(code, entry)
         module, entered = entry
-        return entered if module and self.runs_module(module) else code
+        return entered if entered is not None and self.runs_module(module) else code
 
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
         if not self.recurses_into(func):

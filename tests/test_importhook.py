@@ -254,6 +254,25 @@ def test_calls_from_instrumented_code_run_their_twins_without_asking_the_switch(
     assert asked == ["hooked_asked"]
 
 
+def test_a_twin_whose_switch_cannot_be_skipped_runs_the_switched_code_which_asks(tree, monkeypatch):
+    from cassette_hook import _weakid
+    from cassette_hook import plan as _plan
+    from cassette_hook.rewrite import _entry
+
+    monkeypatch.setattr(_entry, "rewritten_entry", lambda code, operators: None)  # (a switch too far, say)
+    monkeypatch.setattr(_plan, "_entries", {False: _weakid.WeakIdCache(), True: _weakid.WeakIdCache()})
+    write(tree, "hooked_kept.py", MODULE)
+    ch.install(include=["hooked_kept"])
+    import hooked_kept
+
+    asked = _count_switch_questions(monkeypatch)
+    seen = Seen([])
+    with seen:
+        assert hooked_kept.fib(3) == 2
+    assert asked == ["hooked_kept"] * 5  # every call of fib(3)'s five
+    assert seen.metadata.count("fib") == 4
+
+
 def test_a_function_whose_module_is_out_of_scope_runs_plain_from_instrumented_code(tree, monkeypatch):
     # Its __module__ names a module in the context's scope, but its switch asks about the
     # module it was loaded from, which is not: its twin keeps the switch, which says no.
@@ -473,37 +492,73 @@ def test_a_tracer_sees_a_switched_generator_start_before_the_switch_runs(tree):
     assert events[0] == ("pair", "call")  # not the switch's hook, called from a frame not yet started
 
 
-def test_a_line_tracer_sees_the_lines_of_the_program_in_twins_of_switched_code(tree):
-    write(tree, "hooked_lines.py", """
-        def inner(n):
-            x = n + 1
-            return x * 2
+LINES = """
+    def inner(n):
+        x = n + 1
+        return x * 2
 
-        def outer(n):
-            total = inner(n)
-            return total + inner(n + 1)
-    """)
+    def outer(n):
+        total = inner(n)
+        return total + inner(n + 1)
+"""
+
+
+def _traced_lines(module, context) -> list[tuple[str, str, int]]:
+    """The events a line tracer sees of ``module.outer(1)`` run under ``context``."""
+    events = []
+
+    def tracer(frame, event, arg):
+        if frame.f_code.co_filename == module.__file__:
+            events.append((frame.f_code.co_name, event, frame.f_lineno))
+        return tracer
+
+    with context:
+        sys.settrace(tracer)
+        try:
+            assert module.outer(1) == 10
+        finally:
+            sys.settrace(None)
+    return events
+
+
+def test_a_line_tracer_sees_the_lines_of_the_program_in_twins_of_switched_code(tree):
+    write(tree, "hooked_lines.py", LINES)
     ch.install(include=["hooked_lines"])
     import hooked_lines
 
-    def traced(context):
-        events = []
+    plain = _traced_lines(hooked_lines, contextlib.nullcontext())
+    assert _traced_lines(hooked_lines, ch.NullContext()) == plain  # (inner's frames: twins)
+    assert _traced_lines(hooked_lines, Seen([])) == plain
 
-        def tracer(frame, event, arg):
-            if frame.f_code.co_filename.endswith("hooked_lines.py"):
-                events.append((frame.f_code.co_name, event, frame.f_lineno))
-            return tracer
 
-        with context:
-            sys.settrace(tracer)
-            try:
-                assert hooked_lines.outer(1) == 10
-            finally:
-                sys.settrace(None)
-        return events
+def test_a_line_tracer_sees_each_line_once_in_a_thread_without_a_context_while_another_has_one(tree):
+    import builtins
 
-    plain = traced(contextlib.nullcontext())
-    assert traced(ch.NullContext()) == plain and traced(Seen([])) == plain  # (inner's frames: twins)
+    # There the switch asks, and is told no: its way to the plain body must not look to
+    # the tracer like a new line (it was a jump back, which line tracing reports).
+    write(tree, "hooked_lines_b.py", LINES)
+    ch.install(include=["hooked_lines_b"])
+    import hooked_lines_b
+
+    with ch.NullContext():  # (the module is switched at the first activation)
+        pass
+    plain = _traced_lines(hooked_lines_b, contextlib.nullcontext())
+    started, done = threading.Event(), threading.Event()
+
+    def other_thread():
+        with ch.NullContext():
+            started.set()
+            done.wait()
+
+    worker = threading.Thread(target=other_thread)
+    worker.start()
+    started.wait()
+    try:
+        assert getattr(builtins, _names.ACTIVE) is True
+        assert _traced_lines(hooked_lines_b, contextlib.nullcontext()) == plain
+    finally:
+        done.set()
+        worker.join()
 
 
 @pytest.mark.parametrize("active", [False, True], ids=["idle", "under a context"])
@@ -864,7 +919,9 @@ def test_concurrent_imports_from_processes_leave_a_good_cache_file(tree):
     source = write(tree, "raced_w.py", MODULE * 20)
     program = (f"import sys; sys.path.insert(0, {str(tree)!r}); import cassette_hook as ch; "
                "ch.install(include=['raced_w'], lazy=False); import raced_w; assert raced_w.fib(10) == 55")
-    processes = [subprocess.Popen([sys.executable, "-c", program]) for _ in range(4)]
+    # (run in the test's directory: from the repository's, ``-c`` would import the package
+    # from its sources, whose hot path may not be the one installed, nor its cache key)
+    processes = [subprocess.Popen([sys.executable, "-c", program], cwd=tree) for _ in range(4)]
     assert [p.wait(timeout=120) for p in processes] == [0, 0, 0, 0]
     code, _ = _pyc.read(str(cache_file(source)), _pyc.key(source.stat(), "raced_w", importhook.OPTIONS))
     assert code is not None and _names.is_switched(_first_function(code))

@@ -893,6 +893,34 @@ def test_a_twins_method_call_on_a_local_goes_through_a_method_site_where_its_pla
     assert sites(_SeenEntering([])) == []  # (an entering site copies its callee: it loads the bound method)
 
 
+_BEFORE_CONFIGURE = """
+import sys
+import cassette_hook._speedups as speedups
+
+def function(x=0):
+    return x
+
+function_ = getattr(speedups, sys.argv[1])
+for arguments in [(), (len,), (len, 1), (len, [1]), ([1], "append"), (None,), ((None, len),), (len, ()), ("x",),
+                  (function, 1), (function, (1,), {}), (int, "3"), ((function, 1),), (iter([1]),)]:
+    try:
+        function_(*arguments)
+    except Exception:
+        pass
+"""
+
+
+@needs_c
+def test_the_c_module_alone_raises_or_runs_plain_before_the_runtime_sets_it_up(tmp_path):
+    # It is private, but importable: a direct import may call it before callsite configures it.
+    # (Run away from the repository, where ``-c`` would import the sources, unbuilt.)
+    names = [name for name in dir(callsite._speedups) if not name.startswith("_")
+             and callable(getattr(callsite._speedups, name))]
+    crashed = [name for name in names if subprocess.run([sys.executable, "-c", _BEFORE_CONFIGURE, name],
+                                                        capture_output=True, cwd=tmp_path).returncode]
+    assert crashed == []
+
+
 @needs_c
 def test_a_twins_method_site_is_one_c_object_per_name():
     (site,) = callsite.HOOKS.method_site("method")

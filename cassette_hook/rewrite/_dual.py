@@ -6,18 +6,20 @@ one code object holding both versions::
 
     [prefix: MAKE_CELL, COPY_FREE_VARS, RETURN_GENERATOR, RESUME -- as compiled]
     LOAD_GLOBAL __cassette_hook_active__       # a bool among the builtins
-    POP_JUMP_IF_TRUE check
-  plain:
-    <the body as compiled>
-  check:
+    POP_JUMP_IF_FALSE plain
     __cassette_hook_enter__(<module name>)    # a context here, and this module in its scope?
     POP_JUMP_IF_TRUE instrumented
-    JUMP_BACKWARD plain
+  plain:
+    <the body as compiled>
   instrumented:
     <the body with its sites rewritten>
 
-Idle, a call pays one global load and one untaken jump.  The choice is made once per
-call (for a generator, when it first runs): a frame stays in the body it started in.
+Idle, a call pays one global load and one jump.  The choice is made once per call (for
+a generator, when it first runs): a frame stays in the body it started in.  Every way
+through the switch goes forward, and all of it has the body's first line: a line tracer
+sees that line once, as in the plain program.  (The question used to sit after the
+plain body, answering no with a jump back to it, which a tracer takes for a new line
+event: a thread with no context, while another had one, saw each first line twice.)
 Both bodies keep the compiled line numbers and positions, so tracebacks, ``inspect`` and
 line tracing see the program as written.  Nested function bodies get the same treatment
 (so functions defined later are switchable too); comprehensions and class bodies, which
@@ -58,11 +60,12 @@ def plain_body(code: CodeType) -> CodeType:
     items = list(bc)
     start = next(index for index, item in enumerate(items)
                  if isinstance(item, Instr) and item.name == "LOAD_GLOBAL" and global_name(item) == ACTIVE)
-    jump, plain_label = items[start + 1], items[start + 2]
-    if not (isinstance(jump, Instr) and isinstance(jump.arg, Label) and isinstance(plain_label, Label)):
+    jump = items[start + 1]  # to the plain body, after the question, whose last jump is to the other
+    plain = items.index(jump.arg) if isinstance(jump, Instr) and isinstance(jump.arg, Label) else -1
+    asked = items[plain - 1] if plain > 0 else None
+    if not (isinstance(asked, Instr) and isinstance(asked.arg, Label)):
         raise ValueError(f"{code.co_name} is not a switched code object")
-    end = items.index(jump.arg)
-    bc[:] = [*items[:start], *items[start + 3:end]]
+    bc[:] = [*items[:start], *items[plain + 1:items.index(asked.arg)]]
     bc.argnames = list(code.co_varnames)
     return assemble(bc, code.co_stacksize, code.co_name)
 
@@ -193,19 +196,17 @@ class _Switcher:
                              *rewritten_items[rewritten_start:]]
         first = next((i for i in items[start:] if isinstance(i, Instr)), None)
         loc = first.location if first is not None else None  # the first line of the body: no line event of its own
-        plain_label, check, instrumented = Label(), Label(), Label()
+        plain, instrumented = Label(), Label()
         body[:] = [
             *items[:start],
             family.load_global(ACTIVE, loc),
-            family.jump_if_true(check, loc),
-            plain_label,
-            *items[start:],
-            check,
+            family.jump_if_false(plain, loc),
             family.load_global_callee(ENTER, loc),
             Instr("LOAD_CONST", self.module, location=loc),
             *family.call(1, loc),
             family.jump_if_true(instrumented, loc),
-            family.jump_back(plain_label, loc),
+            plain,
+            *items[start:],
             instrumented,
             *instrumented_body,
         ]

@@ -8,14 +8,16 @@ a dict look-up, and the instructions around them), ``__cassette_hook_operators__
 before every operator.  Under a null context that was most of what the import hook cost
 beyond ``overdub``.  So a twin runs its switched code with those tests made jumps:
 
-    LOAD_GLOBAL __cassette_hook_active__ <caches>; POP_JUMP_IF_TRUE check
+    LOAD_GLOBAL __cassette_hook_active__; POP_JUMP_IF_FALSE plain;
+    __cassette_hook_enter__(<module>); POP_JUMP_IF_TRUE instrumented     (with their caches)
         -> JUMP_FORWARD instrumented; NOP ...
     LOAD_GLOBAL __cassette_hook_operators__ <caches>; POP_JUMP_IF_FALSE plain_op
         -> JUMP_FORWARD plain_op; NOP ...          (for a plan that counts no operators)
 
 Every instruction keeps its offset, so line numbers, positions and the exception table
-stay valid; the NOPs (not zeroed caches) keep the bytes a sequence of instructions for
-whatever walks them (``dis``, ``sys.monitoring``).  The bytes are patched in place with
+stay valid (the switch's line is the body's first: a tracer sees it once either way);
+the NOPs (not zeroed caches) keep the bytes a sequence of instructions for whatever
+walks them (``dis``, ``sys.monitoring``).  The bytes are patched in place with
 ``opcode``'s tables, because decoding a function (``bytecode``, ``dis``) takes 0.2-0.6
 ms, which a large program would pay at its first call of each function.  What differs
 between versions is in the tables read at import, below.
@@ -80,15 +82,13 @@ def rewritten_entry(code: CodeType, operators: bool) -> tuple[str, CodeType] | N
     if load is None or names[load[1] >> _NAME_SHIFT] != ACTIVE:
         return None
     switch = load[0]
-    _, jump_op, jump_arg, jump_end = next(scan)  # (the instruction after the load)
-    check = _target(jump_op, jump_arg, jump_end)
-    if jump_op not in _IF_TRUE or check is None:
-        return None
-    asked = list(islice(_instructions(raw, check), _SCAN_LIMIT))
-    if not (asked[0][1] == _LOAD_GLOBAL and names[asked[0][2] >> _NAME_SHIFT] == ENTER):
+    asked = list(islice(scan, _SCAN_LIMIT))  # the switch's jump, the question, its jump
+    if not (asked and asked[0][1] in _IF_FALSE and len(asked) > 1 and asked[1][1] == _LOAD_GLOBAL
+            and names[asked[1][2] >> _NAME_SHIFT] == ENTER):
         return None
     module = next((code.co_consts[arg] for _, op, arg, _ in asked if op == _LOAD_CONST), None)
-    instrumented = next((_target(op, arg, end) for _, op, arg, end in asked if op in _IF_TRUE), None)
+    jump_end, instrumented = next(((end, _target(op, arg, end)) for _, op, arg, end in asked if op in _IF_TRUE),
+                                  (0, None))
     if not isinstance(module, str) or instrumented is None:
         return None
     patched = bytearray(raw)

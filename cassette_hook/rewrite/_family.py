@@ -61,9 +61,6 @@ class Family(Protocol):
     def jump_if_false(self, target: Label, loc: Location) -> Instr:
         """Pop the top of the stack; jump forward to ``target`` if it is false."""
 
-    def jump_back(self, target: Label, loc: Location) -> Instr:
-        """Jump backward to ``target``, unconditionally."""
-
     def line_table(self, code: CodeType, concrete: ConcreteBytecode) -> bytes:
         """``code``'s ``co_linetable`` as CPython would write it for ``concrete``'s
         instructions (``code`` was assembled from them by ``bytecode``)."""

@@ -61,9 +61,6 @@ class NullSlotFamily:
     def jump_if_false(self, target: Label, loc: Location) -> Instr:
         return Instr("POP_JUMP_IF_FALSE", target, location=loc)
 
-    def jump_back(self, target: Label, loc: Location) -> Instr:
-        return Instr("JUMP_BACKWARD", target, location=loc)
-
     def line_table(self, code: CodeType, concrete: ConcreteBytecode) -> bytes:
         return _repaired_line_table(code.co_linetable)
 

@@ -145,9 +145,6 @@ class _Py310:
     def jump_if_false(self, target: Label, loc: Location) -> Instr:
         return Instr("POP_JUMP_IF_FALSE", target, location=loc)
 
-    def jump_back(self, target: Label, loc: Location) -> Instr:
-        return Instr("JUMP_ABSOLUTE", target, location=loc)
-
     def line_table(self, code: CodeType, concrete: ConcreteBytecode) -> bytes:
         return _line_table(code.co_firstlineno, [(instr.size, instr.lineno) for instr in concrete
                                                  if isinstance(instr, ConcreteInstr)])
