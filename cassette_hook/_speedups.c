@@ -49,6 +49,7 @@
 #endif
 
 /* What configure() was given. */
+
 /* The ContextVar of the stack: until bind() hands over _context's, one of this module's
  * own that is never set, so that the hot path called before the runtime has configured
  * it (only cassette_hook's modules call it then, but the module is importable) sees no
@@ -3602,8 +3603,8 @@ static struct PyModuleDef module_def = {
     .m_methods = methods,
 };
 
-/* What each Python function configure() hands over is until it has: an error, rather than
- * a call through NULL from a path that runs with no context active. */
+/* What stands in for each Python function configure() hands over, until it has: an
+ * error, rather than a call through NULL from a path that runs with no context active. */
 static PyObject *
 unconfigured(PyObject *self, PyObject *args, PyObject *kwargs)
 {
