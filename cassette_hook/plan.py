@@ -41,10 +41,6 @@ Twin = tuple[FunctionType, CodeType, Any, Any]
 # (operators, pass_, enters) -> rewritten code objects; shared by all plans of that variant.
 _rewritten: dict[tuple[bool, Any, bool], WeakIdCache[CodeType | None]] = {}
 _plans: dict[tuple[type, Any, bool], Plan] = {}
-# operators -> switched code -> (the module its switch asks about, its twins' code: see
-# ``rewrite._entry``), or ("", None) where the switch cannot be skipped (not the code
-# itself, which its own entry would then keep alive).
-_entries: dict[bool, WeakIdCache[tuple[str, CodeType | None]]] = {False: WeakIdCache(), True: WeakIdCache()}
 
 
 class Plan:
@@ -161,20 +157,6 @@ class Plan:
         self.direct_twins.set(func, None if twin is None else self.twins.values[id(func)])
         return twin
 
-    def _entered(self, code: CodeType) -> CodeType:
-        """The twin's code for switched ``code``: entered at its rewritten body, its operators
-        as compiled unless this plan counts them (``rewrite._entry``), when this plan runs
-        its module rewritten; else ``code``, switch and all."""
-        entries = _entries[self.operators]
-        entry = entries.get(code)
-        if entry is None:
-            from .rewrite._entry import rewritten_entry
-
-            entry = rewritten_entry(code, self.operators) or ("", None)
-            entries.set(code, entry)
-        module, entered = entry
-        return entered if entered is not None and self.runs_module(module) else code
-
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
         if not self.recurses_into(func):
             return None
@@ -182,7 +164,9 @@ class Plan:
             switch_before_twin(func)
         code = func.__code__
         if _names.is_switched(code) and self.pass_ is None:  # loaded by the import hook: rewritten already
-            twin_code: CodeType | None = self._entered(code)
+            # (its own code, not a copy that skips the switch: code that finds its frames by
+            # their code object -- jinja2's ``internalcode`` -- must find them under a context)
+            twin_code: CodeType | None = code
         elif id(code) in self._codes.values:
             twin_code = self._codes.values[id(code)]
         else:

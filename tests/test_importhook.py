@@ -212,25 +212,6 @@ def test_yield_from_in_switched_code_reaches_its_hook_only_while_a_context_count
     assert reached == [(3, 4)] and "iter" in seen.metadata
 
 
-def test_twins_under_a_context_that_counts_no_operators_skip_the_sites_another_context_keeps_live(tree, monkeypatch):
-    import builtins
-    import operator
-
-    write(tree, "hooked_ops_nested.py", MODULE)
-    ch.install(include=["hooked_ops_nested"])
-    import hooked_ops_nested
-
-    with ch.NullContext():  # (the first activation puts the hooks among the builtins)
-        pass
-    site, reached = _names.operator_name(operator.add), []
-    observed = getattr(builtins, site)
-    monkeypatch.setattr(builtins, site, lambda *operands: reached.append(operands) or observed(*operands))
-    with Seen([]):  # counts operators: switched code's operator sites run
-        with ch.NullContext():
-            assert hooked_ops_nested.fib(10) == 55
-    assert reached == [(34, 21)]  # the switched code this plain test called; not fib's twins
-
-
 def _count_switch_questions(monkeypatch) -> list[str]:
     """Record the module of every question switched code asks (``__cassette_hook_enter__``)."""
     import builtins
@@ -242,40 +223,9 @@ def _count_switch_questions(monkeypatch) -> list[str]:
     return asked
 
 
-@pytest.mark.parametrize("context", [ch.NullContext, lambda: Seen([])], ids=["null", "prehook"])
-def test_calls_from_instrumented_code_run_their_twins_without_asking_the_switch(tree, monkeypatch, context):
-    write(tree, "hooked_asked.py", MODULE)
-    ch.install(include=["hooked_asked"])
-    import hooked_asked
-
-    asked = _count_switch_questions(monkeypatch)
-    with context():
-        assert hooked_asked.fib(10) == 55  # the call from this plain test asks; fib's own calls do not
-    assert asked == ["hooked_asked"]
-
-
-def test_a_twin_whose_switch_cannot_be_skipped_runs_the_switched_code_which_asks(tree, monkeypatch):
-    from cassette_hook import _weakid
-    from cassette_hook import plan as _plan
-    from cassette_hook.rewrite import _entry
-
-    monkeypatch.setattr(_entry, "rewritten_entry", lambda code, operators: None)  # (a switch too far, say)
-    monkeypatch.setattr(_plan, "_entries", {False: _weakid.WeakIdCache(), True: _weakid.WeakIdCache()})
-    write(tree, "hooked_kept.py", MODULE)
-    ch.install(include=["hooked_kept"])
-    import hooked_kept
-
-    asked = _count_switch_questions(monkeypatch)
-    seen = Seen([])
-    with seen:
-        assert hooked_kept.fib(3) == 2
-    assert asked == ["hooked_kept"] * 5  # every call of fib(3)'s five
-    assert seen.metadata.count("fib") == 4
-
-
 def test_a_function_whose_module_is_out_of_scope_runs_plain_from_instrumented_code(tree, monkeypatch):
     # Its __module__ names a module in the context's scope, but its switch asks about the
-    # module it was loaded from, which is not: its twin keeps the switch, which says no.
+    # module it was loaded from, which is not: its twin runs that switch, which says no.
     write(tree, "hooked_out.py", """
         def inner():
             return abs(-1)
@@ -301,74 +251,24 @@ def test_a_function_whose_module_is_out_of_scope_runs_plain_from_instrumented_co
     assert asked == ["hooked_in", "hooked_out"]
 
 
-def _switched_function(source: str):
-    return _first_function(_dual.switched(compile(textwrap.dedent(source), "entered.py", "exec"), "entered"))
+def test_a_frame_of_instrumented_code_runs_its_functions_own_code_under_a_context(tree):
+    # Libraries find their own frames by code object (jinja2's ``internalcode`` leaves
+    # them out of template tracebacks): under a context, a twin of switched code runs it.
+    write(tree, "hooked_own.py", """
+        import sys
 
+        def inner():
+            return sys._getframe().f_code
 
-def _jumps_made(code, entered) -> list[tuple[str, object]]:
-    """Each run of instructions the twin's ``entered`` changed in ``code``, as (the global
-    that run loaded, where the twin jumps instead); all else must be as it was, where it was."""
-    before = {i.offset: i for i in dis.get_instructions(code)}
-    after = {i.offset: i for i in dis.get_instructions(entered)}
-    runs: list[list[tuple[dis.Instruction | None, dis.Instruction]]] = []
-    changed = False
-    for offset in sorted(after):  # (a run covers the caches dis hides in ``before``)
-        was, now = before.get(offset), after[offset]
-        if was is not None and (now.opname, now.arg) == (was.opname, was.arg):
-            changed = False
-            continue
-        if not changed:
-            runs.append([])
-        changed = True
-        runs[-1].append((was, now))
-    assert set(before) <= set(after)
-    for run in runs:
-        made = [now.opname for _, now in run]
-        assert made in (["JUMP_FORWARD", *["NOP"] * (len(run) - 1)],
-                        ["EXTENDED_ARG", "JUMP_FORWARD", *["NOP"] * (len(run) - 2)]), made
-    return [(next(was.argval for was, _ in run if was is not None and was.opname == "LOAD_GLOBAL"),
-             next(now.argval for _, now in run if now.opname == "JUMP_FORWARD")) for run in runs]
+        def outer():
+            return inner()
+    """)
+    ch.install(include=["hooked_own"])
+    import hooked_own
 
-
-def _conditional_targets(code, name: str) -> list[object]:
-    """Where each test of builtin ``name`` in ``code`` jumps when it holds."""
-    instructions = list(dis.get_instructions(code))
-    return [next(j.argval for j in instructions[k:] if j.opname.startswith("POP_JUMP"))
-            for k, i in enumerate(instructions) if i.opname == "LOAD_GLOBAL" and i.argval == name]
-
-
-SHAPES = {
-    "function": "def f(n):\n    return g(n) + 1\n",
-    "generator": "def f(n):\n    yield g(n)\n    yield g(n - 1)\n",
-    "cells": "def f(n):\n    def inner():\n        return n\n    return g(inner) * 2\n",
-    "coroutine": "async def f(n):\n    return await g(n) % 3\n",
-    "long": "def f(n):\n" + "".join(f"    x{i} = g(n, {i}) + {i}\n" for i in range(200)) + "    return x0\n",
-    "many names": "def f(n):\n" + "".join(f"    n = n + g{i}\n" for i in range(300)) + "    return n\n",
-}
-
-
-@pytest.mark.parametrize("source", SHAPES.values(), ids=SHAPES.keys())
-def test_a_twin_of_switched_code_jumps_from_its_switch_into_the_rewritten_body(source):
-    from cassette_hook.rewrite._entry import rewritten_entry
-
-    code = _switched_function(source)
-    module, entered = rewritten_entry(code, operators=True)
-    (instrumented,) = [target for target in _conditional_targets(code, _names.ENTER)]
-    assert module == "entered"
-    assert _jumps_made(code, entered) == [(_names.ACTIVE, instrumented)]
-    assert list(entered.co_lines()) == list(code.co_lines())
-    assert entered.replace(co_code=code.co_code) == code  # (exception table, names, everything else)
-
-
-@pytest.mark.parametrize("source", SHAPES.values(), ids=SHAPES.keys())
-def test_a_twin_that_counts_no_operators_jumps_past_every_operator_site(source):
-    from cassette_hook.rewrite._entry import rewritten_entry
-
-    code = _switched_function(source)
-    _, entered = rewritten_entry(code, operators=False)
-    plain_operators = [target for target in _conditional_targets(code, _names.OPERATORS_ON)]
-    assert plain_operators  # (every shape has an operator)
-    assert _jumps_made(code, entered)[1:] == [(_names.OPERATORS_ON, target) for target in plain_operators]
+    for context in (ch.NullContext(), Seen([])):
+        with context:
+            assert hooked_own.outer() is hooked_own.inner.__code__
 
 
 def test_callbacks_from_c_into_instrumented_code_are_overdubbed(tree):
