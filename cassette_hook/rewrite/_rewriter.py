@@ -94,14 +94,14 @@ def _rewrite_operators(items: list[Item], hooks: Hooks) -> list[Item]:
             out.append(item)
         elif hooks.operators_on is None:
             out.extend(replacement)
-        elif replacement[-1] is item:  # (``yield from``'s: a hook on the operand, then the instruction)
-            loc, plain = item.location, Label()
-            out += [Instr("LOAD_CONST", hooks.operators_on, location=loc), family.jump_if_false(plain, loc),
-                    *replacement[:-1], plain, item]
         else:  # the site only while the flag is true; else the instruction as compiled
             loc, plain, joined = item.location, Label(), Label()
+            # (``yield from``'s site is a hook on the operand, then the instruction itself,
+            # which both ways then share; any other site replaces the instruction)
+            site = replacement[:-1] if replacement[-1] is item else [
+                *replacement, Instr("JUMP_FORWARD", joined, location=loc)]
             out += [Instr("LOAD_CONST", hooks.operators_on, location=loc), family.jump_if_false(plain, loc),
-                    *replacement, Instr("JUMP_FORWARD", joined, location=loc), plain, item, joined]
+                    *site, plain, item, joined]
     return out
 
 
