@@ -24,7 +24,7 @@ from types import CodeType
 from . import __version__
 from .rewrite import _names
 
-FORMAT = b"cassette_hook pyc 4\n"
+FORMAT = b"cassette_hook pyc 5\n"
 SWITCHED, LIGHT, FUNCTIONS = "", ".light", ".functions"  # the kinds of file
 
 

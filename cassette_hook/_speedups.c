@@ -624,6 +624,118 @@ runs_here(PyObject *unused, PyObject *module)
     return known;
 }
 
+/* Twins of switched code that skip the question (3.12+).  A twin of a switched function
+ * runs the function's own code (a frame's code object is the program's), so the only way
+ * it can tell it is a twin is what its frame reads: the builtins, which CPython takes
+ * from the function object.  A twin gets a mirror of the builtins in which
+ * __cassette_hook_twin__ is true, and its switch goes straight to the rewritten body.
+ * The mirror must hold what the builtins hold, whatever the program does to them later
+ * (a monkeypatched builtin, a name added): a dict watcher copies each change of the
+ * builtins into it as it is made.  Before 3.12 there are no dict watchers, and twins ask
+ * the question as the function does (mirror_builtins returns None). */
+#if PY_VERSION_HEX >= 0x030C0000
+static PyObject *mirrored = NULL;       /* the builtins dict a mirror follows (borrowed: it outlives us) */
+static PyObject *mirror = NULL;         /* its mirror */
+static PyObject *pinned = NULL;         /* the names whose values the mirror keeps its own */
+
+static int
+pin(void)
+{
+    return PyDict_Update(mirror, pinned);
+}
+
+/* Called before each change of the builtins: the same change to the mirror. */
+static int
+follow_builtins(PyDict_WatchEvent event, PyObject *dict, PyObject *key, PyObject *new_value)
+{
+    if (dict != mirrored || mirror == NULL) {
+        return 0;
+    }
+    if (key != NULL && event != PyDict_EVENT_CLONED) {
+        int is_pinned = PyDict_Contains(pinned, key);
+        if (is_pinned != 0) {
+            return is_pinned < 0 ? -1 : 0;
+        }
+    }
+    switch (event) {
+    case PyDict_EVENT_ADDED:
+    case PyDict_EVENT_MODIFIED:
+        return PyDict_SetItem(mirror, key, new_value);
+    case PyDict_EVENT_DELETED:
+        if (PyDict_DelItem(mirror, key) < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError)) {
+                return -1;
+            }
+            PyErr_Clear();
+        }
+        return 0;
+    case PyDict_EVENT_CLONED: /* an empty builtins updated from the dict `key` */
+        return PyDict_Update(mirror, key) < 0 ? -1 : pin();
+    case PyDict_EVENT_CLEARED: /* (CPython's shutdown, before it puts back its copy) */
+        PyDict_Clear(mirror);
+        return pin();
+    default: /* PyDict_EVENT_DEALLOCATED: the interpreter is going */
+        return 0;
+    }
+}
+
+static PyObject *
+mirror_of(PyObject *builtins, PyObject *pinned_values)
+{
+    if (mirror != NULL) {
+        if (builtins != mirrored) {
+            PyErr_SetString(PyExc_ValueError, "mirror_builtins: the builtins are mirrored already, another dict");
+            return NULL;
+        }
+        return Py_NewRef(mirror);
+    }
+    int watcher = PyDict_AddWatcher(follow_builtins);
+    if (watcher < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    mirror = PyDict_Copy(builtins);
+    pinned = PyDict_Copy(pinned_values);
+    if (mirror == NULL || pinned == NULL || pin() < 0 || PyDict_Watch(watcher, builtins) < 0) {
+        Py_CLEAR(mirror);
+        Py_CLEAR(pinned);
+        PyDict_ClearWatcher(watcher);
+        return NULL;
+    }
+    mirrored = builtins;
+    return Py_NewRef(mirror);
+}
+#endif
+
+/* plan's: the mirror of builtins in which the names of pinned keep their values there,
+ * made and watched at the first call (pinned is read then); None where it cannot be
+ * (before 3.12, all dict watchers taken). */
+static PyObject *
+mirror_builtins(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_CheckExact(args[0]) || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "mirror_builtins(builtins, pinned) takes two dicts");
+        return NULL;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    return mirror_of(args[0], args[1]);
+#else
+    Py_RETURN_NONE;
+#endif
+}
+
+/* plan's: a twin's frames read builtins (the mirror above) in place of its globals'. */
+static PyObject *
+set_builtins(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyFunction_Check(args[0]) || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_builtins(function, builtins) takes a function and a dict");
+        return NULL;
+    }
+    Py_SETREF(((PyFunctionObject *)args[0])->func_builtins, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
 /* callsite.enter: what an entering call site calls with its callee and positional
  * arguments, before calling what this returns with those arguments. */
 static PyObject *
@@ -3556,6 +3668,10 @@ static PyMethodDef methods[] = {
      "operator_call(op, *args): an operator of switched code (_switch._operator_call)."},
     {"method_of", (PyCFunction)(void (*)(void))method_of, METH_FASTCALL,
      "method_of(obj, name): what a method site of switched code loads, as MethodSite(name)(obj)."},
+    {"mirror_builtins", (PyCFunction)(void (*)(void))mirror_builtins, METH_FASTCALL,
+     "mirror_builtins(builtins, pinned): a dict that follows builtins, but for pinned's names (3.12+; else None)."},
+    {"set_builtins", (PyCFunction)(void (*)(void))set_builtins, METH_FASTCALL,
+     "set_builtins(function, builtins): the builtins function's frames read."},
     {"runs_here", runs_here, METH_O, "runs_here(module): should a switched body of module run rewritten now?"},
     {"yield_from", yield_from, METH_O, "yield_from(obj): what `yield from obj` iterates, iter(obj) as a call site."},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL | METH_KEYWORDS,

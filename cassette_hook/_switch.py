@@ -35,6 +35,7 @@ _live_entries = 0
 _live_operator_entries = 0  # of those, entries whose context counts operators as calls
 _activity_watchers: list[tuple[Callable[[], None], Callable[[], None]]] = []
 setattr(builtins, _names.ACTIVE, False)
+setattr(builtins, _names.TWIN, False)  # (true in the mirror of the builtins a twin reads: ``plan``)
 # Switched code's operator sites run only while this is true: while some context that
 # counts operators lives.  Otherwise each operator runs as compiled, and a context that
 # does not count them (``null``, most observers of calls) pays a builtin's load and a

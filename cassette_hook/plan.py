@@ -18,6 +18,7 @@ overload registration on the context generics.
 
 from __future__ import annotations
 
+import builtins
 import gc
 import warnings
 import weakref
@@ -157,13 +158,36 @@ class Plan:
         self.direct_twins.set(func, None if twin is None else self.twins.values[id(func)])
         return twin
 
+    def _skip_the_question(self, twin: FunctionType, func: FunctionType) -> None:
+        """Let the twin of a switched function run its rewritten body without asking whether
+        its module runs rewritten here (``rewrite._dual``): its frames read a mirror of the
+        builtins, where ``__cassette_hook_twin__`` is true.  The twin is called by a site
+        under this plan, so the answer is this plan's for the module the switch asks about
+        (not always ``func.__module__``, which decided that ``func`` has a twin).  Where the
+        builtins cannot be mirrored (before 3.12, the pure-Python path) the twin asks, as
+        ``func`` does."""
+        global _twin_builtins
+        if _twin_builtins is _UNMADE:
+            speedups = _native.speedups
+            _twin_builtins = None if speedups is None else speedups.mirror_builtins(vars(builtins), {_names.TWIN: True})
+        if _twin_builtins is None or getattr(func, "__builtins__", None) is not vars(builtins):  # (its own: left alone)
+            return
+        code = func.__code__
+        module = _switch_modules.get(code)
+        if module is None:
+            module = _names.switch_module(code)
+            _switch_modules.set(code, module)
+        if self.runs_module(module):
+            _native.speedups.set_builtins(twin, _twin_builtins)
+
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
         if not self.recurses_into(func):
             return None
         if switch_before_twin is not None:  # (its module may wait for its first call: switched now)
             switch_before_twin(func)
         code = func.__code__
-        if _names.is_switched(code) and self.pass_ is None:  # loaded by the import hook: rewritten already
+        switched = _names.is_switched(code) and self.pass_ is None
+        if switched:  # loaded by the import hook: rewritten already
             # (its own code, not a copy that skips the switch: code that finds its frames by
             # their code object -- jinja2's ``internalcode`` -- must find them under a context)
             twin_code: CodeType | None = code
@@ -179,6 +203,8 @@ class Plan:
         twin.__qualname__ = func.__qualname__
         if _version_like is not None:  # (3.13 versions only what MAKE_FUNCTION makes)
             _version_like(twin, func)
+        if switched:
+            self._skip_the_question(twin, func)
         _implicit.reach(func, _module_of(func))  # (stand-ins in its module's classes: what C calls of them)
         return twin
 
@@ -188,6 +214,9 @@ switch_before_twin: Callable[[FunctionType], None] | None = None
 first call: a twin is then made from the switched code, as for a module switched at import."""
 
 _version_like = None if _native.speedups is None else _native.speedups.version_like
+_UNMADE: Any = object()
+_twin_builtins: dict[str, Any] | None = _UNMADE  # see Plan._skip_the_question
+_switch_modules: WeakIdCache[str] = WeakIdCache()  # switched code -> the module its switch asks about
 _every_plan: weakref.WeakSet[Plan] = weakref.WeakSet()  # including invalidated plans still in use
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import dis
 import gc
@@ -269,6 +270,67 @@ def test_a_frame_of_instrumented_code_runs_its_functions_own_code_under_a_contex
     for context in (ch.NullContext(), Seen([])):
         with context:
             assert hooked_own.outer() is hooked_own.inner.__code__
+
+
+# Where CPython has dict watchers (3.12+) and the C accelerators run, a twin's frames read
+# a mirror of the builtins that tells them they are twins (``plan._skip_the_question``).
+TWINS_SKIP_THE_QUESTION = _native.speedups is not None and sys.version_info >= (3, 12)
+
+
+def test_only_calls_from_plain_sites_ask_whether_instrumented_code_runs_rewritten_where_twins_can_skip_it(
+        tree, monkeypatch):
+    write(tree, "hooked_asks.py", """
+        def fib(n):
+            return n if n < 2 else fib(n - 1) + fib(n - 2)
+    """)
+    ch.install(include=["hooked_asks"])
+    import hooked_asks
+
+    asked = []
+    answer = getattr(builtins, _names.ENTER)
+    monkeypatch.setattr(builtins, _names.ENTER, lambda module: asked.append(module) or answer(module))
+    with ch.NullContext():
+        assert hooked_asks.fib(10) == 55
+    # fib(10) makes 177 calls: one from this test, the others from fib's own sites.
+    assert len(asked) == (1 if TWINS_SKIP_THE_QUESTION else 177)
+
+
+def test_a_builtin_added_changed_or_removed_under_a_context_is_what_instrumented_code_reads(tree, monkeypatch):
+    write(tree, "hooked_reads.py", """
+        def read():
+            return cassette_hook_test_builtin
+
+        def outer():
+            return read()
+    """)
+    ch.install(include=["hooked_reads"])
+    import hooked_reads
+
+    with ch.NullContext():
+        monkeypatch.setattr(builtins, "cassette_hook_test_builtin", "added", raising=False)
+        assert hooked_reads.outer() == "added"
+        builtins.cassette_hook_test_builtin = "changed"
+        assert hooked_reads.outer() == "changed"
+        monkeypatch.delattr(builtins, "cassette_hook_test_builtin")
+        with pytest.raises(NameError, match="cassette_hook_test_builtin"):
+            hooked_reads.outer()
+
+
+def test_code_instrumented_code_evaluates_in_a_namespace_of_its_own_reads_the_builtins(tree, monkeypatch):
+    # (eval gives the namespace the running frame's builtins: a twin's, the mirror)
+    write(tree, "hooked_evaluates.py", """
+        def evaluate():
+            return eval("len('abc'), cassette_hook_test_builtin", {})
+
+        def outer():
+            return evaluate()
+    """)
+    ch.install(include=["hooked_evaluates"])
+    import hooked_evaluates
+
+    monkeypatch.setattr(builtins, "cassette_hook_test_builtin", "read", raising=False)
+    with ch.NullContext():
+        assert hooked_evaluates.outer() == (3, "read")
 
 
 def test_callbacks_from_c_into_instrumented_code_are_overdubbed(tree):

@@ -6,6 +6,7 @@ tests pin what only one of them, or the choice between them, can show.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import contextvars
 import dis
@@ -962,6 +963,47 @@ def test_switched_codes_method_site_takes_an_object_and_a_str():
         callsite._speedups.method_of(object(), 3)
     with pytest.raises(TypeError, match=r"method_of\(obj, name\) takes an object and a str"):
         callsite._speedups.method_of(object())
+
+
+def _mirror():
+    from cassette_hook.rewrite import _names
+
+    return callsite._speedups.mirror_builtins(vars(builtins), {_names.TWIN: True})
+
+
+@needs_c
+def test_the_builtins_are_mirrored_for_twins_where_cpython_has_dict_watchers():
+    assert (_mirror() is not None) == (sys.version_info >= (3, 12))
+
+
+@needs_c
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="no dict watchers: twins read the builtins (test above)")
+def test_the_builtins_mirror_follows_every_change_of_the_builtins_but_its_pinned_names(monkeypatch):
+    from cassette_hook.rewrite import _names
+
+    mirror = _mirror()
+    assert mirror is _mirror()  # (one per process)
+    monkeypatch.setattr(builtins, "cassette_hook_test_builtin", "added", raising=False)
+    assert mirror["cassette_hook_test_builtin"] == "added"
+    builtins.cassette_hook_test_builtin = "changed"
+    assert mirror["cassette_hook_test_builtin"] == "changed"
+    monkeypatch.delattr(builtins, "cassette_hook_test_builtin")
+    assert "cassette_hook_test_builtin" not in mirror
+    monkeypatch.setattr(builtins, _names.TWIN, "changed")
+    assert mirror[_names.TWIN] is True
+    assert {key: value for key, value in mirror.items() if key != _names.TWIN} == {
+        key: value for key, value in vars(builtins).items() if key != _names.TWIN}
+
+
+@needs_c
+def test_the_builtins_mirror_and_a_functions_builtins_take_dicts_and_a_function():
+    with pytest.raises(TypeError, match=r"mirror_builtins\(builtins, pinned\) takes two dicts"):
+        callsite._speedups.mirror_builtins(vars(builtins))
+    with pytest.raises(TypeError, match=r"set_builtins\(function, builtins\) takes a function and a dict"):
+        callsite._speedups.set_builtins(len, {})
+    if _mirror() is not None:
+        with pytest.raises(ValueError, match="mirrored already"):
+            callsite._speedups.mirror_builtins({}, {})
 
 
 class _OnlyApp(ch.Context):

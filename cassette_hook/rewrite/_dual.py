@@ -7,6 +7,8 @@ one code object holding both versions::
     [prefix: MAKE_CELL, COPY_FREE_VARS, RETURN_GENERATOR, RESUME -- as compiled]
     LOAD_GLOBAL __cassette_hook_active__       # a bool among the builtins
     POP_JUMP_IF_FALSE plain
+    LOAD_GLOBAL __cassette_hook_twin__         # false, but in a twin's builtins (``plan``)
+    POP_JUMP_IF_TRUE instrumented
     __cassette_hook_enter__(<module name>)    # a context here, and this module in its scope?
     POP_JUMP_IF_TRUE instrumented
   plain:
@@ -14,12 +16,17 @@ one code object holding both versions::
   instrumented:
     <the body with its sites rewritten>
 
-Idle, a call pays one global load and one jump.  The choice is made once per call (for
-a generator, when it first runs): a frame stays in the body it started in.  Every way
-through the switch goes forward, and all of it has the body's first line: a line tracer
-sees that line once, as in the plain program.  (The question used to sit after the
-plain body, answering no with a jump back to it, which a tracer takes for a new line
-event: a thread with no context, while another had one, saw each first line twice.)
+Idle, a call pays one global load and one jump.  Under a context, a call from a site of
+the program runs the function (its frame reads the builtins, where the twin flag is
+false) and asks the question; a call from a site of rewritten code runs the plan's twin,
+which has the same code and reads builtins of its own where the flag is true, and skips
+the question (CPython 3.12+ with the C accelerators; elsewhere twins ask it too).  The
+choice is made once per call (for a generator, when it first runs): a frame stays in the
+body it started in.  Every way through the switch goes forward, and all of it has the
+body's first line: a line tracer sees that line once, as in the plain program.  (The
+question used to sit after the plain body, answering no with a jump back to it, which a
+tracer takes for a new line event: a thread with no context, while another had one, saw
+each first line twice.)
 Both bodies keep the compiled line numbers and positions, so tracebacks, ``inspect`` and
 line tracing see the program as written.  Nested function bodies get the same treatment
 (so functions defined later are switchable too); comprehensions and class bodies, which
@@ -38,7 +45,7 @@ from bytecode.instr import TryBegin, TryEnd
 
 from . import RESOURCE_ERRORS, rewrite_part
 from ._instr import global_name
-from ._names import ACTIVE, ENTER, is_part, switched_hooks
+from ._names import ACTIVE, ENTER, TWIN, is_part, switched_hooks
 from ._family import family
 from ._rewriter import assemble, decode, rewritten
 from ._stack import Item
@@ -201,6 +208,8 @@ class _Switcher:
             *items[:start],
             family.load_global(ACTIVE, loc),
             family.jump_if_false(plain, loc),
+            family.load_global(TWIN, loc),
+            family.jump_if_true(instrumented, loc),
             family.load_global_callee(ENTER, loc),
             Instr("LOAD_CONST", self.module, location=loc),
             *family.call(1, loc),

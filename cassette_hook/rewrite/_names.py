@@ -20,12 +20,13 @@ if TYPE_CHECKING:
 
     from ._operators import Operator
 
-__all__ = ["ACTIVE", "COMPREHENSIONS", "ENTER", "HOOKS", "METHOD", "OPERATORS", "OPERATORS_ON", "is_part",
-           "is_switched", "nothing_to_rewrite", "operator_name", "switched_hooks", "variant"]
+__all__ = ["ACTIVE", "COMPREHENSIONS", "ENTER", "HOOKS", "METHOD", "OPERATORS", "OPERATORS_ON", "TWIN", "is_part",
+           "is_switched", "nothing_to_rewrite", "operator_name", "switch_module", "switched_hooks", "variant"]
 
 ACTIVE = "__cassette_hook_active__"
 OPERATORS_ON = "__cassette_hook_operators__"  # true while a live context sees operators (``_switch``)
 ENTER = "__cassette_hook_enter__"
+TWIN = "__cassette_hook_twin__"  # false among the builtins, true in the ones a twin's frames read (``plan``)
 METHOD = GlobalName("__cassette_hook_method__")  # a method site's callee (C path only): ``_speedups.method_of``
 
 OPERATORS: tuple[Operator, ...] = (*BINARY.values(), *UNARY.values(), *COMPARE.values(),
@@ -85,6 +86,19 @@ def is_part(code: CodeType) -> bool:
 def is_switched(code: CodeType) -> bool:
     """Was this body made by ``_dual.switched`` (with a rewritten body behind the switch)?"""
     return ENTER in code.co_names
+
+
+def switch_module(code: CodeType) -> str:
+    """The module a switched body's question names (the constant passed to ``ENTER``)."""
+    from dis import get_instructions
+
+    asking = False
+    for instruction in get_instructions(code):
+        if instruction.opname == "LOAD_GLOBAL" and instruction.argval == ENTER:
+            asking = True
+        elif asking and instruction.opname == "LOAD_CONST" and isinstance(instruction.argval, str):
+            return instruction.argval
+    raise ValueError(f"{code.co_name} is not a switched code object")
 
 
 # Instructions the rewriter never touches, in any version: names, constants, imports.
