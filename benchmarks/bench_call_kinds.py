@@ -48,6 +48,19 @@ def function(x: int) -> int:
     return x
 
 
+class _Callable:
+    def __call__(self, x: int) -> int:
+        return x
+
+
+class Based:
+    def __init__(self) -> None:
+        super().__init__()
+
+
+callable_obj = _Callable()
+
+
 module = types.ModuleType("module")
 module.function = function  # type: ignore[attr-defined]
 
@@ -59,7 +72,10 @@ def loop_of(call: str) -> Callable[..., None]:
     return namespace["loop"]  # type: ignore[no-any-return]
 
 
-KINDS = ["obj.method(i)", "table.get(i)", "obj.klass(i)", "module.function(i)", "function(i)"]
+KINDS = ["obj.method(i)", "table.get(i)", "obj.klass(i)", "module.function(i)", "function(i)",
+         # callees resolved past the table of twins: a class C constructs, a builtin that
+         # takes callbacks, a callable instance, object.__init__ (a C slot) from super(), a star call
+         "dict(a=i)", "min(i, 1)", "callable_obj(i)", "Based()", "function(*(i,))"]
 
 
 def twin(loop: Callable[..., None], hooks: rewrite.Hooks) -> Callable[..., None]:

@@ -69,6 +69,8 @@ static PyObject *call_primitive;     /* (f, args, kwargs): a primitive that need
 static PyObject *special;            /* id(builtin) -> handler: the primitives emulated */
 static PyObject *preparers;          /* id(builtin) -> prepare(args, kwargs) -> (args, kwargs) */
 static PyObject *indirect_names;     /* names of builtin methods that may be emulated */
+static PyObject *indirect_callers;   /* builtin -> what a call site calls for it (callsite.callable_for) */
+static PyTypeObject *method_wrapper_type; /* a C slot bound to an object (3.13 does not export it) */
 static PyObject *present;            /* (f, args) -> (f, args): how hooks see a builtin method */
 static PyObject *overload_dispatchers[2]; /* what generics.overdub and execute call: Dispatchers */
 static PyObject *overload_defaults[2]; /* their defaults: no overload */
@@ -405,6 +407,8 @@ fill_indirect_names(PyObject *names)
     return PyErr_Occurred() ? -1 : 0;
 }
 
+static PyObject *body_of(PyObject *plan, PyObject *callee);
+
 /* What a call site may call in place of f without running hooks: 1 and a new reference
  * in *run (a direct twin, or what callsite._resolve_direct makes of f), 0 when the call
  * must be overdubbed (callsite.site), -1 on error.  sole: the caller's reference to f is
@@ -440,6 +444,20 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         *run = Py_NewRef(f); /* C code with no callbacks: nothing to overdub */
         return 1;
     }
+    if (Py_TYPE(f) == method_wrapper_type || Py_TYPE(f) == &PyWrapperDescr_Type) {
+        *run = Py_NewRef(f); /* a C slot, bound or not (object.__init__ from super().__init__()): no body */
+        return 1;
+    }
+    if (Py_TYPE(f) == &PyCFunction_Type) { /* min, sorted: a module's builtin that takes callbacks */
+        PyObject *caller = PyDict_GetItemWithError(indirect_callers, f);
+        if (caller != NULL) {
+            *run = Py_NewRef(caller);
+            return 1;
+        }
+        if (PyErr_Occurred()) {
+            return -1;
+        }
+    }
     if (PyType_Check(f) && SLOT(plan, plan_fast) == Py_True) { /* a class whose construction the plan made before */
         PyObject *constructors = slot(plan, plan_constructors, "constructors"), *constructor = NULL;
         PyObject *cache = constructors ? values_of(constructors) : NULL;
@@ -473,6 +491,21 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         }
         if (found < 0) {
             return -1;
+        }
+    }
+    if (!PyType_Check(f) && PyType_HasFeature(Py_TYPE(f), Py_TPFLAGS_HEAPTYPE)) {
+        /* an instance of a Python class under a fast plan: its Python __call__'s twin,
+         * bound to it (body_of), as bodies.runnable makes it; else resolve_direct's */
+        PyObject *call = _PyType_Lookup(Py_TYPE(f), str_call);
+        if (call != NULL && PyFunction_Check(call)) {
+            *run = body_of(plan, f);
+            if (*run == NULL) {
+                return -1;
+            }
+            if (*run != Py_None) {
+                return 1;
+            }
+            Py_CLEAR(*run);
         }
     }
     PyObject *args[2] = {plan, f};
@@ -528,7 +561,46 @@ resolve(PyObject *module, PyObject *f)
     return resolve_active(f);
 }
 
-static PyObject *body_of(PyObject *plan, PyObject *callee);
+/* A closure of callsite.site made for f takes f's names, as a twin and a Site have them:
+ * CPython names the callee in the error for a bad * or ** argument.  (An attribute f
+ * lacks is no error, as for getattr(f, name, None); a name that is no str is not taken.) */
+static int
+take_names(PyObject *closure, PyObject *f)
+{
+    PyObject *qualname = PyObject_GetAttrString(f, "__qualname__");
+    if (qualname == NULL || !PyUnicode_CheckExact(qualname)) {
+        Py_XDECREF(qualname);
+        if (PyErr_Occurred() && !PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            return -1;
+        }
+        PyErr_Clear();
+        return 0;
+    }
+    PyObject *module = PyObject_GetAttrString(f, "__module__");
+    if (module == NULL && !PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        Py_DECREF(qualname);
+        return -1;
+    }
+    PyErr_Clear();
+    int failed = PyObject_SetAttrString(closure, "__qualname__", qualname) < 0
+                 || PyObject_SetAttrString(closure, "__module__",
+                                           module != NULL && PyUnicode_CheckExact(module) ? module : Py_None) < 0;
+    Py_DECREF(qualname);
+    Py_XDECREF(module);
+    return failed ? -1 : 0;
+}
+
+/* callsite.resolve_star: resolve for a star call f(*args, **kwargs). */
+static PyObject *
+resolve_star(PyObject *module, PyObject *f)
+{
+    PyObject *run = resolve_active(f);
+    if (run != NULL && PyFunction_Check(run) && PyFunction_GET_CODE(run) == site_code && take_names(run, f) < 0) {
+        Py_CLEAR(run);
+    }
+    return run;
+}
+
 static int run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwnames);
 
 /* The most positional arguments enter takes the entering way (a call site hands it at most
@@ -3541,6 +3613,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
     Py_XSETREF(plan_type, (PyTypeObject *)Py_NewRef(plan));
     if (keep(kwargs, "resolve_direct", &resolve_direct) < 0 || keep(kwargs, "site_closure", &site_code) < 0 || keep(kwargs, "call_primitive", &call_primitive) < 0
         || keep(kwargs, "special", &special) < 0 || keep(kwargs, "preparers", &preparers) < 0 || keep(kwargs, "indirect_names", &indirect_names) < 0
+        || keep(kwargs, "indirect_callers", &indirect_callers) < 0
         || keep(kwargs, "present", &present) < 0 || keep(kwargs, "overdub_default", &overload_defaults[0]) < 0
         || keep(kwargs, "execute_default", &overload_defaults[1]) < 0
         || keep(kwargs, "fallback_default", &fallback_default) < 0
@@ -3658,6 +3731,7 @@ version_like(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef methods[] = {
     {"resolve", resolve, METH_O, "What a rewritten call site calls in place of f."},
+    {"resolve_star", resolve_star, METH_O, "What a rewritten star call site calls in place of f."},
     {"enter", (PyCFunction)(void (*)(void))enter, METH_FASTCALL,
      "enter(f, *args): what an entering call site calls in place of f, given its arguments."},
     {"set_code", (PyCFunction)(void (*)(void))set_code, METH_FASTCALL,
@@ -3745,9 +3819,16 @@ PyInit__speedups(void)
     active = PyContextVar_New("cassette_hook._speedups.unbound", Py_None);
     special = PyDict_New(); /* (and no builtin is emulated or prepared: configure() fills them) */
     preparers = PyDict_New();
-    if (active == NULL || special == NULL || preparers == NULL) {
+    indirect_callers = PyDict_New();
+    if (active == NULL || special == NULL || preparers == NULL || indirect_callers == NULL) {
         return NULL;
     }
+    PyObject *probe = PyObject_GetAttrString(Py_None, "__repr__"); /* None's tp_repr, bound */
+    if (probe == NULL) {
+        return NULL;
+    }
+    method_wrapper_type = Py_TYPE(probe); /* a static type: lives as long as the interpreter */
+    Py_DECREF(probe);
     PyObject **delegates[] = {&resolve_direct, &call_primitive, &present, &runnable, &without_body, &python_call_ex,
                               &operator_body, &seen_below, &construct};
     for (size_t i = 0; i < sizeof(delegates) / sizeof(delegates[0]); i++) {

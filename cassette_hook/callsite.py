@@ -86,15 +86,32 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
     if kind is BuiltinFunctionType and f.__name__ not in _INDIRECT_NAMES:
         return f  # C code with no callbacks: nothing to overdub
     run = bodies.runnable(plan, f)
-    return callable_for(f) if run is None else run
+    if run is not None:
+        return run
+    run = callable_for(f)
+    if isinstance(f, type) and plan.constructions.values.get(id(f)) == "primitive":
+        # A class constructed by C (``dict``, ``zip``): the plan's answer for good, so it goes
+        # into the table the hot path reads first, as a class with a Python ``__init__`` is
+        # found among the constructors; else ``dict(...)`` came here at every call.
+        plan.direct_twins.set(f, (run, None, None, None))
+    return run
 
 
 def callable_for(f: Any) -> Any:
     """What the user's frame calls for the primitive ``f``: ``f`` itself, unless it is
     one of the builtins that must not be called directly even from there."""
-    if id(f) in primitives.INDIRECT or (type(f) is BuiltinFunctionType and f.__name__ in _INDIRECT_NAMES):
-        return functools.partial(primitive, f)
-    return f
+    if type(f) is BuiltinFunctionType:
+        caller = _indirect_callers.get(f)
+        if caller is not None:
+            return caller
+        return functools.partial(primitive, f) if f.__name__ in _INDIRECT_NAMES else f
+    return functools.partial(primitive, f) if id(f) in primitives.INDIRECT else f
+
+
+def _callers_of(primitive: Callable[..., Any]) -> dict[Any, Any]:
+    """``callable_for`` of each builtin function that takes callbacks (``min``, ``sorted``),
+    made once: the C path finds them here, where they cost a look-up, not three frames."""
+    return {f: functools.partial(primitive, f) for f in primitives.INDIRECT_FUNCTIONS}
 
 
 def enter(f: Any, /, *args: Any) -> Any:
@@ -168,6 +185,7 @@ def operator_site(op: Any) -> Any:
 _operator_sites: dict[Any, Any] = {}
 construct_by_ref = bodies.construct_by_ref  # what a plan's constructor of a Python class calls
 primitive = primitives.primitive  # what the program's frame calls for a builtin that takes callbacks
+_indirect_callers = _callers_of(primitive)
 
 
 def site(entry: _context.Entry, f: Any) -> Any:
@@ -274,12 +292,14 @@ def _accelerate(speedups: Any) -> None:
     """Use the C hot path: ``resolve``, ``call``, ``call_ex``, ``primitive`` (a builtin
     that takes callbacks) and ``construct_by_ref`` (a Python class) in C, handing it the
     Python parts it delegates the rare cases to."""
-    global resolve, enter, call, call_ex, construct_by_ref, primitive, overload_of, present
+    global resolve, resolve_star, enter, call, call_ex, construct_by_ref, primitive, overload_of, present
+    global _indirect_callers
+    _indirect_callers = _callers_of(speedups.primitive)
     speedups.configure(
         entry_type=_context.Entry, plan_type=Plan, id_table_type=WeakIdCache, resolve_direct=_resolve_direct,
         site_closure=site(None, None),  # type: ignore[arg-type]  # a sample: C makes the others alike
         call_primitive=primitives.call_primitive, special=primitives.SPECIAL, preparers=primitives.PREPARERS,
-        indirect_names=_INDIRECT_NAMES,
+        indirect_names=_INDIRECT_NAMES, indirect_callers=_indirect_callers,
         present=present, overdub=generics.overdub, execute=generics.execute, overdub_default=_default_overdub,
         execute_default=_default_execute, fallback=generics.fallback, fallback_default=generics.fallback.default,
         plain_operators=operators.PLAIN_OPERATORS, c_operands=operators.C_OPERANDS,
@@ -287,6 +307,7 @@ def _accelerate(speedups: Any) -> None:
         runnable=bodies.runnable, without_body=bodies.without_body,
         seen_below=bodies.seen_below, overdub_instead=OverdubInstead, construct=bodies.construct)
     resolve, call, overload_of, present = speedups.resolve, speedups.call, speedups.overload_of, speedups.present
+    resolve_star = speedups.resolve_star
     enter = speedups.enter
     call_ex = speedups.call_ex
     construct_by_ref, primitive = speedups.construct_by_ref, speedups.primitive

@@ -171,6 +171,50 @@ def test_resolve_of_a_class_under_a_fast_plan_is_the_same_constructor_each_time(
         constructor = callsite.resolve(_Greeter)
         assert callsite.resolve(_Greeter) is constructor and type(constructor()) is _Greeter
 
+class _Callable:
+    def __call__(self, x):
+        return x
+
+
+_bound_slot = (1).__lt__  # a method-wrapper: int's C slot bound to 1
+
+
+def _star(*args):
+    return args
+
+
+# Callees a call site meets often, each in a program that calls one.
+_CALLS_WITHOUT_OUR_PYTHON = {
+    "a class constructed by C": lambda: dict(a=1),
+    "a builtin that takes callbacks": lambda: min(3, 1),
+    "a callable instance": lambda: _Callable()(1),
+    "a C slot": lambda: object.__init__(_Callable()),
+    "a C slot bound to an object": lambda: _bound_slot(2),
+    "a star call": lambda: _star(*(1, 2)),
+}
+
+
+@needs_c
+@pytest.mark.parametrize("program", _CALLS_WITHOUT_OUR_PYTHON.values(), ids=_CALLS_WITHOUT_OUR_PYTHON.keys())
+def test_under_a_fast_plan_a_call_runs_no_python_code_of_ours_once_its_callee_is_known(program):
+    ours = []
+
+    def profile(frame, event, arg):
+        if event == "call" and "cassette_hook" in frame.f_code.co_filename:
+            ours.append(frame.f_code.co_name)
+
+    def twice():
+        first = program()  # (twins made, answers entered in the plan's tables)
+        sys.setprofile(profile)
+        second = program()
+        sys.setprofile(None)
+        return first, second
+
+    first, second = ch.overdub(Null(), twice)
+    assert first == second == program()
+    assert ours == []
+
+
 @pytest.mark.parametrize("ctx", [None, Null(), Counting([0])], ids=["no context", "fast plan", "hooked"])
 def test_call_passes_positional_and_keyword_arguments(ctx):
     def f(a, /, b, *rest, c, **more):
