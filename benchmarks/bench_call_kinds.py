@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import sys
 import types
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import cassette_hook as ch
 import harness
@@ -58,7 +58,13 @@ class Based:
         super().__init__()
 
 
+class Pair(NamedTuple):
+    left: int
+    right: int
+
+
 callable_obj = _Callable()
+items = [2, 1]
 
 
 module = types.ModuleType("module")
@@ -74,8 +80,10 @@ def loop_of(call: str) -> Callable[..., None]:
 
 KINDS = ["obj.method(i)", "table.get(i)", "obj.klass(i)", "module.function(i)", "function(i)",
          # callees resolved past the table of twins: a class C constructs, a builtin that
-         # takes callbacks, a callable instance, object.__init__ (a C slot) from super(), a star call
-         "dict(a=i)", "min(i, 1)", "callable_obj(i)", "Based()", "function(*(i,))"]
+         # takes callbacks, a callable instance, object.__init__ (a C slot) from super(), a
+         # star call, a builtin method that takes callbacks, a class with a Python __new__
+         "dict(a=i)", "min(i, 1)", "callable_obj(i)", "Based()", "function(*(i,))",
+         "items.sort()", "Pair(i, 1)"]
 
 
 def twin(loop: Callable[..., None], hooks: rewrite.Hooks) -> Callable[..., None]:

@@ -407,6 +407,45 @@ fill_indirect_names(PyObject *names)
     return PyErr_Occurred() ? -1 : 0;
 }
 
+/* The C methods among indirect_callers' keys (list.sort, re.Pattern.sub), by the method
+ * definition their bound forms share: items.sort is list.sort bound, whatever the list. */
+#define MAX_INDIRECT_METHODS 8
+static struct {
+    PyMethodDef *method;
+    PyObject *caller; /* borrowed: indirect_callers holds it */
+} indirect_methods[MAX_INDIRECT_METHODS];
+
+static int
+fill_indirect_methods(PyObject *callers)
+{
+    Py_ssize_t pos = 0, count = 0;
+    PyObject *key, *value;
+    memset(indirect_methods, 0, sizeof(indirect_methods));
+    while (PyDict_Next(callers, &pos, &key, &value)) {
+        if (Py_TYPE(key) != &PyMethodDescr_Type) {
+            continue;
+        }
+        if (count == MAX_INDIRECT_METHODS) {
+            PyErr_SetString(PyExc_ValueError, "configure(): indirect_callers holds more than 8 methods");
+            return -1;
+        }
+        indirect_methods[count].method = ((PyMethodDescrObject *)key)->d_method;
+        indirect_methods[count++].caller = value;
+    }
+    return 0;
+}
+
+static PyObject *
+method_caller(PyMethodDef *method)
+{
+    for (int i = 0; i < MAX_INDIRECT_METHODS && indirect_methods[i].method != NULL; i++) {
+        if (indirect_methods[i].method == method) {
+            return indirect_methods[i].caller;
+        }
+    }
+    return NULL;
+}
+
 static PyObject *body_of(PyObject *plan, PyObject *callee);
 
 /* What a call site may call in place of f without running hooks: 1 and a new reference
@@ -448,7 +487,8 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         *run = Py_NewRef(f); /* a C slot, bound or not (object.__init__ from super().__init__()): no body */
         return 1;
     }
-    if (Py_TYPE(f) == &PyCFunction_Type) { /* min, sorted: a module's builtin that takes callbacks */
+    if (Py_TYPE(f) == &PyCFunction_Type || Py_TYPE(f) == &PyMethodDescr_Type) {
+        /* min, list.sort: a module's builtin or a class's method that takes callbacks */
         PyObject *caller = PyDict_GetItemWithError(indirect_callers, f);
         if (caller != NULL) {
             *run = Py_NewRef(caller);
@@ -456,6 +496,11 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         }
         if (PyErr_Occurred()) {
             return -1;
+        }
+        caller = Py_TYPE(f) == &PyCFunction_Type ? method_caller(((PyCFunctionObject *)f)->m_ml) : NULL;
+        if (caller != NULL) { /* items.sort: list.sort's caller, bound to the list (as call_primitive binds it) */
+            *run = PyMethod_New(caller, PyCFunction_GET_SELF(f));
+            return *run == NULL ? -1 : 1;
         }
     }
     if (PyType_Check(f) && SLOT(plan, plan_fast) == Py_True) { /* a class whose construction the plan made before */
@@ -2995,9 +3040,41 @@ done:
     return out;
 }
 
-/* bodies.construct for the common class -- object's __new__, a Python __init__ -- in C,
- * so that no frame of ours is between the program's and __init__'s (type.__call__ calls
- * __init__ from C too).  Any other class is bodies.construct's. */
+/* What type.__call__ does after __new__ when __init__ is C code (object's, or a builtin
+ * base's): obj's class's tp_init with the call's arguments (stack[1:], kwnames). */
+static int
+init_in_c(PyObject *obj, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwnames)
+{
+    initproc init = Py_TYPE(obj)->tp_init;
+    if (init == NULL) {
+        return 0;
+    }
+    PyObject *positional = PyTuple_New(nargs - 1), *keywords = NULL;
+    if (positional == NULL) {
+        return -1;
+    }
+    for (Py_ssize_t i = 1; i < nargs; i++) {
+        PyTuple_SET_ITEM(positional, i - 1, Py_NewRef(stack[i]));
+    }
+    Py_ssize_t named = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (named > 0 && (keywords = PyDict_New()) != NULL) {
+        for (Py_ssize_t i = 0; i < named; i++) {
+            if (PyDict_SetItem(keywords, PyTuple_GET_ITEM(kwnames, i), stack[nargs + i]) < 0) {
+                Py_CLEAR(keywords);
+                break;
+            }
+        }
+    }
+    int result = named > 0 && keywords == NULL ? -1 : init(obj, positional, keywords);
+    Py_DECREF(positional);
+    Py_XDECREF(keywords);
+    return result;
+}
+
+/* bodies.construct for the common classes -- object's __new__ or a Python one (a
+ * NamedTuple's), then a Python __init__ or C code's (object's) -- in C, so that no frame
+ * of ours is between the program's and __new__'s or __init__'s (type.__call__ calls them
+ * from C too).  Any other class is bodies.construct's. */
 static PyObject *
 construct_by_ref(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -3014,7 +3091,7 @@ construct_by_ref(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyOb
         return NULL;
     }
     Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
-    PyObject *small[ARGS_ON_STACK], **stack = small, *out = NULL;
+    PyObject *small[ARGS_ON_STACK], **stack = small, *out = NULL, *new_function = NULL, *obj = NULL;
     if (total > ARGS_ON_STACK) {
         stack = PyMem_Malloc(total * sizeof(PyObject *));
         if (stack == NULL) {
@@ -3025,15 +3102,49 @@ construct_by_ref(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyOb
     for (Py_ssize_t i = 1; i < total; i++) {
         stack[i] = args[i];
     }
-    PyObject *init = _PyType_Lookup((PyTypeObject *)cls, str_init); /* borrowed, as type.__call__ finds it */
-    if (_PyType_Lookup((PyTypeObject *)cls, str_new) != object_new || init == NULL || !PyFunction_Check(init)) {
+    /* (borrowed, as type.__call__ finds them) */
+    PyObject *new = _PyType_Lookup((PyTypeObject *)cls, str_new), *init = _PyType_Lookup((PyTypeObject *)cls, str_init);
+    if (new != object_new && new != NULL && Py_TYPE(new) == &PyStaticMethod_Type) { /* def __new__(cls, ...) */
+        new_function = Py_TYPE(new)->tp_descr_get(new, NULL, cls);
+        if (new_function == NULL) {
+            goto done;
+        }
+        if (!PyFunction_Check(new_function)) {
+            Py_CLEAR(new_function);
+        }
+    }
+    int python_init = init != NULL && PyFunction_Check(init);
+    if (new_function != NULL ? !(python_init || (init != NULL && Py_TYPE(init) == &PyWrapperDescr_Type))
+                             : new != object_new || !python_init) {
         stack[0] = cls;
         out = PyObject_Vectorcall(construct, stack, nargs, kwnames);
         goto done;
     }
+    if (new_function == NULL) {
+        obj = PyObject_Vectorcall(object_new, &cls, 1, NULL);
+    }
+    else {
+        PyObject *run_new = resolve(NULL, new_function);
+        stack[0] = cls;
+        obj = run_new ? PyObject_Vectorcall(run_new, stack, nargs, kwnames) : NULL;
+        Py_XDECREF(run_new);
+    }
+    if (obj == NULL) {
+        goto done;
+    }
+    if (!PyObject_TypeCheck(obj, (PyTypeObject *)cls)) { /* no __init__, as type.__call__ */
+        out = Py_NewRef(obj);
+        goto done;
+    }
+    init = Py_TYPE(obj) == (PyTypeObject *)cls ? init : _PyType_Lookup(Py_TYPE(obj), str_init);
+    if (init == NULL || !PyFunction_Check(init)) { /* C code: what type.__call__ runs */
+        if (init_in_c(obj, stack, nargs, kwnames) == 0) {
+            out = Py_NewRef(obj);
+        }
+        goto done;
+    }
     Py_INCREF(init);
-    PyObject *obj = PyObject_Vectorcall(object_new, &cls, 1, NULL);
-    PyObject *run = obj ? resolve(NULL, init) : NULL;
+    PyObject *run = resolve(NULL, init);
     Py_DECREF(init);
     if (run != NULL) {
         stack[0] = obj;
@@ -3047,8 +3158,9 @@ construct_by_ref(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyOb
         }
         Py_XDECREF(result);
     }
-    Py_XDECREF(obj);
 done:
+    Py_XDECREF(obj);
+    Py_XDECREF(new_function);
     if (stack != small) {
         PyMem_Free(stack);
     }
@@ -3664,12 +3776,14 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         PyErr_SetString(PyExc_TypeError, "configure(): plain_operators and c_operands must be sets");
         return NULL;
     }
-    if (!PyDict_CheckExact(special) || !PyDict_CheckExact(preparers) || !PyAnySet_CheckExact(indirect_names)) {
-        PyErr_SetString(PyExc_TypeError, "configure(): special must be a dict, indirect_names a set");
+    if (!PyDict_CheckExact(special) || !PyDict_CheckExact(preparers) || !PyAnySet_CheckExact(indirect_names)
+        || !PyDict_CheckExact(indirect_callers)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "configure(): special, preparers and indirect_callers must be dicts, indirect_names a set");
         return NULL;
     }
     if (address_set_fill(&plain_operator_set, plain_operators) < 0 || dunder_table_fill(operator_dunders) < 0
-        || fill_indirect_names(indirect_names) < 0) {
+        || fill_indirect_names(indirect_names) < 0 || fill_indirect_methods(indirect_callers) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;

@@ -24,7 +24,7 @@ where it is :func:`site`'s closure), and so does ``call``.
 from __future__ import annotations
 
 import functools
-from types import BuiltinFunctionType, FunctionType, MethodType
+from types import BuiltinFunctionType, FunctionType, MethodDescriptorType, MethodType
 from typing import Any, Callable
 
 from . import _context, _hotpath, _native, bodies, generics, operators, primitives, rewrite
@@ -100,17 +100,19 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
 def callable_for(f: Any) -> Any:
     """What the user's frame calls for the primitive ``f``: ``f`` itself, unless it is
     one of the builtins that must not be called directly even from there."""
-    if type(f) is BuiltinFunctionType:
+    if type(f) is BuiltinFunctionType or type(f) is MethodDescriptorType:
         caller = _indirect_callers.get(f)
         if caller is not None:
             return caller
+    if type(f) is BuiltinFunctionType:
         return functools.partial(primitive, f) if f.__name__ in _INDIRECT_NAMES else f
     return functools.partial(primitive, f) if id(f) in primitives.INDIRECT else f
 
 
 def _callers_of(primitive: Callable[..., Any]) -> dict[Any, Any]:
-    """``callable_for`` of each builtin function that takes callbacks (``min``, ``sorted``),
-    made once: the C path finds them here, where they cost a look-up, not three frames."""
+    """``callable_for`` of each builtin function or unbound method that takes callbacks
+    (``min``, ``list.sort``), made once: the C path finds them here, where they cost a
+    look-up, not three frames."""
     return {f: functools.partial(primitive, f) for f in primitives.INDIRECT_FUNCTIONS}
 
 

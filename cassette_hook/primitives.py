@@ -26,7 +26,7 @@ import operator
 import re
 import sys
 import warnings
-from types import BuiltinFunctionType, FrameType, FunctionType, MethodType, ModuleType
+from types import BuiltinFunctionType, FrameType, FunctionType, MethodDescriptorType, MethodType, ModuleType
 from typing import Any, Callable
 
 from . import _hotpath, dispatch, generics, operators
@@ -301,10 +301,12 @@ _RECURSION_LIMIT: dict[Any, Handler] = {
 # their names, which the hot path checks before anything else.
 INDIRECT = {id(f) for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT)}
 INDIRECT_NAMES = frozenset(f.__name__ for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT))
-# Of those, the functions of a module (``min``, ``sorted``, ``sys.getrecursionlimit``): they
-# live as long as the process, so what a call site calls for each is made once.
+# Of those, the functions of a module (``min``, ``sorted``, ``sys.getrecursionlimit``) and
+# the methods of a class unbound (``list.sort``, as a method site loads it): they live as
+# long as the process, so what a call site calls for each is made once.
 INDIRECT_FUNCTIONS = tuple(f for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT)
-                           if type(f) is BuiltinFunctionType and isinstance(f.__self__, ModuleType))
+                           if type(f) is MethodDescriptorType
+                           or type(f) is BuiltinFunctionType and isinstance(f.__self__, ModuleType))
 SPECIAL: dict[int, Handler] = {
     id(f): handler
     for f, handler in {**_CONSUMERS, **_FRAME_SENSITIVE, **_HIGHER_ORDER, **_RECURSION_LIMIT}.items()

@@ -18,6 +18,7 @@ import sys
 import textwrap
 import traceback
 import types
+import typing
 
 import pytest
 
@@ -177,6 +178,13 @@ class _Callable:
 
 
 _bound_slot = (1).__lt__  # a method-wrapper: int's C slot bound to 1
+_items = [2, 1]
+
+
+def _sorted_local():
+    items = [2, 1]
+    items.sort()  # (a local: on 3.11+ a method site, which loads list.sort unbound)
+    return items
 
 
 def _star(*args):
@@ -190,6 +198,9 @@ _CALLS_WITHOUT_OUR_PYTHON = {
     "a callable instance": lambda: _Callable()(1),
     "a C slot": lambda: object.__init__(_Callable()),
     "a C slot bound to an object": lambda: _bound_slot(2),
+    "a builtin method that takes callbacks": lambda: _items.sort(),
+    "a builtin method that takes callbacks, at a method site": _sorted_local,
+    "a class with a Python __new__ (a NamedTuple)": lambda: _Pair(1, 2),
     "a star call": lambda: _star(*(1, 2)),
 }
 
@@ -441,6 +452,68 @@ def test_init_of_a_python_class_has_the_program_frame_below_it():
 def test_a_class_with_its_own_new_is_constructed_as_plain():
     made = ch.overdub(Null(), MadeByNew, 5)
     assert (type(made), made.new_saw, made.value) == (MadeByNew, 5, 5)
+
+
+class _Pair(typing.NamedTuple):
+    left: int
+    right: int = 0
+
+
+class _Callers:
+    def __new__(cls, value):
+        obj = super().__new__(cls)
+        obj.new_caller = sys._getframe(1).f_code.co_name
+        return obj
+
+
+class _Subclassing:
+    def __new__(cls, value):
+        return super().__new__(_Subclass if value else cls)
+
+    def __init__(self, value):
+        self.inits = getattr(self, "inits", ()) + ("base",)
+
+
+class _Subclass(_Subclassing):
+    def __init__(self, value):
+        self.inits = getattr(self, "inits", ()) + ("subclass",)
+
+
+class _NotMine:
+    def __new__(cls, value):
+        return value
+
+    def __init__(self, value):
+        raise AssertionError("type.__call__ runs no __init__ for an object not of the class")
+
+
+def _constructions():
+    return (_Pair(1), _Pair(1, right=2), _Pair(left=3), type(_Callers(1)), _Subclassing(0).inits,
+            _Subclassing(1).inits, type(_Subclassing(1)), _NotMine("itself"))
+
+
+@pytest.mark.parametrize("ctx", [Null(), Counting([0])], ids=["fast plan", "hooked"])
+def test_classes_with_a_python_new_are_constructed_as_plain(ctx):
+    assert ch.overdub(ctx, _constructions) == _constructions()
+
+
+@needs_c
+def test_new_of_a_python_class_has_the_program_frame_below_it():
+    def program():
+        return _Callers(1)
+
+    assert ch.overdub(Null(), program).new_caller == "program"
+
+
+def test_a_bad_call_of_a_class_with_a_python_new_is_the_plain_type_error():
+    def program():
+        return _Pair(1, 2, 3)
+
+    with pytest.raises(TypeError) as plain:
+        program()
+    with pytest.raises(TypeError) as overdubbed:
+        ch.overdub(Null(), program)
+    assert str(overdubbed.value) == str(plain.value)
 
 
 def test_init_that_returns_a_value_is_the_plain_type_error():
