@@ -412,7 +412,7 @@ fill_indirect_names(PyObject *names)
 #define MAX_INDIRECT_METHODS 8
 static struct {
     PyMethodDef *method;
-    PyObject *caller; /* borrowed: indirect_callers holds it */
+    PyObject *caller;
 } indirect_methods[MAX_INDIRECT_METHODS];
 
 static int
@@ -420,7 +420,10 @@ fill_indirect_methods(PyObject *callers)
 {
     Py_ssize_t pos = 0, count = 0;
     PyObject *key, *value;
-    memset(indirect_methods, 0, sizeof(indirect_methods));
+    for (int i = 0; i < MAX_INDIRECT_METHODS; i++) {
+        Py_CLEAR(indirect_methods[i].caller);
+        indirect_methods[i].method = NULL;
+    }
     while (PyDict_Next(callers, &pos, &key, &value)) {
         if (Py_TYPE(key) != &PyMethodDescr_Type) {
             continue;
@@ -430,7 +433,7 @@ fill_indirect_methods(PyObject *callers)
             return -1;
         }
         indirect_methods[count].method = ((PyMethodDescrObject *)key)->d_method;
-        indirect_methods[count++].caller = value;
+        indirect_methods[count++].caller = Py_NewRef(value);
     }
     return 0;
 }
@@ -3136,7 +3139,8 @@ construct_by_ref(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyOb
         out = Py_NewRef(obj);
         goto done;
     }
-    init = Py_TYPE(obj) == (PyTypeObject *)cls ? init : _PyType_Lookup(Py_TYPE(obj), str_init);
+    /* (looked up again: __new__ may have changed the class, and obj may be a subclass's) */
+    init = _PyType_Lookup(Py_TYPE(obj), str_init);
     if (init == NULL || !PyFunction_Check(init)) { /* C code: what type.__call__ runs */
         if (init_in_c(obj, stack, nargs, kwnames) == 0) {
             out = Py_NewRef(obj);

@@ -487,9 +487,24 @@ class _NotMine:
         raise AssertionError("type.__call__ runs no __init__ for an object not of the class")
 
 
+def _first_init(self, value):
+    self.inited = "first"
+
+
+def _second_init(self, value):
+    self.inited = "second"
+
+
+class _Replacing:
+    def __new__(cls, value):
+        cls.__init__ = _second_init  # type.__call__ looks __init__ up after __new__
+        return super().__new__(cls)
+
+
 def _constructions():
+    _Replacing.__init__ = _first_init
     return (_Pair(1), _Pair(1, right=2), _Pair(left=3), type(_Callers(1)), _Subclassing(0).inits,
-            _Subclassing(1).inits, type(_Subclassing(1)), _NotMine("itself"))
+            _Subclassing(1).inits, type(_Subclassing(1)), _NotMine("itself"), _Replacing(1).inited)
 
 
 @pytest.mark.parametrize("ctx", [Null(), Counting([0])], ids=["fast plan", "hooked"])
