@@ -451,6 +451,32 @@ method_caller(PyMethodDef *method)
 
 static PyObject *body_of(PyObject *plan, PyObject *callee);
 
+/* The Python __call__ of an instance of kind, as the interpreter finds it (along the MRO),
+ * or NULL: a callable instance's body (borrowed). */
+static PyObject *
+python_call(PyTypeObject *kind)
+{
+    if (!PyType_HasFeature(kind, Py_TPFLAGS_HEAPTYPE)) {
+        return NULL;
+    }
+    PyObject *call = _PyType_Lookup(kind, str_call);
+    return call != NULL && PyFunction_Check(call) ? call : NULL;
+}
+
+/* The twin of call (an instance's python_call) bound to the instance, or None. */
+static PyObject *
+call_twin(PyObject *plan, PyObject *call, PyObject *instance)
+{
+    Py_INCREF(call); /* (making its twin may run Python, which may change the class) */
+    PyObject *twin = body_of(plan, call);
+    Py_DECREF(call);
+    if (twin == NULL || twin == Py_None) {
+        return twin;
+    }
+    Py_SETREF(twin, PyMethod_New(twin, instance));
+    return twin;
+}
+
 /* What a call site may call in place of f without running hooks: 1 and a new reference
  * in *run (a direct twin, or what callsite._resolve_direct makes of f), 0 when the call
  * must be overdubbed (callsite.site), -1 on error.  sole: the caller's reference to f is
@@ -541,20 +567,16 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
             return -1;
         }
     }
-    if (!PyType_Check(f) && PyType_HasFeature(Py_TYPE(f), Py_TPFLAGS_HEAPTYPE)) {
-        /* an instance of a Python class under a fast plan: its Python __call__'s twin,
-         * bound to it (body_of), as bodies.runnable makes it; else resolve_direct's */
-        PyObject *call = _PyType_Lookup(Py_TYPE(f), str_call);
-        if (call != NULL && PyFunction_Check(call)) {
-            *run = body_of(plan, f);
-            if (*run == NULL) {
-                return -1;
-            }
-            if (*run != Py_None) {
-                return 1;
-            }
-            Py_CLEAR(*run);
+    PyObject *call = PyType_Check(f) ? NULL : python_call(Py_TYPE(f));
+    if (call != NULL) { /* a callable instance under a fast plan, as bodies.runnable makes it */
+        *run = call_twin(plan, call, f);
+        if (*run == NULL) {
+            return -1;
         }
+        if (*run != Py_None) {
+            return 1;
+        }
+        Py_CLEAR(*run); /* (out of scope: resolve_direct's answer) */
     }
     PyObject *args[2] = {plan, f};
     *run = PyObject_Vectorcall(resolve_direct, args, 2, NULL);
@@ -1540,17 +1562,10 @@ body_of(PyObject *plan, PyObject *callee)
             return NULL;
         }
     }
-    else if (PyType_HasFeature(kind, Py_TPFLAGS_HEAPTYPE)) { /* an instance: a Python __call__ is its body */
-        PyObject *call = _PyType_Lookup(kind, str_call); /* (as the interpreter finds it: along the MRO) */
-        if (call != NULL && Py_TYPE(call) == &PyFunction_Type) {
-            Py_INCREF(call);
-            PyObject *twin = body_of(plan, call);
-            Py_DECREF(call);
-            if (twin == NULL || twin == Py_None) {
-                return twin;
-            }
-            Py_SETREF(twin, PyMethod_New(twin, callee));
-            return twin;
+    else { /* an instance: a Python __call__ is its body */
+        PyObject *call = python_call(kind);
+        if (call != NULL) {
+            return call_twin(plan, call, callee);
         }
     }
     PyObject *args[2] = {plan, callee};

@@ -100,13 +100,13 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
 def callable_for(f: Any) -> Any:
     """What the user's frame calls for the primitive ``f``: ``f`` itself, unless it is
     one of the builtins that must not be called directly even from there."""
-    if type(f) is BuiltinFunctionType or type(f) is MethodDescriptorType:
+    kind = type(f)
+    if kind is BuiltinFunctionType or kind is MethodDescriptorType:
         caller = _indirect_callers.get(f)
         if caller is not None:
             return caller
-    if type(f) is BuiltinFunctionType:
-        return functools.partial(primitive, f) if f.__name__ in _INDIRECT_NAMES else f
-    return functools.partial(primitive, f) if id(f) in primitives.INDIRECT else f
+    indirect = f.__name__ in _INDIRECT_NAMES if kind is BuiltinFunctionType else id(f) in primitives.INDIRECT
+    return functools.partial(primitive, f) if indirect else f
 
 
 def _callers_of(primitive: Callable[..., Any]) -> dict[Any, Any]:
@@ -187,7 +187,7 @@ def operator_site(op: Any) -> Any:
 _operator_sites: dict[Any, Any] = {}
 construct_by_ref = bodies.construct_by_ref  # what a plan's constructor of a Python class calls
 primitive = primitives.primitive  # what the program's frame calls for a builtin that takes callbacks
-_indirect_callers = _callers_of(primitive)
+_indirect_callers = _callers_of(primitive if _speedups is None else _speedups.primitive)
 
 
 def site(entry: _context.Entry, f: Any) -> Any:
@@ -295,8 +295,6 @@ def _accelerate(speedups: Any) -> None:
     that takes callbacks) and ``construct_by_ref`` (a Python class) in C, handing it the
     Python parts it delegates the rare cases to."""
     global resolve, resolve_star, enter, call, call_ex, construct_by_ref, primitive, overload_of, present
-    global _indirect_callers
-    _indirect_callers = _callers_of(speedups.primitive)
     speedups.configure(
         entry_type=_context.Entry, plan_type=Plan, id_table_type=WeakIdCache, resolve_direct=_resolve_direct,
         site_closure=site(None, None),  # type: ignore[arg-type]  # a sample: C makes the others alike
