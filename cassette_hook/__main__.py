@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     include = options.include or [_default_include(options)]
     interpreter = _reexec.interpreter_options() if argv is None else None
     if interpreter is not None:
-        _exec_program(options, include, program_args, interpreter)
+        _exec_program(options, include, program_args, interpreter)  # (returns only if exec failed)
     return _run_here(options, include, program_args)
 
 
@@ -178,10 +178,12 @@ def _run_here(options: _Options, include: list[str], program_args: list[str]) ->
     return _run(options, program_args)
 
 
-def _exec_program(options: _Options, include: list[str], args: list[str], interpreter: list[str]) -> NoReturn:
+def _exec_program(options: _Options, include: list[str], args: list[str], interpreter: list[str]) -> None:
     """Run the program as ``python`` (with the ``interpreter`` options this one has) runs
     it, in this process, replaced by it (``_reexec``).  A script that cannot be read is
-    ``python``'s message and status 2, here."""
+    ``python``'s message and status 2, here.  Returns where ``exec`` fails, as it was.
+    """
+    environ = dict(os.environ)
     if options.subprocesses:
         from . import _subprocesses
 
@@ -204,6 +206,8 @@ def _exec_program(options: _Options, include: list[str], args: list[str], interp
         else:
             _read_script(path)  # (python is given another file: it would not say this one is missing)
     _reexec.exec_program(kind, target, args, interpreter, run)
+    os.environ.clear()  # (what --subprocesses set: the caller sets it again)
+    os.environ.update(environ)
 
 
 def _read_script(path: str) -> bytes:
@@ -287,7 +291,7 @@ def _run_main_module(path: str, script: str, args: list[str]) -> None:
     import runpy
 
     sys.argv = [script, *args]
-    if _path0_inserted():
+    if _reexec.path0_inserted():
         sys.path[0] = path
     else:
         sys.path.insert(0, path)  # (python puts it there even under -I)
@@ -306,16 +310,10 @@ def _run_script(script: str, args: list[str]) -> None:
     _exec_main(compile(source, path, "exec", dont_inherit=True), path)
 
 
-def _path0_inserted() -> bool:
-    """Did ``python`` put a directory first on ``sys.path`` for this process (``-m
-    cassette_hook``: the current one)?  Not under ``-I`` nor, from 3.11, ``-P``."""
-    return not (sys.flags.isolated or getattr(sys.flags, "safe_path", False))
-
-
 def _set_path0(path: str) -> None:
     """Make ``sys.path[0]`` what ``python`` makes it for a script or ``-c`` code: ``path``,
-    or, where it puts none (:func:`_path0_inserted`), none."""
-    if _path0_inserted():
+    or, where it puts none (``_reexec.path0_inserted``), none."""
+    if _reexec.path0_inserted():
         sys.path[0] = path
 
 

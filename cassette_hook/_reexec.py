@@ -50,7 +50,7 @@ from . import _debug
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
     from types import CodeType
-    from typing import Any, NoReturn, Sequence
+    from typing import Any, Sequence
 
 PROG = "python -m cassette_hook"
 USAGE = f"{PROG} [options] (script.py | dir | app.zip | -m module | -c code) [args...]"
@@ -64,9 +64,24 @@ def interpreter_options() -> list[str] | None:
     typed (``sys.orig_argv``); ``None`` where the program cannot be run by ``exec`` (see
     the module's docstring)."""
     if (os.name != "posix" or not sys.executable or sys.flags.no_site or sys.flags.ignore_environment
-            or sys.flags.isolated):
+            or sys.flags.isolated or _started):
         return None
-    return _options_before_module(sys.orig_argv, ("cassette_hook", "cassette_hook.__main__"))
+    program_args = sys.argv[1:]
+    if sys.orig_argv[len(sys.orig_argv) - len(program_args):] != program_args:
+        return None  # (sys.argv is not the interpreter's: main was not started by python -m)
+    return _options_before_module(sys.orig_argv[:len(sys.orig_argv) - len(program_args)],
+                                  ("cassette_hook", "cassette_hook.__main__"))
+
+
+def path0_inserted() -> bool:
+    """Did ``python`` put a directory first on ``sys.path`` for this process (for ``-m
+    cassette_hook``, the current one)?  Not under ``-I`` nor, from 3.11, ``-P``."""
+    return not (sys.flags.isolated or getattr(sys.flags, "safe_path", False))
+
+
+# Has start run in this process (the program's interpreter)?  The command line is then
+# run by the program (``runpy.run_module("cassette_hook")``): never exec'd from there.
+_started = False
 
 
 def _options_before_module(orig_argv: Sequence[str], modules: Sequence[str]) -> list[str] | None:
@@ -108,13 +123,14 @@ def _options_before_module(orig_argv: Sequence[str], modules: Sequence[str]) -> 
 
 
 def exec_program(kind: str, target: str, args: Sequence[str], options: Sequence[str],
-                 run: dict[str, Any]) -> NoReturn:
+                 run: dict[str, Any]) -> None:
     """Replace this process by ``python`` (with ``options``) running the program.
 
     ``kind`` and ``target`` name it (a script or the ``-c`` code as given, a module, a
     directory or zip file); ``run`` holds what :func:`start` needs in the new
     interpreter.  A script or ``-c`` code is compiled there, not here: the rewriter is
-    imported by one interpreter, not two."""
+    imported by one interpreter, not two.  Returns only if the ``exec`` fails (the
+    command line is then too long, say), having removed what it made."""
     main: dict[str, Any] = {"kind": kind}
     if kind == MODULE:
         command = ["-m", target]
@@ -131,14 +147,17 @@ def exec_program(kind: str, target: str, args: Sequence[str], options: Sequence[
         main.update(pyc=pyc)
     pythonpath = os.environ.get("PYTHONPATH")
     run = {**run, "main": main, "orig_argv": list(sys.orig_argv), "pythonpath": pythonpath,
-           "path0": sys.path[0] if sys.path else None}
+           "path0": sys.path[0] if sys.path and path0_inserted() else None}
     environ = dict(os.environ)
     environ[VARIABLE] = json.dumps(run)
     if (pythonpath or "").split(os.pathsep)[0] != SITE:  # (--subprocesses put it there already)
         environ["PYTHONPATH"] = os.pathsep.join([SITE, *filter(None, [pythonpath])])
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
-    os.execve(sys.executable, [sys.executable, *options, *command, *args], environ)
+    try:
+        os.execve(sys.executable, [sys.executable, *options, *command, *args], environ)
+    except OSError:
+        _remove_pyc(main.get("pyc"))
 
 
 def _private_directory() -> str:
@@ -171,8 +190,10 @@ def start(description: str) -> None:
     command line set up in its own process, before the program starts.  A context that
     cannot be made is the command line's usage error (status 2): the program does not
     start.  Whatever else fails, the ``.pyc`` is removed and the error raised."""
+    global _started
     from . import _process, _switch, _unmatched, importhook
 
+    _started = True
     run = json.loads(description)
     main = run["main"]
     try:

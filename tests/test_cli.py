@@ -447,3 +447,28 @@ def test_the_interpreter_options_are_read_back_as_python_read_them(orig_argv, op
     from cassette_hook import _reexec
 
     assert _reexec._options_before_module(orig_argv, ("cassette_hook", "cassette_hook.__main__")) == options
+
+
+def test_the_command_line_run_by_a_program_it_runs_runs_in_that_process(tmp_path):
+    """``runpy.run_module("cassette_hook")`` in a program the command line started: the
+    program's own process goes on (no ``exec`` replaces it), and runs the inner program."""
+    script(tmp_path, "print('inner')\n", "inner.py")
+    script(tmp_path, """
+        import runpy, sys
+        sys.argv = ["cassette_hook", "inner.py"]
+        try:
+            runpy.run_module("cassette_hook", run_name="__main__")
+        except SystemExit as exc:
+            print("still here", exc.code)
+    """)
+    assert run("prog.py", cwd=tmp_path).stdout == "inner\nstill here 0\n"
+
+
+def test_a_program_too_long_to_hand_on_runs_in_the_command_lines_own_process(tmp_path):
+    """Linux takes no string of more than 128 KiB in an ``exec``: ``-c`` code just under
+    it that its description for the new interpreter (JSON: ``\\n`` escaped) takes over it
+    cannot be handed on, and runs where it is, as before the ``exec`` (docs/cli.md)."""
+    code = "pass\n" * 25_000 + "print('ran')\n"  # 125 KiB
+    result = run("-c", code, cwd=tmp_path, TMPDIR=str(tmp_path))
+    assert (result.stdout, result.returncode, result.stderr) == ("ran\n", 0, "")
+    assert [p.name for p in tmp_path.iterdir()] == []  # (nothing left behind)
