@@ -166,7 +166,7 @@ def _private_directory() -> str:
     compression modules, a tenth of the command line's start), else by it."""
     name = f"cassette_hook-{os.getpid()}-{os.urandom(6).hex()}"
     try:
-        path = os.path.join(os.environ.get("TMPDIR") or "/tmp", name)
+        path = os.path.abspath(os.path.join(os.environ.get("TMPDIR") or "/tmp", name))
         os.mkdir(path, 0o700)
         return path
     except OSError:
