@@ -12,7 +12,7 @@ contexts are active for the whole run; their reports are written at exit.
 The command line checks its options, then ``exec``s ``python`` on the program, which
 sets up the hook and the contexts at start-up (``_reexec``).  Where it cannot (``-E``,
 ``-I``, ``-S``, ``main`` called by other code), it runs the program in its own process
-(:func:`_run`): the same, but with its own frames below the program's (and trimmed from
+(:func:`_run_here`): the same, but with its own frames below the program's (and trimmed from
 an uncaught exception's traceback).
 """
 
