@@ -5,10 +5,15 @@
                             (script.py | dir | app.zip | -m module | -c code) [args...]
 
 The program sees what it would see under ``python``: ``sys.argv``, ``sys.path[0]``,
-``__main__``, ``__file__``; its exit status, ``sys.exit``, uncaught exceptions (the
-traceback, without cassette_hook's frames, then status 1) and ``KeyboardInterrupt`` are
-``python``'s.  The contexts are active for the whole run; their reports are written at
-exit.
+``__main__``, ``__file__``, the frames below its first one; its exit status,
+``sys.exit``, uncaught exceptions and ``KeyboardInterrupt`` are ``python``'s.  The
+contexts are active for the whole run; their reports are written at exit.
+
+The command line checks its options, then ``exec``s ``python`` on the program, which
+sets up the hook and the contexts at start-up (``_reexec``).  Where it cannot (``-E``,
+``-I``, ``-S``, ``main`` called by other code), it runs the program in its own process
+(:func:`_run_here`): the same, but with its own frames below the program's (and trimmed from
+an uncaught exception's traceback).
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ import os
 import sys
 import types
 
-from . import __version__, _debug, _process, _specs, _switch, _unmatched, importhook
-from ._own import is_own_frame
+from . import __version__, _debug, _reexec
+
+# (What the program's run needs is imported where it runs: in the interpreter this one is
+# replaced by, or, where it is not, in _run_here.  This one only reads the command line.)
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
@@ -50,8 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     import argparse
 
     parser = argparse.ArgumentParser(
-        prog="python -m cassette_hook",
-        usage="%(prog)s [options] (script.py | dir | app.zip | -m module | -c code) [args...]",
+        prog=_reexec.PROG,
+        usage=_reexec.USAGE,
         description="Run a Python program with its modules instrumented and contexts active.",
         epilog="By default the script's directory (for -m, the module's top package; for -c, the current "
                "directory) is instrumented. Standard library and site-packages modules are instrumented "
@@ -137,15 +144,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     targets = [t for t in (options.script, options.module, options.code) if t is not None]
     if len(targets) != 1:
         _usage_error("give exactly one of: a script, -m module, -c code")
-    try:
-        contexts = [_specs.make(spec, options.output) for spec in options.context]
-    except Exception as exc:  # a bad name, option, report file or constructor: the error, not our traceback
-        _usage_error(_specs.describe_error(exc, "--context", "--output"))
+    for patterns, option in ((options.include, "--include"), (options.exclude, "--exclude")):
+        if "" in patterns:  # (what ch.install refuses: the only pattern a command line can give it)
+            _usage_error(f"{option}: a pattern must be a non-empty string, not ''")
     try:
         _debug.enable(options.debug)
     except ValueError as exc:
         _usage_error(f"--debug: {exc}")
     include = options.include or [_default_include(options)]
+    interpreter = _reexec.interpreter_options() if argv is None else None
+    if interpreter is not None:
+        _exec_program(options, include, program_args, interpreter)  # (returns only if exec failed)
+    return _run_here(options, include, program_args)
+
+
+def _run_here(options: _Options, include: list[str], program_args: list[str]) -> int:
+    """Run the program in this process: where it cannot be ``exec``ed (``_reexec``)."""
+    from . import _process, _specs, _unmatched, importhook
+
+    try:
+        contexts = [_specs.make(spec, options.output) for spec in options.context]
+    except Exception as exc:  # a bad name, option, report file or constructor: the error, not our traceback
+        _usage_error(_specs.describe_error(exc, "--context", "--output"))
     if options.subprocesses:
         from . import _subprocesses
 
@@ -158,18 +178,62 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(options, program_args)
 
 
+def _exec_program(options: _Options, include: list[str], args: list[str], interpreter: list[str]) -> None:
+    """Run the program as ``python`` (with the ``interpreter`` options this one has) runs
+    it, in this process, replaced by it (``_reexec``).  A script that cannot be read is
+    ``python``'s message and status 2, here.  Returns where ``exec`` fails, as it was.
+    """
+    environ = dict(os.environ)
+    if options.subprocesses:
+        from . import _subprocesses
+
+        _subprocesses.propagate(include, options.exclude, options.context, options.output, options.debug,
+                                options.eager)
+    run = {"include": include, "exclude": options.exclude, "context": options.context, "output": options.output,
+           "debug": options.debug, "eager": options.eager, "subprocesses": options.subprocesses,
+           # (with --subprocesses, children may import what this process does not: no warning)
+           "warn_include": [] if options.subprocesses else options.include}
+    if options.module is not None:
+        kind, target = _reexec.MODULE, options.module
+    elif options.code is not None:
+        kind, target = _reexec.CODE, options.code
+    else:
+        assert options.script is not None  # (main checked: exactly one target)
+        kind, target = _reexec.SCRIPT, options.script
+        path = _reexec.absolute(target)
+        if _runs_as_main_module(path):
+            kind = _reexec.MAIN_MODULE
+        else:
+            _read_script(path)  # (python is given another file: it would not say this one is missing)
+    _reexec.exec_program(kind, target, args, interpreter, run)
+    os.environ.clear()  # (what --subprocesses set: the caller sets it again)
+    os.environ.update(environ)
+
+
+def _read_script(path: str) -> bytes:
+    """The source of the script at ``path``; if there is none, ``python``'s message, status 2."""
+    try:
+        with open(path, "rb") as file:
+            return file.read()
+    except OSError as exc:
+        print(f"{sys.executable}: can't open file {path!r}: [Errno {exc.errno}] {exc.strerror}", file=sys.stderr)
+        sys.exit(2)
+
+
 def _default_include(options: _Options) -> str:
     if options.module is not None:
         return options.module.partition(".")[0]
     if options.code is not None:
         return os.getcwd()
     assert options.script is not None  # (main checked: exactly one target)
-    if _runs_as_main_module(_absolute(options.script)):
+    if _runs_as_main_module(_reexec.absolute(options.script)):
         return os.path.realpath(options.script)  # the directory or zip file is the program
     return os.path.dirname(os.path.realpath(options.script))
 
 
 def _list_contexts() -> None:
+    from . import _specs
+
     for name, entry_point in sorted(_specs.available().items()):
         try:
             doc = (entry_point.load().__doc__ or "").strip().splitlines()[0]
@@ -179,6 +243,8 @@ def _list_contexts() -> None:
 
 
 def _run(options: _Options, args: list[str]) -> int:
+    from . import importhook
+
     try:
         if options.module is not None:
             import runpy
@@ -190,7 +256,7 @@ def _run(options: _Options, args: list[str]) -> int:
             runpy._run_module_as_main(options.module, alter_argv=True)  # type: ignore[attr-defined]  # private: what -m uses
         elif options.code is not None:
             sys.argv = ["-c", *args]
-            sys.path[0] = ""
+            _set_path0("")
             _exec_main(compile(options.code, "<string>", "exec", dont_inherit=True), None)
         else:
             assert options.script is not None  # (main checked: exactly one target)
@@ -203,14 +269,6 @@ def _run(options: _Options, args: list[str]) -> int:
             _die_of_sigint()
         return 1
     return 0
-
-
-def _absolute(path: str) -> str:
-    """``path`` made absolute as ``python`` makes its script's: joined to the current
-    directory, not normalized (``./prog.py`` stays ``/cwd/./prog.py``)."""
-    if path in ("", "."):
-        return os.getcwd()
-    return path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
 
 
 def _runs_as_main_module(path: str) -> bool:
@@ -233,29 +291,36 @@ def _run_main_module(path: str, script: str, args: list[str]) -> None:
     import runpy
 
     sys.argv = [script, *args]
-    sys.path[0] = path
+    if _reexec.path0_inserted():
+        sys.path[0] = path
+    else:
+        sys.path.insert(0, path)  # (python puts it there even under -I)
     sys.modules["__main__"] = _fresh_main()  # what runpy runs the module in
     runpy._run_module_as_main("__main__", alter_argv=False)  # type: ignore[attr-defined]
 
 
 def _run_script(script: str, args: list[str]) -> None:
-    path = _absolute(script)
+    path = _reexec.absolute(script)
     if _runs_as_main_module(path):
         _run_main_module(path, script, args)
         return
-    try:
-        with open(path, "rb") as file:
-            source = file.read()
-    except OSError as exc:
-        print(f"{sys.executable}: can't open file {path!r}: [Errno {exc.errno}] {exc.strerror}", file=sys.stderr)
-        sys.exit(2)
+    source = _read_script(path)
     sys.argv = [script, *args]
-    sys.path[0] = os.path.dirname(os.path.realpath(script))
+    _set_path0(os.path.dirname(os.path.realpath(script)))
     _exec_main(compile(source, path, "exec", dont_inherit=True), path)
+
+
+def _set_path0(path: str) -> None:
+    """Make ``sys.path[0]`` what ``python`` makes it for a script or ``-c`` code: ``path``,
+    or, where it puts none (``_reexec.path0_inserted``), none."""
+    if _reexec.path0_inserted():
+        sys.path[0] = path
 
 
 def _fresh_main() -> types.ModuleType:
     import builtins
+
+    from . import _switch
 
     main = types.ModuleType("__main__")
     main.__dict__.update(__builtins__=builtins, __spec__=None, __package__=None, __cached__=None)
@@ -264,6 +329,8 @@ def _fresh_main() -> types.ModuleType:
 
 
 def _exec_main(code: types.CodeType, path: str | None) -> None:
+    from . import importhook
+
     main = _fresh_main()
     if path is not None:
         from importlib.machinery import SourceFileLoader
@@ -277,6 +344,8 @@ def _exec_main(code: types.CodeType, path: str | None) -> None:
 def _print_uncaught(exc: BaseException) -> None:
     """Print ``exc`` as Python would at exit, starting at the program's first frame.  (The
     ``runpy`` frames of ``-m`` and of a directory stay: ``python`` shows them too.)"""
+    from ._own import is_own_frame
+
     tb = exc.__traceback__
     while tb is not None and is_own_frame(tb.tb_frame):
         tb = tb.tb_next
@@ -286,6 +355,8 @@ def _print_uncaught(exc: BaseException) -> None:
 def _die_of_sigint() -> NoReturn:
     """End as python does after an uncaught ``KeyboardInterrupt``: killed by SIGINT."""
     import signal
+
+    from . import _process
 
     _process.write_reports()
     sys.stdout.flush()

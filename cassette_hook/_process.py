@@ -132,9 +132,16 @@ def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
     installed.  An include pattern that matched no imported module is named on stderr at
     exit, except in the children of ``--subprocesses`` (which are given the patterns of
     the whole tree).
+
+    Under ``python -E`` or ``-I`` the environment is not read, as CPython reads none of
+    its ``PYTHON*`` variables then: nothing is installed (a mapping given as ``environ``
+    is read all the same: it is an argument, not the environment).
     """
     global _reports_if_empty
-    environ = os.environ if environ is None else environ
+    if environ is None:
+        if sys.flags.ignore_environment:  # (-I sets it too)
+            return False
+        environ = os.environ
     _debug.enable(split(environ.get(DEBUG)))
     include, exclude = split(environ.get(INCLUDE)), split(environ.get(EXCLUDE))
     specs = split(environ.get(CONTEXT), ";")

@@ -10,6 +10,7 @@ output)`` classmethod (see ``cassette_hook.contexts``).
 from __future__ import annotations
 
 import importlib
+import sys
 
 from ._context import Context
 
@@ -73,6 +74,7 @@ def make(spec: str, output: str | None = None) -> Context:
 def _load(target: str) -> Any:
     if ":" in target:
         module_name, _, attr = target.partition(":")
+        _check_before_importing(target, module_name, attr)
         try:
             obj: Any = importlib.import_module(module_name)
         except ImportError as exc:
@@ -88,6 +90,44 @@ def _load(target: str) -> Any:
         names = ", ".join(sorted(contexts)) or "none"
         raise SpecError(f"unknown context {target!r} (available: {names}; or give module:attr)")
     return contexts[target].load()
+
+
+def _check_before_importing(target: str, module_name: str, attr: str) -> None:
+    """Refuse a ``module:attr`` spec that cannot name a context before importing anything
+    for it: importing runs the module's code (``prog.py:Ctx`` would run ``prog``, the
+    user's program, before saying that there is no module ``prog.py``).
+
+    ``module`` and ``attr`` must be dotted names; and a dotted ``module`` must lie in a
+    package, which is found, not imported, to tell (a package's ``__init__`` runs, as an
+    import of a module in it would run it).
+    """
+    if not all(part.isidentifier() for part in module_name.split(".")) or not all(
+            part.isidentifier() for part in attr.split(".")):
+        raise SpecError(f"context {target!r} is not NAME or module:attr (a dotted module name, a colon, "
+                        "a dotted attribute name)")
+    parts = module_name.split(".")
+    for length in range(1, len(parts)):
+        parent = ".".join(parts[:length])
+        if not _may_hold_modules(parent):
+            raise SpecError(f"cannot import {module_name!r} for context {target!r}: {parent!r} is a module, "
+                            "not a package")
+        if parent not in sys.modules:
+            return  # a package not imported yet: importing it is what importing the module starts with
+
+
+def _may_hold_modules(name: str) -> bool:
+    """Is ``name`` a package, as far as can be told without importing it?  (A module that
+    cannot be found may: the import will say what is wrong.)"""
+    module = sys.modules.get(name)
+    if module is not None:
+        return hasattr(module, "__path__")
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec(name)
+    except (ImportError, ValueError):
+        return True
+    return spec is None or spec.submodule_search_locations is not None
 
 
 def describe_error(exc: Exception, context_source: str, output_source: str) -> str:

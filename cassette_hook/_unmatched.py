@@ -38,9 +38,22 @@ def unmatched(include: Sequence[str], modules: Iterable[str], cwd: str | None = 
     return found
 
 
+def imported() -> list[str]:
+    """The names of the modules imported so far: those of ``sys.modules``, and the names
+    the main modules were run under (``python -m mod`` runs ``mod`` as ``__main__``;
+    ``multiprocessing``'s children run it as ``__mp_main__``)."""
+    names = list(sys.modules)
+    for main in ("__main__", "__mp_main__"):
+        spec = getattr(sys.modules.get(main), "__spec__", None)
+        name = getattr(spec, "name", None)
+        if isinstance(name, str):
+            names.append(name)
+    return names
+
+
 def warn(include: Sequence[str], option: str, cwd: str | None = None) -> None:
     """One line on stderr for each pattern of ``include`` that matched nothing so far."""
-    for problem in unmatched(include, list(sys.modules), cwd):
+    for problem in unmatched(include, imported(), cwd):
         try:
             print(f"cassette_hook: {option} {problem}", file=sys.stderr, flush=True)
         except (OSError, ValueError, AttributeError):  # stderr closed at exit: nothing to tell

@@ -67,6 +67,17 @@ def f_back_chain(frame: FrameType | None) -> list[Frame]:
     raise AssertionError(f"entry() is not on the stack: {out}")
 
 
+def stack_below(frame: FrameType | None) -> list[tuple[str, str]]:
+    """The whole stack from ``frame`` outwards along ``f_back``, uncut, as (file name,
+    function name): at the top of a program, its first frame and what lies below it
+    (``test_cli.py`` runs it under the command line; not a case: nothing is cut)."""
+    out = []
+    while frame is not None:
+        out.append((os.path.basename(frame.f_code.co_filename), frame.f_code.co_name))
+        frame = frame.f_back
+    return out
+
+
 # --- sys._getframe(n), inspect, traceback.extract_stack ------------------------------------
 
 def case_getframe_by_depth() -> list[Frame]:

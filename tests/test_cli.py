@@ -23,10 +23,10 @@ print("switched:", "__cassette_hook_enter__" in fib.__code__.co_names, file=sys.
 """
 
 
-def run(*args: str, cwd: Path, instrumented: bool = True, **kwargs) -> subprocess.CompletedProcess[str]:
+def run(*args: str, cwd: Path, instrumented: bool = True, **env: str) -> subprocess.CompletedProcess[str]:
     prefix = [sys.executable, "-m", "cassette_hook"] if instrumented else [sys.executable]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}  # find cassette_hook from anywhere
-    return subprocess.run([*prefix, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=120, **kwargs)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), **env}  # find cassette_hook from anywhere
+    return subprocess.run([*prefix, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=120)
 
 
 def script(tmp_path: Path, source: str, name: str = "prog.py") -> Path:
@@ -319,3 +319,156 @@ def test_directory_of_the_script_is_instrumented_by_default(tmp_path):
     script(tmp_path, SWITCHED_ONCE_ACTIVE)
     script(tmp_path, "def f():\n    return len([])\n", "helper.py")
     assert run("prog.py", cwd=tmp_path).stdout == "True\n"
+
+
+@pytest.mark.parametrize("option", ["--include", "--exclude"])
+def test_an_empty_pattern_is_a_usage_error(tmp_path, option):
+    script(tmp_path, "print('ran')")
+    result = run(option, "", "prog.py", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("usage: python -m cassette_hook") and "Traceback" not in result.stderr
+    assert result.stderr.endswith(f"error: {option}: a pattern must be a non-empty string, not ''\n")
+
+
+# -- the frames below the program's (docs/cli.md, "What the program sees") -------------------
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+STACK_PROBE = f"""
+import sys
+sys.path.insert(0, {TESTS!r})
+import frames_program
+def depth():
+    return len(frames_program.stack_below(sys._getframe(1)))
+print(frames_program.stack_below(sys._getframe()), depth(), sys.getrecursionlimit())
+print("switched:", "__cassette_hook_enter__" in depth.__code__.co_names, file=sys.stderr)
+"""
+PROGRAM_KINDS = {
+    "script": lambda p: [script(p, STACK_PROBE).name],
+    "module": lambda p: ["-m", script(p, STACK_PROBE, "probe_mod.py").stem],
+    "code": lambda p: ["-c", textwrap.dedent(STACK_PROBE)],
+    "directory": lambda p: [script(p, STACK_PROBE, "app/__main__.py").parent.name],
+    "zip app": lambda p: [zip_app(p, "app.pyz", {"__main__.py": STACK_PROBE}).name],
+}
+
+
+@pytest.mark.parametrize("kind", PROGRAM_KINDS)
+def test_the_programs_first_frame_has_below_it_what_python_gives_it(tmp_path, kind):
+    """The frames corpus's whole stack at the top of the program: ``python``'s (nothing
+    below a script or ``-c`` code, ``runpy``'s two below the others), so that a depth
+    counted along ``f_back`` is the plain one.  On both hot paths."""
+    args = PROGRAM_KINDS[kind](tmp_path)
+    plain, hooked = run(*args, cwd=tmp_path, instrumented=False), run("--context", "null", *args, cwd=tmp_path)
+    assert (hooked.stdout, hooked.returncode) == (plain.stdout, plain.returncode) == (plain.stdout, 0)
+    assert "switched: True" in hooked.stderr
+
+
+# -- how the program is started: python exec'd on it (docs/cli.md, "How the program is run") --
+
+def test_a_program_sees_the_environment_and_path_python_gives_it(tmp_path):
+    script(tmp_path, """
+        import os, subprocess, sys
+        print(sys.path, os.environ.get("PYTHONPATH"), sorted(k for k in os.environ if "CASSETTE" in k), flush=True)
+        child = "import sys; print('cassette_hook' in sys.modules, sys.argv)"
+        subprocess.run([sys.executable, "-c", child, "x"], check=True)  # a plain python, not instrumented
+    """)
+    plain, hooked = run("prog.py", cwd=tmp_path, instrumented=False), run("prog.py", cwd=tmp_path)
+    assert hooked.stdout == plain.stdout and plain.stdout.endswith("False ['-c', 'x']\n")
+
+
+def test_the_programs_orig_argv_is_the_command_line_as_typed(tmp_path):
+    script(tmp_path, "import sys\nprint(sys.orig_argv[1:])\n")
+    result = run("--context", "null", "prog.py", "-v", cwd=tmp_path)
+    assert result.stdout == str(["-m", "cassette_hook", "--context", "null", "prog.py", "-v"]) + "\n"
+
+
+@pytest.mark.parametrize("args", [["prog.py"], ["-c", "print('ran')"], ["--context", "nope", "prog.py"]],
+                         ids=["script", "code", "usage error"])
+def test_the_compiled_program_is_removed_before_it_runs(tmp_path, args):
+    script(tmp_path, "import os, tempfile\nprint(os.listdir(tempfile.gettempdir()))\n")
+    (tmp_path / "tmp").mkdir()
+    result = run(*args, cwd=tmp_path, TMPDIR=str(tmp_path / "tmp"))
+    assert result.stdout in ("[]\n", "ran\n", "") and list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_interpreter_options_given_to_the_command_line_are_the_programs(tmp_path):
+    script(tmp_path, "import sys\nprint(sys.flags, sys.warnoptions, sys._xoptions, sys.path[0], sys.argv)\n")
+    options = ["-B", "-Wignore::UserWarning", "-X", "utf8", "-X", "int_max_str_digits=5000", "-Ou",
+               *(["-P"] if sys.version_info >= (3, 11) else [])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    plain, hooked = (subprocess.run([sys.executable, *options, *middle, "prog.py", "a"], cwd=tmp_path, env=env,
+                                    capture_output=True, text=True, timeout=120)
+                     for middle in ([], ["-m", "cassette_hook"]))
+    assert (hooked.stdout, hooked.returncode) == (plain.stdout, 0)
+
+
+def test_a_sitecustomize_of_the_users_runs_before_the_program_as_under_python(tmp_path):
+    script(tmp_path, "import sys\nprint('customized', 'cassette_hook' in sys.modules)\n", "site/sitecustomize.py")
+    script(tmp_path, "print('ran')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), *sys.path])}
+    plain, hooked = (subprocess.run([*prefix, "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                                    timeout=120)
+                     for prefix in ([sys.executable], [sys.executable, "-m", "cassette_hook"]))
+    assert plain.stdout == "customized False\nran\n"
+    # once in the command line's interpreter, once in the program's, before cassette_hook
+    assert hooked.stdout == "customized False\ncustomized False\nran\n"
+
+
+def test_a_script_that_does_not_compile_gives_pythons_traceback_and_status(tmp_path):
+    script(tmp_path, "print('no'\n")
+    plain, hooked = run("prog.py", cwd=tmp_path, instrumented=False), run("prog.py", cwd=tmp_path)
+    assert (hooked.returncode, hooked.stderr) == (plain.returncode, plain.stderr) == (1, plain.stderr)
+
+
+@pytest.mark.parametrize("flag", ["-E", "-I"])
+def test_under_dash_e_or_dash_i_the_program_runs_in_the_command_lines_own_process(tmp_path, flag):
+    """``python`` would not read ``PYTHONPATH`` in an exec'd interpreter, so nothing could
+    set up the hook there: the program runs as before the exec, its first frame on top of
+    the command line's (docs/cli.md)."""
+    script(tmp_path, PROBE)
+    plain = subprocess.run([sys.executable, flag, "prog.py"], cwd=tmp_path, capture_output=True, text=True)
+    hooked = subprocess.run([sys.executable, flag, "-m", "cassette_hook", "prog.py"], cwd=tmp_path,
+                            capture_output=True, text=True)
+    assert (hooked.stdout, hooked.returncode) == (plain.stdout, 0) and "switched: True" in hooked.stderr
+
+
+@pytest.mark.parametrize("orig_argv, options", [
+    (["py", "-m", "cassette_hook", "x.py"], []),
+    (["py", "-B", "-X", "dev", "-Wonce", "-m", "cassette_hook", "-m", "m"], ["-B", "-X", "dev", "-Wonce"]),
+    (["py", "-Bu", "-mcassette_hook"], ["-Bu"]),
+    (["py", "-OOm", "cassette_hook.__main__", "x.py"], ["-OO"]),
+    (["py", "-W", "error", "--check-hash-based-pycs", "always", "-m", "cassette_hook"],
+     ["-W", "error", "--check-hash-based-pycs", "always"]),
+    (["py", "-Wm", "-m", "cassette_hook"], ["-Wm"]),
+    (["py", "-m", "other", "-m", "cassette_hook"], None),
+    (["py", "prog.py", "-m", "cassette_hook"], None),
+    (["py", "-c", "-m cassette_hook"], None),
+])
+def test_the_interpreter_options_are_read_back_as_python_read_them(orig_argv, options):
+    from cassette_hook import _reexec
+
+    assert _reexec._options_before_module(orig_argv, ("cassette_hook", "cassette_hook.__main__")) == options
+
+
+def test_the_command_line_run_by_a_program_it_runs_runs_in_that_process(tmp_path):
+    """``runpy.run_module("cassette_hook")`` in a program the command line started: the
+    program's own process goes on (no ``exec`` replaces it), and runs the inner program."""
+    script(tmp_path, "print('inner')\n", "inner.py")
+    script(tmp_path, """
+        import runpy, sys
+        sys.argv = ["cassette_hook", "inner.py"]
+        try:
+            runpy.run_module("cassette_hook", run_name="__main__")
+        except SystemExit as exc:
+            print("still here", exc.code)
+    """)
+    assert run("prog.py", cwd=tmp_path).stdout == "inner\nstill here 0\n"
+
+
+def test_a_program_too_long_to_hand_on_runs_in_the_command_lines_own_process(tmp_path):
+    """Linux takes no string of more than 128 KiB in an ``exec``: ``-c`` code just under
+    it that its description for the new interpreter (JSON: ``\\n`` escaped) takes over it
+    cannot be handed on, and runs where it is, as before the ``exec`` (docs/cli.md)."""
+    code = "pass\n" * 25_000 + "print('ran')\n"  # 125 KiB
+    result = run("-c", code, cwd=tmp_path, TMPDIR=str(tmp_path))
+    assert (result.stdout, result.returncode, result.stderr) == ("ran\n", 0, "")
+    assert [p.name for p in tmp_path.iterdir()] == []  # (nothing left behind)

@@ -224,3 +224,29 @@ def test_the_command_lines_trace_of_a_program_that_makes_no_call_is_an_empty_fil
                              "prog.py"], cwd=tmp_path, env=env_for(tmp_path), capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "trace.txt").read_text() == ""
+
+
+@pytest.mark.parametrize("flag", ["-E", "-I"])
+def test_install_from_env_reads_no_variable_under_dash_e_or_dash_i_as_python_reads_no_pythonpath(tmp_path, flag):
+    code = "import cassette_hook as ch; print(ch.install_from_env(), ch.current_context())"
+    env = env_for(tmp_path, CASSETTE_HOOK_INCLUDE="worker", CASSETTE_HOOK_CONTEXT="null",
+                  CASSETTE_HOOK_DEBUG="no-such-category")  # (read, it would raise)
+    plain = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert "no-such-category" in plain.stderr  # (read without the flag)
+    result = subprocess.run([sys.executable, flag, "-c", code], env=env, capture_output=True, text=True)
+    assert (result.stdout, result.stderr) == ("False None\n", "")
+
+
+# A module whose import would show: the program itself, named by mistake.
+SIDE_EFFECT = "import sys\nsys.stderr.write('imported!')\nclass Ctx: pass\n"
+
+
+@pytest.mark.parametrize("spec", ["prog.py:Ctx", "prog.sub.deeper:Ctx", "prog:", "prog:Ctx:", "prog:1st",
+                                  "prog-x:Ctx", ":Ctx", "prog:Ctx."])
+def test_a_context_spec_that_cannot_name_a_context_is_refused_without_importing_its_module(
+        tmp_path, monkeypatch, capfd, spec):
+    write(tmp_path, "prog.py", SIDE_EFFECT)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ValueError, match="not NAME or module:attr|'prog' is a module, not a package|not key=value"):
+        ch.install_from_env({"CASSETTE_HOOK_CONTEXT": spec})
+    assert "prog" not in sys.modules and "imported!" not in capfd.readouterr().err

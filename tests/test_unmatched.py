@@ -74,3 +74,15 @@ def test_install_from_code_does_not_warn(tmp_path):
 
 def test_a_pattern_matches_its_submodules_as_the_hook_does():
     assert _unmatched.unmatched(["pkg", "pk", "pkg.sub"], ["pkg.sub.deep"]) == ["'pk' matched no imported module"]
+
+
+def test_a_module_run_with_dash_m_is_matched_by_its_name(tmp_path):
+    result = run(tmp_path, "-m", "cassette_hook", "--include", "helper_u", "--context", "null", "-m", "helper_u")
+    assert (result.returncode, result.stderr) == (0, "")
+
+
+def test_a_module_run_with_dash_m_is_matched_by_its_package(tmp_path):
+    (tmp_path / "pkg_u").mkdir()
+    (tmp_path / "pkg_u" / "tool.py").write_text("print('ran')\n")
+    result = run(tmp_path, "-m", "cassette_hook", "--include", "pkg_u.tool", "--context", "null", "-m", "pkg_u.tool")
+    assert (result.stdout, result.stderr) == ("ran\n", "")
