@@ -58,7 +58,12 @@ def cpython_path(source_path: str) -> str | None:
 def path_for(source_path: str, kind: str = SWITCHED) -> str | None:
     """Where the code of ``kind`` made from ``source_path`` is cached, or ``None`` if nowhere."""
     cpython = cpython_path(source_path)
-    return None if cpython is None else cpython.removesuffix(".pyc") + suffix(kind) + ".pyc"
+    return None if cpython is None else beside(cpython, kind)
+
+
+def beside(cpython: str, kind: str = SWITCHED) -> str:
+    """Where the code of ``kind`` made from the source of CPython's ``.pyc`` at ``cpython`` is cached."""
+    return cpython.removesuffix(".pyc") + suffix(kind) + ".pyc"
 
 
 def suffix(kind: str) -> str:
@@ -124,11 +129,11 @@ def read(path: str, expected: bytes) -> tuple[CodeType | tuple[CodeType, ...] | 
     return _code(memoryview(data)[len(expected):])
 
 
-def read_mirroring(path: str, source_path: str, module: str, options: str,
+def read_mirroring(path: str, cpython: str, source_path: str, module: str, options: str,
                    kind: str) -> tuple[CodeType | tuple[CodeType, ...] | None, str, Basis | None]:
     """As :func:`read`, for code made from what CPython's import gives for ``source_path``
-    now: valid while CPython's ``.pyc`` is the one it was made from and CPython trusts it
-    for the source (:func:`trusted`).  Also the basis of the code found.
+    now: valid while CPython's ``.pyc`` (at ``cpython``) is the one it was made from and
+    CPython trusts it for the source (:func:`trusted`).  Also the basis of the code found.
 
     A ``.pyc`` that is another file than the one recorded but holds the same bytes (made by
     another process importing at the same time, or copied with the tree) is as good: the
@@ -148,12 +153,9 @@ def read_mirroring(path: str, source_path: str, module: str, options: str,
         return None, "corrupt", None
     if len(header) != _HEADER or len(identity) != 3:
         return None, "corrupt", None
-    cpython = cpython_path(source_path)
     try:
-        pyc = os.stat(cpython) if cpython is not None else None
-    except OSError:
-        pyc = None  # (removed, as a package manager or ``compileall`` does: CPython compiles the source)
-    if cpython is None or pyc is None:
+        pyc = os.stat(cpython)
+    except OSError:  # (removed, as a package manager or ``compileall`` does: CPython compiles the source)
         return None, "stale", None
     moved = " ".join(identity) != _identity(pyc)
     if moved:

@@ -230,10 +230,11 @@ class _SwitchingSource(SourceFileLoader):
         source_path = self.get_filename(fullname)
         light = _light_now(fullname)
         kind = _pyc.LIGHT if light else _pyc.SWITCHED
-        cache = _pyc.path_for(source_path, kind)
+        cpython = _pyc.cpython_path(source_path)
+        cache = None if cpython is None else _pyc.beside(cpython, kind)
         found = "miss"
-        if cache is not None:
-            code, found, basis = _pyc.read_mirroring(cache, source_path, fullname, OPTIONS, kind)
+        if cache is not None and cpython is not None:
+            code, found, basis = _pyc.read_mirroring(cache, cpython, source_path, fullname, OPTIONS, kind)
             if isinstance(code, CodeType):
                 if _debug.imports:
                     _debug.say("import", f"{fullname}: cache hit: {cache}")
@@ -241,7 +242,7 @@ class _SwitchingSource(SourceFileLoader):
                     _switch.install_builtins()  # (switch_or_warn does it for code it makes)
                     return code
                 return _waiting(code, fullname, source_path, basis)
-        plain, basis = self._compiled(fullname, source_path)
+        plain, basis = self._compiled(fullname, cpython)
         # Light code is cached even when it is the compiled code (a copy of CPython's .pyc):
         # the next import then reads one file, not a missing one of ours and then CPython's.
         code, made = _made(plain, fullname, light)
@@ -253,11 +254,11 @@ class _SwitchingSource(SourceFileLoader):
             _say_made(fullname, plain, code, light, said if made else None)
         return _waiting(code, fullname, source_path, basis) if made and light else code
 
-    def _compiled(self, fullname: str, source_path: str) -> tuple[CodeType, _pyc.Basis | None]:
-        """CPython's code for the module, as its ``get_code`` gives it (reading its ``.pyc``,
-        or compiling the source and writing one), and the ``.pyc`` that code is: the one it
-        read and trusted, or the one it wrote; ``None`` where there is neither."""
-        watch = _Watch(self, _pyc.cpython_path(source_path))
+    def _compiled(self, fullname: str, cpython: str | None) -> tuple[CodeType, _pyc.Basis | None]:
+        """CPython's code for the module, as its ``get_code`` gives it (reading its ``.pyc``
+        at ``cpython``, or compiling the source and writing one), and the ``.pyc`` that code
+        is: the one it read and trusted, or the one it wrote; ``None`` where there is neither."""
+        watch = _Watch(self, cpython)
         outer = getattr(_watching, "watch", None)
         _watching.watch = watch
         try:

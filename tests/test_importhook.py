@@ -846,13 +846,18 @@ def test_cache_file_names_the_new_pyc_once_it_served_for_it(tree, monkeypatch):
     ch.install(include=["cached_stamp"], lazy=False)
     import cached_stamp  # noqa: F401
 
-    _replace_by_a_copy(Path(importlib.util.cache_from_source(str(source))))
-    found = [_pyc.read_mirroring(str(cache_file(source)), str(source), "cached_stamp", importhook.OPTIONS,
-                                 _pyc.SWITCHED)[1]]
+    cpython = importlib.util.cache_from_source(str(source))
+    _replace_by_a_copy(Path(cpython))
+    found = [_read_switched(source, cpython, "cached_stamp")]
     monkeypatch.setattr(_pyc, "_with_stat", lambda path: pytest.fail(f"read {path}"))
-    found.append(_pyc.read_mirroring(str(cache_file(source)), str(source), "cached_stamp", importhook.OPTIONS,
-                                     _pyc.SWITCHED)[1])
+    found.append(_read_switched(source, cpython, "cached_stamp"))
     assert found == ["hit", "hit"]
+
+
+def _read_switched(source: Path, cpython: str, module: str) -> str:
+    """What reading the switched code of ``source`` from the cache finds (``hit``, ``stale`` ...)."""
+    return _pyc.read_mirroring(str(cache_file(source)), cpython, str(source), module, importhook.OPTIONS,
+                               _pyc.SWITCHED)[1]
 
 
 def test_cache_is_rewritten_when_the_source_changes(tree):
@@ -922,7 +927,8 @@ def test_concurrent_imports_from_processes_leave_a_good_cache_file(tree):
     # from its sources, whose hot path may not be the one installed, nor its cache key)
     processes = [subprocess.Popen([sys.executable, "-c", program], cwd=tree) for _ in range(4)]
     assert [p.wait(timeout=120) for p in processes] == [0, 0, 0, 0]
-    code, _, _ = _pyc.read_mirroring(str(cache_file(source)), str(source), "raced_w", importhook.OPTIONS, _pyc.SWITCHED)
+    code, _, _ = _pyc.read_mirroring(str(cache_file(source)), importlib.util.cache_from_source(str(source)),
+                                     str(source), "raced_w", importhook.OPTIONS, _pyc.SWITCHED)
     assert code is not None and _names.is_switched(_first_function(code))
     assert not [p for p in cache_file(source).parent.iterdir() if p.name.endswith(".tmp")]
 
