@@ -137,7 +137,7 @@ def read_mirroring(path: str, cpython: str, source_path: str, module: str, optio
 
     A ``.pyc`` that is another file than the one recorded but holds the same bytes (made by
     another process importing at the same time, or copied with the tree) is as good: the
-    file is then stamped with its identity, so that the next import needs a ``stat`` again,
+    file is then stamped with its identity, so that the next import needs only a ``stat``,
     not a read of CPython's ``.pyc``."""
     data = _contents(path)
     if data is None:
