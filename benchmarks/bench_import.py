@@ -245,9 +245,17 @@ def breakdown(prefix: Path, files: dict[str, str | None], package: str) -> dict[
     stamp_start = len(MAGIC_NUMBER + _pyc.FORMAT)
     kind = _pyc.LIGHT if LAZY and not UNDER else _pyc.SWITCHED  # the file a cached import reads
     ours = [memoryview(d)[d.index(b"\n", stamp_start) + 1:]
-            for d in (p.read_bytes() for p in cache_files(prefix, True) if p.name.endswith(f"{OURS}{kind}.pyc"))]
+            for d in (p.read_bytes() for p in cache_files(prefix, True) if p.name.endswith(f"{_pyc.suffix(kind)}.pyc"))]
     theirs = [p.read_bytes() for p in cache_files(prefix, False) if _in_package(p, prefix, files[package])]
     patterns = importhook.Patterns([package])
+
+    def timestamp_header(source: str) -> bytes:
+        """The header CPython writes for ``source`` in a timestamp .pyc, which ours record."""
+        st = os.stat(source)
+        return (MAGIC_NUMBER + bytes(4) + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+                + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+
+    headers = {m: timestamp_header(sources[m]) for m in modules}
     what_ours_is = "light: the compiled code" if LAZY and not UNDER else "two bodies per function"
     return {
         "unmarshal CPython's .pyc (plain does this too)":
@@ -255,8 +263,10 @@ def breakdown(prefix: Path, files: dict[str, str | None], package: str) -> dict[
         f"unmarshal ours ({what_ours_is})": ms(lambda: [marshal.loads(d) for d in ours]),
         "Patterns.may_match, twice per module": ms(lambda: [patterns.may_match(m) for m in modules * 2]),
         "Patterns.matches(name, origin)": ms(lambda: [patterns.matches(m, sources[m]) for m in modules]),
-        "_pyc.path_for + os.stat + _pyc.key": ms(lambda: [_pyc.key(os.stat(sources[m]), m, importhook.OPTIONS)
-                                                          for m in modules if _pyc.path_for(sources[m])]),
+        # (the source's stat standing in for that of CPython's .pyc, which is under the prefix)
+        "_pyc.path_for + os.stat of CPython's .pyc + _pyc.trusted (a stat of the source)":
+            ms(lambda: [(os.stat(sources[m]), _pyc.trusted(headers[m], sources[m]))
+                        for m in modules if _pyc.path_for(sources[m])]),
     }
 
 

@@ -37,7 +37,6 @@ most of the cost of a cold import of a package with many closures (``docs/intern
 from __future__ import annotations
 
 import gc
-import os
 import threading
 import time
 import warnings
@@ -81,26 +80,25 @@ def set_code(func: FunctionType, code: CodeType) -> None:
 
 class LightModule:
     """A module imported light, waiting for a context.  Where its source is known
-    (``source_path``, and its ``os.stat`` at import), its switched functions are cached
-    (``_pyc.FUNCTIONS``, keyed on those and the rewriting ``options``); the file's name and
-    header are worked out at the activation, not at every import of a module that may
-    never be switched."""
+    (``source_path``) and so is the ``.pyc`` of CPython's whose code it runs (``basis``), its
+    switched functions are cached (``_pyc.FUNCTIONS``, keyed on that ``.pyc`` and the
+    rewriting ``options``); the file's name and header are worked out at the activation,
+    not at every import of a module that may never be switched."""
 
-    __slots__ = ("name", "code", "source_path", "source", "options")
+    __slots__ = ("name", "code", "source_path", "basis", "options")
 
     def __init__(self, name: str, code: CodeType, source_path: str | None = None,
-                 source: os.stat_result | None = None, options: str = "") -> None:
+                 basis: _pyc.Basis | None = None, options: str = "") -> None:
         self.name, self.code = name, code
-        self.source_path, self.source, self.options = source_path, source, options
+        self.source_path, self.basis, self.options = source_path, basis, options
 
     def switched_functions(self, light: list[CodeType]) -> list[CodeType]:
         """The switched code of each of ``light`` (this module's :func:`functions`, nested
         ones too), or the light code itself where it cannot be switched."""
         found = "none"
         cache = None if self.source_path is None else _pyc.path_for(self.source_path, _pyc.FUNCTIONS)
-        if cache is not None and self.source is not None:
-            header = _pyc.key(self.source, self.name, self.options, _pyc.FUNCTIONS)
-            cached, found = _pyc.read(cache, header)
+        if cache is not None and self.basis is not None:
+            cached, found = _pyc.read(cache, _pyc.key(self.basis, self.name, self.options, _pyc.FUNCTIONS))
             if isinstance(cached, tuple) and _same_functions(cached, light):
                 if _debug.imports:
                     _debug.say("import", f"{self.name}: functions switched; cache hit: {cache}")
@@ -119,8 +117,8 @@ class LightModule:
         if failed:
             warnings.warn(f"cassette_hook: cannot instrument {len(failed)} function(s) of module {self.name!r}: "
                           f"{failed[0]}; they run unrewritten", RuntimeWarning, stacklevel=2)
-        elif cache is not None and self.source is not None:
-            written = _pyc.write(cache, header, tuple(switched), self.source.st_mode)
+        elif cache is not None:
+            written = _pyc.write(cache, tuple(switched), self.basis, self.name, self.options, _pyc.FUNCTIONS)
         if _debug.imports:
             _debug.say("import", f"{self.name}: functions switched ({len(light)}); cache {found}, {written}")
         return switched

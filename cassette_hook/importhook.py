@@ -9,6 +9,7 @@ behind a check of whether a context is active.  The rewritten code is cached on 
 
 from __future__ import annotations
 
+import io
 import os
 import sys
 import threading
@@ -217,41 +218,114 @@ def _keep_importing(fullname: str) -> None:
 
 class _SwitchingSource(SourceFileLoader):
     """A ``SourceFileLoader`` (so code checking for one still finds one) handing out
-    switched code, cached beside CPython's own ``.pyc``."""
+    switched code, cached beside CPython's own ``.pyc``.
+
+    What it switches is what CPython's own ``get_code`` gives, and its cache files hold
+    while CPython would give the same (``_pyc``): so the hook is never staler than a plain
+    import.  To know which ``.pyc`` of CPython's the code came from, ``get_code`` is watched
+    (:class:`_Watch`) as it reads, compiles and writes."""
 
     def get_code(self, fullname: str) -> CodeType:
         _keep_importing(fullname)
         source_path = self.get_filename(fullname)
         light = _light_now(fullname)
         kind = _pyc.LIGHT if light else _pyc.SWITCHED
-        cache = _pyc.path_for(source_path, kind)
-        source: os.stat_result | None
-        try:
-            source = os.stat(source_path)
-        except OSError:
-            cache = source = None
-        if cache is not None and source is not None:
-            header = _pyc.key(source, fullname, OPTIONS, kind)
-            code, found = _pyc.read(cache, header)
+        cpython = _pyc.cpython_path(source_path)
+        cache = None if cpython is None else _pyc.beside(cpython, kind)
+        found = "miss"
+        if cache is not None and cpython is not None:
+            code, found, basis = _pyc.read_mirroring(cache, cpython, source_path, fullname, OPTIONS, kind)
             if isinstance(code, CodeType):
                 if _debug.imports:
                     _debug.say("import", f"{fullname}: cache hit: {cache}")
                 if not light:
                     _switch.install_builtins()  # (switch_or_warn does it for code it makes)
                     return code
-                return _waiting(code, fullname, source_path, source)
-        plain = super().get_code(fullname)  # CPython's own .pyc, read or written as usual
-        assert plain is not None  # a source file always compiles to code, or raises
+                return _waiting(code, fullname, source_path, basis)
+        plain, basis = self._compiled(fullname, cpython)
         # Light code is cached even when it is the compiled code (a copy of CPython's .pyc):
         # the next import then reads one file, not a missing one of ours and then CPython's.
         code, made = _made(plain, fullname, light)
         written = "no cache for this source"
-        if made and cache is not None and source is not None:
-            written = _pyc.write(cache, header, code, source.st_mode)
+        if made and cache is not None:
+            written = _pyc.write(cache, code, basis, fullname, OPTIONS, kind)
         if _debug.imports:
             said = f"cache {found}, {written}: {cache}" if cache is not None else written
             _say_made(fullname, plain, code, light, said if made else None)
-        return _waiting(code, fullname, source_path, source) if made and light else code
+        return _waiting(code, fullname, source_path, basis) if made and light else code
+
+    def _compiled(self, fullname: str, cpython: str | None) -> tuple[CodeType, _pyc.Basis | None]:
+        """CPython's code for the module, as its ``get_code`` gives it (reading its ``.pyc``
+        at ``cpython``, or compiling the source and writing one), and the ``.pyc`` that code
+        is: the one it read and trusted, or the one it wrote; ``None`` where there is neither."""
+        watch = _Watch(self, cpython)
+        outer = getattr(_watching, "watch", None)
+        _watching.watch = watch
+        try:
+            plain = super().get_code(fullname)
+        finally:
+            _watching.watch = outer
+        assert plain is not None  # a source file always compiles to code, or raises
+        return plain, watch.basis()
+
+    def get_data(self, path: str) -> bytes:
+        """As CPython's; the ``.pyc`` a watched ``get_code`` reads is read through one
+        descriptor with its ``fstat``, which names the file those bytes came from."""
+        watch = _watched(self, path)
+        if watch is None:
+            return super().get_data(path)
+        with io.open_code(path) as file:  # (as FileLoader.get_data reads a .pyc)
+            stat = os.fstat(file.fileno())
+            data = file.read()
+        watch.read = (stat, data)
+        return data
+
+    def set_data(self, path: str, data: Any, *, _mode: int = 0o666) -> None:
+        """As CPython's (which gives up quietly where it cannot write); remembers what a
+        watched ``get_code`` wrote as its ``.pyc``."""
+        super().set_data(path, data, _mode=_mode)
+        watch = _watched(self, path)
+        if watch is not None:
+            watch.wrote = bytes(data)
+
+    def source_to_code(self, data: Any, path: Any, *, _optimize: int = -1) -> CodeType:  # type: ignore[override]
+        """As CPython's; called by ``get_code`` only when no ``.pyc`` it trusts was there."""
+        watch = getattr(_watching, "watch", None)
+        if watch is not None and watch.loader is self:
+            watch.compiled = True
+        return super().source_to_code(data, path, _optimize=_optimize)
+
+
+class _Watch:
+    """What one call of CPython's ``SourceLoader.get_code`` did with the ``.pyc`` at
+    ``cpython``: the file it read (its ``stat``, from the descriptor it was read through,
+    and its bytes), whether it compiled the source instead (having found no ``.pyc`` it
+    trusts), and what it wrote."""
+
+    __slots__ = ("loader", "cpython", "read", "compiled", "wrote")
+
+    def __init__(self, loader: _SwitchingSource, cpython: str | None) -> None:
+        self.loader, self.cpython = loader, cpython
+        self.read: tuple[os.stat_result, bytes] | None = None
+        self.compiled = False
+        self.wrote: bytes | None = None
+
+    def basis(self) -> _pyc.Basis | None:
+        """The ``.pyc`` whose code ``get_code`` gave, if there is one."""
+        if not self.compiled:  # it gave the code of the .pyc it read, which it trusted
+            return None if self.read is None else _pyc.Basis.of(*self.read)
+        if self.wrote is None or self.cpython is None:
+            return None  # (compiled, and nothing written: sys.dont_write_bytecode, an unwritable tree)
+        return _pyc.written(self.cpython, self.wrote)
+
+
+_watching = threading.local()  # .watch: the _Watch of the get_code this thread is in
+
+
+def _watched(loader: _SwitchingSource, path: str) -> _Watch | None:
+    """The watch on ``loader``'s ``get_code`` if ``path`` is the ``.pyc`` it watches."""
+    watch: _Watch | None = getattr(_watching, "watch", None)
+    return watch if watch is not None and watch.loader is loader and path == watch.cpython else None
 
 
 def _say_made(module: str, plain: CodeType, code: CodeType, light: bool, cached: str | None) -> None:
@@ -410,10 +484,10 @@ def _made(plain: CodeType, module: str, light: bool) -> tuple[CodeType, bool]:
 
 
 def _waiting(code: CodeType, module: str, source_path: str | None = None,
-             source: os.stat_result | None = None) -> CodeType:
-    """Light ``code``, about to run, made to wait for a context; where the source is known,
-    its switched functions will be cached."""
-    _light.wait_for_context(_light.LightModule(module, code, source_path, source, OPTIONS))
+             basis: _pyc.Basis | None = None) -> CodeType:
+    """Light ``code``, about to run, made to wait for a context; where the source and the
+    ``.pyc`` of CPython's it is the code of are known, its switched functions will be cached."""
+    _light.wait_for_context(_light.LightModule(module, code, source_path, basis, OPTIONS))
     return code
 
 

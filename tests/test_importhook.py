@@ -791,7 +791,8 @@ def test_rewritten_code_is_cached_beside_cpythons_own_pyc(tree):
     import cached_p  # noqa: F401
 
     ours = cache_file(source)
-    assert ours.exists() and ours.name.startswith("cached_p.") and ours.name.endswith(".cassette_hook.pyc")
+    path = ".cassette_hook.pyc" if _native.speedups is not None else ".cassette_hook.pure.pyc"  # (the hot path's)
+    assert ours.exists() and ours.name.startswith("cached_p.") and ours.name.endswith(path)
     cpython = Path(importlib.util.cache_from_source(str(source)))
     assert not _names.is_switched(_first_function(_code_in(cpython)))
 
@@ -808,14 +809,55 @@ def test_cached_code_is_reused_without_rewriting(tree, monkeypatch):
     assert _names.is_switched(again.fib.__code__)
 
 
-def test_the_cache_key_of_switched_code_names_the_hot_path_it_was_made_for(monkeypatch):
-    # On the C path switched code calls method sites, which the pure-Python path lacks.
-    stat = os.stat(__file__)
-    keys = {kind: _pyc.key(stat, "m", importhook.OPTIONS, kind) for kind in (_pyc.SWITCHED, _pyc.LIGHT, _pyc.FUNCTIONS)}
+def test_the_cache_files_of_switched_code_name_the_hot_path_they_were_made_for(monkeypatch):
+    # On the C path switched code calls method sites, which the pure-Python path lacks: each
+    # path keeps files of its own, so that running them in turn rewrites neither's.
+    paths = {kind: _pyc.path_for(__file__, kind) for kind in (_pyc.SWITCHED, _pyc.LIGHT, _pyc.FUNCTIONS)}
     monkeypatch.setattr(_native, "speedups", None if _native.speedups is not None else object())
-    assert _pyc.key(stat, "m", importhook.OPTIONS, _pyc.SWITCHED) != keys[_pyc.SWITCHED]
-    assert _pyc.key(stat, "m", importhook.OPTIONS, _pyc.FUNCTIONS) != keys[_pyc.FUNCTIONS]
-    assert _pyc.key(stat, "m", importhook.OPTIONS, _pyc.LIGHT) == keys[_pyc.LIGHT]  # (light code has no sites)
+    assert _pyc.path_for(__file__, _pyc.SWITCHED) != paths[_pyc.SWITCHED]
+    assert _pyc.path_for(__file__, _pyc.FUNCTIONS) != paths[_pyc.FUNCTIONS]
+    assert _pyc.path_for(__file__, _pyc.LIGHT) == paths[_pyc.LIGHT]  # (light code has no sites)
+
+
+def _replace_by_a_copy(path: Path) -> None:
+    """Another file with the same bytes at ``path`` (as another process importing at the
+    same time writes, or as a copied tree has)."""
+    copy = path.with_name(path.name + ".copy")
+    copy.write_bytes(path.read_bytes())
+    os.replace(copy, path)
+
+
+def test_cache_serves_when_cpythons_pyc_is_replaced_by_the_same_bytes(tree, monkeypatch):
+    source = write(tree, "cached_same.py", MODULE)
+    ch.install(include=["cached_same"], lazy=False)
+    import cached_same  # noqa: F401
+
+    _replace_by_a_copy(Path(importlib.util.cache_from_source(str(source))))
+    del sys.modules["cached_same"]
+    monkeypatch.setattr(_dual, "switched", lambda code, module: pytest.fail("rewrote despite the cache"))
+    import cached_same as again
+
+    assert _names.is_switched(again.fib.__code__)
+
+
+def test_cache_file_names_the_new_pyc_once_it_served_for_it(tree, monkeypatch):
+    # (so that the next import finds it valid with a stat of CPython's .pyc, not a read)
+    source = write(tree, "cached_stamp.py", MODULE)
+    ch.install(include=["cached_stamp"], lazy=False)
+    import cached_stamp  # noqa: F401
+
+    cpython = importlib.util.cache_from_source(str(source))
+    _replace_by_a_copy(Path(cpython))
+    found = [_read_switched(source, cpython, "cached_stamp")]
+    monkeypatch.setattr(_pyc, "_with_stat", lambda path: pytest.fail(f"read {path}"))
+    found.append(_read_switched(source, cpython, "cached_stamp"))
+    assert found == ["hit", "hit"]
+
+
+def _read_switched(source: Path, cpython: str, module: str) -> str:
+    """What reading the switched code of ``source`` from the cache finds (``hit``, ``stale`` ...)."""
+    return _pyc.read_mirroring(str(cache_file(source)), cpython, str(source), module, importhook.OPTIONS,
+                               _pyc.SWITCHED)[1]
 
 
 def test_cache_is_rewritten_when_the_source_changes(tree):
@@ -885,7 +927,8 @@ def test_concurrent_imports_from_processes_leave_a_good_cache_file(tree):
     # from its sources, whose hot path may not be the one installed, nor its cache key)
     processes = [subprocess.Popen([sys.executable, "-c", program], cwd=tree) for _ in range(4)]
     assert [p.wait(timeout=120) for p in processes] == [0, 0, 0, 0]
-    code, _ = _pyc.read(str(cache_file(source)), _pyc.key(source.stat(), "raced_w", importhook.OPTIONS))
+    code, _, _ = _pyc.read_mirroring(str(cache_file(source)), importlib.util.cache_from_source(str(source)),
+                                     str(source), "raced_w", importhook.OPTIONS, _pyc.SWITCHED)
     assert code is not None and _names.is_switched(_first_function(code))
     assert not [p for p in cache_file(source).parent.iterdir() if p.name.endswith(".tmp")]
 

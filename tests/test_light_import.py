@@ -99,8 +99,8 @@ def test_every_public_name_is_there_when_named():
     assert all(getattr(ch, name) is not None for name in ch.__all__)
 
 
-@pytest.mark.parametrize(("lazy", "cache"), [(False, "cassette_hook"), (True, "cassette_hook.functions")])
-def test_a_module_read_from_the_code_cache_finds_its_hooks_in_a_fresh_process(tmp_path, lazy, cache):
+@pytest.mark.parametrize(("lazy", "kind"), [(False, ""), (True, ".functions")])
+def test_a_module_read_from_the_code_cache_finds_its_hooks_in_a_fresh_process(tmp_path, lazy, kind):
     (tmp_path / "cached_mod.py").write_text("def f():\n    return len('ab')\n")
     program = textwrap.dedent("""\
         import sys
@@ -115,7 +115,8 @@ def test_a_module_read_from_the_code_cache_finds_its_hooks_in_a_fresh_process(tm
             print(cached_mod.f())
     """).replace("LAZY", str(lazy))
     first, cached = python("-c", program, cwd=tmp_path), python("-c", program, cwd=tmp_path)
-    assert list(tmp_path.glob(f"__pycache__/cached_mod.*.{cache}.pyc"))
+    ours = (f".cassette_hook{kind}.pyc", f".cassette_hook.pure{kind}.pyc")  # (the hot path the child found)
+    assert [path for path in tmp_path.glob("__pycache__/cached_mod.*.pyc") if path.name.endswith(ours)]
     assert first.stdout == cached.stdout == "saw len\n2\n", cached.stderr
 
 

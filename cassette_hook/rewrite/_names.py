@@ -65,9 +65,11 @@ def switched_hooks() -> Hooks:
 
 
 def variant() -> str:
-    """What switched code made here depends on besides its source and the options: part
-    of its cache files' key, so that the two paths never read each other's code."""
-    return "no method sites" if switched_hooks().method_site is None else "method sites"
+    """What switched code made here depends on besides its source and the options: the hot
+    path it calls, ``"c"`` (method sites) or ``"pure"`` (none).  Part of the names of its
+    cache files (``_pyc``), so that the two paths, run in turn, neither read nor overwrite
+    each other's."""
+    return "pure" if switched_hooks().method_site is None else "c"
 
 
 # Code objects the compiler creates for comprehensions and generator expressions: they are
