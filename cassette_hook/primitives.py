@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from . import _hotpath, dispatch, generics, operators
 from ._budget import recursion_budget
-from ._own import is_own_frame
+from ._own import is_own_frame, strip_traceback
 
 Handler = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (f, args, kwargs) -> result
 
@@ -50,7 +50,11 @@ def call_primitive(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
 
 
 def primitive(f: Any, /, *args: Any, **kwargs: Any) -> Any:
-    return call_primitive(f, args, kwargs)
+    try:
+        return call_primitive(f, args, kwargs)
+    except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
+        strip_traceback(exc)
+        raise
 
 
 # -- frames ----------------------------------------------------------------------------
