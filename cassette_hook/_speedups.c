@@ -1399,6 +1399,19 @@ run_popped(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t n
     return out;
 }
 
+/* run_popped(entry, method, *args, **kwargs): generics.overdub's call of an overload at
+ * the top level, run as a Site runs one, so that the overload's recurse(ctx, f, ...) finds
+ * its entry (unpop) and calls f's twin with no frame of ours between. */
+static PyObject *
+run_popped_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs < 2 || entry_type == NULL || Py_TYPE(args[0]) != entry_type) {
+        PyErr_SetString(PyExc_TypeError, "run_popped(entry, method, *args, **kwargs) takes an Entry first");
+        return NULL;
+    }
+    return run_popped(args[0], args[1], args + 2, nargs - 2, kwnames);
+}
+
 /* A prehook or posthook, run popped; its result is dropped. */
 static int
 run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwnames)
@@ -3996,6 +4009,8 @@ static PyMethodDef methods[] = {
      "unpop(ctx, f): put back the popped entry of ctx's running overload, and return what runs f's body; or None."},
     {"install_recurse", install_recurse, METH_O, "install_recurse(f): bodies.recurse's calls run in C where they can."},
     {"repop", repop, METH_NOARGS, "repop(): pop again what unpop() put back."},
+    {"run_popped", (PyCFunction)(void (*)(void))run_popped_call, METH_FASTCALL | METH_KEYWORDS,
+     "run_popped(entry, method, *args, **kwargs): method(*args, **kwargs) run with entry popped, as a Site runs an overload."},
     {"handled_traceback", (PyCFunction)(void (*)(void))handled_traceback, METH_FASTCALL,
      "handled_traceback(exc, tb): tb becomes the traceback of exc, the exception being handled (3.10)."},
     {"top", top, METH_NOARGS, "top(): the innermost active Entry as the running code sees it, or None."},

@@ -416,3 +416,34 @@ def test_calls_made_by_an_inner_contexts_hook_are_seen_by_the_outer_context_only
     assert "str" in inner.metadata and "len" in inner.metadata
     assert "helper" in outer.metadata
     assert "helper" not in inner.metadata
+
+
+# --- overdub's own frame --------------------------------------------------------------------
+# docs/api.md ("Frames"): ``ch.overdub(ctx, f)`` adds at most its own one frame between its
+# caller and ``f``; an ``overdub`` overload's frame is the user's own, and on the pure-Python
+# path the ``recurse`` it calls is a frame of ours (docs/internals.md, "Known limitations").
+
+def frames_between(run: Callable[[Callable[[], list[str]]], list[str]]) -> list[str]:
+    """Where ``run(f)`` calls ``f``: the names of the frames between ``run``'s and ``f``'s."""
+    def f() -> list[str]:
+        names, frame = [], sys._getframe().f_back
+        while frame is not None and frame.f_code is not run.__code__:
+            names.append(frame.f_code.co_name)
+            frame = frame.f_back
+        assert frame is not None, "run's frame is not on the stack"
+        return names
+
+    return run(f)
+
+
+OVERDUB_FRAME_CONTEXTS = {"null": Null, "counting-prehook": lambda: Counting([0]),
+                          "recurse-overload": RecurseOverload}
+
+
+@pytest.mark.parametrize("context", OVERDUB_FRAME_CONTEXTS)
+def test_overdub_adds_only_its_own_frame_above_f(context):
+    assert frames_between(lambda f: f()) == []
+    between = frames_between(lambda f: ch.overdub(OVERDUB_FRAME_CONTEXTS[context](), f))
+    users = ["overdub"] if context == "recurse-overload" else []  # the overload's own frame
+    recursing = ["recurse"] if users and not C_PATH else []
+    assert between == [*recursing, *users, "__call__"]
