@@ -18,7 +18,7 @@ import sys
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
     from types import FrameType, TracebackType
-    from typing import Any, Callable
+    from typing import Callable
 
 PACKAGE = __name__.partition(".")[0]
 RUNS_ON = ("bytecode", "importlib_metadata", "zipp", "lazy_importer")
@@ -66,7 +66,7 @@ def strip_traceback(exc: BaseException) -> None:
             if _HANDLED_APART:
                 _handled_traceback()(exc, tb)
             exc.__traceback__ = tb
-    except Exception:  # noqa: S110 -- (at the recursion limit, where 3.10 counts C calls too) the traceback stays
+    except Exception:  # (at the recursion limit, where 3.10 counts C calls too) the traceback stays
         pass
 
 

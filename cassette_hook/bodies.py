@@ -267,6 +267,7 @@ def direct_constructor(plan: Plan, cls: type) -> Callable[..., Any] | None:
 
 generics.overdub.default = _default_overdub
 generics.fallback.default = _default_fallback
-generics.overdub.runnable, generics.overdub.without_body, generics.overdub.seen_below = runnable, without_body, seen_below
+generics.overdub.runnable, generics.overdub.without_body = runnable, without_body
+generics.overdub.seen_below = seen_below
 if _native.speedups is not None:
     generics.overdub.run_popped = _native.speedups.run_popped
