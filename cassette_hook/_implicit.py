@@ -54,7 +54,7 @@ import weakref
 from types import FunctionType, MethodType, ModuleType
 
 from . import _hotpath, _native
-from ._own import RUNS_ON, is_own_module
+from ._own import RUNS_ON, is_own_module, strip_traceback
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
@@ -273,7 +273,11 @@ class _PureSpecial:
         return MethodType(self, obj)
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
-        return _hotpath.call(self.__func__, *args, **kwargs)
+        try:
+            return _hotpath.call(self.__func__, *args, **kwargs)
+        except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
+            strip_traceback(exc)
+            raise
 
 
 @functools.cache

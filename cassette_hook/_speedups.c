@@ -111,6 +111,7 @@ static PyObject *construct;          /* bodies.construct(cls, *args, **kwargs): 
 static PyObject *object_new;         /* object.__new__ */
 static PyObject *str_twin, *str_new, *str_init, *str_tag, *str_call, *str_runs_module;
 static PyObject *one;                /* the int 1 */
+static inline PyObject *own_off(PyObject *out); /* out, the traceback of an error cleaned of ours */
 
 #define SLOT(obj, offset) (*(PyObject **)((char *)(obj) + (offset)))
 #define ARGS_ON_STACK 12
@@ -881,7 +882,7 @@ set_builtins(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 /* callsite.enter: what an entering call site calls with its callee and positional
  * arguments, before calling what this returns with those arguments. */
 static PyObject *
-enter(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+enter_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs < 1) {
         PyErr_SetString(PyExc_TypeError, "enter() needs the callee");
@@ -897,6 +898,12 @@ enter(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *out = enter_in(entry, args[0], args + 1, nargs - 1);
     Py_DECREF(entry);
     return out;
+}
+
+static PyObject *
+enter(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return own_off(enter_steps(module, args, nargs));
 }
 
 static PyObject *
@@ -1392,6 +1399,19 @@ run_popped(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t n
     return out;
 }
 
+/* run_popped(entry, method, *args, **kwargs): generics.overdub's call of an overload at
+ * the top level, run as a Site runs one, so that the overload's recurse(ctx, f, ...) finds
+ * its entry (unpop) and calls f's twin with no frame of ours between. */
+static PyObject *
+run_popped_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs < 2 || entry_type == NULL || Py_TYPE(args[0]) != entry_type) {
+        PyErr_SetString(PyExc_TypeError, "run_popped(entry, method, *args, **kwargs) takes an Entry first");
+        return NULL;
+    }
+    return run_popped(args[0], args[1], args + 2, nargs - 2, kwnames);
+}
+
 /* A prehook or posthook, run popped; its result is dropped. */
 static int
 run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwnames)
@@ -1429,6 +1449,89 @@ restore_exception(PyObject *exc)
 #else
     PyErr_Restore(Py_NewRef(Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
 #endif
+}
+
+/* Tracebacks are the program's (docs/internals.md): an exception that leaves one of the
+ * entry points below for the program's frame (a Site's call, call, a primitive, a
+ * construction, recurse ...) has the entries of cassette_hook's Python code that it
+ * passed through taken off the head of its traceback, as _own.strip_traceback does in the
+ * Python entry points; the program's frame then adds its own entry above the rest, as
+ * when it makes the call plainly.  Only on the way out with an error: own_off(out) is a
+ * compare when out is a result.  A frame is ours when its file is in the package's
+ * directory (own_directory, from configure). */
+static PyObject *own_directory; /* _own.DIRECTORY */
+
+static int
+own_entry(PyTracebackObject *tb)
+{
+    PyCodeObject *code = PyFrame_GetCode(tb->tb_frame);
+    int own = PyUnicode_Tailmatch(code->co_filename, own_directory, 0, PY_SSIZE_T_MAX, -1) == 1;
+    Py_DECREF(code);
+    return own;
+}
+
+static PyObject *
+own_stripped(PyObject *tb)
+{
+    PyObject *rest = tb;
+    while (rest != NULL && rest != Py_None && PyTraceBack_Check(rest) && own_entry((PyTracebackObject *)rest)) {
+        rest = (PyObject *)((PyTracebackObject *)rest)->tb_next;
+    }
+    return rest;
+}
+
+static void
+strip_raised(void)
+{
+    if (own_directory == NULL) {
+        return;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+    PyObject *tb = exc != NULL ? PyException_GetTraceback(exc) : NULL, *rest = own_stripped(tb);
+    if (rest != tb) {
+        PyException_SetTraceback(exc, rest != NULL ? rest : Py_None);
+    }
+    Py_XDECREF(tb);
+    PyErr_SetRaisedException(exc);
+#else
+    PyObject *type, *value, *tb; /* (while it propagates, the thread's traceback is the one that counts) */
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *rest = own_stripped(tb);
+    if (rest != tb) {
+        Py_XINCREF(rest);
+        Py_SETREF(tb, rest);
+        if (value != NULL && PyExceptionInstance_Check(value)) {
+            PyException_SetTraceback(value, rest != NULL ? rest : Py_None);
+        }
+    }
+    PyErr_Restore(type, value, tb);
+#endif
+}
+
+static inline PyObject *
+own_off(PyObject *out)
+{
+    if (out == NULL) {
+        strip_raised();
+    }
+    return out;
+}
+
+/* _own.strip_traceback's help on 3.10, whose handled exception keeps its traceback apart
+ * from exc.__traceback__ (a bare raise re-raises with that one): tb becomes it.  3.11 on
+ * read it off the exception, and this does nothing. */
+static PyObject *
+handled_traceback(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyExceptionInstance_Check(args[0]) || (args[1] != Py_None && !PyTraceBack_Check(args[1]))) {
+        PyErr_SetString(PyExc_TypeError, "handled_traceback(exc, tb) takes an exception and a traceback or None");
+        return NULL;
+    }
+#if PY_VERSION_HEX < 0x030B0000
+    PyErr_SetExcInfo(Py_NewRef(Py_TYPE(args[0])), Py_NewRef(args[0]), args[1] == Py_None ? NULL : Py_NewRef(args[1]));
+#endif
+    Py_RETURN_NONE;
 }
 
 /* An overdubbed call raised: raisehook(ctx, exc, f, ...) runs popped (stack as for a
@@ -2173,12 +2276,12 @@ static PyObject *
 site_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     if (Py_TYPE(self->f) == &PyCFunction_Type) {
-        return call_overdubbed(self->entry, self->f, args, PyVectorcall_NARGS(nargsf), kwnames);
+        return own_off(call_overdubbed(self->entry, self->f, args, PyVectorcall_NARGS(nargsf), kwnames));
     }
     sites_running++;
     PyObject *out = call_overdubbed(self->entry, self->f, args, PyVectorcall_NARGS(nargsf), kwnames);
     sites_running--;
-    return out;
+    return own_off(out);
 }
 
 /* Sites kept for reuse: a call site makes one per call and drops it when the call
@@ -2304,7 +2407,7 @@ bodyless_run(PyObject *entry, PyObject *f, PyObject *const *args, size_t nargsf,
 static PyObject *
 bodyless_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    return bodyless_run(self->entry, self->f, args, nargsf, kwnames);
+    return own_off(bodyless_run(self->entry, self->f, args, nargsf, kwnames));
 }
 
 /* bodies.recurse's common case: called by an overload (or hook) of ctx's own entry,
@@ -2458,7 +2561,7 @@ recurse_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObjec
     }
     recurses_running--;
     Py_DECREF(run);
-    return out;
+    return own_off(out);
 }
 
 /* install_recurse(f): bodies.recurse takes the vectorcall above (once: bodies is loaded once). */
@@ -2514,7 +2617,7 @@ primitive(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *k
     if (first_argument(nargs, "primitive", "f") < 0) {
         return NULL;
     }
-    return run_primitive(args[0], args + 1, nargs - 1, kwnames);
+    return own_off(run_primitive(args[0], args + 1, nargs - 1, kwnames));
 }
 
 static PyObject *call_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
@@ -2569,17 +2672,17 @@ call_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs, P
             int plain = Py_TYPE(plan) == plan_type && SLOT(plan, plan_enters) == Py_True
                       ? builtin_prehook(entry, ctx, plan, f, args, nargs) : 0;
             if (plain != 0) {
-                return plain < 0 ? NULL : PyObject_Vectorcall(f, args, nargs, NULL);
+                return own_off(plain < 0 ? NULL : PyObject_Vectorcall(f, args, nargs, NULL));
             }
         }
         int direct = direct_run(entry, f, &run, 0);
         if (direct <= 0) {
-            return direct < 0 ? NULL : call_overdubbed(entry, f, args, nargs, kwnames);
+            return own_off(direct < 0 ? NULL : call_overdubbed(entry, f, args, nargs, kwnames));
         }
     }
     PyObject *out = run == f ? run_primitive(f, args, nargs, kwnames) : PyObject_Vectorcall(run, args, nargs, kwnames);
     Py_DECREF(run);
-    return out;
+    return own_off(out);
 }
 
 /* f(*args, **kwargs) under the innermost active entry. */
@@ -3018,7 +3121,7 @@ one_python_dunder(PyObject *entry, const OperatorDunders *dunders, PyObject *con
  * dict (or None), as the call it is; anything else is callsite.call_ex's (which makes the
  * plain call's errors). */
 static PyObject *
-call_ex(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+call_ex_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs < 2 || nargs > 3 || !PyTuple_CheckExact(args[1])
         || (nargs == 3 && args[2] != Py_None && !PyDict_CheckExact(args[2]))) {
@@ -3058,6 +3161,12 @@ done:
     return out;
 }
 
+static PyObject *
+call_ex(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    return own_off(call_ex_steps(module, args, nargs));
+}
+
 /* What type.__call__ does after __new__ when __init__ is C code (object's, or a builtin
  * base's): obj's class's tp_init with the call's arguments (stack[1:], kwnames). */
 static int
@@ -3094,7 +3203,7 @@ init_in_c(PyObject *obj, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwn
  * of ours is between the program's and __new__'s or __init__'s (type.__call__ calls them
  * from C too).  Any other class is bodies.construct's. */
 static PyObject *
-construct_by_ref(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+construct_by_ref_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     if (first_argument(nargs, "construct_by_ref", "ref") < 0) {
         return NULL;
@@ -3185,6 +3294,12 @@ done:
     }
     Py_DECREF(cls);
     return out;
+}
+
+static PyObject *
+construct_by_ref(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    return own_off(construct_by_ref_steps(module, args, nargs, kwnames));
 }
 
 /* _context.top on the C path: the innermost active entry as the running code sees it. */
@@ -3753,7 +3868,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || keep(kwargs, "operator_dunders", &operator_dunders) < 0 || keep(kwargs, "operator_body", &operator_body) < 0
         || keep(kwargs, "call_ex", &python_call_ex) < 0
         || keep(kwargs, "seen_below", &seen_below) < 0 || keep(kwargs, "overdub_instead", &overdub_instead) < 0
-        || keep(kwargs, "construct", &construct) < 0) {
+        || keep(kwargs, "construct", &construct) < 0 || keep(kwargs, "own_directory", &own_directory) < 0) {
         return NULL;
     }
     if (!PyFunction_Check(site_code)) {
@@ -3894,6 +4009,10 @@ static PyMethodDef methods[] = {
      "unpop(ctx, f): put back the popped entry of ctx's running overload, and return what runs f's body; or None."},
     {"install_recurse", install_recurse, METH_O, "install_recurse(f): bodies.recurse's calls run in C where they can."},
     {"repop", repop, METH_NOARGS, "repop(): pop again what unpop() put back."},
+    {"run_popped", (PyCFunction)(void (*)(void))run_popped_call, METH_FASTCALL | METH_KEYWORDS,
+     "run_popped(entry, method, *args, **kwargs): method(*args, **kwargs) run with entry popped, as a Site runs an overload."},
+    {"handled_traceback", (PyCFunction)(void (*)(void))handled_traceback, METH_FASTCALL,
+     "handled_traceback(exc, tb): tb becomes the traceback of exc, the exception being handled (3.10)."},
     {"top", top, METH_NOARGS, "top(): the innermost active Entry as the running code sees it, or None."},
     {"overload_of", overload_of, METH_O,
      "overload_of(call): the overdub method for (ctx, f, *args), else the execute one, else None."},

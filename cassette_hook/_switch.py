@@ -24,6 +24,7 @@ import weakref
 from types import FunctionType, ModuleType
 
 from . import _context
+from ._own import strip_traceback
 from .rewrite import _names
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
@@ -130,12 +131,16 @@ def install_builtins() -> None:
 def _operator_call(op: Any, /, *args: Any) -> Any:
     """An operator in switched code: a call site if the context counts operators as calls."""
     __tracebackhide__ = True
-    entry = _top()
-    if entry is None or not entry.plan.operators:
-        return op(*args)
-    from .callsite import call
+    try:
+        entry = _top()
+        if entry is None or not entry.plan.operators:
+            return op(*args)
+        from .callsite import call
 
-    return call(op, *args)
+        return call(op, *args)
+    except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
+        strip_traceback(exc)
+        raise
 
 
 def keep_at_shutdown(owner: ModuleType | FunctionType) -> None:

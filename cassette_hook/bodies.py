@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from . import _context, _hotpath, _native, _special, dispatch, generics, operators
 from .generics import OverdubInstead, execute, fallback
+from ._own import strip_traceback
 from .primitives import call_primitive
 
 if TYPE_CHECKING:
@@ -52,6 +53,9 @@ def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     try:
         run = runnable(entry.plan, f)
         out = run(*args, **kwargs) if run is not None else without_body(entry, f, args, kwargs)
+    except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
+        strip_traceback(exc)
+        raise
     finally:
         if entry is not top:
             _context.pop(ctx)
@@ -67,13 +71,17 @@ if _native.speedups is not None:
         """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
         # On the C hot path an overload of ctx's own entry (the common case) puts that
         # entry back for the call (_speedups.unpop) instead of pushing a new one.
-        run = _unpop(ctx, f)
-        if run is None:
-            return _recurse(ctx, f, *args, **kwargs)
         try:
-            return run(*args, **kwargs) if kwargs else run(*args)  # (no dict handed on when empty)
-        finally:
-            _repop()
+            run = _unpop(ctx, f)
+            if run is None:
+                return _recurse(ctx, f, *args, **kwargs)
+            try:
+                return run(*args, **kwargs) if kwargs else run(*args)  # (no dict handed on when empty)
+            finally:
+                _repop()
+        except BaseException as exc:
+            strip_traceback(exc)
+            raise
 
     # Its calls run this code only past the thread's budget of C levels; within it, a C
     # vectorcall does the same with no frame of ours under the callee (docs/internals.md,
@@ -200,7 +208,11 @@ def _body(method: Any) -> FunctionType | None:
 
 def construct_by_ref(ref: weakref.ref[type], /, *args: Any, **kwargs: Any) -> Any:
     """What a plan's constructor calls: ``construct`` of the class, held weakly."""
-    return construct(ref(), *args, **kwargs)  # type: ignore[arg-type]  # alive: it is being called
+    try:
+        return construct(ref(), *args, **kwargs)  # type: ignore[arg-type]  # alive: it is being called
+    except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
+        strip_traceback(exc)
+        raise
 
 
 def construct(cls: type[Any], /, *args: Any, **kwargs: Any) -> Any:
@@ -255,3 +267,7 @@ def direct_constructor(plan: Plan, cls: type) -> Callable[..., Any] | None:
 
 generics.overdub.default = _default_overdub
 generics.fallback.default = _default_fallback
+generics.overdub.runnable, generics.overdub.without_body = runnable, without_body
+generics.overdub.seen_below = seen_below
+if _native.speedups is not None:
+    generics.overdub.run_popped = _native.speedups.run_popped

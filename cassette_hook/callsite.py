@@ -27,7 +27,7 @@ import functools
 from types import BuiltinFunctionType, FunctionType, MethodDescriptorType, MethodType
 from typing import Any, Callable
 
-from . import _context, _hotpath, _native, bodies, generics, operators, primitives, rewrite
+from . import _context, _hotpath, _native, _own, bodies, generics, operators, primitives, rewrite
 from ._weakid import WeakIdCache
 from .generics import OverdubInstead
 from .plan import Plan, plan_for
@@ -126,15 +126,19 @@ def enter(f: Any, /, *args: Any) -> Any:
     if entry is None:
         return f
     plan = entry.plan
-    if plan.enters:
-        method = type(f) is MethodType
-        callee = f.__func__ if method else f
-        twin = plan.twin(callee) if type(callee) is FunctionType else None
-        if twin is not None:
-            presented = (f.__self__, *args) if method else args
-            _hook(entry, plan.prehook_call, (entry.ctx, callee, *presented), {})
-            return MethodType(twin, f.__self__) if method else twin
-    return resolve(f)
+    try:
+        if plan.enters:
+            method = type(f) is MethodType
+            callee = f.__func__ if method else f
+            twin = plan.twin(callee) if type(callee) is FunctionType else None
+            if twin is not None:
+                presented = (f.__self__, *args) if method else args
+                _hook(entry, plan.prehook_call, (entry.ctx, callee, *presented), {})
+                return MethodType(twin, f.__self__) if method else twin
+        return resolve(f)
+    except BaseException as exc:
+        _strip(exc)
+        raise
 
 
 def resolve_star(f: Any, /) -> Any:
@@ -155,18 +159,26 @@ def resolve_star(f: Any, /) -> Any:
 def call(f: Any, /, *args: Any, **kwargs: Any) -> Any:
     """Run ``f(*args, **kwargs)`` as the innermost active context sees it."""
     __tracebackhide__ = True  # pytest: show the user's frames, not this one
-    run = resolve(f)
-    if run is f:  # a primitive, maybe frame-sensitive (locals(), super() ...): emulate
-        return primitives.call_primitive(f, args, kwargs)
-    return run(*args, **kwargs)
+    try:
+        run = resolve(f)
+        if run is f:  # a primitive, maybe frame-sensitive (locals(), super() ...): emulate
+            return primitives.call_primitive(f, args, kwargs)
+        return run(*args, **kwargs)
+    except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
+        _strip(exc)
+        raise
 
 
 def call_ex(f: Any, args: Any, kwargs: Any = None, /) -> Any:
     """A star call ``f(*args, **kwargs)`` (3.10): unpacked here, with the plain call's errors."""
     __tracebackhide__ = True
-    if type(args) is not tuple and not _iterable(args) or kwargs is not None and not hasattr(kwargs, "keys"):
-        return f(*args, **kwargs or {})  # raises the plain call's error, naming f
-    return call(f, *args) if kwargs is None else call(f, *args, **kwargs)
+    try:
+        if type(args) is not tuple and not _iterable(args) or kwargs is not None and not hasattr(kwargs, "keys"):
+            return f(*args, **kwargs or {})  # raises the plain call's error, naming f
+        return call(f, *args) if kwargs is None else call(f, *args, **kwargs)
+    except BaseException as exc:
+        _strip(exc)
+        raise
 
 
 def _iterable(obj: object) -> bool:
@@ -185,6 +197,7 @@ def operator_site(op: Any) -> Any:
 
 
 _operator_sites: dict[Any, Any] = {}
+_strip = _own.strip_traceback
 construct_by_ref = bodies.construct_by_ref  # what a plan's constructor of a Python class calls
 primitive = primitives.primitive  # what the program's frame calls for a builtin that takes callbacks
 _indirect_callers = _callers_of(primitive if _speedups is None else _speedups.primitive)
@@ -203,27 +216,32 @@ def site(entry: _context.Entry, f: Any) -> Any:
 
     def overdubbed(*args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True
-        plan, callee = entry.plan, f
-        if type(callee) is MethodType:  # seen as (type(obj).m, obj, ...)
-            args, callee = (callee.__self__, *args), callee.__func__
-        elif type(callee) is BuiltinFunctionType:
-            callee, args = present(callee, args)
-        if plan.prehook_call is not None:
-            _hook(entry, plan.prehook_call, (entry.ctx, callee, *args), kwargs)
         try:
-            out: Any = OverdubInstead
-            if plan.overdub or plan.execute:
-                out = _overloaded(entry, callee, args, kwargs)
-            if out is OverdubInstead:
-                run = plan.twin(callee) if type(callee) is FunctionType else bodies.runnable(plan, callee)
-                out = bodies.without_body(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
-        except BaseException as exc:
-            if plan.raisehook_call is not None:
-                _hook(entry, plan.raisehook_call, (entry.ctx, exc, callee, *args), kwargs)
+            plan, callee = entry.plan, f
+            if type(callee) is MethodType:  # seen as (type(obj).m, obj, ...)
+                args, callee = (callee.__self__, *args), callee.__func__
+            elif type(callee) is BuiltinFunctionType:
+                callee, args = present(callee, args)
+            if plan.prehook_call is not None:
+                _hook(entry, plan.prehook_call, (entry.ctx, callee, *args), kwargs)
+            try:
+                out: Any = OverdubInstead
+                if plan.overdub or plan.execute:
+                    out = _overloaded(entry, callee, args, kwargs)
+                if out is OverdubInstead:
+                    run = plan.twin(callee) if type(callee) is FunctionType else bodies.runnable(plan, callee)
+                    out = bodies.without_body(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
+            except BaseException as exc:
+                if plan.raisehook_call is not None:
+                    _strip(exc)  # (the raisehook sees the traceback the program will)
+                    _hook(entry, plan.raisehook_call, (entry.ctx, exc, callee, *args), kwargs)
+                raise
+            if plan.posthook_call is not None:
+                _hook(entry, plan.posthook_call, (entry.ctx, out, callee, *args), kwargs)
+            return out
+        except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
+            _strip(exc)
             raise
-        if plan.posthook_call is not None:
-            _hook(entry, plan.posthook_call, (entry.ctx, out, callee, *args), kwargs)
-        return out
 
     return overdubbed
 
@@ -305,7 +323,8 @@ def _accelerate(speedups: Any) -> None:
         plain_operators=operators.PLAIN_OPERATORS, c_operands=operators.C_OPERANDS,
         operator_dunders=operators.DUNDERS, operator_body=operators.body, call_ex=call_ex,
         runnable=bodies.runnable, without_body=bodies.without_body,
-        seen_below=bodies.seen_below, overdub_instead=OverdubInstead, construct=bodies.construct)
+        seen_below=bodies.seen_below, overdub_instead=OverdubInstead, construct=bodies.construct,
+        own_directory=_own.DIRECTORY)
     resolve, call, overload_of, present = speedups.resolve, speedups.call, speedups.overload_of, speedups.present
     resolve_star = speedups.resolve_star
     enter = speedups.enter

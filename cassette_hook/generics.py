@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 from . import _context, dispatch
 from ._constant import Constant
+from ._own import strip_traceback
 
 
 class _OverdubInstead(Constant):
@@ -91,6 +92,63 @@ class ContextGeneric(dispatch.Generic):
     def unregister(self, func: Any) -> None:
         super().unregister(func)
         _changed()
+
+
+class OverdubGeneric(ContextGeneric):
+    """``overdub``, whose call at the top level (``ch.overdub(ctx, f, ...)``) adds its own
+    one frame above ``f`` and no other (docs/api.md, "Frames").
+
+    As a generic it dispatches as the others do (call sites ask its dispatcher, in C or
+    Python, directly).  Called, it does what its default does -- ``execute``, then
+    ``recurse`` -- in this one frame: ``f``'s twin is called from here, where the default
+    method and ``recurse`` would each be a frame of ours between the caller and ``f``.  An
+    overload runs as at a call site, popped (ctx pushed and the stack's top set below it,
+    so that its calls are seen by the contexts below): on the C path through the hot
+    path's ``run_popped``, whose record lets the overload's ``recurse(ctx, f, ...)`` call
+    ``f``'s twin with the overload's frame below it and none of ours.
+    """
+
+    runnable: Callable[[Any, Any], Any]
+    """``bodies.runnable``: what runs ``f``'s own body under a plan (given as it loads)."""
+    without_body: Callable[..., Any]
+    """``bodies.without_body``: an operator's dunders or ``fallback``, for a callee with no body."""
+    seen_below: Callable[..., Any]
+    """``bodies.seen_below``: an overload run as a call of the contexts below its own."""
+    run_popped: Callable[..., Any] | None = None
+    """The C hot path's ``run_popped(entry, method, *args, **kwargs)``, or None (pure Python)."""
+
+    def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
+        try:
+            method = self.resolve(args)  # (refuses a call without a context and a callee)
+            ctx, f = args[0], args[1]
+            default = method is self.default
+            if default:
+                if not callable(f):
+                    return method(*args, **kwargs)  # the default's error
+                out = execute(ctx, f, *args[2:], **kwargs)
+                if out is not OverdubInstead:
+                    return out
+            top = _context.top()
+            entry = top if top is not None and top.ctx is ctx else _context.push(_context.checked(ctx, "overdub"))
+            try:
+                if not default:
+                    if self.run_popped is not None:
+                        return self.run_popped(entry, method, *args, **kwargs)
+                    below = entry.below  # (bodies.run_popped, from this frame)
+                    token = _context.active.set(below)
+                    try:
+                        return method(*args, **kwargs) if below is None else self.seen_below(method, args, kwargs)
+                    finally:
+                        _context.active.reset(token)
+                run = self.runnable(entry.plan, f)  # recurse(ctx, f, ...), from this frame
+                out = run(*args[2:], **kwargs) if run is not None else self.without_body(entry, f, args[2:], kwargs)
+            finally:
+                if entry is not top:
+                    _context.pop(ctx)
+            return out if ctx.tag is None else ctx.tag.leave(out)  # no wrapper outlives its context
+        except BaseException as exc:  # (the caller's traceback: without this frame and ours below it)
+            strip_traceback(exc)
+            raise
 
 
 changes = 0
@@ -178,7 +236,7 @@ a hook raises inside an ``except``).""")
 execute = ContextGeneric("execute", _default_execute, """``execute(ctx, f, *args, **kwargs)``, Cassette 0.1's
 primitive hook: an overload that returns anything but ``OverdubInstead`` makes the call
 a primitive with that result.  Returns ``OverdubInstead`` by default.""")
-overdub = ContextGeneric("overdub", None, """``overdub(ctx, f, *args, **kwargs)``: run ``f(*args,
+overdub = OverdubGeneric("overdub", None, """``overdub(ctx, f, *args, **kwargs)``: run ``f(*args,
 **kwargs)`` with every call inside it overdubbed by ``ctx``.  The call itself is not
 hooked.  Overload it to replace what a call does inside a context; the default asks
 ``execute`` and otherwise calls ``recurse``.""")

@@ -19,6 +19,7 @@ from types import BuiltinFunctionType, CoroutineType, FunctionType, GeneratorTyp
 from typing import Any, Callable
 
 from . import _hotpath, _implicit
+from ._own import strip_traceback
 
 Body = Callable[..., Any]
 
@@ -162,21 +163,33 @@ class _Iterated:
         self.obj = obj
 
     def __iter__(self) -> Any:
-        return _hotpath.call(iter, self.obj)
+        try:
+            return _hotpath.call(iter, self.obj)
+        except BaseException as exc:  # (C calls this for the program: its traceback is the program's)
+            strip_traceback(exc)
+            raise
 
 
 class _Sized(_Iterated):
     __slots__ = ()
 
     def __len__(self) -> int:
-        return len(self.obj)
+        try:
+            return len(self.obj)
+        except BaseException as exc:
+            strip_traceback(exc)
+            raise
 
 
 class _Hinted(_Iterated):
     __slots__ = ()
 
     def __length_hint__(self) -> Any:  # whatever it returns: the builtin checks it
-        return type(self.obj).__length_hint__(self.obj)
+        try:
+            return type(self.obj).__length_hint__(self.obj)
+        except BaseException as exc:
+            strip_traceback(exc)
+            raise
 
 
 class _SizedHinted(_Sized, _Hinted):

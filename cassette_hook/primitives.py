@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from . import _hotpath, dispatch, generics, operators
 from ._budget import recursion_budget
-from ._own import is_own_frame
+from ._own import is_own_frame, strip_traceback
 
 Handler = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (f, args, kwargs) -> result
 
@@ -50,7 +50,11 @@ def call_primitive(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any
 
 
 def primitive(f: Any, /, *args: Any, **kwargs: Any) -> Any:
-    return call_primitive(f, args, kwargs)
+    try:
+        return call_primitive(f, args, kwargs)
+    except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
+        strip_traceback(exc)
+        raise
 
 
 # -- frames ----------------------------------------------------------------------------
@@ -78,14 +82,15 @@ def _program_frame(frame: FrameType | None) -> FrameType | None:
     the pure path (and past a thread's budget of C levels) ``recurse``'s frame sits between.
     An overload is kept where it called ``ch.overdub`` itself: the call being emulated is
     then the new context's, made there (the frames of ours just below the overload's are
-    the entry point's, ``bodies._default_overdub`` among them).
+    the entry point's: ``generics.overdub``'s call, or ``bodies._default_overdub`` called
+    as a function).
     """
     overloads = _overload_codes()
     entered = False  # do the frames of ours just below this one include the entry point's?
     while frame is not None:
         code = frame.f_code
         if is_own_frame(frame):
-            entered = entered or code.co_name == "_default_overdub"  # (the one function so named)
+            entered = entered or code is _OVERDUB_CALL or code.co_name == "_default_overdub"  # (the one so named)
         elif code not in overloads or entered:
             return frame
         else:
@@ -106,6 +111,9 @@ def _overload_codes() -> frozenset[Any]:
 
 
 _overloads: tuple[int, frozenset[Any]] = (-1, frozenset())  # (dispatch.generation, the codes then)
+
+
+_OVERDUB_CALL = generics.OverdubGeneric.__call__.__code__
 
 
 def _outer_frame(frame: FrameType, depth: int) -> FrameType:

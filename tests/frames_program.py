@@ -166,6 +166,110 @@ def _raise_inner(table: dict[str, int]) -> None:
     table["missing"]  # raises KeyError
 
 
+# --- caught exceptions: their tracebacks ---------------------------------------------------
+# What a program that handles an exception sees of where it went: ``traceback.extract_tb``,
+# and the ``tb_next`` chain walked by hand, as libraries that rewrite tracebacks do (Jinja2's
+# debug module takes the ``tb_next`` of a traceback it made with ``exec``).
+
+def tb_frames(tb: Any) -> list[Frame]:
+    """The frames of a traceback, walked along ``tb_next`` (outermost first)."""
+    out = []
+    while tb is not None:
+        out.append((os.path.basename(tb.tb_frame.f_code.co_filename), tb.tb_frame.f_code.co_name, tb.tb_lineno))
+        tb = tb.tb_next
+    return out
+
+
+def _caught(run: Callable[[], object]) -> tuple[str, list[Frame], list[Frame]]:
+    """The exception ``run()`` raised: its type, and its traceback by ``extract_tb`` and by
+    ``tb_next``."""
+    try:
+        run()
+    except Exception as exc:
+        return (type(exc).__name__, [summary(item) for item in traceback.extract_tb(exc.__traceback__)],
+                tb_frames(exc.__traceback__))
+    raise AssertionError("nothing raised")
+
+
+def case_traceback_of_an_exception_raised_deep_inside() -> tuple[str, list[Frame], list[Frame]]:
+    return _caught(lambda: _deep(3))
+
+
+def _deep(level: int) -> int:
+    return _deep(level - 1) + 1 if level else _fail_inside()
+
+
+def _fail_inside() -> int:
+    return int("not a number")  # raised by C code the program calls
+
+
+def case_traceback_of_an_exception_raised_in_a_callback_from_c() -> tuple[str, list[Frame], list[Frame]]:
+    return _caught(lambda: sorted([3, 1, 2], key=_failing_key))
+
+
+def _failing_key(x: int) -> int:
+    if x == 1:
+        raise LookupError(x)
+    return x
+
+
+def case_traceback_of_an_exception_re_raised() -> tuple[str, list[Frame], list[Frame]]:
+    return _caught(_re_raise)
+
+
+def _re_raise() -> None:
+    try:
+        _deep(1)
+    except ValueError:
+        raise
+
+
+def case_traceback_of_an_exception_chained_with_from() -> list[Any]:
+    try:
+        _chain()
+    except RuntimeError as exc:
+        cause = exc.__cause__
+        assert cause is not None
+        return [tb_frames(exc.__traceback__), type(cause).__name__, tb_frames(cause.__traceback__)]
+    raise AssertionError("nothing raised")
+
+
+def _chain() -> None:
+    try:
+        _deep(2)
+    except ValueError as exc:
+        raise RuntimeError("while parsing") from exc
+
+
+def case_traceback_of_exceptions_from_a_constructor_and_an_operator() -> list[Any]:
+    return [_caught(lambda: _Strict(-1)), _caught(lambda: _Strict(1) + _Strict(2))]
+
+
+class _Strict:
+    def __init__(self, value: int) -> None:
+        if value < 0:
+            raise ValueError(value)
+        self.value = value
+
+    def __add__(self, other: _Strict) -> _Strict:
+        return _Strict(self.value - other.value)
+
+
+def case_traceback_tb_next_of_code_run_by_exec() -> tuple[str, int, list[Frame]]:
+    """A library that makes a frame at a line of its choosing, as Jinja2 makes a template's:
+    code compiled there, run by ``exec`` with its own namespaces, raises, and the
+    traceback's ``tb_next`` is that code's frame."""
+    code = compile("\n" * 41 + "raise LookupError('template')", "template.html", "exec")
+    try:
+        exec(code, {"__name__": "template"}, {})
+    except LookupError:
+        tb = sys.exc_info()[2]
+        assert tb is not None and tb.tb_next is not None
+        made = tb.tb_next
+        return made.tb_frame.f_code.co_filename, made.tb_lineno, tb_frames(tb)
+    raise AssertionError("nothing raised")
+
+
 # --- logging and warnings: the caller fields ----------------------------------------------
 
 class _Capture(logging.Handler):

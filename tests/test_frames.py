@@ -54,6 +54,16 @@ class Counting(ch.Context):
         self.metadata[0] += 1
 
 
+class Posthook(ch.Context):
+    def posthook(self, out, f, /, *args, **kwargs):
+        self.metadata[0] += 1
+
+
+class Raisehook(ch.Context):
+    def raisehook(self, exc, f, /, *args, **kwargs):
+        self.metadata[0] += 1
+
+
 class RecurseOverload(ch.Context):
     def overdub(self, f: types.FunctionType, /, *args, **kwargs):
         return ch.recurse(self, f, *args, **kwargs)
@@ -138,6 +148,9 @@ def _with(make: Callable[[], ch.Context], way: str = "eager") -> Runner:
 CONTEXTS: dict[str, Runner] = {
     "null": _overdub(Null),
     "counting-prehook": _overdub(lambda: Counting([0])),
+    "posthook": _overdub(lambda: Posthook([0])),
+    "raisehook": _overdub(lambda: Raisehook([0])),
+    "tagging-counting-prehook": _overdub(lambda: ch.enabletagging(Counting([0]), program.entry)),
     "trace": _overdub(lambda: ch.TraceContext(io.StringIO())),
     "profile": _overdub(lambda: ch.ProfileContext(io.StringIO())),
     "recurse-overload": _overdub(RecurseOverload),
@@ -178,7 +191,17 @@ SEEN_THROUGH = {"getframe_by_depth", "warnings_stacklevel"}  # the emulated buil
 RECURSION_PROBE = "recursion_depth_probe"  # the limit is emulated: the real one is raised while a context runs
 OVERLOADS = {"recurse-overload", "recurse-overload-any-callee"}
 HOOKED = {"counting-prehook", "import-hook-counting-prehook", "lazy-import-hook-counting-prehook",
-          "import-hook-under-a-context-counting-prehook", "trace", "profile"}
+          "import-hook-under-a-context-counting-prehook", "trace", "profile", "posthook", "raisehook",
+          "tagging-counting-prehook"}
+# A caught exception's traceback holds none of our frames on either path: each entry point
+# of ours takes its entries off as the exception leaves it (docs/internals.md, "Tracebacks
+# are the program's").
+TRACEBACKS = {"extract_tb_of_a_caught_exception", "traceback_of_an_exception_raised_deep_inside",
+              "traceback_of_an_exception_raised_in_a_callback_from_c", "traceback_of_an_exception_re_raised",
+              "traceback_of_an_exception_chained_with_from",
+              "traceback_of_exceptions_from_a_constructor_and_an_operator", "traceback_tb_next_of_code_run_by_exec",
+              "type_error_of_a_call_with_wrong_arguments", "type_error_of_a_bad_constructor_call",
+              "traceback_entry_count_of_a_bad_call_caught_by_depth"}
 # A prehook alone, through ``overdub``: the twins' call sites with positional arguments
 # only enter (``callsite.enter``), and the program's frame calls the callee itself; the
 # others (keywords, stars, operators, constructions, callbacks from C, libraries' calls
@@ -188,10 +211,19 @@ ENTERED_PLAINLY = {"currentframe_f_back", "extract_stack", "inspect_stack", "sta
                    "type_error_of_a_call_with_wrong_arguments"}
 
 
+# A tagging context runs the callbacks C makes, generators' and coroutines' frames and
+# special methods through Python code of ``tagging`` on the C path too.
+TAGGING = {"tagging-counting-prehook"}
+TAGGING_SEEN = {"generator_frames", "coroutine_frames", "callbacks_from_map_and_sorted_key",
+                "special_methods_called_by_c"}
+
+
 def frames_of_ours_seen(case: str, context: str) -> bool:
     """Does ``case`` see cassette_hook's frames under ``context``, on this run's hot path?"""
-    if case in SEEN_THROUGH:
+    if case in SEEN_THROUGH or case in TRACEBACKS:
         return False
+    if context in TAGGING and C_PATH and case in TAGGING_SEEN:
+        return True
     if case == RECURSION_PROBE:
         return True
     if context in OVERLOADS:  # ``recurse`` is a Python frame between the overload and the callee, but in C
@@ -246,6 +278,36 @@ def test_traceback_extract_stack_is_the_plain_one(context, hooked):
 @pytest.mark.parametrize("context", CONTEXTS)
 def test_extract_tb_of_a_caught_exception_is_the_plain_one(context, hooked):
     assert_sees_the_plain_stack("extract_tb_of_a_caught_exception", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_tb_next_chain_of_an_exception_raised_deep_inside_is_the_plain_one(context, hooked):
+    assert_sees_the_plain_stack("traceback_of_an_exception_raised_deep_inside", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_tb_next_chain_of_an_exception_raised_in_a_callback_from_c_is_the_plain_one(context, hooked):
+    assert_sees_the_plain_stack("traceback_of_an_exception_raised_in_a_callback_from_c", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_tb_next_chain_of_a_re_raised_exception_is_the_plain_one(context, hooked):
+    assert_sees_the_plain_stack("traceback_of_an_exception_re_raised", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_tb_next_chains_of_an_exception_and_its_cause_are_the_plain_ones(context, hooked):
+    assert_sees_the_plain_stack("traceback_of_an_exception_chained_with_from", context, hooked)
+
+
+@pytest.mark.parametrize("context", CONTEXTS)
+def test_tb_next_chains_of_exceptions_from_init_and_an_operator_are_the_plain_ones(context, hooked):
+    assert_sees_the_plain_stack("traceback_of_exceptions_from_a_constructor_and_an_operator", context, hooked)
+
+
+@pytest.mark.parametrize("context", COUNTS_FRAMES)  # (an overload's frame would be the tb_next, as written)
+def test_tb_next_of_code_run_by_exec_is_that_codes_frame(context, hooked):
+    assert_sees_the_plain_stack("traceback_tb_next_of_code_run_by_exec", context, hooked)
 
 
 @pytest.mark.parametrize("context", COUNTS_FRAMES)
@@ -354,3 +416,34 @@ def test_calls_made_by_an_inner_contexts_hook_are_seen_by_the_outer_context_only
     assert "str" in inner.metadata and "len" in inner.metadata
     assert "helper" in outer.metadata
     assert "helper" not in inner.metadata
+
+
+# --- overdub's own frame --------------------------------------------------------------------
+# docs/api.md ("Frames"): ``ch.overdub(ctx, f)`` adds at most its own one frame between its
+# caller and ``f``; an ``overdub`` overload's frame is the user's own, and on the pure-Python
+# path the ``recurse`` it calls is a frame of ours (docs/internals.md, "Known limitations").
+
+def frames_between(run: Callable[[Callable[[], list[str]]], list[str]]) -> list[str]:
+    """Where ``run(f)`` calls ``f``: the names of the frames between ``run``'s and ``f``'s."""
+    def f() -> list[str]:
+        names, frame = [], sys._getframe().f_back
+        while frame is not None and frame.f_code is not run.__code__:
+            names.append(frame.f_code.co_name)
+            frame = frame.f_back
+        assert frame is not None, "run's frame is not on the stack"
+        return names
+
+    return run(f)
+
+
+OVERDUB_FRAME_CONTEXTS = {"null": Null, "counting-prehook": lambda: Counting([0]),
+                          "recurse-overload": RecurseOverload}
+
+
+@pytest.mark.parametrize("context", OVERDUB_FRAME_CONTEXTS)
+def test_overdub_adds_only_its_own_frame_above_f(context):
+    assert frames_between(lambda f: f()) == []
+    between = frames_between(lambda f: ch.overdub(OVERDUB_FRAME_CONTEXTS[context](), f))
+    users = ["overdub"] if context == "recurse-overload" else []  # the overload's own frame
+    recursing = ["recurse"] if users and not C_PATH else []
+    assert between == [*recursing, *users, "__call__"]
