@@ -104,7 +104,7 @@ class SafeRepr(reprlib.Repr):
     def __call__(self, value: Any) -> str:
         kind = type(value)
         text = None
-        if kind in _SCALARS and (kind is not str or len(value) <= self.width):
+        if kind is int or (kind is str and len(value) <= self.width):
             try:  # an int or a str that fits is its repr
                 text = repr(value)
             except ValueError:  # (an int too long to print: repr1 names it)
@@ -115,11 +115,13 @@ class SafeRepr(reprlib.Repr):
 
     def repr1(self, x: Any, level: int) -> str:
         kind = type(x)
-        method = _BY_TYPE.get(kind)
+        # (builtin types are type's instances: a metaclass's __hash__ or __eq__ is not asked)
+        builtin = type(kind) is type
+        method = _BY_TYPE.get(kind) if builtin else None
         try:
             if method is not None:
                 return method(self, x, level)
-            if kind in _PLAIN:
+            if builtin and kind in _PLAIN:
                 return self._cut_text(repr(x))
             if issubclass(kind, type):
                 return self._cut_text(class_repr(x))
@@ -148,7 +150,7 @@ class SafeRepr(reprlib.Repr):
             fields = class_attribute(kind, "_fields")
             if type(fields) is tuple and all(type(f) is str for f in fields) and len(fields) == tuple.__len__(x):
                 return self._named_tuple(x, kind, fields, level)
-        base = _KEPT_REPRS.get(found)
+        base = _KEPT_REPRS.get(found) if type(found) is types.WrapperDescriptorType else None
         if base is not None:
             return self._subclass(x, kind, base, level)
         return object_repr(x)
@@ -220,7 +222,6 @@ _BY_TYPE: dict[type, Callable[[Any, Any, int], str]] = {
     set: SafeRepr.repr_set, frozenset: SafeRepr.repr_frozenset,
     bytes: SafeRepr.repr_bytes, bytearray: SafeRepr.repr_bytes,
 }
-_SCALARS = (int, str)  # what reprlib writes as repr() does, whenever that fits in its width
 # exact types whose repr is C code that reads nothing a program can intercept
 _PLAIN = frozenset({
     float, complex, bool, type(None), type(Ellipsis), type(NotImplemented), range,

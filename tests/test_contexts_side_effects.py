@@ -234,6 +234,32 @@ def test_naming_a_class_does_not_read_its_attributes_through_its_metaclass():
     assert Watched.reads == []
 
 
+class Compared(type):
+    """A metaclass that records when its classes are hashed or compared."""
+
+    calls: list[str] = []
+
+    def __eq__(cls, other):
+        Compared.calls.append("__eq__")
+        return type.__eq__(cls, other)
+
+    def __hash__(cls):
+        Compared.calls.append("__hash__")
+        return type.__hash__(cls)
+
+
+def test_showing_a_value_and_naming_its_class_do_not_hash_or_compare_the_class():
+    class Kept(metaclass=Compared):
+        def __call__(self):
+            return None
+
+    kept = Kept()
+    Compared.calls.clear()
+    assert SafeRepr(40)(kept) == f"<Kept object at {id(kept):#x}>"
+    assert name_of(kept) == f"{Kept.__module__}.{Kept.__qualname__}.__call__"
+    assert Compared.calls == []
+
+
 def test_naming_a_class_does_not_load_a_lazy_module(monkeypatch):
     loaded = []
 

@@ -42,7 +42,7 @@ def module_and_qualname(f: Any) -> tuple[str, str]:
     kind = type(f)
     if kind is FunctionType:
         return _function_names(f)
-    if kind in _UNBOUND:
+    if type(kind) is type and kind in _UNBOUND:  # (not asking a metaclass's __eq__)
         found = _descriptors.get(f)
         if found is None:
             found = _descriptors[f] = _named(f)
@@ -107,7 +107,7 @@ def _describe(f: Any) -> tuple[str, str]:
             return _public(module or "builtins", f.__name__, f), f.__name__
         cls = owner if issubclass(type(owner), type) else type(owner)  # dict.fromkeys, or a bound method
         return _public(_module_of(cls), qualname_of(cls), cls), f"{qualname_of(cls)}.{f.__name__}"
-    if kind in _DESCRIPTORS:  # list.append, object.__init__, super().__init__ ...
+    if type(kind) is type and kind in _DESCRIPTORS:  # list.append, object.__init__, super().__init__ ...
         cls = getattr(f, "__objclass__", None) or type(f.__self__)
         return _public(_module_of(cls), qualname_of(cls), cls), f"{qualname_of(cls)}.{f.__name__}"
     return _module_of(kind), f"{qualname_of(kind)}.__call__"  # a partial object, a callable instance
