@@ -173,7 +173,9 @@ class Context:
         try:
             return dispatch.Parametric(cls, "metadata", metadata_type)
         except TypeError:
-            raise TypeError(f"{cls.__qualname__}[{metadata_type!r}]: the metadata type must be a class, "
+            from ._saferepr import short_repr
+
+            raise TypeError(f"{cls.__qualname__}[{short_repr(metadata_type)}]: the metadata type must be a class, "
                             "Is[...], a union, Any or Optional") from None
 
     def __enter__(self) -> Context:
@@ -238,7 +240,9 @@ def _check_pass(pass_: Any) -> None:
     from .passes import Pass  # (with ``bytecode``: only a context that has a pass needs it)
 
     if not isinstance(pass_, Pass):
-        raise TypeError(f"pass_ must be a cassette_hook.Pass (or None), not {pass_!r}; "
+        from ._saferepr import short_repr
+
+        raise TypeError(f"pass_ must be a cassette_hook.Pass (or None), not {short_repr(pass_)}; "
                         "wrap a transform(ctx_type, func, code) as ch.Pass(transform)")
 
 
@@ -259,7 +263,17 @@ def not_a_context(obj: object, what: str) -> str:
         name = obj.__qualname__
         return (f"{what}() takes a context instance as its first argument, not the class {name}; "
                 f"write {what}({name}(), ...)")
-    return f"{what}() takes a context as its first argument, not {obj!r}; write {what}(ctx, ...)"
+    from ._saferepr import short_repr
+
+    return f"{what}() takes a context as its first argument, not {short_repr(obj)}; write {what}(ctx, ...)"
+
+
+def _named(ctx: Context) -> str:
+    """``ctx`` as an error names it: its class and a short repr of its metadata that runs
+    no code of the program's (``_saferepr.context_repr``)."""
+    from ._saferepr import context_repr  # (only for an error: not at every start)
+
+    return context_repr(ctx)
 
 
 # -- the runtime above the stack -------------------------------------------------------
@@ -318,8 +332,8 @@ def pop(ctx: Context) -> None:
     if entry is None or entry.ctx is not ctx:
         if entry is None and _closed:
             return  # (a generator closed at exit leaving its ``with ctx:`` block: see close)
-        current = None if entry is None else entry.ctx
-        raise RuntimeError(f"cannot deactivate {ctx!r}: the innermost active context is {current!r}")
+        raise RuntimeError(f"cannot deactivate {_named(ctx)}: the innermost active context is "
+                           f"{'none' if entry is None else _named(entry.ctx)}")
     active.set(entry.outer)
     if ctx.tag is not None:
         ctx.tag.depth -= 1
@@ -370,7 +384,7 @@ def pop_whole_program(contexts: Iterable[Context]) -> None:
                 del _whole_program[index]
                 break
         else:
-            raise RuntimeError(f"cannot deactivate {ctx!r}: it is not a whole-program context")
+            raise RuntimeError(f"cannot deactivate {_named(ctx)}: it is not a whole-program context")
     _rebase()
 
 

@@ -61,8 +61,10 @@ def make(spec: str, output: str | None = None) -> Context:
             raise SpecError(f"{target!r} is a context instance: it takes no options")
         return found
     if not (isinstance(found, type) and issubclass(found, Context)):
+        from ._saferepr import short_repr
+
         raise SpecError(
-            f"{target!r} is {type(found).__name__} {found!r}, not a cassette_hook Context class or instance")
+            f"{target!r} is {type(found).__name__} {short_repr(found)}, not a cassette_hook Context class or instance")
     from_options = getattr(found, "from_options", None)
     if from_options is not None:
         return from_options(options, output)  # type: ignore[no-any-return]  # the class's own constructor

@@ -33,7 +33,11 @@ def _default_overdub(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     # Only an explicit overdub(ctx, f, ...) gets here: a call site runs the callee itself,
     # so a program's own call of a non-callable keeps Python's error.
     if not callable(f):
-        raise TypeError(f"overdub(): f is not callable: {f!r}")
+        from ._saferepr import short_repr, type_name
+
+        # CPython's words for the type, then which argument it was
+        raise TypeError(f"overdub(): {type_name(f)!r} object is not callable "
+                        f"(f = {short_repr(f)}, in overdub(ctx, f, *args, **kwargs))")
     out = execute(ctx, f, *args, **kwargs)
     if out is not OverdubInstead:
         return out

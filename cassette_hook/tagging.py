@@ -388,7 +388,9 @@ def tag(value: Any, ctx: _context.Context, metadata: Any = NoMetaData) -> Any:
 
 
 def _not_tagging(ctx: Any) -> NoReturn:
-    raise TypeError(f"tag(): tagging is not enabled for {_context.checked(ctx, 'tag')!r}; "
+    from ._saferepr import context_repr
+
+    raise TypeError(f"tag(): tagging is not enabled for {context_repr(_context.checked(ctx, 'tag'))}; "
                     "tag values for ch.enabletagging(ctx, f), the copy it returns")
 
 
@@ -446,7 +448,10 @@ def overdub_tagged(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) 
     """
     tag_ = ctx.tag if isinstance(ctx, _TaggingContext) else None
     if tag_ is None:
-        raise TypeError(f"overdub_tagged(): tagging is not enabled for {_context.checked(ctx, 'overdub_tagged')!r}")
+        from ._saferepr import context_repr
+
+        raise TypeError(f"overdub_tagged(): tagging is not enabled for "
+                        f"{context_repr(_context.checked(ctx, 'overdub_tagged'))}")
     tag_.keep += 1
     try:
         return generics.overdub(ctx, f, *args, **kwargs)
@@ -572,9 +577,11 @@ def _check_metadata(ctx_type: type, value: Any, meta: Any) -> None:
     _allowed[ctx_type, type(value)] = allowed
     if allowed is NoMetaData or not isinstance(meta, allowed):
         what = "no metadata" if allowed is NoMetaData else f"metadata of type {_name(allowed)}"
+        from ._saferepr import short_repr
+
         raise TypeError(
             f"tag(): a value of type {type(value).__qualname__} may carry {what} in context "
-            f"{ctx_type.__qualname__}, and {meta!r} ({type(meta).__qualname__}) was given; allow it with "
+            f"{ctx_type.__qualname__}, and {short_repr(meta)} ({type(meta).__qualname__}) was given; allow it with "
             f"@ch.metadatatype.register def _(ctx: {ctx_type.__qualname__}, value: "
             f"{type(value).__qualname__}): return {type(meta).__qualname__}")
 

@@ -234,7 +234,7 @@ def test_trace_of_a_script_shows_its_own_calls_with_library_calls_as_one_line(tm
     script(tmp_path, GREET)
     result = run("--context", "trace", "--output", "trace.txt", "prog.py", cwd=tmp_path)
     assert result.stdout == '["HELLO ADA"]\n'
-    card = "<__main__.Card object at 0x...>"
+    card = "<Card object at 0x...>"
     assert re.sub("0x[0-9a-f]+", "0x...", (tmp_path / "trace.txt").read_text()) == f"""\
 __main__.main()
   __main__.Card('ada')

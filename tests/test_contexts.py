@@ -108,7 +108,7 @@ def test_from_options_passes_output_through(tmp_path):
 
 @pytest.mark.parametrize("cls, options, message", [
     (TraceContext, {"depht": "3"},
-     "unknown option 'depht' (valid options: depth, exclude, include, libraries, operators, width)"),
+     "unknown option 'depht' (valid options: depth, exclude, include, libraries, operators, reprs, width)"),
     (TraceContext, {"depth": "three"}, "bad value for option depth='three': expected a number >= 1, or all"),
     (TraceContext, {"depth": "0"}, "bad value for option depth='0': expected a number >= 1, or all"),
     (TraceContext, {"include": "a++b"},
@@ -302,8 +302,8 @@ def test_trace_names_builtin_methods_classes_and_keyword_arguments():
     box = f"{M}.test_trace_names_builtin_methods_classes_and_keyword_arguments.<locals>.Box"
     assert text.splitlines()[1:-1] == [
         f"  {box}(items=[])",
-        f"    {box}.__init__(<Box object at 0x{id(box_object):x}>, items=[]) -> None",  # no repr before __init__
-        f"  {box} -> Box([])",
+        f"    {box}.__init__(<Box object at 0x{id(box_object):x}>, items=[]) -> None",
+        f"  {box} -> <Box object at 0x{id(box_object):x}>",  # not its __repr__: the program did not call it
         "  list.append([], 1) -> None",
         "  str.join(', ', ['a', 'b']) -> 'a, b'",
     ]
@@ -322,7 +322,7 @@ def test_trace_abbreviates_values_to_the_width():
     assert args == "'xxxxxxxxxxxx...xxxxxxxxxxxxx', [0, 1, 2, 3, 4, 5, ...], {0: 0, 1: 1, 2: 2, 3: 3, ...}, {1, 2, 3}"
 
 
-def test_trace_shows_floats_none_and_instances_by_their_repr_cut_to_the_width():
+def test_trace_with_user_reprs_shows_floats_none_and_instances_by_their_repr_cut_to_the_width():
     class Long:
         def __repr__(self):
             return "L" * 50
@@ -330,9 +330,9 @@ def test_trace_shows_floats_none_and_instances_by_their_repr_cut_to_the_width():
     def take(*values):
         return len(values)
 
-    text = trace(take, 0.1, None, Long(), width=20, exclude=["builtins"])[1]
-    assert text == f"{M}.test_trace_shows_floats_none_and_instances_by_their_repr_cut_to_the_width.<locals>.take(" \
-                   f"0.1, None, {'L' * 17}...) -> 3\n"
+    text = trace(take, 0.1, None, Long(), width=20, exclude=["builtins"], reprs="user")[1]
+    assert text == f"{M}.test_trace_with_user_reprs_shows_floats_none_and_instances_by_their_repr_cut_to_the_width." \
+                   f"<locals>.take(0.1, None, {'L' * 17}...) -> 3\n"
 
 
 @pytest.mark.parametrize("value", [0, -7, 10**40, 10**5000, "", "short", "it's", "a\nb", "x" * 100, True],
@@ -343,7 +343,7 @@ def test_trace_abbreviates_ints_and_strings_as_reprlib_does(value):
     assert abbreviate(value) == (text if len(text) <= 20 else text[:17] + "...")
 
 
-def test_trace_survives_reprs_that_raise():
+def test_trace_with_user_reprs_survives_reprs_that_raise():
     class Bad:
         def __repr__(self):
             raise RuntimeError("no repr")
@@ -351,19 +351,19 @@ def test_trace_survives_reprs_that_raise():
     def use(x):
         return [x]
 
-    result, text = trace(use, Bad())
+    result, text = trace(use, Bad(), reprs="user")
     assert len(result) == 1
-    assert text == f"{M}.test_trace_survives_reprs_that_raise.<locals>.use(<Bad object at 0x{id(result[0]):x}>) " \
-                   f"-> [<Bad object at 0x{id(result[0]):x}>]\n"
+    bad = f"<Bad object at 0x{id(result[0]):x}>"
+    assert text == f"{M}.test_trace_with_user_reprs_survives_reprs_that_raise.<locals>.use({bad}) -> [{bad}]\n"
 
 
-def test_trace_survives_a_class_named_like_a_builtin():
+def test_trace_with_user_reprs_survives_a_class_named_like_a_builtin():
     class dict:  # noqa: A001 -- reprlib would dispatch on the name
         def __repr__(self):
             return "mine"
 
-    assert trace(len, [dict()]) == (1, "builtins.len([mine]) -> 1\n")
-    assert TraceContext().abbreviate(dict()) == "mine"
+    assert trace(len, [dict()], reprs="user") == (1, "builtins.len([mine]) -> 1\n")
+    assert TraceContext(reprs="user").abbreviate(dict()) == "mine"
 
 
 def test_trace_does_not_change_exceptions():
@@ -514,7 +514,7 @@ def test_trace_runs_library_functions_as_one_call():
 def test_trace_shows_inside_libraries_when_asked_or_named(options):
     lines = [re.sub("0x[0-9a-f]+", "0x...", line) for line in trace(dumps_twice, [1], **options)[1].splitlines()]
     assert "  json.dumps([1])" in lines
-    assert "    json.encoder.JSONEncoder.encode(<json.encoder.JSONEncoder object at 0x...>, [1])" in lines
+    assert "    json.encoder.JSONEncoder.encode(<JSONEncoder object at 0x...>, [1])" in lines
 
 
 def test_separate_gives_report_files_the_process_id(tmp_path):

@@ -59,8 +59,20 @@ def test_calling_posthook_without_arguments_says_it_needs_the_result_too():
         "posthook() needs a context, a result and a callable: posthook(ctx, out, f, *args, **kwargs)")
 
 
-def test_overdubbing_a_non_callable_names_it():
-    assert message(lambda: ch.overdub(Ctx(), 3)) == "overdub(): f is not callable: 3"
+def test_overdubbing_a_non_callable_names_its_type_as_python_does():
+    assert message(lambda: ch.overdub(Ctx(), 3)) == (
+        "overdub(): 'int' object is not callable (f = 3, in overdub(ctx, f, *args, **kwargs))")
+
+
+def test_overdubbing_a_non_callable_shows_it_without_calling_its_repr():
+    class Inert:
+        def __repr__(self):
+            raise AssertionError("the message called __repr__")
+
+    inert = Inert()
+    assert message(lambda: ch.overdub(Ctx(), inert)) == (
+        f"overdub(): 'Inert' object is not callable (f = <Inert object at {id(inert):#x}>, "
+        "in overdub(ctx, f, *args, **kwargs))")
 
 
 @pytest.mark.parametrize("name", ["recurse", "canrecurse"])
@@ -88,3 +100,42 @@ def test_a_bad_call_leaves_no_context_active():
 def test_a_bad_call_is_refused_every_time_not_only_the_first():
     for _ in range(2):
         assert message(lambda: ch.prehook(Ctx, double)).startswith("prehook() takes a context instance")
+
+
+# -- contexts named in errors: short, and never by their metadata's own repr -------------
+
+class Unprintable:
+    def __repr__(self):
+        raise ValueError("repr of metadata failed")
+
+
+def nesting_error(outer, inner):
+    """The error of leaving ``outer``'s ``with`` block while ``inner`` is still active."""
+    with outer:
+        inner.__enter__()
+        try:
+            with pytest.raises(RuntimeError) as info:
+                outer.__exit__(None, None, None)
+        finally:
+            inner.__exit__(None, None, None)
+    return str(info.value)
+
+
+def test_a_nesting_error_names_contexts_with_huge_metadata_shortly():
+    assert nesting_error(Ctx(metadata=[1] * 5_000_000), Ctx(metadata="inner")) == (
+        "cannot deactivate Ctx(metadata=[1, 1, 1, 1, 1, 1, ...]): "
+        "the innermost active context is Ctx(metadata='inner')")
+
+
+def test_a_nesting_error_stays_one_when_the_metadatas_repr_raises():
+    metadata = Unprintable()
+    assert nesting_error(Ctx(), Ctx(metadata=metadata)) == (
+        "cannot deactivate Ctx(metadata=None): the innermost active context is "
+        f"Ctx(metadata=<Unprintable object at {id(metadata):#x}>)")
+
+
+def test_tagging_errors_name_the_context_without_its_metadatas_repr():
+    metadata = Unprintable()
+    assert message(lambda: ch.tag(1.0, Ctx(metadata=metadata))) == (
+        f"tag(): tagging is not enabled for Ctx(metadata=<Unprintable object at {id(metadata):#x}>); "
+        "tag values for ch.enabletagging(ctx, f), the copy it returns")

@@ -583,7 +583,7 @@ def test_traceback_has_the_same_user_frames_and_lines():
 
 
 def test_overdub_of_a_non_callable_is_a_type_error_naming_it():
-    with pytest.raises(TypeError, match=r"^overdub\(\): f is not callable: 3$"):
+    with pytest.raises(TypeError, match=r"^overdub\(\): 'int' object is not callable \(f = 3, "):
         ch.overdub(Null(), 3)
 
 

@@ -8,9 +8,14 @@ aggregate by, so it must not depend on the receiver of a method or on object ide
 A Python function's name is read from the function itself each time: two attribute
 reads, cheaper than any cache, and right for the wrappers one decorator makes
 (``functools.wraps``), which share one code object but not their names.  Builtins and
-classes, which need a search to name, are cached by themselves: they live as long as the
-interpreter or their module.  Anything else is named afresh, so the cache never keeps a
-function, a receiver or a short-lived object alive.
+classes, which need a search to name, are cached by identity, weakly: a report keeps no
+class of the program's alive (its instances' ``__del__`` would not run at exit, where
+they run plain).  Anything else is named afresh.
+
+Naming runs none of the program's code: a class's names are read through ``type``'s own
+descriptors (not through its metaclass), modules through their ``__dict__`` (not
+through a lazy module's ``__getattr__``), and types are compared with ``issubclass`` on
+``type(x)`` (``isinstance`` may ask an object's ``__class__``).
 """
 
 from __future__ import annotations
@@ -21,39 +26,47 @@ from types import (BuiltinFunctionType, ClassMethodDescriptorType, FunctionType,
 from typing import Any, Sequence
 
 from .._patterns import ModulePatterns
+from .._saferepr import module_dict, module_of, qualname_of
+from .._weakid import WeakIdCache
 
 _UNBOUND = (MethodDescriptorType, WrapperDescriptorType, ClassMethodDescriptorType)  # list.append, object.__init__
 _DESCRIPTORS = (*_UNBOUND, MethodWrapperType)  # and a method-wrapper, bound to its receiver
-_cache: dict[Any, tuple[str, str]] = {}
+# C descriptors, which live as long as their C type (hashed by identity)
+_descriptors: dict[Any, tuple[str, str]] = {}
+# classes and builtin functions of a module or a class, held weakly
+_weakly: WeakIdCache[tuple[str, str]] = WeakIdCache()
 
 
 def module_and_qualname(f: Any) -> tuple[str, str]:
     """``(module, qualname)`` of a callee, for instance ``("builtins", "list.append")``."""
-    if type(f) is FunctionType:
+    kind = type(f)
+    if kind is FunctionType:
         return _function_names(f)
-    key = _cache_key(f)
-    try:
-        found = None if key is None else _cache.get(key)
-    except TypeError:  # a class whose metaclass makes it unhashable
-        key = found = None
+    if type(kind) is type and kind in _UNBOUND:  # (not asking a metaclass's __eq__)
+        found = _descriptors.get(f)
+        if found is None:
+            found = _descriptors[f] = _named(f)
+        return found
+    weakly = issubclass(kind, type) or (issubclass(kind, BuiltinFunctionType) and _lasting(f.__self__))
+    found = _weakly.get(f) if weakly else None
     if found is None:
-        try:
-            found = _describe(f)
-        except Exception:  # a callable with odd attributes: name it by its type
-            found = (_module_of(type(f)), f"{type(f).__qualname__}.__call__")
-        if key is not None:
-            _cache[key] = found
+        found = _named(f)
+        if weakly:
+            _weakly.set(f, found)
     return found
 
 
-def _cache_key(f: Any) -> Any:
-    """What a callee's name is cached under, or ``None``: not worth keeping alive."""
-    kind = type(f)
-    if kind in _UNBOUND or isinstance(f, type):
-        return f
-    if isinstance(f, BuiltinFunctionType) and (f.__self__ is None or isinstance(f.__self__, (ModuleType, type))):
-        return f  # bound to a module or a class, not to an instance
-    return None
+def _named(f: Any) -> tuple[str, str]:
+    try:
+        return _describe(f)
+    except Exception:  # a callable with odd attributes: name it by its type
+        return _module_of(type(f)), f"{qualname_of(type(f))}.__call__"
+
+
+def _lasting(owner: Any) -> bool:
+    """Is a builtin bound to ``owner`` worth caching?  Not if bound to an instance: a new
+    one is made at each ``obj.method`` read."""
+    return owner is None or issubclass(type(owner), (ModuleType, type))
 
 
 def name_of(f: Any) -> str:
@@ -76,7 +89,7 @@ def location_of(f: Any) -> tuple[str, int] | None:
 
 
 def _function_names(f: FunctionType) -> tuple[str, str]:
-    return _text(f.__module__) or f.__globals__.get("__name__") or "?", f.__qualname__
+    return _text(f.__module__) or _text(dict.get(f.__globals__, "__name__")) or "?", f.__qualname__
 
 
 def _describe(f: Any) -> tuple[str, str]:
@@ -85,19 +98,19 @@ def _describe(f: Any) -> tuple[str, str]:
         return _function_names(f)
     if kind is MethodType:
         return _describe(f.__func__)
-    if isinstance(f, type):
-        return _public(_module_of(f), f.__qualname__, f), f.__qualname__
-    if isinstance(f, BuiltinFunctionType):  # with its subclass builtin_method (a C method taking its class)
+    if issubclass(kind, type):
+        return _public(_module_of(f), qualname_of(f), f), qualname_of(f)
+    if issubclass(kind, BuiltinFunctionType):  # with its subclass builtin_method (a C method taking its class)
         owner = f.__self__
-        if owner is None or isinstance(owner, ModuleType):  # len, math.sqrt, operator.add
-            module = _text(f.__module__) or getattr(owner, "__name__", None) or "builtins"
-            return _public(module, f.__name__, f), f.__name__
-        cls = owner if isinstance(owner, type) else type(owner)  # dict.fromkeys, or a bound method
-        return _public(_module_of(cls), cls.__qualname__, cls), f"{cls.__qualname__}.{f.__name__}"
-    if kind in _DESCRIPTORS:  # list.append, object.__init__, super().__init__ ...
+        if owner is None or issubclass(type(owner), ModuleType):  # len, math.sqrt, operator.add
+            module = _text(f.__module__) or (None if owner is None else _text(module_dict(owner).get("__name__")))
+            return _public(module or "builtins", f.__name__, f), f.__name__
+        cls = owner if issubclass(type(owner), type) else type(owner)  # dict.fromkeys, or a bound method
+        return _public(_module_of(cls), qualname_of(cls), cls), f"{qualname_of(cls)}.{f.__name__}"
+    if type(kind) is type and kind in _DESCRIPTORS:  # list.append, object.__init__, super().__init__ ...
         cls = getattr(f, "__objclass__", None) or type(f.__self__)
-        return _public(_module_of(cls), cls.__qualname__, cls), f"{cls.__qualname__}.{f.__name__}"
-    return _module_of(kind), f"{kind.__qualname__}.__call__"  # a partial object, a callable instance
+        return _public(_module_of(cls), qualname_of(cls), cls), f"{qualname_of(cls)}.{f.__name__}"
+    return _module_of(kind), f"{qualname_of(kind)}.__call__"  # a partial object, a callable instance
 
 
 def _text(value: object) -> str | None:
@@ -105,15 +118,15 @@ def _text(value: object) -> str | None:
 
 
 def _module_of(cls: type) -> str:
-    return _text(getattr(cls, "__module__", None)) or "builtins"
+    return module_of(cls) or "builtins"
 
 
 def _public(module: str, name: str, obj: object) -> str:
     """``operator`` rather than ``_operator`` when the public module re-exports the object."""
     if module.startswith("_"):
-        public = sys.modules.get(module.lstrip("_"))
-        if public is not None and getattr(public, name, None) is obj:
-            return public.__name__
+        public: Any = sys.modules.get(module.lstrip("_"))  # (its namespace: a lazy module's __getattr__ would import)
+        if issubclass(type(public), ModuleType) and module_dict(public).get(name) is obj:
+            return module.lstrip("_")
     return module
 
 

@@ -10,9 +10,9 @@
  * Recording is a base class of ProfileContext: a hook's self is the context, and its
  * fields cache the stack of the thread that last ran a hook.  A node's children are
  * named by name_of (contexts/_names.py) in Python; here they are found by a key that
- * costs nothing to compute -- a Python function's __qualname__ (checked against the
- * __module__ it came with), or a callee that lives as long as its module or class
- * (a builtin function, a method descriptor, a class) -- in the node's `keyed` table,
+ * costs nothing to compute -- a Python function's or class's __qualname__ (checked
+ * against the __module__ it came with), or a callee that lives as long as its module or
+ * C type (a builtin function, a method descriptor, a C type) -- in the node's `keyed` table,
  * which ProfileContext._child fills the first time it names a callee.  A callee with no
  * such key, or a key that does not match, is named by _child each time.
  */
@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <structmember.h> /* PyMemberDef (in Python.h from 3.12 on) */
 
-static PyObject *str_thread_stack, *str_child;
+static PyObject *str_thread_stack, *str_child, *str_module;
 
 /* time.perf_counter_ns(), which the pure-Python recording reads. */
 static inline long long
@@ -158,7 +158,7 @@ stack_of(Recording *self)
 /* What the node's children are found by without naming f (borrowed), or NULL; *module
  * is set for a qualname key.  A function's name is its module and qualname, whatever
  * else it is (name_of), and both are read at each call, as name_of reads them; what
- * else is a key lives as long as its module or class, and is named by identity. */
+ * else is a key lives as long as its module or C type, and is named by identity. */
 static PyObject *
 key_of(PyObject *f, PyObject **module)
 {
@@ -181,10 +181,27 @@ key_of(PyObject *f, PyObject **module)
         PyObject *owner = PyCFunction_GET_SELF(f);
         return owner == NULL || PyModule_CheckExact(owner) ? f : NULL;
     }
-    if (PyType_Check(f) && kind->tp_hash == PyType_Type.tp_hash && kind->tp_richcompare == PyType_Type.tp_richcompare) {
-        return f;
+    if (!PyType_Check(f)) {
+        return NULL;
     }
-    return NULL;
+    PyTypeObject *cls = (PyTypeObject *)f;
+    if (!(cls->tp_flags & Py_TPFLAGS_HEAPTYPE) || (cls->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)) {
+        /* a C type: it lives as long as its module */
+        return kind->tp_hash == PyType_Type.tp_hash && kind->tp_richcompare == PyType_Type.tp_richcompare ? f : NULL;
+    }
+    /* A class of the program's, which a profile must not keep alive (its instances'
+     * __del__ would not run at exit): named by its qualname and __module__ as a function
+     * is, read as type's own descriptors read them (name_of).  Not a module named _x: its
+     * name may be x's (_names._public), and that depends on the class itself. */
+    PyObject *qualname = ((PyHeapTypeObject *)cls)->ht_qualname;
+    PyObject *m = PyDict_GetItemWithError(cls->tp_dict, str_module); /* borrowed */
+    if (m == NULL || !PyUnicode_CheckExact(m) || PyUnicode_GET_LENGTH(m) == 0 || PyUnicode_READ_CHAR(m, 0) == '_'
+        || qualname == NULL || !PyUnicode_CheckExact(qualname)) {
+        PyErr_Clear(); /* (a failed lookup: named by _child instead) */
+        return NULL;
+    }
+    *module = m;
+    return qualname;
 }
 
 /* The node of f under parent (a new reference), named in Python the first time. */
@@ -344,7 +361,8 @@ PyInit__recording(void)
 {
     str_thread_stack = PyUnicode_InternFromString("_thread_stack");
     str_child = PyUnicode_InternFromString("_child");
-    if (str_thread_stack == NULL || str_child == NULL) {
+    str_module = PyUnicode_InternFromString("__module__");
+    if (str_thread_stack == NULL || str_child == NULL || str_module == NULL) {
         return NULL;
     }
     /* object.__new__, so that object.__new__(cls) -- how a context is copied -- works for

@@ -16,28 +16,27 @@ installed packages (those run as one call each: the class option ``libraries`` o
 program's trace with everything in it runs to hundreds of thousands of lines, mostly of
 import-time library internals.
 
-Tracing must not change what the program does: values are shown through a
-``reprlib``-style abbreviator whose failures become a placeholder, a hook never touches
-the call's result or exception, and a stream that cannot be written to stops the trace,
-not the program.
+Tracing must not change what the program does: values are shown by
+``_saferepr.SafeRepr``, which runs none of the program's code (no ``__repr__`` of its
+unless ``reprs=user`` asks for them) and keeps no reference to them, a hook never
+touches the call's result or exception, and a stream that cannot be written to stops
+the trace, not the program.
 """
 
 from __future__ import annotations
 
-import array
 import errno
-import collections
-import itertools
 import os
-import reprlib
 import sys
 import threading
-from typing import Any, Callable, Sequence, TextIO, cast
+from typing import Any, Sequence, TextIO, cast
 
-from ._base import Output, ReportingContext, expand, patterns, positive_number, yes_no
+from .._saferepr import SafeRepr
+from ._base import Output, ReportingContext, choice, expand, patterns, positive_number, yes_no
 from ._names import ModuleFilter, module_and_qualname, name_of
 
 DEFAULT_DEPTH = 10
+REPRS = ("safe", "user")  # the values of the option ``reprs``
 
 
 def depth_or_all(text: str) -> int | None:
@@ -78,18 +77,22 @@ class TraceContext(ReportingContext):
     operators = False  # a trace of a + b, x[i], x < y in every loop is mostly noise
     libraries = False  # nor of the thousands of calls inside json.dumps
     option_parsers = {"depth": depth_or_all, "include": patterns, "exclude": patterns,
-                      "libraries": yes_no, "width": positive_number, "operators": yes_no}
+                      "libraries": yes_no, "width": positive_number, "reprs": choice(*REPRS),
+                      "operators": yes_no}
 
     def __init__(self, output: Output = None, *, depth: int | None = DEFAULT_DEPTH,
                  include: Sequence[str] | None = None, exclude: Sequence[str] = (),
-                 libraries: bool = False, width: int = 60, operators: bool | None = None,
+                 libraries: bool = False, width: int = 60, reprs: str = "safe", operators: bool | None = None,
                  metadata: Any = None, pass_: Any = None) -> None:
         super().__init__(output, operators=operators, metadata=metadata, pass_=pass_)
         if depth is not None and depth < 1:
             raise ValueError(f"TraceContext: depth must be at least 1 (or None), not {depth!r}")
         self.depth = depth
         self.filter = ModuleFilter(include, exclude)
-        self.abbreviate = Abbreviator(width)
+        if reprs not in REPRS:
+            raise ValueError(f"TraceContext: reprs must be one of {', '.join(REPRS)}, not {reprs!r}")
+        self.reprs = reprs
+        self.abbreviate = SafeRepr(width, user=reprs == "user")
         self._threads = threading.local()
         self._lock = threading.Lock()
         self._home = threading.current_thread()  # (a thread object: idents are reused)
@@ -206,7 +209,8 @@ class TraceContext(ReportingContext):
         abbreviate = self.abbreviate
         texts = [abbreviate(a) for a in args]
         if kwargs:
-            texts.extend(f"{k}={abbreviate(v)}" for k, v in kwargs.items())
+            # (a key may be a str subclass: its own text, not its __format__)
+            texts.extend(f"{str.__str__(k)}={abbreviate(v)}" for k, v in kwargs.items())
         return ", ".join(texts)
 
     def _open(self, outer: list[_Call], thread: threading.Thread | None) -> None:
@@ -243,81 +247,3 @@ class _Call:
         self.name = name
         self.arguments = arguments
         self.opened = False
-
-
-class Abbreviator(reprlib.Repr):
-    """``reprlib.Repr`` made safe to call on anything a program passes around.
-
-    It dispatches on exact builtin types only (``reprlib`` goes by the type's *name*, so a
-    user class called ``dict`` would be taken for one), keeps dictionaries and sets in
-    their own order (``reprlib`` sorts them, calling the elements' ``__lt__``), and turns a
-    ``__repr__`` that raises into ``<Type object at 0x...>``.  Every result is at most
-    ``width`` characters.
-    """
-
-    def __init__(self, width: int) -> None:
-        super().__init__()
-        self.width = width
-        self._cut = max(width - 3, 1)  # what is kept of a longer text, before "..."
-        self.maxstring = self.maxother = self.maxlong = width
-        self.maxlevel = 3
-
-    def __call__(self, value: Any) -> str:
-        kind = type(value)
-        if kind in _BY_TYPE and kind not in _SCALARS:
-            text = self.repr(value)
-        else:  # repr1's other case (floats, None, instances ...), without reprlib's calls
-            try:
-                text = repr(value)
-            except Exception:  # (as repr1 says it, an int too long to print among them)
-                text = f"<{kind.__name__} object at {id(value):#x}>"
-            if len(text) <= self.width:
-                return text
-            if kind in _SCALARS:  # an int or a str that fits is its repr; a longer one
-                text = self.repr(value)  # is shortened in the middle by reprlib
-        return text if len(text) <= self.width else text[: self._cut] + "..."
-
-    def repr1(self, x: Any, level: int) -> str:
-        method: Callable[[Any, Any, int], str] = _BY_TYPE.get(type(x), Abbreviator.repr_instance)
-        try:
-            return method(self, x, level)
-        except Exception:
-            return f"<{type(x).__name__} object at {id(x):#x}>"
-
-    def repr_instance(self, x: Any, level: int) -> str:
-        text = repr(x)  # may raise: repr1 catches it
-        if len(text) > self.maxother:
-            text = text[: max(self.maxother - 3, 1)] + "..."
-        return text
-
-    def repr_dict(self, x: dict[Any, Any], level: int) -> str:
-        if not x:
-            return "{}"
-        if level <= 0:
-            return "{...}"
-        items = [f"{self.repr1(k, level - 1)}: {self.repr1(v, level - 1)}"
-                 for k, v in itertools.islice(x.items(), self.maxdict)]
-        return "{" + ", ".join(items + ["..."] * (len(x) > self.maxdict)) + "}"
-
-    def repr_set(self, x: set[Any], level: int) -> str:
-        return self._unsorted(x, level, "{", "}", "set()")
-
-    def repr_frozenset(self, x: frozenset[Any], level: int) -> str:
-        return self._unsorted(x, level, "frozenset({", "})", "frozenset()")
-
-    def _unsorted(self, x: Any, level: int, left: str, right: str, empty: str) -> str:
-        if not x:
-            return empty
-        if level <= 0:
-            return left + "..." + right
-        items = [self.repr1(v, level - 1) for v in itertools.islice(x, self.maxset)]
-        return left + ", ".join(items + ["..."] * (len(x) > self.maxset)) + right
-
-
-_BY_TYPE: dict[type, Callable[[Any, Any, int], str]] = {
-    tuple: reprlib.Repr.repr_tuple, list: reprlib.Repr.repr_list, str: reprlib.Repr.repr_str,
-    int: reprlib.Repr.repr_int, array.array: reprlib.Repr.repr_array,
-    collections.deque: reprlib.Repr.repr_deque, dict: Abbreviator.repr_dict,
-    set: Abbreviator.repr_set, frozenset: Abbreviator.repr_frozenset,
-}
-_SCALARS = (int, str)  # what reprlib writes as repr() does, whenever that fits in its width
