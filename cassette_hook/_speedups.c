@@ -3868,10 +3868,16 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
  * code's MAKE_FUNCTION gives them). */
 #if PY_VERSION_HEX >= 0x030D0000
 #define VERSION_OF(func) (((PyFunctionObject *)(func))->func_version)
+#if PY_VERSION_HEX >= 0x030E0000
+/* 3.14: 0 is "never had one", 1 "cleared" (a new __code__ or defaults); valid ones start at 2 */
+#define VERSION_VALID(version) ((version) >= 2)
+#else
+#define VERSION_VALID(version) ((version) != 0)
+#endif
 static void
 version_from_code(PyFunctionObject *func, uint32_t had)
 {
-    if (had != 0 && func->func_version == 0) {
+    if (VERSION_VALID(had) && !VERSION_VALID(func->func_version)) {
         func->func_version = ((PyCodeObject *)func->func_code)->co_version;
     }
 }
