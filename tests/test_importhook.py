@@ -736,11 +736,13 @@ def _fresh_import(monkeypatch, name):
 
 
 def test_extension_module_under_an_included_name_is_loaded_by_its_own_loader(tree, monkeypatch):
-    ch.install(include=["_csv"])
-    module = _fresh_import(monkeypatch, "_csv")
+    # (_bz2: a shared object on every build here; Debian's 3.14 builds _csv into the interpreter)
+    ch.install(include=["_bz2"])
+    module = _fresh_import(monkeypatch, "_bz2")
 
     assert type(module.__loader__) is importlib.machinery.ExtensionFileLoader
-    assert list(module.reader(["a,b"])) == [["a", "b"]]
+    compressor = module.BZ2Compressor()
+    assert module.BZ2Decompressor().decompress(compressor.compress(b"ab") + compressor.flush()) == b"ab"
 
 
 def test_builtin_module_under_an_included_name_is_loaded_by_its_own_loader(tree, monkeypatch):

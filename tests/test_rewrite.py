@@ -278,6 +278,15 @@ def test_async_with_and_async_for():
     assert [f for f in ctx.metadata if f in mine] == [g, Manager, numbers, one]
 
 
+def test_all_any_and_tuple_of_a_generator_expression_are_calls_hooks_see():
+    """3.14 compiles them as loops behind a test that the name is the builtin; under a
+    context they stay calls, as on every other version (docs/internals.md, "CPython 3.14")."""
+    def g(xs):
+        return all(x for x in xs), any(x for x in xs), tuple(x for x in xs)
+
+    assert [f for f in seen(g, [1, 0]) if f in (all, any, tuple)] == [all, any, tuple]
+
+
 def test_f_strings_and_formatting_calls():
     def g(x):
         return f"{one()}-{x!r:>4}" + "%s" % two() + "{}".format(one())

@@ -35,7 +35,7 @@ def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
     with its sites rewritten, its code constants mapped by ``nested`` and the pass markers
     (``_markers``) replaced."""
     bc = decode(code) if decoded is None else decoded
-    items = list(bc)
+    items = family.plain_forms(list(bc))
     items = family.rewrite_calls(items, stack_depths(items), hooks, enters)
     if operators:
         items = _rewrite_operators(items, hooks)
