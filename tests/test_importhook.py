@@ -104,6 +104,18 @@ def test_included_module_gets_switched_code(tree):
     assert instrumented(hooked_a.fib)
 
 
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="annotations are deferred (__annotate__) from 3.14 on")
+def test_an_annotate_function_of_an_included_module_stays_as_compiled(tree):
+    """annotationlib runs an ``__annotate__`` with fake globals: it is never switched
+    (docs/importhook.md)."""
+    write(tree, "annotated_x.py", "def f(x: Later) -> int:\n    return abs(x)\n")
+    ch.install(include=["annotated_x"], lazy=False)
+    import annotated_x
+
+    assert instrumented(annotated_x.f)
+    assert not _names.is_switched(annotated_x.f.__annotate__.__code__)
+
+
 def test_module_not_included_is_loaded_as_compiled(tree):
     write(tree, "hooked_b.py", MODULE)
     write(tree, "other_b.py", MODULE)

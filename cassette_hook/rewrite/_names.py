@@ -83,6 +83,14 @@ def is_part(code: CodeType) -> bool:
     return code.co_name in COMPREHENSIONS or not code.co_flags & _CO_NEWLOCALS
 
 
+def is_annotate(code: CodeType) -> bool:
+    """Is ``code`` an ``__annotate__`` function's (3.14's deferred annotations)?  It is never
+    rewritten: annotationlib runs its code with fake globals (to give a name that is not
+    defined as a ``ForwardRef`` or a string), where a switch or a hook would be one more
+    name it does not know, and the annotations are no part of what the program calls."""
+    return code.co_name == "__annotate__"
+
+
 def is_switched(code: CodeType) -> bool:
     """Was this body made by ``_dual.switched`` (with a rewritten body behind the switch)?"""
     return ENTER in code.co_names

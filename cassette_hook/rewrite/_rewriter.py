@@ -25,8 +25,17 @@ __all__ = ["assemble", "decode", "deepest_copy", "rewritten"]
 
 
 def decode(code: CodeType) -> Bytecode:
-    """``code`` as ``bytecode`` instructions, with the exception handlers' stack depths."""
-    return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+    """``code`` as ``bytecode`` instructions, with the exception handlers' stack depths.
+
+    Raises ``UnsupportedCode`` for code the ``bytecode`` package cannot read (3.14's
+    template strings with interpolations, in 0.19: see docs/internals.md, "Known
+    limitations")."""
+    try:
+        return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+    except RESOURCE_ERRORS:
+        raise
+    except Exception as exc:
+        raise UnsupportedCode(f"the bytecode package cannot read it ({type(exc).__name__}: {exc})") from exc
 
 
 def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
