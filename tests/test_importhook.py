@@ -116,6 +116,21 @@ def test_an_annotate_function_of_an_included_module_stays_as_compiled(tree):
     assert not _names.is_switched(annotated_x.f.__annotate__.__code__)
 
 
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="3.14 compiles all(genexp) as an inline loop")
+def test_an_inlined_all_stays_inline_in_the_plain_body_and_is_a_call_under_a_context(tree):
+    write(tree, "inline_all.py", "def f(xs):\n    return all(x for x in xs)\n")
+    ch.install(include=["inline_all"], lazy=False)
+    import inline_all
+
+    assert instrumented(inline_all.f)
+    plain = {i.opname for i in dis.get_instructions(_dual.plain_body(inline_all.f.__code__))}
+    assert "LOAD_COMMON_CONSTANT" in plain  # (the compiler's test of the name, before its loop)
+    seen = Seen([])
+    with seen:
+        assert inline_all.f([1, 0]) is False
+    assert "all" in seen.metadata
+
+
 def test_module_not_included_is_loaded_as_compiled(tree):
     write(tree, "hooked_b.py", MODULE)
     write(tree, "other_b.py", MODULE)
