@@ -167,7 +167,8 @@ values_of(PyObject *cache)
  * what it maps, and no two dicts share one (a process-wide counter), so an entry whose
  * version is the table's still says what the table says, borrowed from it.  (A callee
  * that dies leaves its table first: WeakIdCache's callback, before the address is free.)
- * The field is deprecated from 3.12 on, for want of users, and still kept through 3.13. */
+ * The field is deprecated from 3.12 on, for want of users, and still kept through 3.13;
+ * 3.14 has none, and the tables are watched instead (dict_version below). */
 typedef struct {
     PyObject *table, *f, *found; /* found: borrowed from the table, NULL for "not there" */
     uint64_t version;
@@ -175,6 +176,47 @@ typedef struct {
 
 #define TWIN_MEMO 256 /* a power of two */
 static TwinMemo twin_memo[TWIN_MEMO];
+
+#if PY_VERSION_HEX >= 0x030E0000
+/* 3.14+: a dict watcher (3.12's API) sees every change of the tables it watches -- an item
+ * added, replaced or deleted, a clear, a clone, the table's end -- and each bumps one
+ * counter, which stands for the version of every table: an entry made at the counter's
+ * value still says what its table says while the counter has not moved.  A change of any
+ * table forgets every entry, but the tables change when twins are made or dropped, not
+ * per call.  A table is watched from its first lookup through the memo (twin_memo_watch),
+ * before the entry is made.  (A dealloc'd table's address may be taken by a new dict: its
+ * end bumped the counter.) */
+static uint64_t twin_tables_version = 1;
+static int twin_tables_watcher = -1;
+
+static int
+twin_table_changed(PyDict_WatchEvent event, PyObject *dict, PyObject *key, PyObject *new_value)
+{
+    (void)event, (void)dict, (void)key, (void)new_value;
+    twin_tables_version++;
+    return 0;
+}
+
+static inline uint64_t
+dict_version(PyObject *dict)
+{
+    (void)dict;
+    return twin_tables_version;
+}
+
+/* Watch table before its version is read for a new entry; 0, or -1 with an error set. */
+static inline int
+twin_memo_watch(PyObject *table)
+{
+    return PyDict_Watch(twin_tables_watcher, table);
+}
+#else
+static inline int
+twin_memo_watch(PyObject *table)
+{
+    (void)table; /* (ma_version_tag versions every dict) */
+    return 0;
+}
 
 static inline uint64_t
 dict_version(PyObject *dict)
@@ -188,6 +230,7 @@ dict_version(PyObject *dict)
 #pragma GCC diagnostic pop
 #endif
 }
+#endif
 
 /* table[id(f)], borrowed, or NULL (with an error set if there was one, or if table is
  * not a dict). */
@@ -204,6 +247,10 @@ by_id(PyObject *table, PyObject *f)
     if (memo->f == f && memo->table == table && memo->version == version) {
         return memo->found;
     }
+    if (twin_memo_watch(table) < 0) {
+        return NULL;
+    }
+    version = dict_version(table); /* (watched from here on) */
     PyObject *key = PyLong_FromVoidPtr(f);
     if (key == NULL) {
         return NULL;
@@ -3936,10 +3983,16 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
  * code's MAKE_FUNCTION gives them). */
 #if PY_VERSION_HEX >= 0x030D0000
 #define VERSION_OF(func) (((PyFunctionObject *)(func))->func_version)
+#if PY_VERSION_HEX >= 0x030E0000
+/* 3.14: 0 is "never had one", 1 "cleared" (a new __code__ or defaults); valid ones start at 2 */
+#define VERSION_VALID(version) ((version) >= 2)
+#else
+#define VERSION_VALID(version) ((version) != 0)
+#endif
 static void
 version_from_code(PyFunctionObject *func, uint32_t had)
 {
-    if (had != 0 && func->func_version == 0) {
+    if (VERSION_VALID(had) && !VERSION_VALID(func->func_version)) {
         func->func_version = ((PyCodeObject *)func->func_code)->co_version;
     }
 }
@@ -4094,6 +4147,11 @@ PyInit__speedups(void)
         PyErr_SetString(PyExc_RuntimeError, "object has no __new__, or the builtins no iter");
         return NULL;
     }
+#if PY_VERSION_HEX >= 0x030E0000
+    if ((twin_tables_watcher = PyDict_AddWatcher(twin_table_changed)) < 0) {
+        return NULL;
+    }
+#endif
     str_tag = PyUnicode_InternFromString("tag");
     str_generation = PyUnicode_InternFromString("generation");
     one = PyLong_FromLong(1);

@@ -41,6 +41,11 @@ class AmbiguityError(TypeError):
     """No applicable method is more specific than all the others (Julia's MethodError: ambiguous)."""
 
 
+class _Unresolved(TypeError):
+    """An annotation names what is not defined yet (3.14's deferred annotations): the
+    method waits, registered, until dispatch first needs it (``Generic._settle``)."""
+
+
 class NoMethodError(TypeError):
     """No method applies to the arguments and the generic has no default."""
 
@@ -285,11 +290,38 @@ def _annotation_namespace(globals_: dict[str, Any]) -> dict[str, Any]:
     return {**globals_, **frame.f_locals}
 
 
+# 3.14 evaluates annotations when they are asked for (PEP 649/749): an overload may name a
+# class defined after it, read as a ForwardRef until it is.
+_DEFERRED_ANNOTATIONS = sys.version_info >= (3, 14)
+
+
+def parameters_of(func: Callable[..., Any]) -> Any:
+    """``func``'s parameters, their annotations evaluated as far as the names they use are
+    defined (3.14+: a name that is not yet is an ``annotationlib.ForwardRef``; before
+    3.14, annotations were evaluated when the function was made).  Raises what
+    ``inspect.signature`` raises."""
+    import inspect
+
+    if _DEFERRED_ANNOTATIONS:
+        import annotationlib  # type: ignore[import-not-found,unused-ignore]  # (3.14+)
+
+        return inspect.signature(  # type: ignore[call-arg,unused-ignore]  # (3.14's parameter)
+            func, annotation_format=annotationlib.Format.FORWARDREF).parameters.values()
+    return inspect.signature(func).parameters.values()
+
+
 def _to_pattern(ann: object, namespace: dict[str, Any] | None) -> Pattern:
     """Translate one annotation; strings (and ForwardRefs) are evaluated in ``namespace``.
 
     Raises TypeError with the end of a sentence ("which is ...") for the caller to prefix.
     """
+    if isinstance(ann, typing.ForwardRef) and _DEFERRED_ANNOTATIONS:
+        # what annotationlib's FORWARDREF format gives for a name not defined when the
+        # annotations were read: evaluated now, with the function's closure and globals
+        try:
+            ann = ann.evaluate(globals=namespace)  # type: ignore[attr-defined,unused-ignore]  # (3.14+)
+        except NameError as e:
+            raise _Unresolved(f"which does not resolve (NameError: {e})") from None
     if isinstance(ann, typing.ForwardRef):
         ann = ann.__forward_arg__
     if isinstance(ann, str):
@@ -541,6 +573,9 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         self.default = default
         self.__doc__ = doc
         self._methods: tuple[_Method, ...] = ()
+        # Methods registered before a name their annotations use was defined (3.14+), with
+        # their self_type: made methods when dispatch first needs them (_settle).
+        self._pending: tuple[tuple[Callable[..., Any], type | None], ...] = ()
         self._lock = threading.RLock()  # reentrant: matching may run user code (getattr, ABC hooks)
         self._reset()
 
@@ -573,6 +608,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
 
     def _miss(self, args: tuple[object, ...]) -> Callable[..., Any]:
         """Fill the type cache: with the method when types decide, else with a _Refiner."""
+        self._settle()
         with self._lock:
             types_ = tuple(map(type, args))
             last = len(self._specs) - 1
@@ -619,20 +655,50 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         """
         if func is None:
             return lambda f: self.register(f, self_type=self_type)
-        method = self._signature(func, self_type)
+        try:
+            method = self._signature(func, self_type)
+        except _Unresolved:
+            with self._lock:
+                self._pending = (*self._pending, (func, self_type))
+                self._changed()
+            return func
         with self._lock:
-            self._methods = (*(m for m in self._methods
-                               if not (m.covered_by(method) and method.covered_by(m))), method)
+            self._add(method)
             self._changed()
         return func
+
+    def _add(self, method: _Method) -> None:
+        self._methods = (*(m for m in self._methods if not (m.covered_by(method) and method.covered_by(m))), method)
+
+    def _settle(self) -> None:
+        """Make methods of the pending ones, now that dispatch needs them: a name their
+        annotations use has had the time to be defined (a class after the overloads that
+        take it).  One still not defined is an error that names the method, raised by
+        every dispatch until the name is defined or the method unregistered."""
+        if not self._pending:
+            return
+        with self._lock:
+            pending = self._pending
+            for index, (func, self_type) in enumerate(pending):
+                try:
+                    method = self._signature(func, self_type)
+                except TypeError as e:
+                    self._pending = pending[index:]
+                    if index:
+                        self._changed()
+                    raise TypeError(f"{e}: the name is not defined by the time a call is dispatched") from None
+                self._add(method)
+            self._pending = ()
+            self._changed()
 
     def unregister(self, func: Callable[..., Any]) -> None:
         """Remove every method registered with ``func``."""
         with self._lock:
             kept = tuple(m for m in self._methods if m.registered != func)
-            if len(kept) == len(self._methods):
+            waiting = tuple(p for p in self._pending if p[0] != func)
+            if len(kept) == len(self._methods) and len(waiting) == len(self._pending):
                 raise ValueError(f"{self.name}: cannot unregister {_describe(func)}: it is not registered")
-            self._methods = kept
+            self._methods, self._pending = kept, waiting
             self._changed()
 
     def _changed(self) -> None:
@@ -648,7 +714,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         import inspect
 
         try:
-            parameters = inspect.signature(func).parameters.values()
+            parameters = parameters_of(func)
         except (TypeError, ValueError) as e:
             raise TypeError(f"{where}: its signature cannot be read ({e})") from None
         namespace = _annotation_namespace(getattr(inspect.unwrap(func), "__globals__", {}))
@@ -660,8 +726,8 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
             ann = self_type if self_type is not None and not params and p.kind != p.VAR_POSITIONAL else p.annotation
             try:
                 pattern = _to_pattern(ann, namespace)
-            except TypeError as e:
-                raise TypeError(f"{where}: parameter {p.name!r} has annotation {ann!r}, {e}") from None
+            except TypeError as e:  # (an _Unresolved stays one)
+                raise type(e)(f"{where}: parameter {p.name!r} has annotation {ann!r}, {e}") from None
             if p.kind == p.VAR_POSITIONAL:
                 varargs = pattern
                 break  # only keyword-only parameters can follow
@@ -679,6 +745,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
 
         The hot path calls that method directly and skips dispatch.
         """
+        self._settle()
         with self._lock:
             candidates = [m for m in self._methods if m.params and m.params[0].could_match_type(first_type)]
         if len(candidates) != 1:
@@ -699,6 +766,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         argument is the callee) without asking dispatch.
         """
         named: set[int] = set()
+        self._settle()
         with self._lock:
             methods = self._methods
         for m in methods:
@@ -719,6 +787,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         """
         answer = self._first.get(first_type)
         if answer is None:
+            self._settle()
             with self._lock:
                 answer = self._first[first_type] = any(
                     p is not None and p.could_match_type(first_type)
@@ -727,11 +796,13 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
 
     def methods(self) -> list[Callable[..., Any]]:
         """The registered methods, not the default."""
+        self._settle()
         return [m.registered for m in self._methods]
 
     def running_methods(self) -> list[Callable[..., Any]]:
         """What calls of the registered methods run: each method, or the copy of it that
         registration made (``generics`` makes the leading parameters positional-only)."""
+        self._settle()
         return [m.func for m in self._methods]
 
     def __repr__(self) -> str:

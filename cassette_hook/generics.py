@@ -61,7 +61,7 @@ class ContextGeneric(dispatch.Generic):
                             f"it is called as {call}: give it at least {', '.join(needed)}")
         import inspect  # (registering a method, not importing cassette_hook)
 
-        parameters = inspect.signature(func).parameters.values()
+        parameters = dispatch.parameters_of(func)
         for p in parameters:
             if p.kind == p.KEYWORD_ONLY and p.default is p.empty:
                 raise TypeError(f"{where}: keyword-only parameter {p.name!r} has no default; the keyword "

@@ -33,7 +33,7 @@ from .rewrite import UnsupportedCode, _dual, _names
 from .rewrite._markers import contextslot, nooverdub
 from .rewrite._family import family
 from .rewrite._rewriter import assemble, rewritten
-from .rewrite._stack import Item, _effect, stack_depths
+from .rewrite._stack import Item, _effect, jumps, stack_depths
 
 __all__ = ["Pass", "PassError", "contextslot", "insert_statements", "nooverdub", "replace_match"]
 
@@ -131,6 +131,7 @@ def _run(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType) -> _Re
     try:
         base = _dual.plain_body(code) if _names.is_switched(code) else code
         given = Bytecode.from_code(base, conserve_exception_block_stackdepth=True)
+        given[:] = family.plain_forms(list(given))  # (what 3.13 would give it: see rewrite._family)
     except rewrite.RESOURCE_ERRORS:
         raise
     except Exception as exc:  # see docs/internals.md, "One CPython 3.13 shape the bytecode package cannot read"
@@ -210,8 +211,8 @@ def _peak(items: Sequence[Item], depths: Sequence[int | None]) -> int:
     peak = 0
     for item, depth in zip(items, depths):
         if isinstance(item, Instr) and depth is not None:
-            jumps = item.stack_effect(jump=True) if item.has_jump() else 0
-            peak = max(peak, depth, depth + _effect(item), depth + jumps)
+            jumped = item.stack_effect(jump=True) if jumps(item) else 0
+            peak = max(peak, depth, depth + _effect(item), depth + jumped)
     return peak
 
 
@@ -340,7 +341,7 @@ def _check_nulls(items: Sequence[Item], start: int) -> None:
                 depth = int(item.stack_depth)
                 pending.append((labels[id(item.target)], state[:depth] + (False,) * (1 + int(item.push_lasti))))
             if isinstance(item, Instr):
-                if item.has_jump():
+                if jumps(item):
                     pending.append((labels[id(item.arg)], _nulls_after(index, item, state, jump=True)))
                 if item.is_uncond_jump() or item.is_final():
                     break
@@ -440,7 +441,7 @@ def _definitely_bound(items: Sequence[Item], arguments: frozenset[str]) -> list[
                     state = state | set(_fast_names(item))
                 elif name == "STORE_FAST_LOAD_FAST":
                     state = state | {_fast_names(item)[0]}
-                if item.has_jump():
+                if jumps(item):
                     pending.append((labels[id(item.arg)], state))
                 if item.is_uncond_jump() or item.is_final():
                     break

@@ -181,7 +181,7 @@ class Plan:
             _native.speedups.set_builtins(twin, _twin_builtins)
 
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
-        if not self.recurses_into(func):
+        if not self.recurses_into(func) or _names.is_annotate(func.__code__):
             return None
         if switch_before_twin is not None:  # (its module may wait for its first call: switched now)
             switch_before_twin(func)

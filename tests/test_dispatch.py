@@ -12,6 +12,7 @@ import gc
 import math
 import numbers
 import operator
+import sys
 import threading
 import typing
 import warnings
@@ -1146,3 +1147,52 @@ def test_sole_method_is_the_method_that_takes_anything_after_the_first_argument(
     g.register(typed)
     assert g.sole_method(B, 2) is None  # two candidates: dispatch decides per call
     assert g.sole_method(A, 2) is any_rest
+
+
+# -- deferred annotations (3.14: PEP 649/749) ----------------------------------------------
+
+deferred = pytest.mark.skipif(sys.version_info < (3, 14), reason="annotations are deferred from 3.14 on")
+
+
+def _defined(source: str) -> dict[str, Any]:
+    """``source`` run as a module of its own would run it (annotations deferred on 3.14; no
+    ``from __future__ import annotations``, which this file has)."""
+    namespace: dict[str, Any] = {"Generic": Generic}
+    exec(source, namespace)  # noqa: S102
+    return namespace
+
+
+@deferred
+def test_an_overload_may_name_a_class_defined_after_it() -> None:
+    namespace = _defined(
+        "g = Generic('g', default=lambda x: 'default')\n"
+        "@g.register\n"
+        "def later(x: Later):\n"
+        "    return 'later'\n"
+        "class Later:\n"
+        "    pass\n")
+    g = namespace["g"]
+    assert g(namespace["Later"]()) == "later" and g(1) == "default"
+
+
+@deferred
+def test_a_name_an_overload_uses_that_is_never_defined_is_an_error_naming_the_overload_at_dispatch() -> None:
+    g = _defined("g = Generic('g', default=lambda x: 'default')\n"
+                 "@g.register\n"
+                 "def never(x: NoSuchName):\n"
+                 "    return 'never'\n")["g"]
+    with pytest.raises(TypeError, match=r"cannot register never .*parameter 'x'.*NoSuchName.*does not resolve"):
+        g(1)
+    with pytest.raises(TypeError, match="NoSuchName"):  # (every dispatch, until it is defined or unregistered)
+        g(1)
+
+
+@deferred
+def test_an_overload_waiting_for_a_name_can_be_unregistered() -> None:
+    namespace = _defined("g = Generic('g', default=lambda x: 'default')\n"
+                         "@g.register\n"
+                         "def never(x: NoSuchName):\n"
+                         "    return 'never'\n")
+    g = namespace["g"]
+    g.unregister(namespace["never"])
+    assert g(1) == "default" and g.methods() == []

@@ -334,6 +334,22 @@ def test_operator_overload_replaces_an_operator_inside_the_context():
     assert total([4, 4, 4]) == 12
 
 
+def test_an_overload_of_all_runs_for_all_of_a_generator_expression():
+    """3.14 compiles ``all(genexp)`` as an inline loop; under a context it is the call."""
+    class Vacuous(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Vacuous, f: ch.Is[all], xs):
+        return "overloaded"
+
+    def g(xs):
+        return all(x for x in xs)
+
+    assert ch.overdub(Vacuous(), g, [0]) == "overloaded"
+    assert g([0]) is False
+
+
 class Money:
     def __init__(self, cents):
         self.cents = cents

@@ -278,6 +278,62 @@ def test_async_with_and_async_for():
     assert [f for f in ctx.metadata if f in mine] == [g, Manager, numbers, one]
 
 
+def test_all_any_and_tuple_of_a_generator_expression_are_calls_hooks_see():
+    """3.14 compiles them as loops behind a test that the name is the builtin; under a
+    context they stay calls, as on every other version (docs/internals.md, "CPython 3.14")."""
+    def g(xs):
+        return all(x for x in xs), any(x for x in xs), tuple(x for x in xs)
+
+    assert [f for f in seen(g, [1, 0]) if f in (all, any, tuple)] == [all, any, tuple]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="annotations are deferred (__annotate__) from 3.14 on")
+def test_an_annotate_function_is_never_rewritten_and_the_calls_of_annotations_are_not_seen():
+    """annotationlib runs a function's ``__annotate__`` (with fake globals, for names not
+    yet defined): no part of what the program calls (docs/internals.md, "CPython 3.14")."""
+    import annotationlib
+
+    namespace = {"one": one}
+    exec("def g(x: one()):\n    return x\n", namespace)  # (annotations deferred: no __future__ import)
+
+    def read():  # (with the fake globals, on a function it makes of the __annotate__'s code)
+        return annotationlib.call_annotate_function(namespace["g"].__annotate__, annotationlib.Format.FORWARDREF)
+
+    ctx = Calls(metadata=[])
+    assert ch.overdub(ctx, read) == read() == {"x": 1}
+    assert one not in ctx.metadata
+
+
+def _template_string_function():
+    namespace = {"one": one}
+    exec("def g(x):\n    return t'{one()}-{x!r:>4}'\n", namespace)  # (a SyntaxError to parse before 3.14)
+    return namespace["g"]
+
+
+def _interpolations(template):
+    return [(i.value, i.expression, i.conversion, i.format_spec) for i in template.interpolations]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="template strings (PEP 750) are 3.14's")
+def test_a_template_string_with_interpolations_runs_as_compiled_with_a_warning_that_says_why():
+    """bytecode 0.19 cannot read BUILD_INTERPOLATION's argument (docs/internals.md, "Known
+    limitations"): such a function runs unrewritten, giving the plain template."""
+    g = _template_string_function()
+    with pytest.warns(RuntimeWarning, match=r"cannot rewrite g .*the bytecode package cannot read it"):
+        template = ch.overdub(Calls(metadata=[]), g, 5)
+    plain = g(5)
+    assert template.strings == plain.strings and _interpolations(template) == _interpolations(plain)
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="template strings (PEP 750) are 3.14's")
+def test_a_template_string_without_interpolations_is_rewritten():
+    namespace = {"one": one}
+    exec("def g():\n    one()\n    return t'plain'\n", namespace)
+    ctx = Calls(metadata=[])
+    assert ch.overdub(ctx, namespace["g"]).strings == ("plain",)
+    assert one in ctx.metadata
+
+
 def test_f_strings_and_formatting_calls():
     def g(x):
         return f"{one()}-{x!r:>4}" + "%s" % two() + "{}".format(one())

@@ -122,6 +122,27 @@ def test_a_closure_made_where_a_dead_one_lived_gets_a_twin_of_its_own():
     assert len(addresses) < 200, "no address was reused: the test checks nothing"
 
 
+def test_a_twin_replaced_in_its_table_is_the_one_the_next_call_finds():
+    """C remembers recent lookups for as long as their table is unchanged (on 3.10-3.13 by
+    the dict's version tag, on 3.14+ by a dict watcher over the tables): a change of the
+    entry itself, with the function unchanged, is seen at once."""
+    def f():
+        return "f"
+
+    def first():
+        return "first"
+
+    def other():
+        return "other"
+
+    with Null():
+        twins = _plan.plan_for(ch.current_context()).twins
+        twins.set(f, (first, f.__code__, None, None))
+        assert callsite.resolve(f) is first  # (found in C, and remembered)
+        twins.set(f, (other, f.__code__, None, None))
+        assert callsite.resolve(f) is other
+
+
 class _Greeter:
     def greet(self, x=1):
         return (self, x)

@@ -10,7 +10,7 @@ A method call ``obj.m(a)`` in a twin may instead resolve ``m`` at its load, thro
 path; see ``_nullslot``).
 Everything else -- line numbers, positions, exception tables, closures -- is untouched, so
 tracebacks point at the same lines.  What differs between CPython versions lives in one
-module per version (``_py310`` ... ``_py313``), each implementing the interface that
+module per version (``_py310`` ... ``_py314``), each implementing the interface that
 ``_family`` declares and picks the running one of; ``_rewriter`` drives it.  This
 module holds what the rest of cassette_hook needs without rewriting anything, so that
 importing it does not import ``bytecode``.

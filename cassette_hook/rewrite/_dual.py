@@ -45,7 +45,7 @@ from bytecode.instr import TryBegin, TryEnd
 
 from . import RESOURCE_ERRORS, rewrite_part
 from ._instr import global_name
-from ._names import ACTIVE, ENTER, TWIN, is_part, switched_hooks
+from ._names import ACTIVE, ENTER, TWIN, is_annotate, is_part, switched_hooks
 from ._family import family
 from ._rewriter import assemble, decode, rewritten
 from ._stack import Item
@@ -109,6 +109,8 @@ class _Switcher:
         self._has_sites: set[int] = set()  # ids of rewritten parts that have sites
 
     def switched(self, code: CodeType) -> CodeType:
+        if is_annotate(code):
+            return code
         done = self._done.get(id(code))
         if done is not None:
             return done[1]

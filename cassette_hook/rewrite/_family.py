@@ -1,6 +1,6 @@
 """The one interface through which the rest of cassette_hook meets a CPython version's bytecode.
 
-Each version module (``_py310`` ... ``_py313``) exports ``FAMILY``, an object with every
+Each version module (``_py310`` ... ``_py314``) exports ``FAMILY``, an object with every
 member of :class:`Family`; :data:`family` is the running interpreter's.  The rewriter
 (``_rewriter``), the import hook's mode switch (``_dual``) and the checks of a pass's
 result (``passes``) use only these members, so none of them asks which CPython runs.
@@ -28,6 +28,14 @@ class Family(Protocol):
     loads_trust_binding: bool
     """``LOAD_FAST`` reads a variable without checking that it is bound (3.12+): a load a
     pass may have moved before the assignment must become ``LOAD_FAST_CHECK``."""
+
+    # -- what the rewriting reads ---------------------------------------------------------
+
+    def plain_forms(self, items: list[Item]) -> list[Item]:
+        """``items`` (a decoded body) in the forms the rewriting and the passes read: the
+        instructions of a version that only speed the body up or inline a call (3.14's
+        borrowed loads, ``LOAD_SMALL_INT``, an inlined ``all(genexp)``) as the plain ones
+        they stand for, behaving the same."""
 
     # -- call sites and operator sites --------------------------------------------------
 
@@ -78,7 +86,9 @@ class Family(Protocol):
 
 
 def _running() -> Family:
-    if sys.version_info >= (3, 13):
+    if sys.version_info >= (3, 14):
+        from ._py314 import FAMILY
+    elif sys.version_info >= (3, 13):
         from ._py313 import FAMILY
     elif sys.version_info >= (3, 12):
         from ._py312 import FAMILY

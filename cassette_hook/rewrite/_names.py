@@ -85,6 +85,14 @@ def is_part(code: CodeType) -> bool:
     return code.co_name in COMPREHENSIONS or not code.co_flags & _CO_NEWLOCALS
 
 
+def is_annotate(code: CodeType) -> bool:
+    """Is ``code`` an ``__annotate__`` function's (3.14's deferred annotations)?  It is never
+    rewritten: annotationlib runs its code with fake globals (to give a name that is not
+    defined as a ``ForwardRef`` or a string), where a switch or a hook would be one more
+    name it does not know, and the annotations are no part of what the program calls."""
+    return code.co_name == "__annotate__"
+
+
 def is_switched(code: CodeType) -> bool:
     """Was this body made by ``_dual.switched`` (with a rewritten body behind the switch)?"""
     return ENTER in code.co_names
@@ -106,7 +114,7 @@ def switch_module(code: CodeType) -> str:
 # Instructions the rewriter never touches, in any version: names, constants, imports.
 _SITE_FREE = frozenset({"CACHE", "EXTENDED_ARG", "NOP", "RESUME", "LOAD_CONST", "RETURN_VALUE", "RETURN_CONST",
                         "POP_TOP", "LOAD_NAME", "STORE_NAME", "LOAD_FAST", "STORE_FAST", "IMPORT_NAME",
-                        "IMPORT_FROM"})
+                        "IMPORT_FROM", "LOAD_SMALL_INT", "LOAD_FAST_BORROW"})  # (the last two: 3.14+)
 
 
 def nothing_to_rewrite(code: CodeType) -> bool:

@@ -51,6 +51,9 @@ class NullSlotFamily:
 
     # -- version details -------------------------------------------------------------
 
+    def plain_forms(self, items: list[Item]) -> list[Item]:
+        return items  # (3.11-3.13 compile nothing the rewriting reads otherwise)
+
     def call(self, nargs: int, loc: Location) -> list[Instr]:
         """The instructions of a plain positional ``CALL nargs``."""
         return [Instr("CALL", nargs, location=loc)]

@@ -127,6 +127,9 @@ class _Py310:
     rewrite_calls = staticmethod(_rewrite_calls)
     operator_site = staticmethod(_operator_site)
 
+    def plain_forms(self, items: list[Item]) -> list[Item]:
+        return items
+
     def load_global(self, name: str, loc: Location) -> Instr:
         return Instr("LOAD_GLOBAL", name, location=loc)
 

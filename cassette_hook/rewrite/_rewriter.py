@@ -25,8 +25,17 @@ __all__ = ["assemble", "decode", "deepest_copy", "rewritten"]
 
 
 def decode(code: CodeType) -> Bytecode:
-    """``code`` as ``bytecode`` instructions, with the exception handlers' stack depths."""
-    return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+    """``code`` as ``bytecode`` instructions, with the exception handlers' stack depths.
+
+    Raises ``UnsupportedCode`` for code the ``bytecode`` package cannot read (3.14's
+    template strings with interpolations, in 0.19: see docs/internals.md, "Known
+    limitations")."""
+    try:
+        return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+    except RESOURCE_ERRORS:
+        raise
+    except Exception as exc:
+        raise UnsupportedCode(f"the bytecode package cannot read it ({type(exc).__name__}: {exc})") from exc
 
 
 def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
@@ -35,7 +44,7 @@ def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
     with its sites rewritten, its code constants mapped by ``nested`` and the pass markers
     (``_markers``) replaced."""
     bc = decode(code) if decoded is None else decoded
-    items = list(bc)
+    items = family.plain_forms(list(bc))
     items = family.rewrite_calls(items, stack_depths(items), hooks, enters)
     if operators:
         items = _rewrite_operators(items, hooks)

@@ -48,7 +48,7 @@ def stack_depths(items: Sequence[Item]) -> list[int | None]:
                 kept = depth if item.stack_depth is UNSET else int(item.stack_depth)
                 reach(handler, kept + int(item.push_lasti) + 1)
             if isinstance(item, Instr):
-                if item.has_jump():
+                if jumps(item):
                     reach(labels[id(item.arg)], depth + item.stack_effect(jump=True))
                 if item.is_uncond_jump() or item.is_final():
                     break
@@ -59,6 +59,13 @@ def stack_depths(items: Sequence[Item]) -> list[int | None]:
                     raise UnsupportedCode(f"inconsistent stack depth at item {index}")
                 break
     return depths
+
+
+def jumps(instr: Instr) -> bool:
+    """May ``instr`` go on at its label?  3.14's ``END_ASYNC_FOR`` names the ``END_SEND`` of
+    its loop, for ``sys.monitoring`` to tell where the branch it ends came from, but never
+    goes there (and leaves the stack two lower than that place has it)."""
+    return instr.has_jump() and instr.name != "END_ASYNC_FOR"
 
 
 def _effect(instr: Instr) -> int:
@@ -113,7 +120,7 @@ def pair_by_depth(
                 produced = producer_depth(item, depth)
                 if produced is not None:
                     state = {**state, produced: frozenset({index})}
-                if item.has_jump():
+                if jumps(item):
                     pending.append((labels[id(item.arg)], state))
                 if item.is_uncond_jump() or item.is_final():
                     break
