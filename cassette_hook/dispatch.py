@@ -20,15 +20,19 @@ can be used on its own.
 from __future__ import annotations
 
 import functools
+import gc
+import itertools
 import sys
 import threading
 import types
 import typing
+import weakref
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from ._native import speedups as _speedups
 from ._own import is_own_frame
+from ._weakid import anchor, unanchor
 
 __all__ = ["AmbiguityError", "Generic", "Is", "NoMethodError", "Parametric", "Pattern", "generation"]
 
@@ -326,14 +330,18 @@ class _Method:
     Positions ``< len(params)`` use ``params``; further ones use ``varargs`` (None when
     the function takes no ``*args``). It applies to arities ``required ..
     len(params)``, or ``required ..`` with varargs.
+
+    ``owner``: the class the first parameter names (``C`` or ``Parametric(C, ...)``), if
+    the method lives only as long as that class (see :meth:`Generic.register`).
     """
 
-    __slots__ = ("func", "params", "required", "varargs", "registered")
+    __slots__ = ("func", "params", "required", "varargs", "registered", "owner", "__weakref__")
 
     def __init__(self, func: Callable[..., Any], params: tuple[Pattern, ...],
                  required: int, varargs: Pattern | None) -> None:
         self.func, self.params, self.required, self.varargs = func, params, required, varargs
         self.registered = func  # what the user registered; ``func`` is what calls run
+        self.owner: type | None = None
 
     def running(self, func: Callable[..., Any]) -> _Method:
         """This method, with calls running ``func`` in place of the registered function."""
@@ -540,25 +548,60 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         self.name = self.__name__ = self.__qualname__ = name
         self.default = default
         self.__doc__ = doc
-        self._methods: tuple[_Method, ...] = ()
+        # The methods, in the order registered: a method itself, or a weak reference to a
+        # method its owner class holds (``register``).  Everything below is derived from it,
+        # on demand, and forgotten by ``_forget``.
+        self._entries: dict[int, _Method | weakref.ref[_Method]] = {}
         self._lock = threading.RLock()  # reentrant: matching may run user code (getattr, ABC hooks)
-        self._reset()
+        self._forget()
+        _every_generic.add(self)
 
     def __get__(self, obj: object, objtype: type | None = None) -> Generic:
         """Stay a plain attribute on classes (partial warns about method use from 3.13)."""
         return self
 
-    def _reset(self) -> None:
-        """Derive the caches and per-position key specs from a new method table."""
-        self._roots[:] = [None]
+    def _forget(self) -> None:
+        """Drop everything derived from the method table: the type cache, the answers of
+        ``has_methods_for``, the per-position key specs and the table's tuple of methods.
+
+        It runs after every change of the table, and at the start of every full garbage
+        collection (``_forget_before_full_collections``): all of these hold classes (the
+        types of arguments dispatched on, the methods owned by classes), which a class
+        nobody else references must not be kept alive by.  It is O(1) in the number of
+        methods (the rest is remade as calls need it), so that classes that die together
+        cost no more than one each, and atomic enough to run inside a collection that
+        interrupted ``_miss``: the cache keeps its length, and a ``_miss`` that was filling
+        it fills a level no longer in it, or a new one with a correct entry.
+        """
+        roots = self._roots
+        roots[:] = [None, *({} for _ in range(len(roots) - 1))]
         self._first: dict[type, bool] = {}
-        width = max((len(m.params) for m in self._methods), default=0) + 1  # the last spec is for all later positions
-        self._specs = [_KeySpec() for _ in range(width)]
-        for m in self._methods:
-            for i, spec in enumerate(self._specs):
-                p = m.pattern(i)
-                if p is not None:
-                    p._add_needs(spec)
+        self._specs: list[_KeySpec] | None = None
+        self._table: tuple[_Method, ...] | None = None
+
+    @property
+    def _methods(self) -> tuple[_Method, ...]:
+        """The live methods, in the order registered (made again after ``_forget``)."""
+        table = self._table
+        if table is None:
+            found = (entry if type(entry) is _Method else entry() for entry in list(self._entries.values()))
+            table = self._table = tuple(m for m in found if m is not None)
+        return table
+
+    def _key_specs(self) -> list[_KeySpec]:
+        """What besides the type decides matching, per position (the last one: all later)."""
+        specs = self._specs
+        if specs is None:
+            methods = self._methods
+            width = max((len(m.params) for m in methods), default=0) + 1
+            specs = [_KeySpec() for _ in range(width)]
+            for m in methods:
+                for i, spec in enumerate(specs):
+                    p = m.pattern(i)
+                    if p is not None:
+                        p._add_needs(spec)
+            self._specs = specs
+        return specs
 
     def resolve(self, args: tuple[object, ...]) -> Callable[..., Any]:
         """The method a call with these positional arguments runs (the default if none applies)."""
@@ -575,9 +618,10 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         """Fill the type cache: with the method when types decide, else with a _Refiner."""
         with self._lock:
             types_ = tuple(map(type, args))
-            last = len(self._specs) - 1
+            specs = self._key_specs()
+            last = len(specs) - 1
             positions = tuple((i, spec) for i, t in enumerate(types_)
-                              if (spec := self._specs[min(i, last)]).relevant(t))
+                              if (spec := specs[min(i, last)]).relevant(t))
             entry = _refiner(self, positions) if positions else self._resolve_uncached(args)
             roots = self._roots
             roots.extend({} for _ in range(len(roots), len(args) + 1))
@@ -616,28 +660,53 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         An equal signature replaces the old method, as redefining a Julia method does.
         ``self_type`` types the first positional parameter, whatever its annotation:
         that is how a ``prehook(self, f, *args)`` defined on a context class registers.
+
+        A method whose first parameter names one class ``C`` (``C`` or
+        ``Parametric(C, ...)``) applies only to calls whose first argument is an instance
+        of ``C``: once ``C`` is gone, to none.  So ``C`` holds the method and the generic
+        only refers to it: the method lives as long as ``C``, and does not keep ``C``
+        alive (a class made per request, test or call is collected with its methods).
         """
         if func is None:
             return lambda f: self.register(f, self_type=self_type)
         method = self._signature(func, self_type)
+        first = method.pattern(0)
+        owner = first.cls if type(first) in (_Class, Parametric) else None  # type: ignore[union-attr]  # both have cls
         with self._lock:
-            self._methods = (*(m for m in self._methods
-                               if not (m.covered_by(method) and method.covered_by(m))), method)
+            for key, entry in list(self._entries.items()):
+                m = entry if type(entry) is _Method else entry()
+                if m is None or (m.owner is not None and owner is not None and m.owner is not owner):
+                    continue  # (methods of two classes never have equal signatures: no need to compare)
+                if m.covered_by(method) and method.covered_by(m):
+                    self._remove(key, m)
+            key = next(_serials)
+            if owner is not None and anchor(owner, method):
+                method.owner = owner
+                self._entries[key] = weakref.ref(method, functools.partial(_owner_gone, weakref.ref(self), key))
+            else:
+                self._entries[key] = method
             self._changed()
         return func
 
     def unregister(self, func: Callable[..., Any]) -> None:
         """Remove every method registered with ``func``."""
         with self._lock:
-            kept = tuple(m for m in self._methods if m.registered != func)
-            if len(kept) == len(self._methods):
+            gone = [(key, m) for key, entry in list(self._entries.items())
+                    if (m := entry if type(entry) is _Method else entry()) is not None and m.registered == func]
+            if not gone:
                 raise ValueError(f"{self.name}: cannot unregister {_describe(func)}: it is not registered")
-            self._methods = kept
+            for key, m in gone:
+                self._remove(key, m)
             self._changed()
+
+    def _remove(self, key: int, method: _Method) -> None:
+        del self._entries[key]
+        if method.owner is not None:
+            unanchor(method.owner, method)
 
     def _changed(self) -> None:
         global generation
-        self._reset()
+        self._forget()
         generation += 1
 
     def _signature(self, func: Callable[..., Any], self_type: type | None) -> _Method:
@@ -736,3 +805,31 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
 
     def __repr__(self) -> str:
         return f"<Generic {self.name} with {len(self._methods)} method(s)>"
+
+
+_serials = itertools.count()  # keys of Generic._entries, in the order registered
+_every_generic: weakref.WeakSet[Generic] = weakref.WeakSet()
+
+
+def _owner_gone(generic_ref: weakref.ref[Generic], key: int, _method: object) -> None:
+    """A method's owner class was collected, and the method with it: forget it.
+
+    Nothing else changes for the calls still possible: the method applied only to
+    instances of a class that no longer exists.  ``_forget`` is O(1), so a collection that
+    frees many classes at once stays linear in their number.
+    """
+    generic = generic_ref()
+    if generic is not None and generic._entries.pop(key, None) is not None:
+        generic._changed()
+
+
+def _forget_before_full_collections(phase: str, info: dict[str, int]) -> None:
+    """Let a full collection free the classes that only the generics' caches hold (the
+    type cache holds the type of every argument dispatched on): they are remade as calls
+    need them, from the method table, which holds no class that owns its method."""
+    if phase == "start" and info["generation"] == 2:
+        for generic in list(_every_generic):
+            generic._forget()
+
+
+gc.callbacks.append(_forget_before_full_collections)
