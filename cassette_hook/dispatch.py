@@ -335,13 +335,14 @@ class _Method:
     the method lives only as long as that class (see :meth:`Generic.register`).
     """
 
-    __slots__ = ("func", "params", "required", "varargs", "registered", "owner", "__weakref__")
+    __slots__ = ("func", "params", "required", "varargs", "registered", "owner", "key", "__weakref__")
 
     def __init__(self, func: Callable[..., Any], params: tuple[Pattern, ...],
                  required: int, varargs: Pattern | None) -> None:
         self.func, self.params, self.required, self.varargs = func, params, required, varargs
         self.registered = func  # what the user registered; ``func`` is what calls run
         self.owner: type | None = None
+        self.key = -1  # its key in Generic._entries, once registered
 
     def running(self, func: Callable[..., Any]) -> _Method:
         """This method, with calls running ``func`` in place of the registered function."""
@@ -413,6 +414,14 @@ class _KeySpec:
         self.ids: frozenset[int] = frozenset()
         self.id_types: set[type] = set()
         self.attrs: dict[str, tuple[tuple[type, ...], _KeySpec]] = {}
+
+    def copy(self) -> _KeySpec:
+        """A copy that ``_add_needs`` may extend without changing this one (which a refiner
+        made before may still be keying with)."""
+        new = _KeySpec()
+        new.ids, new.id_types = self.ids, set(self.id_types)
+        new.attrs = {name: (classes, sub.copy()) for name, (classes, sub) in self.attrs.items()}
+        return new
 
     def relevant(self, t: type) -> bool:
         """Can the type alone fail to decide matching for an argument of exact type ``t``?"""
@@ -578,15 +587,34 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         self._first: dict[type, bool] = {}
         self._specs: list[_KeySpec] | None = None
         self._table: tuple[_Method, ...] | None = None
+        self._by_owner: tuple[tuple[_Method, ...], dict[type, list[_Method]]] | None = None
 
     @property
     def _methods(self) -> tuple[_Method, ...]:
         """The live methods, in the order registered (made again after ``_forget``)."""
         table = self._table
         if table is None:
-            found = (entry if type(entry) is _Method else entry() for entry in list(self._entries.values()))
+            found = (_live(entry) for entry in list(self._entries.values()))
             table = self._table = tuple(m for m in found if m is not None)
         return table
+
+    def _methods_for(self, first_type: type) -> Iterable[_Method]:
+        """The methods that may apply when the first argument is of exact type ``first_type``
+        (a superset): those owned by a class of its MRO, and those of no owner.  So the
+        work of a miss does not grow with the classes of other contexts, such as the
+        throwaway classes that wait for the next full collection to be freed."""
+        free_methods, by_owner = self._index()
+        return (*free_methods, *(m for c in first_type.__mro__ for m in by_owner.get(c, ())))
+
+    def _index(self) -> tuple[tuple[_Method, ...], dict[type, list[_Method]]]:
+        """The methods of no owner, and the others by owner (see ``_methods_for``)."""
+        index = self._by_owner
+        if index is None:
+            index = (), {}
+            for m in self._methods:
+                index = _indexed(index, m)
+            self._by_owner = index
+        return index
 
     def _key_specs(self) -> list[_KeySpec]:
         """What besides the type decides matching, per position (the last one: all later)."""
@@ -596,10 +624,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
             width = max((len(m.params) for m in methods), default=0) + 1
             specs = [_KeySpec() for _ in range(width)]
             for m in methods:
-                for i, spec in enumerate(specs):
-                    p = m.pattern(i)
-                    if p is not None:
-                        p._add_needs(spec)
+                _add_needs(m, specs)
             self._specs = specs
         return specs
 
@@ -635,7 +660,8 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
             return entry
 
     def _resolve_uncached(self, args: tuple[object, ...]) -> Callable[..., Any]:
-        applicable = [m for m in self._methods if m.applies(args)]
+        methods = self._methods_for(type(args[0])) if args else self._methods
+        applicable = [m for m in methods if m.applies(args)]
         if not applicable:
             if self.default is None:
                 raise NoMethodError(f"{self.name}: no method matches argument types {_type_names(args)}")
@@ -671,36 +697,51 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
             return lambda f: self.register(f, self_type=self_type)
         method = self._signature(func, self_type)
         first = method.pattern(0)
-        owner = first.cls if type(first) in (_Class, Parametric) else None  # type: ignore[union-attr]  # both have cls
+        # (a first parameter with a default lets calls of no argument ignore its class)
+        owner = first.cls if type(first) in (_Class, Parametric) and method.required else None  # type: ignore[union-attr]  # both have cls
         with self._lock:
-            for key, entry in list(self._entries.items()):
-                m = entry if type(entry) is _Method else entry()
-                if m is None or (m.owner is not None and owner is not None and m.owner is not owner):
-                    continue  # (methods of two classes never have equal signatures: no need to compare)
-                if m.covered_by(method) and method.covered_by(m):
-                    self._remove(key, m)
-            key = next(_serials)
+            # Only a method of the same owner, or of none, can have an equal signature.
+            # (Nothing here walks every method: while the collector runs, a walk's locals
+            # would keep alive the classes waiting to be freed.)
+            if owner is None:
+                others: Iterable[_Method] = self._methods
+            else:
+                free_methods, by_owner = self._index()
+                others = (*free_methods, *by_owner.get(owner, ()))
+            replaced = [m for m in others if m.covered_by(method) and method.covered_by(m)]
+            for m in replaced:
+                self._remove(m)
+            method.key = key = next(_serials)
             if owner is not None and anchor(owner, method):
                 method.owner = owner
                 self._entries[key] = weakref.ref(method, functools.partial(_owner_gone, weakref.ref(self), key))
             else:
                 self._entries[key] = method
+            table, index, specs = self._table, self._by_owner, self._specs
             self._changed()
+            if not replaced:  # only added: what was derived grows by it, rather than being remade
+                if table is not None:
+                    self._table = (*table, method)
+                if index is not None:
+                    self._by_owner = _indexed(index, method)
+                if specs is not None and len(method.params) < len(specs):
+                    specs = [spec.copy() for spec in specs]  # (refiners made before may be keying with them)
+                    _add_needs(method, specs)
+                    self._specs = specs
         return func
 
     def unregister(self, func: Callable[..., Any]) -> None:
         """Remove every method registered with ``func``."""
         with self._lock:
-            gone = [(key, m) for key, entry in list(self._entries.items())
-                    if (m := entry if type(entry) is _Method else entry()) is not None and m.registered == func]
+            gone = [m for m in self._methods if m.registered == func]
             if not gone:
                 raise ValueError(f"{self.name}: cannot unregister {_describe(func)}: it is not registered")
-            for key, m in gone:
-                self._remove(key, m)
+            for m in gone:
+                self._remove(m)
             self._changed()
 
-    def _remove(self, key: int, method: _Method) -> None:
-        del self._entries[key]
+    def _remove(self, method: _Method) -> None:
+        del self._entries[method.key]
         if method.owner is not None:
             unanchor(method.owner, method)
 
@@ -749,7 +790,8 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         The hot path calls that method directly and skips dispatch.
         """
         with self._lock:
-            candidates = [m for m in self._methods if m.params and m.params[0].could_match_type(first_type)]
+            candidates = [m for m in self._methods_for(first_type)
+                          if m.params and m.params[0].could_match_type(first_type)]
         if len(candidates) != 1:
             return None
         method = candidates[0]
@@ -769,7 +811,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         """
         named: set[int] = set()
         with self._lock:
-            methods = self._methods
+            methods = self._methods_for(first_type)
         for m in methods:
             first, second = m.pattern(0), m.pattern(1)
             if first is None or second is None or not first.could_match_type(first_type):
@@ -791,7 +833,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
             with self._lock:
                 answer = self._first[first_type] = any(
                     p is not None and p.could_match_type(first_type)
-                    for p in (m.pattern(0) for m in self._methods))
+                    for p in (m.pattern(0) for m in self._methods_for(first_type)))
         return answer
 
     def methods(self) -> list[Callable[..., Any]]:
@@ -808,6 +850,32 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
 
 
 _serials = itertools.count()  # keys of Generic._entries, in the order registered
+_TYPE_SUBCLASSCHECK = type.__dict__["__subclasscheck__"]
+
+
+def _live(entry: _Method | weakref.ref[_Method]) -> _Method | None:
+    """The method of an entry of ``Generic._entries``, or None: it died with its owner."""
+    return entry if isinstance(entry, _Method) else entry()
+
+
+def _indexed(index: tuple[tuple[_Method, ...], dict[type, list[_Method]]],
+             method: _Method) -> tuple[tuple[_Method, ...], dict[type, list[_Method]]]:
+    """``index`` (see ``Generic._index``) with ``method`` added: to its owner's list, or,
+    with no owner or one whose metaclass has its own ``__subclasscheck__`` (ABCMeta's, which
+    may claim classes whose MRO does not hold it), to those of no owner."""
+    free, by_owner = index
+    if method.owner is None or type(method.owner).__subclasscheck__ is not _TYPE_SUBCLASSCHECK:
+        return (*free, method), by_owner
+    by_owner.setdefault(method.owner, []).append(method)
+    return index
+
+
+def _add_needs(method: _Method, specs: list[_KeySpec]) -> None:
+    """Add what ``method``'s patterns need beyond types to the per-position specs."""
+    for i, spec in enumerate(specs):
+        p = method.pattern(i)
+        if p is not None:
+            p._add_needs(spec)
 _every_generic: weakref.WeakSet[Generic] = weakref.WeakSet()
 
 

@@ -515,7 +515,8 @@ class MetadataType(dispatch.Generic):
         if not isinstance(value_type, type):
             raise TypeError(f"metadatatype() takes a value class second, not {value_type!r}")
         args = (ctx_type, value_type)
-        applicable = [m for m in self._methods if m.required <= 2 and (len(m.params) >= 2 or m.varargs is not None)
+        applicable = [m for m in self._methods_for(ctx_type)
+                      if m.required <= 2 and (len(m.params) >= 2 or m.varargs is not None)
                       and all(_type_matches(m.pattern(i), t) for i, t in enumerate(args))]
         if not applicable:
             return self.default  # type: ignore[return-value]  # set: _no_metadata

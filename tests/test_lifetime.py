@@ -30,7 +30,7 @@ def _throwaway(seen: list[Any]) -> type[ch.Context]:
     class Throwaway(ch.Context):
         def prehook(self, fn: Any, *args: Any) -> None:
             seen.append(fn)
-            super().__init__  # noqa: B018 -- a ``__class__`` cell: the method refers to its class
+            super().__init__  # (a ``__class__`` cell: the method refers to its class)
 
     ch.overdub(Throwaway(), f, 1)
     with Throwaway():
