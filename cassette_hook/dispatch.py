@@ -571,7 +571,8 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
 
     def _forget(self) -> None:
         """Drop everything derived from the method table: the type cache, the answers of
-        ``has_methods_for``, the per-position key specs and the table's tuple of methods.
+        ``has_methods_for``, the per-position key specs, the table's tuple of methods and
+        its index by owner.
 
         It runs after every change of the table, and at the start of every full garbage
         collection (``_forget_before_full_collections``): all of these hold classes (the
@@ -610,10 +611,14 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         """The methods of no owner, and the others by owner (see ``_methods_for``)."""
         index = self._by_owner
         if index is None:
-            index = (), {}
+            free: list[_Method] = []
+            by_owner: dict[type, list[_Method]] = {}
             for m in self._methods:
-                index = _indexed(index, m)
-            self._by_owner = index
+                if _indexed_by_owner(m):
+                    by_owner.setdefault(m.owner, []).append(m)  # type: ignore[arg-type]  # (it has one)
+                else:
+                    free.append(m)
+            index = self._by_owner = (tuple(free), by_owner)
         return index
 
     def _key_specs(self) -> list[_KeySpec]:
@@ -864,10 +869,14 @@ def _indexed(index: tuple[tuple[_Method, ...], dict[type, list[_Method]]],
     with no owner or one whose metaclass has its own ``__subclasscheck__`` (ABCMeta's, which
     may claim classes whose MRO does not hold it), to those of no owner."""
     free, by_owner = index
-    if method.owner is None or type(method.owner).__subclasscheck__ is not _TYPE_SUBCLASSCHECK:
+    if not _indexed_by_owner(method):
         return (*free, method), by_owner
-    by_owner.setdefault(method.owner, []).append(method)
+    by_owner.setdefault(method.owner, []).append(method)  # type: ignore[arg-type]  # (it has one)
     return index
+
+
+def _indexed_by_owner(method: _Method) -> bool:
+    return method.owner is not None and type(method.owner).__subclasscheck__ is _TYPE_SUBCLASSCHECK
 
 
 def _add_needs(method: _Method, specs: list[_KeySpec]) -> None:

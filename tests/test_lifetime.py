@@ -8,6 +8,7 @@ plans, the tagging classes.
 
 from __future__ import annotations
 
+import abc
 import gc
 import weakref
 from typing import Any
@@ -174,3 +175,24 @@ def test_making_and_dropping_classes_keeps_the_number_of_objects_flat() -> None:
     counts_after(200)  # (warm: the first classes fill caches that stay)
     first = counts_after(200)
     assert counts_after(1000) <= first + 50  # (not 1000 more classes' worth: ~30 objects each)
+
+
+def test_an_overload_on_an_abstract_context_class_applies_to_its_virtual_subclasses() -> None:
+    # Dispatch looks first at the overloads of the classes in the context's MRO; one whose
+    # class has its own __subclasscheck__ (ABCMeta's) may apply beyond them.
+    class Abstract(ch.Context, abc.ABC):
+        pass
+
+    class Virtual(ch.Context):
+        pass
+
+    Abstract.register(Virtual)
+
+    @ch.overdub.register
+    def replaced(ctx: Abstract, fn: ch.Is[g], x: int) -> int:
+        return 0
+
+    try:
+        assert ch.overdub(Virtual(), f, 1) == 0
+    finally:
+        ch.overdub.unregister(replaced)
