@@ -42,3 +42,36 @@ class WeakIdCache(Generic[V]):
 
     def __len__(self) -> int:
         return len(self.values)
+
+
+ANCHOR = "__cassette_hook_anchored__"
+"""The attribute of a class that holds what lives exactly as long as the class (see :func:`anchor`)."""
+
+
+def anchor(owner: type, value: object) -> bool:
+    """Make ``owner`` hold ``value``, so that ``value`` lives as long as ``owner`` does, and
+    no longer: what refers to ``value`` only weakly (a generic's table of methods) then
+    does not keep ``owner`` alive through it, though ``value`` may refer to ``owner``.
+
+    (Python has no ephemerons, so a table cannot hold a value for as long as its key lives
+    without keeping the key alive when the value refers to it: the key holds the value
+    instead.)  False when ``owner`` takes no attribute (a static or immutable type): the
+    caller must then hold ``value`` itself.
+    """
+    held = owner.__dict__.get(ANCHOR)
+    if held is None:
+        try:
+            type.__setattr__(owner, ANCHOR, held := [])
+        except (TypeError, AttributeError):
+            return False
+    held.append(value)
+    return True
+
+
+def unanchor(owner: type, value: object) -> None:
+    """Let ``owner`` stop holding ``value`` (anchored with :func:`anchor`)."""
+    held = owner.__dict__.get(ANCHOR, ())
+    for i, v in enumerate(held):
+        if v is value:
+            del held[i]
+            return

@@ -20,15 +20,19 @@ can be used on its own.
 from __future__ import annotations
 
 import functools
+import gc
+import itertools
 import sys
 import threading
 import types
 import typing
+import weakref
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 from ._native import speedups as _speedups
 from ._own import is_own_frame
+from ._weakid import anchor, unanchor
 
 __all__ = ["AmbiguityError", "Generic", "Is", "NoMethodError", "Parametric", "Pattern", "generation"]
 
@@ -358,14 +362,19 @@ class _Method:
     Positions ``< len(params)`` use ``params``; further ones use ``varargs`` (None when
     the function takes no ``*args``). It applies to arities ``required ..
     len(params)``, or ``required ..`` with varargs.
+
+    ``owner``: the class the first parameter names (``C`` or ``Parametric(C, ...)``), if
+    the method lives only as long as that class (see :meth:`Generic.register`).
     """
 
-    __slots__ = ("func", "params", "required", "varargs", "registered")
+    __slots__ = ("func", "params", "required", "varargs", "registered", "owner", "key", "__weakref__")
 
     def __init__(self, func: Callable[..., Any], params: tuple[Pattern, ...],
                  required: int, varargs: Pattern | None) -> None:
         self.func, self.params, self.required, self.varargs = func, params, required, varargs
         self.registered = func  # what the user registered; ``func`` is what calls run
+        self.owner: type | None = None
+        self.key = -1  # its key in Generic._entries, once registered
 
     def running(self, func: Callable[..., Any]) -> _Method:
         """This method, with calls running ``func`` in place of the registered function."""
@@ -437,6 +446,14 @@ class _KeySpec:
         self.ids: frozenset[int] = frozenset()
         self.id_types: set[type] = set()
         self.attrs: dict[str, tuple[tuple[type, ...], _KeySpec]] = {}
+
+    def copy(self) -> _KeySpec:
+        """A copy that ``_add_needs`` may extend without changing this one (which a refiner
+        made before may still be keying with)."""
+        new = _KeySpec()
+        new.ids, new.id_types = self.ids, set(self.id_types)
+        new.attrs = {name: (classes, sub.copy()) for name, (classes, sub) in self.attrs.items()}
+        return new
 
     def relevant(self, t: type) -> bool:
         """Can the type alone fail to decide matching for an argument of exact type ``t``?"""
@@ -572,28 +589,84 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         self.name = self.__name__ = self.__qualname__ = name
         self.default = default
         self.__doc__ = doc
-        self._methods: tuple[_Method, ...] = ()
+        # The methods, in the order registered: a method itself, or a weak reference to a
+        # method its owner class holds (``register``).  Everything below is derived from it,
+        # on demand, and forgotten by ``_forget``.
+        self._entries: dict[int, _Method | weakref.ref[_Method]] = {}
         # Methods registered before a name their annotations use was defined (3.14+), with
         # their self_type: made methods when dispatch first needs them (_settle).
         self._pending: tuple[tuple[Callable[..., Any], type | None], ...] = ()
         self._lock = threading.RLock()  # reentrant: matching may run user code (getattr, ABC hooks)
-        self._reset()
+        self._forget()
+        _every_generic.add(self)
 
     def __get__(self, obj: object, objtype: type | None = None) -> Generic:
         """Stay a plain attribute on classes (partial warns about method use from 3.13)."""
         return self
 
-    def _reset(self) -> None:
-        """Derive the caches and per-position key specs from a new method table."""
-        self._roots[:] = [None]
+    def _forget(self) -> None:
+        """Drop everything derived from the method table: the type cache, the answers of
+        ``has_methods_for``, the per-position key specs, the table's tuple of methods and
+        its index by owner.
+
+        It runs after every change of the table, and at the start of every full garbage
+        collection (``_forget_before_full_collections``): all of these hold classes (the
+        types of arguments dispatched on, the methods owned by classes), which a class
+        nobody else references must not be kept alive by.  It is O(1) in the number of
+        methods (the rest is remade as calls need it), so that classes that die together
+        cost no more than one each, and atomic enough to run inside a collection that
+        interrupted ``_miss``: the cache keeps its length, and a ``_miss`` that was filling
+        it fills a level no longer in it, or a new one with a correct entry.
+        """
+        roots = self._roots
+        roots[:] = [None, *({} for _ in range(len(roots) - 1))]
         self._first: dict[type, bool] = {}
-        width = max((len(m.params) for m in self._methods), default=0) + 1  # the last spec is for all later positions
-        self._specs = [_KeySpec() for _ in range(width)]
-        for m in self._methods:
-            for i, spec in enumerate(self._specs):
-                p = m.pattern(i)
-                if p is not None:
-                    p._add_needs(spec)
+        self._specs: list[_KeySpec] | None = None
+        self._table: tuple[_Method, ...] | None = None
+        self._by_owner: tuple[tuple[_Method, ...], dict[type, list[_Method]]] | None = None
+
+    @property
+    def _methods(self) -> tuple[_Method, ...]:
+        """The live methods, in the order registered (made again after ``_forget``)."""
+        table = self._table
+        if table is None:
+            found = (_live(entry) for entry in list(self._entries.values()))
+            table = self._table = tuple(m for m in found if m is not None)
+        return table
+
+    def _methods_for(self, first_type: type) -> Iterable[_Method]:
+        """The methods that may apply when the first argument is of exact type ``first_type``
+        (a superset): those owned by a class of its MRO, and those of no owner.  So the
+        work of a miss does not grow with the classes of other contexts, such as the
+        throwaway classes that wait for the next full collection to be freed."""
+        free_methods, by_owner = self._index()
+        return (*free_methods, *(m for c in first_type.__mro__ for m in by_owner.get(c, ())))
+
+    def _index(self) -> tuple[tuple[_Method, ...], dict[type, list[_Method]]]:
+        """The methods of no owner, and the others by owner (see ``_methods_for``)."""
+        index = self._by_owner
+        if index is None:
+            free: list[_Method] = []
+            by_owner: dict[type, list[_Method]] = {}
+            for m in self._methods:
+                if _indexed_by_owner(m):
+                    by_owner.setdefault(m.owner, []).append(m)  # type: ignore[arg-type]  # (it has one)
+                else:
+                    free.append(m)
+            index = self._by_owner = (tuple(free), by_owner)
+        return index
+
+    def _key_specs(self) -> list[_KeySpec]:
+        """What besides the type decides matching, per position (the last one: all later)."""
+        specs = self._specs
+        if specs is None:
+            methods = self._methods
+            width = max((len(m.params) for m in methods), default=0) + 1
+            specs = [_KeySpec() for _ in range(width)]
+            for m in methods:
+                _add_needs(m, specs)
+            self._specs = specs
+        return specs
 
     def resolve(self, args: tuple[object, ...]) -> Callable[..., Any]:
         """The method a call with these positional arguments runs (the default if none applies)."""
@@ -611,9 +684,10 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         self._settle()
         with self._lock:
             types_ = tuple(map(type, args))
-            last = len(self._specs) - 1
+            specs = self._key_specs()
+            last = len(specs) - 1
             positions = tuple((i, spec) for i, t in enumerate(types_)
-                              if (spec := self._specs[min(i, last)]).relevant(t))
+                              if (spec := specs[min(i, last)]).relevant(t))
             entry = _refiner(self, positions) if positions else self._resolve_uncached(args)
             roots = self._roots
             roots.extend({} for _ in range(len(roots), len(args) + 1))
@@ -627,7 +701,8 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
             return entry
 
     def _resolve_uncached(self, args: tuple[object, ...]) -> Callable[..., Any]:
-        applicable = [m for m in self._methods if m.applies(args)]
+        methods = self._methods_for(type(args[0])) if args else self._methods
+        applicable = [m for m in methods if m.applies(args)]
         if not applicable:
             if self.default is None:
                 raise NoMethodError(f"{self.name}: no method matches argument types {_type_names(args)}")
@@ -652,6 +727,12 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         An equal signature replaces the old method, as redefining a Julia method does.
         ``self_type`` types the first positional parameter, whatever its annotation:
         that is how a ``prehook(self, f, *args)`` defined on a context class registers.
+
+        A method whose first parameter names one class ``C`` (``C`` or
+        ``Parametric(C, ...)``) applies only to calls whose first argument is an instance
+        of ``C``: once ``C`` is gone, to none.  So ``C`` holds the method and the generic
+        only refers to it: the method lives as long as ``C``, and does not keep ``C``
+        alive (a class made per request, test or call is collected with its methods).
         """
         if func is None:
             return lambda f: self.register(f, self_type=self_type)
@@ -664,11 +745,41 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
             return func
         with self._lock:
             self._add(method)
-            self._changed()
         return func
 
     def _add(self, method: _Method) -> None:
-        self._methods = (*(m for m in self._methods if not (m.covered_by(method) and method.covered_by(m))), method)
+        """Register a method made from its signature (the caller holds the lock)."""
+        first = method.pattern(0)
+        # (a first parameter with a default lets calls of no argument ignore its class)
+        owner = first.cls if type(first) in (_Class, Parametric) and method.required else None  # type: ignore[union-attr]  # both have cls
+        # Only a method of the same owner, or of none, can have an equal signature.
+        # (Nothing here walks every method: while the collector runs, a walk's locals
+        # would keep alive the classes waiting to be freed.)
+        if owner is None:
+            others: Iterable[_Method] = self._methods
+        else:
+            free_methods, by_owner = self._index()
+            others = (*free_methods, *by_owner.get(owner, ()))
+        replaced = [m for m in others if m.covered_by(method) and method.covered_by(m)]
+        for m in replaced:
+            self._remove(m)
+        method.key = key = next(_serials)
+        if owner is not None and anchor(owner, method):
+            method.owner = owner
+            self._entries[key] = weakref.ref(method, functools.partial(_owner_gone, weakref.ref(self), key))
+        else:
+            self._entries[key] = method
+        table, index, specs = self._table, self._by_owner, self._specs
+        self._changed()
+        if not replaced:  # only added: what was derived grows by it, rather than being remade
+            if table is not None:
+                self._table = (*table, method)
+            if index is not None:
+                self._by_owner = _indexed(index, method)
+            if specs is not None and len(method.params) < len(specs):
+                specs = [spec.copy() for spec in specs]  # (refiners made before may be keying with them)
+                _add_needs(method, specs)
+                self._specs = specs
 
     def _settle(self) -> None:
         """Make methods of the pending ones, now that dispatch needs them: a name their
@@ -694,16 +805,23 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
     def unregister(self, func: Callable[..., Any]) -> None:
         """Remove every method registered with ``func``."""
         with self._lock:
-            kept = tuple(m for m in self._methods if m.registered != func)
+            gone = [m for m in self._methods if m.registered == func]
             waiting = tuple(p for p in self._pending if p[0] != func)
-            if len(kept) == len(self._methods) and len(waiting) == len(self._pending):
+            if not gone and len(waiting) == len(self._pending):
                 raise ValueError(f"{self.name}: cannot unregister {_describe(func)}: it is not registered")
-            self._methods, self._pending = kept, waiting
+            for m in gone:
+                self._remove(m)
+            self._pending = waiting
             self._changed()
+
+    def _remove(self, method: _Method) -> None:
+        del self._entries[method.key]
+        if method.owner is not None:
+            unanchor(method.owner, method)
 
     def _changed(self) -> None:
         global generation
-        self._reset()
+        self._forget()
         generation += 1
 
     def _signature(self, func: Callable[..., Any], self_type: type | None) -> _Method:
@@ -747,7 +865,8 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         """
         self._settle()
         with self._lock:
-            candidates = [m for m in self._methods if m.params and m.params[0].could_match_type(first_type)]
+            candidates = [m for m in self._methods_for(first_type)
+                          if m.params and m.params[0].could_match_type(first_type)]
         if len(candidates) != 1:
             return None
         method = candidates[0]
@@ -768,7 +887,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         named: set[int] = set()
         self._settle()
         with self._lock:
-            methods = self._methods
+            methods = self._methods_for(first_type)
         for m in methods:
             first, second = m.pattern(0), m.pattern(1)
             if first is None or second is None or not first.could_match_type(first_type):
@@ -791,7 +910,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
             with self._lock:
                 answer = self._first[first_type] = any(
                     p is not None and p.could_match_type(first_type)
-                    for p in (m.pattern(0) for m in self._methods))
+                    for p in (m.pattern(0) for m in self._methods_for(first_type)))
         return answer
 
     def methods(self) -> list[Callable[..., Any]]:
@@ -807,3 +926,61 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
 
     def __repr__(self) -> str:
         return f"<Generic {self.name} with {len(self._methods)} method(s)>"
+
+
+_serials = itertools.count()  # keys of Generic._entries, in the order registered
+_TYPE_SUBCLASSCHECK = type.__dict__["__subclasscheck__"]
+
+
+def _live(entry: _Method | weakref.ref[_Method]) -> _Method | None:
+    """The method of an entry of ``Generic._entries``, or None: it died with its owner."""
+    return entry if isinstance(entry, _Method) else entry()
+
+
+def _indexed(index: tuple[tuple[_Method, ...], dict[type, list[_Method]]],
+             method: _Method) -> tuple[tuple[_Method, ...], dict[type, list[_Method]]]:
+    """``index`` (see ``Generic._index``) with ``method`` added: to its owner's list, or,
+    with no owner or one whose metaclass has its own ``__subclasscheck__`` (ABCMeta's, which
+    may claim classes whose MRO does not hold it), to those of no owner."""
+    free, by_owner = index
+    if not _indexed_by_owner(method):
+        return (*free, method), by_owner
+    by_owner.setdefault(method.owner, []).append(method)  # type: ignore[arg-type]  # (it has one)
+    return index
+
+
+def _indexed_by_owner(method: _Method) -> bool:
+    return method.owner is not None and type(method.owner).__subclasscheck__ is _TYPE_SUBCLASSCHECK
+
+
+def _add_needs(method: _Method, specs: list[_KeySpec]) -> None:
+    """Add what ``method``'s patterns need beyond types to the per-position specs."""
+    for i, spec in enumerate(specs):
+        p = method.pattern(i)
+        if p is not None:
+            p._add_needs(spec)
+_every_generic: weakref.WeakSet[Generic] = weakref.WeakSet()
+
+
+def _owner_gone(generic_ref: weakref.ref[Generic], key: int, _method: object) -> None:
+    """A method's owner class was collected, and the method with it: forget it.
+
+    Nothing else changes for the calls still possible: the method applied only to
+    instances of a class that no longer exists.  ``_forget`` is O(1), so a collection that
+    frees many classes at once stays linear in their number.
+    """
+    generic = generic_ref()
+    if generic is not None and generic._entries.pop(key, None) is not None:
+        generic._changed()
+
+
+def _forget_before_full_collections(phase: str, info: dict[str, int]) -> None:
+    """Let a full collection free the classes that only the generics' caches hold (the
+    type cache holds the type of every argument dispatched on): they are remade as calls
+    need them, from the method table, which holds no class that owns its method."""
+    if phase == "start" and info["generation"] == 2:
+        for generic in list(_every_generic):
+            generic._forget()
+
+
+gc.callbacks.append(_forget_before_full_collections)

@@ -221,8 +221,12 @@ _every_plan: weakref.WeakSet[Plan] = weakref.WeakSet()  # including invalidated 
 
 
 def _drop_twins_before_full_collections(phase: str, info: dict[str, int]) -> None:
-    """Let a full collection free functions that only their twins' closure cells kept alive."""
+    """Let a full collection free functions that only their twins' closure cells kept alive,
+    and context classes that only their plans kept alive (a plan holds its class, and the
+    overloads and twins it runs, which may too): the plans of the classes still in use are
+    remade at their next entry; contexts already active keep theirs."""
     if phase == "start" and info["generation"] == 2:
+        _plans.clear()
         for plan in list(_every_plan):
             plan.twins.clear()
             if plan.direct_twins is not None:

@@ -342,17 +342,20 @@ class _TaggingContext(_context.Context):
         _leave(self.tag, None)
 
 
-_tagging_classes: dict[type, type[_context.Context]] = {}
+_TAGGING_CLASS = "__cassette_hook_tagging__"
 
 
 def _tagging_class(cls: type[_context.Context]) -> type[_context.Context]:
+    """The tagging subclass of ``cls``, made once and held by ``cls`` itself: a table
+    keyed by ``cls`` would keep it alive, as the subclass refers to it (docs/api.md,
+    "Lifetime of context classes")."""
     if issubclass(cls, _TaggingContext):
         return cls
-    found = _tagging_classes.get(cls)
+    found: type[_context.Context] | None = cls.__dict__.get(_TAGGING_CLASS)
     if found is None:
         found = types.new_class(cls.__name__, (cls, _TaggingContext))
         found.__qualname__, found.__module__ = cls.__qualname__, cls.__module__
-        _tagging_classes[cls] = found
+        type.__setattr__(cls, _TAGGING_CLASS, found)
     return found
 
 
@@ -398,6 +401,16 @@ def _not_tagging(ctx: Any) -> NoReturn:
 # is on the path of every overloaded operation, so its check is one dict lookup.
 _allowed: dict[tuple[type, type], Any] = {}
 _allowed_generation = [-1]
+
+
+def _forget_allowed_before_full_collections(phase: str, info: dict[str, int]) -> None:
+    """Let a full collection free the context classes only ``_allowed`` holds (emptied in
+    place: the C path reads the same dict)."""
+    if phase == "start" and info["generation"] == 2:
+        _allowed.clear()
+
+
+gc.callbacks.append(_forget_allowed_before_full_collections)
 
 
 def untag(x: Any, ctx: _context.Context) -> Any:
@@ -479,8 +492,12 @@ class MetadataType(dispatch.Generic):
 
     def __init__(self, name: str, default: Callable[..., Any] | None = None, doc: str | None = None) -> None:
         super().__init__(name, default, doc)
-        self._cache: dict[tuple[Any, Any], Callable[..., Any]] = {}
         self._generation = -1
+
+    def _forget(self) -> None:
+        """Also the answers by pairs of classes, which hold the context classes asked about."""
+        super()._forget()
+        self._cache: dict[tuple[Any, Any], Callable[..., Any]] = {}
 
     def __call__(self, ctx_type: Any, value_type: Any) -> Any:  # two classes, not arguments to dispatch on
         if self._generation != dispatch.generation:  # a method changed, here or elsewhere
@@ -503,7 +520,9 @@ class MetadataType(dispatch.Generic):
         if not isinstance(value_type, type):
             raise TypeError(f"metadatatype() takes a value class second, not {value_type!r}")
         args = (ctx_type, value_type)
-        applicable = [m for m in self._methods if m.required <= 2 and (len(m.params) >= 2 or m.varargs is not None)
+        self._settle()
+        applicable = [m for m in self._methods_for(ctx_type)
+                      if m.required <= 2 and (len(m.params) >= 2 or m.varargs is not None)
                       and all(_type_matches(m.pattern(i), t) for i, t in enumerate(args))]
         if not applicable:
             return self.default  # type: ignore[return-value]  # set: _no_metadata
@@ -521,6 +540,14 @@ class MetadataType(dispatch.Generic):
 
     def _signature(self, func: Callable[..., Any], self_type: type | None) -> Any:
         method = super()._signature(func, self_type)
+        where = f"metadatatype: cannot register {dispatch._describe(func)}"
+        taken = len(method.params)
+        if taken < 2 and method.varargs is None:  # (it would apply to no call: refused as malformed)
+            raise TypeError(f"{where}: it takes {taken or 'no'} positional parameter{'s' * (taken != 1)}, but it is "
+                            "called as metadatatype(ctx_type, value_type): give it two, (ctx, value)")
+        if method.required > 2:
+            raise TypeError(f"{where}: it needs {method.required} positional arguments, but it is called with two, "
+                            "as metadatatype(ctx_type, value_type): give the parameters after the second defaults")
         for i in range(2):
             pattern = method.pattern(i)
             if isinstance(pattern, dispatch.Parametric) or any(

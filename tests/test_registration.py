@@ -78,6 +78,36 @@ def test_hook_method_of_a_context_class_without_the_callee_is_refused_at_class_c
                 pass
 
 
+def test_metadatatype_overload_with_fewer_than_two_positional_parameters_is_refused():
+    def context_only(ctx: Ctx):
+        return object
+
+    assert refusal(ch.metadatatype, context_only) == (
+        f"metadatatype: cannot register {where(context_only)}: it takes 1 positional parameter, but it is "
+        "called as metadatatype(ctx_type, value_type): give it two, (ctx, value)")
+
+
+def test_metadatatype_overload_that_needs_more_than_two_arguments_is_refused():
+    def three(ctx: Ctx, value, extra):
+        return object
+
+    assert refusal(ch.metadatatype, three) == (
+        f"metadatatype: cannot register {where(three)}: it needs 3 positional arguments, but it is called "
+        "with two, as metadatatype(ctx_type, value_type): give the parameters after the second defaults")
+
+
+@pytest.mark.parametrize("source", ["def m(ctx, value, extra=None): return object",
+                                    "def m(ctx, *rest): return object", "def m(*classes): return object"])
+def test_metadatatype_overload_that_can_take_two_arguments_is_accepted(source):
+    namespace = {}
+    exec(source, namespace)  # noqa: S102 -- a signature under test
+    ch.metadatatype.register(namespace["m"])
+    try:
+        assert namespace["m"] in ch.metadatatype.methods()
+    finally:
+        ch.metadatatype.unregister(namespace["m"])
+
+
 def test_first_parameter_annotated_with_a_non_context_class_is_refused_naming_it():
     def on_ints(x: int, f):
         pass
