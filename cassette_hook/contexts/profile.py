@@ -70,7 +70,7 @@ class ProfileContext(ReportingContext, Recording):
         self._trees: list[ThreadTree] = []
         self._locations: dict[str, tuple[str, int]] = {}
         self._threads = threading.local()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a report written by a signal handler (_process._on_sigterm)
 
     prehook = Recording.prehook  # (named here, so that the class registers them as its hooks)
     posthook = Recording.posthook
@@ -108,10 +108,25 @@ class ProfileContext(ReportingContext, Recording):
 
     def separate(self) -> None:
         """A forked child's profile: its files get its process id too (see
-        :meth:`ReportingContext.separate`).  It keeps what was recorded before the fork."""
+        :meth:`ReportingContext.separate`), and it is a profile of the child alone.
+
+        Its records start afresh at the fork, as its clock does: the parent's calls are the
+        parent's report's, and a call still running at the fork (``os.fork`` itself and its
+        callers) is not counted, since the child saw only its end -- its posthook then
+        finds nothing of its own on the stack (``_calltree.PyRecording._ended``).  So the
+        child's table adds up to the time of the calls it made."""
         super().separate()
         self.files = {key: None if file is None else per_process(file) for key, file in self.files.items()}
-        self._lock = threading.Lock()  # the fork may have copied it held by another thread
+        self._lock = threading.RLock()  # the fork may have copied it held by another thread
+        stack = getattr(self._threads, "stack", None)
+        self._trees = []
+        self._threads = threading.local()
+        if stack is not None:  # the forking thread, now the child's only one
+            tree = ThreadTree(threading.current_thread().name)
+            stack[:] = [tree.root]  # the same list: the C hooks keep it (_recording.c's stack_of)
+            tree.stack = stack
+            self._trees.append(tree)
+            self._threads.stack = stack
 
     # -- the data --------------------------------------------------------------------
 
