@@ -61,6 +61,8 @@ def activate(contexts: Iterable[_context.Context]) -> None:
 def _forked() -> None:
     """In a forked child: its reports go to files of its own, of what it does itself, and
     are written however it ends (see the module's docstring)."""
+    global _ending, _terminated
+    _ending = _terminated = False
     separate(_active)
     if any(hasattr(ctx, "write_report") for ctx in _active):
         _patch_exits()
@@ -71,10 +73,25 @@ def _write_at_end() -> None:
     """Write the reports as the process ends without ``atexit``.  (The program's streams
     are not flushed, as they are not plain: a forked child's copy of its parent's
     buffered output would be printed twice.)"""
+    global _ending
+    _ending = True
+    _write_all()
+
+
+def _write_all() -> None:
+    """Write the reports of the contexts that report, once: the process is ending, so the
+    calls still running in this thread will never return (``process_ending``)."""
     while _active:
         ctx = _active.pop()
         if _reports_if_empty or not _observed_nothing(ctx):
+            ending = getattr(ctx, "process_ending", None)
+            if ending is not None:
+                ending()
             write_report(ctx)
+
+
+_ending = False  # the reports are being written as the process ends
+_terminated = False  # SIGTERM came meanwhile: the process ends by it once they are written
 
 
 def _patch_exits() -> None:
@@ -135,24 +152,43 @@ def _catch_sigterm() -> None:
     its own for it (its own handler, set before or after, takes over: the reports are
     written if it ends the program through ``sys.exit`` or, in a forked child,
     ``os._exit``).  Only the main thread can set a handler: from another one
-    (``install_from_env`` called in a thread), nothing is set."""
+    (``install_from_env`` called in a thread), nothing is set.  ``_sigterm`` delivers
+    the signal again until the handler has run (a Python handler runs only when the main
+    thread checks for signals, which a thread that blocked just after the signal came
+    never does: see ``_sigterm.c``)."""
     import signal
 
     try:
         if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
             signal.signal(signal.SIGTERM, _on_sigterm)
     except (ValueError, OSError):  # not the main thread
-        pass
+        return
+    if signal.getsignal(signal.SIGTERM) is _on_sigterm:  # (set here or inherited: a forked child's timer)
+        try:  # (not an accelerator: no Python version of it, so loaded on the pure path too)
+            from . import _sigterm
+        except ImportError:  # not built: a signal that comes as the main thread blocks may be lost
+            return
+        _sigterm.arm()
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
-    """Write the reports, then end by SIGTERM, as the default action would have."""
+    """Write the reports, then end by SIGTERM, as the default action would have.  Called
+    again while they are written (``_sigterm`` repeats the signal), or while ``atexit``
+    writes them, it lets the writing finish."""
+    global _terminated
+    if _ending:
+        _terminated = True
+        return
+    _write_at_end()
+    _die_of_sigterm()
+
+
+def _die_of_sigterm() -> NoReturn:
     import signal
 
-    _write_at_end()
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.kill(os.getpid(), signal.SIGTERM)
-    getattr(os._exit, "__cassette_hook_wraps__", os._exit)(128 + signal.SIGTERM)  # (not reached)
+    os._exit(128 + signal.SIGTERM)  # (not reached)
 
 
 def contexts() -> list[_context.Context]:
@@ -161,16 +197,17 @@ def contexts() -> list[_context.Context]:
 
 
 def write_reports() -> None:
-    """Have each process-wide context that reports write its report, once."""
-    while _active:
-        ctx = _active.pop()
-        if _reports_if_empty or not _observed_nothing(ctx):
-            write_report(ctx)
+    """Have each process-wide context that reports write its report, once; at exit."""
+    global _ending
+    _ending = True
+    _write_all()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError, AttributeError):
             pass
+    if _terminated:
+        _die_of_sigterm()
 
 
 def separate(contexts: Iterable[_context.Context]) -> None:

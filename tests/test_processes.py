@@ -300,7 +300,8 @@ def test_a_forked_child_ends_as_it_does_plain(tmp_path, end):
 @pytest.mark.parametrize("start", [
     "process = ctx.Process(target=child)\nprocess.start()\nprocess.join()",
     "pool = ctx.Pool(2)\npool.map(worker.work, [30] * 8)\npool.close()\npool.join()",
-], ids=["Process", "Pool"])
+    "with ctx.Pool(2) as pool:\n    pool.map(worker.work, [30] * 8)",
+], ids=["Process", "Pool", "Pool terminated"])
 def test_a_forked_childs_profile_is_of_its_own_calls_on_its_own_clock(tmp_path, start):
     # The parent's records and clock used to be carried across the fork: "81 calls ... 0.000 ms"
     # with every percentage '-', or a row at 1359829.1% (docs/processes.md, "Forked children").
@@ -330,3 +331,48 @@ def test_a_forked_childs_profile_is_of_its_own_calls_on_its_own_clock(tmp_path, 
         assert shares and all(s != "-" and float(s[:-1]) <= 100 for row in shares for s in row), report
         assert "multiprocessing.context.BaseContext.get_context" not in report  # the parent's call
 
+
+@pytest.mark.parametrize("method", ["spawn", "fork", "forkserver"])
+def test_every_pool_worker_that_ran_program_code_writes_its_report_when_the_pool_is_terminated(tmp_path, method):
+    # `with Pool() as pool:` ends with terminate(): SIGTERM to each worker, which used to
+    # lose their reports (docs/processes.md, "Forked children").
+    write(tmp_path, "worker.py", WORK)
+    write(tmp_path, "prog.py", f"""
+        import multiprocessing
+        import worker
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context({method!r}).Pool(2) as pool:
+                print(sum(pool.map(worker.work, range(40))))
+    """)
+    result = run_with_subprocesses(tmp_path, "--context", "profile", "--output", "prof.txt", "prog.py")
+    assert (result.returncode, result.stdout) == (0, "9880\n"), result.stderr
+    workers = [p.read_text() for p in tmp_path.glob("prof.*.txt")]
+    calls = [int(m[1]) for report in workers for m in re.finditer(r"^ +(\d+) .* builtins\.abs$", report, re.M)]
+    assert sum(calls) == sum(range(40)), workers  # work(n) calls abs n times
+
+
+def test_sigterm_that_comes_as_the_main_thread_blocks_still_ends_the_process_with_its_report(tmp_path):
+    # A Python handler runs when the main thread checks for signals; one noted by another
+    # thread while the main thread waits on a lock is acted on only because cassette_hook
+    # delivers it again (_sigterm.c).  Plain, SIGTERM ends the process at once.
+    write(tmp_path, "worker.py", FORKING_WORK)
+    write(tmp_path, "prog.py", """
+        import signal, threading, time
+        import worker
+
+        def signal_this_thread():
+            time.sleep(0.5)  # (the main thread is waiting by then)
+            signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+        worker.in_child()
+        lock = threading.Lock()
+        lock.acquire()
+        threading.Thread(target=signal_this_thread).start()
+        lock.acquire()
+    """)
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--context", "profile", "--output", "prof.txt",
+                             "prog.py"], cwd=tmp_path, env=env_for(tmp_path), capture_output=True, text=True,
+                            timeout=30)
+    assert result.returncode == -15, result.stderr
+    assert re.search(r"^ +1 .* builtins\.abs$", (tmp_path / "prof.txt").read_text(), re.M)

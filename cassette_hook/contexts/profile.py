@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from time import perf_counter_ns
 from typing import Any, Iterable, TextIO
 
 from . import _reports
@@ -48,7 +49,7 @@ class ProfileContext(ReportingContext, Recording):
     as ``list.append``).  Each thread has its own call stack; the statistics add the
     threads up, and the files show each thread apart.  Only calls that have returned (or
     raised) are counted: a report written while a thread is inside a call does not count
-    that call yet.
+    that call yet, except when the process ends (:meth:`process_ending`).
     """
 
     operators = False  # a profile of every a + b, x[i], x < y in every loop is mostly noise, and costs a call each
@@ -127,6 +128,19 @@ class ProfileContext(ReportingContext, Recording):
             tree.stack = stack
             self._trees.append(tree)
             self._threads.stack = stack
+
+    def process_ending(self) -> None:
+        """The calls still running in this thread are counted as ending now, as cProfile
+        counts the calls it has not seen return when it stops: a process that ends inside
+        calls (a pool's worker ended by ``terminate()`` is inside its whole loop, a child
+        that calls ``os._exit`` inside its caller's) then has a table that adds up to the
+        time it ran.  Other threads' running calls are left as they are (see the class)."""
+        stack = getattr(self._threads, "stack", None)
+        end = perf_counter_ns()
+        while stack is not None and len(stack) > 1:
+            node = stack.pop()
+            node.total += end - node.start
+            node.calls += 1
 
     # -- the data --------------------------------------------------------------------
 
