@@ -56,6 +56,34 @@ def activate(contexts: Iterable[_context.Context]) -> None:
     _active.extend(contexts)
     if any(hasattr(ctx, "write_report") for ctx in _active):
         _catch_sigterm()
+    _instrument_mp_main()
+
+
+_MULTIPROCESSING_CHILDREN = ("from multiprocessing.spawn import", "from multiprocessing.forkserver import")
+
+
+def _instrument_mp_main() -> None:
+    """In a child that ``multiprocessing`` started with *spawn*, or in its forkserver:
+    the program's main script is run again there as ``__mp_main__`` (where a pool's
+    ``work`` is found), by ``runpy.run_path``, which compiles it without the import hook.
+    Have it instrumented, as the command line has ``__main__``, when the patterns take
+    in its file: ``multiprocessing.spawn._fixup_main_from_path`` gets a wrapper that
+    instruments the module it made (``importhook.instrument``)."""
+    argv = getattr(sys, "orig_argv", [])
+    code = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
+    if not code.startswith(_MULTIPROCESSING_CHILDREN) or importhook.installed() is None:
+        return
+    from multiprocessing import spawn
+
+    fixup = spawn._fixup_main_from_path
+
+    def _fixup_main_from_path(main_path: str) -> None:
+        fixup(main_path)
+        main, patterns = sys.modules.get("__mp_main__"), importhook.installed()
+        if main is not None and patterns is not None and patterns.matches("__mp_main__", os.path.abspath(main_path)):
+            importhook.instrument(main)
+
+    spawn._fixup_main_from_path = _wrapper(_fixup_main_from_path, fixup)
 
 
 def _forked() -> None:

@@ -376,3 +376,24 @@ def test_sigterm_that_comes_as_the_main_thread_blocks_still_ends_the_process_wit
                             timeout=30)
     assert result.returncode == -15, result.stderr
     assert re.search(r"^ +1 .* builtins\.abs$", (tmp_path / "prof.txt").read_text(), re.M)
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_pool_workers_main_script_is_instrumented_as_mp_main(tmp_path, method):
+    # The children run the script again as __mp_main__ (with runpy, not an import):
+    # `work` defined there is instrumented as in the parent's __main__.
+    write(tmp_path, "prog.py", f"""
+        import multiprocessing
+
+        def work(n):
+            return sum(abs(-i) for i in range(n))
+
+        if __name__ == "__main__":
+            with multiprocessing.get_context({method!r}).Pool(2) as pool:
+                print(sum(pool.map(work, range(40))))
+    """)
+    result = run_with_subprocesses(tmp_path, "--context", "profile", "--output", "prof.txt", "prog.py")
+    assert (result.returncode, result.stdout) == (0, "9880\n"), result.stderr
+    workers = [p.read_text() for p in tmp_path.glob("prof.*.txt")]
+    calls = [int(m[1]) for report in workers for m in re.finditer(r"^ +(\d+) .* builtins\.abs$", report, re.M)]
+    assert sum(calls) == sum(range(40)), workers
