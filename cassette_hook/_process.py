@@ -75,7 +75,7 @@ def _instrument_mp_main() -> None:
         return
     from multiprocessing import spawn
 
-    fixup = spawn._fixup_main_from_path
+    fixup = spawn._fixup_main_from_path  # type: ignore[attr-defined]  # (private: not in typeshed)
 
     def _fixup_main_from_path(main_path: str) -> None:
         fixup(main_path)
@@ -83,7 +83,7 @@ def _instrument_mp_main() -> None:
         if main is not None and patterns is not None and patterns.matches("__mp_main__", os.path.abspath(main_path)):
             importhook.instrument(main)
 
-    spawn._fixup_main_from_path = _wrapper(_fixup_main_from_path, fixup)
+    spawn._fixup_main_from_path = _wrapper(_fixup_main_from_path, fixup)  # type: ignore[attr-defined]
 
 
 def _forked() -> None:
