@@ -6,11 +6,18 @@ written by an ``atexit`` handler, which runs after the program's other threads h
 finished (so their work is in the report; a daemon thread still running then is
 reported as far as it got) and also after ``sys.exit`` or an uncaught exception.
 
-A forked child keeps them, with what they gathered before the fork (it may be inside
-calls they are watching), and writes reports of its own: file names with ``{pid}`` get
-the child's id when written, other names become ``name.<pid>.ext``
-(``ReportingContext.separate``).  It writes them when it ends, also when
-``multiprocessing`` ends it with ``os._exit``, which skips ``atexit``.
+A forked child keeps them, and writes reports of its own, of what it did itself:
+file names with ``{pid}`` get the child's id when written, other names become
+``name.<pid>.ext`` (``ReportingContext.separate``, where a context also starts its
+records afresh).  It writes them however it ends: at exit (``atexit``), and, since a
+child often ends without running ``atexit``, also in ``os._exit`` and before an
+``os.exec*`` (which the child's ``os`` module gets wrappers for: ``_patch_exits``).
+
+A process with reporting contexts also writes them when SIGTERM ends it
+(``multiprocessing``'s ``terminate()``, a service manager): unless the program has a
+handler of its own, cassette_hook's writes the reports, then ends the process by
+SIGTERM as the default action would (``_catch_sigterm``).  Nothing can be written on
+SIGKILL.
 
 A process that ``install_from_env`` instrumented without being asked by a person --
 every Python process a ``sitecustomize`` reaches, ``multiprocessing``'s resource tracker
@@ -27,7 +34,7 @@ from . import _context, _debug, _specs, _unmatched, importhook
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
-    from typing import Iterable, Mapping
+    from typing import Any, Iterable, Mapping, NoReturn
 
 INCLUDE, EXCLUDE, CONTEXT, OUTPUT, SEPARATE = (
     "CASSETTE_HOOK_INCLUDE", "CASSETTE_HOOK_EXCLUDE", "CASSETTE_HOOK_CONTEXT", "CASSETTE_HOOK_OUTPUT",
@@ -36,7 +43,6 @@ DEBUG, EAGER = "CASSETTE_HOOK_DEBUG", "CASSETTE_HOOK_EAGER"
 
 _active: list[_context.Context] = []
 _reports_if_empty = True  # False in processes install_from_env instrumented
-_writes_at_multiprocessing_exit = False
 
 
 def activate(contexts: Iterable[_context.Context]) -> None:
@@ -48,24 +54,169 @@ def activate(contexts: Iterable[_context.Context]) -> None:
         os.register_at_fork(after_in_child=_forked)
     _context.push_whole_program(contexts)
     _active.extend(contexts)
+    if any(hasattr(ctx, "write_report") for ctx in _active):
+        _catch_sigterm()
+    _instrument_mp_main()
+
+
+_MULTIPROCESSING_CHILDREN = ("from multiprocessing.spawn import", "from multiprocessing.forkserver import")
+
+
+def _instrument_mp_main() -> None:
+    """In a child that ``multiprocessing`` started with *spawn*, or in its forkserver:
+    the program's main script is run again there as ``__mp_main__`` (where a pool's
+    ``work`` is found), by ``runpy.run_path``, which compiles it without the import hook.
+    Have it instrumented, as the command line has ``__main__``, when the patterns take
+    in its file: ``multiprocessing.spawn._fixup_main_from_path`` gets a wrapper that
+    instruments the module it made (``importhook.instrument``)."""
+    argv = getattr(sys, "orig_argv", [])
+    code = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
+    if not code.startswith(_MULTIPROCESSING_CHILDREN) or importhook.installed() is None:
+        return
+    from multiprocessing import spawn
+
+    fixup = spawn._fixup_main_from_path  # type: ignore[attr-defined]  # (private: not in typeshed)
+
+    def _fixup_main_from_path(main_path: str) -> None:
+        fixup(main_path)
+        main, patterns = sys.modules.get("__mp_main__"), importhook.installed()
+        if main is not None and patterns is not None and patterns.matches("__mp_main__", os.path.abspath(main_path)):
+            importhook.instrument(main)
+
+    spawn._fixup_main_from_path = _wrapper(_fixup_main_from_path, fixup)  # type: ignore[attr-defined]
 
 
 def _forked() -> None:
-    """In a forked child: its reports go to files of its own, written when it ends."""
-    global _writes_at_multiprocessing_exit
+    """In a forked child: its reports go to files of its own, of what it does itself, and
+    are written however it ends (see the module's docstring)."""
+    global _ending, _terminated
+    _ending = _terminated = False
     separate(_active)
-    util = sys.modules.get("multiprocessing.util")
-    if util is not None and not _writes_at_multiprocessing_exit:  # (the registration is inherited)
-        # multiprocessing clears the finalizers a child inherits, then runs these
-        util.register_after_fork(_forked, _write_at_multiprocessing_exit)
-        _writes_at_multiprocessing_exit = True
+    if any(hasattr(ctx, "write_report") for ctx in _active):
+        _patch_exits()
+        _catch_sigterm()  # (the parent's handler, if it had one, is inherited)
 
 
-def _write_at_multiprocessing_exit(_: object) -> None:
-    """In a child ``multiprocessing`` forked: write the reports before it ends with ``os._exit``."""
-    from multiprocessing import util
+def _write_at_end() -> None:
+    """Write the reports as the process ends without ``atexit``.  (The program's streams
+    are not flushed, as they are not plain: a forked child's copy of its parent's
+    buffered output would be printed twice.)"""
+    global _ending
+    _ending = True
+    _write_all()
 
-    util.Finalize(None, write_reports, exitpriority=-100)
+
+def _write_all() -> None:
+    """Write the reports of the contexts that report, once: the process is ending, so the
+    calls still running in this thread will never return (``process_ending``)."""
+    while _active:
+        ctx = _active.pop()
+        if _reports_if_empty or not _observed_nothing(ctx):
+            ending = getattr(ctx, "process_ending", None)
+            if ending is not None:
+                ending()
+            write_report(ctx)
+
+
+_ending = False  # the reports are being written as the process ends
+_terminated = False  # SIGTERM came meanwhile: the process ends by it once they are written
+
+
+def _patch_exits() -> None:
+    """Give ``os`` wrappers of ``_exit``, ``execv`` and ``execve`` (which the other
+    ``exec*`` functions call) that write the reports first, as coverage.py's ``[run]
+    patch = _exit, execv`` does: a forked child -- ``multiprocessing``'s, a prefork
+    server's -- usually ends with ``os._exit``, which skips ``atexit``.  Once the reports
+    are written the wrappers only call through.  Made once per process (a grandchild
+    inherits them)."""
+    if hasattr(os._exit, "__cassette_hook_wraps__"):
+        return
+    exit_ = os._exit
+
+    def _exit(*args: Any, **kwargs: Any) -> NoReturn:
+        _write_at_end()
+        exit_(*args, **kwargs)
+
+    os._exit = _wrapper(_exit, exit_)
+    depth = [0]  # execvp and co. try execv on each directory of PATH: write once
+    for name in ("execv", "execve", "_execvpe"):
+        original = getattr(os, name, None)
+        if original is not None:
+            setattr(os, name, _wrapper(_writing_before_exec(original, depth), original))
+
+
+def _writing_before_exec(original: Any, depth: list[int]) -> Any:
+    """``original`` (an ``exec*`` function), writing the reports before the outermost call.
+    The contexts stay active: if the exec fails, the process goes on and writes them
+    again at its end."""
+
+    def exec_(*args: Any, **kwargs: Any) -> Any:
+        if not depth[0]:
+            for ctx in list(_active):
+                if _reports_if_empty or not _observed_nothing(ctx):
+                    write_report(ctx)
+        depth[0] += 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            depth[0] -= 1
+
+    return exec_
+
+
+def _wrapper(wrapper: Any, original: Any) -> Any:
+    """``wrapper`` dressed as ``original`` (its name, docstring, ``__wrapped__``)."""
+    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+        try:
+            setattr(wrapper, attribute, getattr(original, attribute))
+        except (AttributeError, TypeError):
+            pass
+    wrapper.__wrapped__ = wrapper.__cassette_hook_wraps__ = original
+    return wrapper
+
+
+def _catch_sigterm() -> None:
+    """Write the reports when SIGTERM ends the process, if the program has no handler of
+    its own for it (its own handler, set before or after, takes over: the reports are
+    written if it ends the program through ``sys.exit`` or, in a forked child,
+    ``os._exit``).  Only the main thread can set a handler: from another one
+    (``install_from_env`` called in a thread), nothing is set.  ``_sigterm`` delivers
+    the signal again until the handler has run (a Python handler runs only when the main
+    thread checks for signals, which a thread that blocked just after the signal came
+    never does: see ``_sigterm.c``)."""
+    import signal
+
+    try:
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+    except (ValueError, OSError):  # not the main thread
+        return
+    if signal.getsignal(signal.SIGTERM) is _on_sigterm:  # (set here or inherited: a forked child's timer)
+        try:  # (not an accelerator: no Python version of it, so loaded on the pure path too)
+            from . import _sigterm
+        except ImportError:  # not built: a signal that comes as the main thread blocks may be lost
+            return
+        _sigterm.arm()
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    """Write the reports, then end by SIGTERM, as the default action would have.  Called
+    again while they are written (``_sigterm`` repeats the signal), or while ``atexit``
+    writes them, it lets the writing finish."""
+    global _terminated
+    if _ending:
+        _terminated = True
+        return
+    _write_at_end()
+    _die_of_sigterm()
+
+
+def _die_of_sigterm() -> NoReturn:
+    import signal
+
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+    os._exit(128 + signal.SIGTERM)  # (not reached)
 
 
 def contexts() -> list[_context.Context]:
@@ -74,16 +225,17 @@ def contexts() -> list[_context.Context]:
 
 
 def write_reports() -> None:
-    """Have each process-wide context that reports write its report, once."""
-    while _active:
-        ctx = _active.pop()
-        if _reports_if_empty or not _observed_nothing(ctx):
-            write_report(ctx)
+    """Have each process-wide context that reports write its report, once; at exit."""
+    global _ending
+    _ending = True
+    _write_all()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except (OSError, ValueError, AttributeError):
             pass
+    if _terminated:
+        _die_of_sigterm()
 
 
 def separate(contexts: Iterable[_context.Context]) -> None:

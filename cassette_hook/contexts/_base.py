@@ -121,6 +121,11 @@ class ReportingContext(Context):
         ``False`` by default: the report is always written."""
         return False
 
+    def process_ending(self) -> None:
+        """Called before :meth:`write_report` when the process is about to end (at exit, in
+        ``os._exit``, on SIGTERM), in the thread that ends it: the calls running in that
+        thread will never return.  Nothing, by default."""
+
     def open_output(self) -> contextlib.AbstractContextManager[TextIO]:
         """``with self.open_output() as stream:`` -- a text stream for :attr:`output`: the
         stream itself, ``sys.stderr`` for ``None``, or the named file, opened for writing

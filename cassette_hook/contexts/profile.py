@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from time import perf_counter_ns
 from typing import Any, Iterable, TextIO
 
 from . import _reports
@@ -48,7 +49,7 @@ class ProfileContext(ReportingContext, Recording):
     as ``list.append``).  Each thread has its own call stack; the statistics add the
     threads up, and the files show each thread apart.  Only calls that have returned (or
     raised) are counted: a report written while a thread is inside a call does not count
-    that call yet.
+    that call yet, except when the process ends (:meth:`process_ending`).
     """
 
     operators = False  # a profile of every a + b, x[i], x < y in every loop is mostly noise, and costs a call each
@@ -70,7 +71,7 @@ class ProfileContext(ReportingContext, Recording):
         self._trees: list[ThreadTree] = []
         self._locations: dict[str, tuple[str, int]] = {}
         self._threads = threading.local()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a report written by a signal handler (_process._on_sigterm)
 
     prehook = Recording.prehook  # (named here, so that the class registers them as its hooks)
     posthook = Recording.posthook
@@ -108,10 +109,38 @@ class ProfileContext(ReportingContext, Recording):
 
     def separate(self) -> None:
         """A forked child's profile: its files get its process id too (see
-        :meth:`ReportingContext.separate`).  It keeps what was recorded before the fork."""
+        :meth:`ReportingContext.separate`), and it is a profile of the child alone.
+
+        Its records start afresh at the fork, as its clock does: the parent's calls are the
+        parent's report's, and a call still running at the fork (``os.fork`` itself and its
+        callers) is not counted, since the child saw only its end -- its posthook then
+        finds nothing of its own on the stack (``_calltree.PyRecording._ended``).  So the
+        child's table adds up to the time of the calls it made."""
         super().separate()
         self.files = {key: None if file is None else per_process(file) for key, file in self.files.items()}
-        self._lock = threading.Lock()  # the fork may have copied it held by another thread
+        self._lock = threading.RLock()  # the fork may have copied it held by another thread
+        stack = getattr(self._threads, "stack", None)
+        self._trees = []
+        self._threads = threading.local()
+        if stack is not None:  # the forking thread, now the child's only one
+            tree = ThreadTree(threading.current_thread().name)
+            stack[:] = [tree.root]  # the same list: the C hooks keep it (_recording.c's stack_of)
+            tree.stack = stack
+            self._trees.append(tree)
+            self._threads.stack = stack
+
+    def process_ending(self) -> None:
+        """The calls still running in this thread are counted as ending now, as cProfile
+        counts the calls it has not seen return when it stops: a process that ends inside
+        calls (a pool's worker ended by ``terminate()`` is inside its whole loop, a child
+        that calls ``os._exit`` inside its caller's) then has a table that adds up to the
+        time it ran.  Other threads' running calls are left as they are (see the class)."""
+        stack = getattr(self._threads, "stack", None)
+        end = perf_counter_ns()
+        while stack is not None and len(stack) > 1:
+            node = stack.pop()
+            node.total += end - node.start
+            node.calls += 1
 
     # -- the data --------------------------------------------------------------------
 

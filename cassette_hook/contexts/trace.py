@@ -94,7 +94,7 @@ class TraceContext(ReportingContext):
         self.reprs = reprs
         self.abbreviate = SafeRepr(width, user=reprs == "user")
         self._threads = threading.local()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # re-entrant: a report written by a signal handler (_process._on_sigterm)
         self._home = threading.current_thread()  # (a thread object: idents are reused)
         self._owned = isinstance(output, (str, os.PathLike))
         self._closed = False
@@ -168,7 +168,7 @@ class TraceContext(ReportingContext):
         """A forked child's trace goes on in a file of its own (see
         :meth:`ReportingContext.separate`); a stream is shared with the parent."""
         super().separate()
-        self._lock = threading.Lock()  # the fork may have copied it held by another thread
+        self._lock = threading.RLock()  # the fork may have copied it held by another thread
         if self._owned and not self._closed and self._stream is not None:
             try:
                 self._stream.close()  # line-buffered: nothing of the parent's is left in it

@@ -1,0 +1,4 @@
+"""SIGTERM delivered again until Python's handler has run (see ``_sigterm.c``)."""
+
+
+def arm() -> None: ...
