@@ -59,6 +59,8 @@ def activate(contexts: Iterable[_context.Context]) -> None:
     _instrument_mp_main()
 
 
+# What the ``-c`` code of a child ``multiprocessing`` starts holds (3.14's forkserver's
+# code starts with ``import sys; `` before it).
 _MULTIPROCESSING_CHILDREN = ("from multiprocessing.spawn import", "from multiprocessing.forkserver import")
 
 
@@ -71,7 +73,7 @@ def _instrument_mp_main() -> None:
     instruments the module it made (``importhook.instrument``)."""
     argv = getattr(sys, "orig_argv", [])
     code = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
-    if not code.startswith(_MULTIPROCESSING_CHILDREN) or importhook.installed() is None:
+    if not any(marker in code for marker in _MULTIPROCESSING_CHILDREN) or importhook.installed() is None:
         return
     from multiprocessing import spawn
 
