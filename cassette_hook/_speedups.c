@@ -332,6 +332,19 @@ make_site(PyObject *entry, PyObject *f)
     return function;
 }
 
+/* A builtin function or a builtin method bound (len, items.append): PyCFunction_Type, or
+ * PyCMethod_Type, its subclass with the same layout, whose objects (type(...).__name__
+ * 'builtin_method') are the bound methods that take their defining class (METH_METHOD:
+ * re.Pattern.match, array.array.extend).  Every test of a callee's kind asks this, not
+ * for the exact type: a builtin_method taken for something else went to Python at every
+ * call (callsite._resolve_direct), a microsecond each. */
+static inline int
+is_builtin(PyObject *f)
+{
+    PyTypeObject *kind = Py_TYPE(f);
+    return kind == &PyCFunction_Type || kind == &PyCMethod_Type;
+}
+
 /* primitives.INDIRECT_NAMES as C strings (filled by configure()): a builtin of one of
  * these names may take callbacks, and is not called directly (callsite._resolve_direct).
  * Asked at every builtin call under a plan that observes nothing, so kept in a hash table
@@ -506,7 +519,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         return 0;
     }
     /* (from here on the plan is fast, or f a Python function or class) */
-    if ((Py_TYPE(f) == &PyCFunction_Type && !has_indirect_name(f))
+    if ((is_builtin(f) && !has_indirect_name(f))
         || (Py_TYPE(f) == &PyMethodDescr_Type /* (unbound, from a method site) */
             && !indirect_name(((PyMethodDescrObject *)f)->d_method->ml_name))) {
         *run = Py_NewRef(f); /* C code with no callbacks: nothing to overdub */
@@ -516,7 +529,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         *run = Py_NewRef(f); /* a C slot, bound or not (object.__init__ from super().__init__()): no body */
         return 1;
     }
-    if (Py_TYPE(f) == &PyCFunction_Type || Py_TYPE(f) == &PyMethodDescr_Type) {
+    if (is_builtin(f) || Py_TYPE(f) == &PyMethodDescr_Type) {
         /* min, list.sort: a module's builtin or a class's method that takes callbacks */
         PyObject *caller = PyDict_GetItemWithError(indirect_callers, f);
         if (caller != NULL) {
@@ -526,7 +539,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         if (PyErr_Occurred()) {
             return -1;
         }
-        caller = Py_TYPE(f) == &PyCFunction_Type ? method_caller(((PyCFunctionObject *)f)->m_ml) : NULL;
+        caller = is_builtin(f) ? method_caller(((PyCFunctionObject *)f)->m_ml) : NULL;
         if (caller != NULL) { /* items.sort: list.sort's caller, bound to the list (as call_primitive binds it) */
             *run = PyMethod_New(caller, PyCFunction_GET_SELF(f));
             return *run == NULL ? -1 : 1;
@@ -693,7 +706,7 @@ enter_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs)
     if (SLOT(plan, plan_enters) != Py_True || nargs > ENTERED_MAX) {
         return resolve_in(entry, f);
     }
-    if (Py_TYPE(f) == &PyCFunction_Type) {
+    if (is_builtin(f)) {
         return enter_builtin(entry, ctx, f, args, nargs);
     }
     int method = Py_TYPE(f) == &PyMethod_Type;
@@ -1363,7 +1376,7 @@ static int
 emulated(PyObject *f)
 {
     int found = has_id(special, f);
-    return found || Py_TYPE(f) != &PyCFunction_Type ? found : has_indirect_name(f);
+    return found || !is_builtin(f) ? found : has_indirect_name(f);
 }
 
 /* Run a hook or an overload with the context popped: under the entry below, or plain when
@@ -1540,7 +1553,7 @@ body_of(PyObject *plan, PyObject *callee)
         return PyObject_CallMethodOneArg(plan, str_twin, callee);
     }
     PyTypeObject *kind = Py_TYPE(callee);
-    if (kind == &PyCFunction_Type || kind == &PyMethodDescr_Type || kind == &PyWrapperDescr_Type) {
+    if (kind == &PyCFunction_Type || kind == &PyCMethod_Type || kind == &PyMethodDescr_Type || kind == &PyWrapperDescr_Type) {
         return Py_NewRef(Py_None); /* C code (len, list.append, object.__init__): no body (bodies.runnable) */
     }
     if (PyType_Check(callee)) { /* how generics._construction decided to construct it, the second time on */
@@ -1653,7 +1666,7 @@ is_scalar(PyObject *x)
 static int
 is_plain_function(PyObject *f)
 {
-    if (Py_TYPE(f) != &PyCFunction_Type || !PyModule_Check(PyCFunction_GET_SELF(f))) {
+    if (!is_builtin(f) || !PyModule_Check(PyCFunction_GET_SELF(f))) {
         return 0;
     }
     int emulated = has_id(special, f);
@@ -1673,7 +1686,7 @@ plain_builtin(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t
 {
     PyObject *f = call[1], *plain[2];
     PyObject *const *operands = plain;
-    if (kwnames != NULL || Py_TYPE(f) != &PyCFunction_Type) {
+    if (kwnames != NULL || !is_builtin(f)) {
         return 0;
     }
     if (n >= 3 && n <= 4 && address_set_has(&plain_operator_set, f)) {
@@ -1859,14 +1872,14 @@ no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, Py
     Py_ssize_t nargs = n - 2;
     int c_class = PyType_Check(f) && !PyType_HasFeature((PyTypeObject *)f, Py_TPFLAGS_HEAPTYPE);
     int python = Py_TYPE(f) == &PyFunction_Type || (PyType_Check(f) && !c_class);
-    if (!python && Py_TYPE(f) != &PyCFunction_Type && Py_TYPE(f) != &PyMethodDescr_Type && !c_class) {
+    if (!python && !is_builtin(f) && Py_TYPE(f) != &PyMethodDescr_Type && !c_class) {
         return call_unpacked(without_body, entry, f, args, nargs, kwnames);
     }
     int tagging = is_tagging(call[0]);
     if (tagging != 0) {
         return tagging < 0 ? NULL : call_unpacked(without_body, entry, f, args, nargs, kwnames);
     }
-    const OperatorDunders *dunders = Py_TYPE(f) == &PyCFunction_Type ? dunders_of(f) : NULL;
+    const OperatorDunders *dunders = is_builtin(f) ? dunders_of(f) : NULL;
     if (python_dunders(dunders, args, nargs)) { /* operators.body may find some */
         PyObject *out;
         int ran = kwnames == NULL ? one_python_dunder(entry, dunders, args, nargs, &out) : 0;
@@ -2070,7 +2083,7 @@ present_c(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "present(f, args) takes 2 arguments");
         return NULL;
     }
-    if (Py_TYPE(args[0]) == &PyCFunction_Type && !presented_as_method(args[0])) {
+    if (is_builtin(args[0]) && !presented_as_method(args[0])) {
         return PyTuple_Pack(2, args[0], args[1]);
     }
     return PyObject_Vectorcall(present, args, 2, NULL);
@@ -2086,7 +2099,7 @@ call_overdubbed(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t 
         receiver = PyMethod_GET_SELF(callee);
         callee = PyMethod_GET_FUNCTION(callee);
     }
-    else if (Py_TYPE(callee) == &PyCFunction_Type && presented_as_method(callee)) {
+    else if (is_builtin(callee) && presented_as_method(callee)) {
         /* items.append(x): (list.append, items, x) */
         PyObject *descriptor = method_descriptor_of(callee);
         if (descriptor != NULL) {
@@ -2172,7 +2185,7 @@ static THREAD_LOCAL int sites_running; /* Python callees called from a Site on t
 static PyObject *
 site_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    if (Py_TYPE(self->f) == &PyCFunction_Type) {
+    if (is_builtin(self->f)) {
         return call_overdubbed(self->entry, self->f, args, PyVectorcall_NARGS(nargsf), kwnames);
     }
     sites_running++;
@@ -2236,7 +2249,7 @@ static PyTypeObject SiteType = {
 static PyObject *
 overdubbed_site(PyObject *entry, PyObject *f)
 {
-    if (Py_TYPE(f) != &PyCFunction_Type && sites_running >= SITE_BUDGET) {
+    if (!is_builtin(f) && sites_running >= SITE_BUDGET) {
         return make_site(entry, f);
     }
     return new_site(entry, f, (vectorcallfunc)site_call);
@@ -2561,7 +2574,7 @@ call_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs, P
         run = Py_NewRef(f);
     }
     else {
-        if (Py_TYPE(f) == &PyCFunction_Type && kwnames == NULL && nargs <= ENTERED_MAX) {
+        if (is_builtin(f) && kwnames == NULL && nargs <= ENTERED_MAX) {
             PyObject *plan = slot(entry, entry_plan, "plan"), *ctx = slot(entry, entry_ctx, "ctx");
             if (plan == NULL || ctx == NULL) {
                 return NULL;

@@ -5,6 +5,7 @@ import functools
 import gc
 import math
 import operator
+import re
 import sys
 import threading
 import traceback
@@ -75,6 +76,17 @@ def test_builtin_method_call_is_seen_as_the_method_of_the_type():
     calls = [(f, args) for f, args, _ in ctx.metadata]
     assert calls[0] == (list.append, ([1, 2, 3], 3))
     assert calls[2][0] is str.join and calls[2][1][0] == ", "
+
+
+def test_a_builtin_method_that_takes_its_class_is_seen_as_the_method_of_the_type():
+    # pat.match is of type builtin_method (METH_METHOD), a subclass of the builtin
+    # function type: presented as items.append is.
+    pat = re.compile(r"\d+")
+    ctx = SeenCalls(metadata=[])
+    assert ch.overdub(ctx, lambda: pat.match("abc123", 3).group()) == "123"
+    calls = [(f, args) for f, args, _ in ctx.metadata]
+    assert type(pat.match).__name__ == "builtin_method"
+    assert calls[0] == (re.Pattern.match, (pat, "abc123", 3))
 
 
 def test_super_call_to_a_builtin_method_is_seen_as_that_method():
@@ -508,6 +520,18 @@ def test_cmp_to_key_comparators_are_overdubbed():
     assert ch.overdub(ctx, lambda: sorted(["ccc", "a", "bb"], key=functools.cmp_to_key(by_length))) == [
         "a", "bb", "ccc"]
     assert [f for f, _, _ in ctx.metadata].count(by_length) >= 2
+
+
+def test_the_callbacks_of_a_bound_pattern_sub_are_overdubbed():
+    # pat.sub (a builtin_method) takes callbacks as re.Pattern.sub does (primitives).
+    pat = re.compile(r"\d")
+
+    def replace(match):
+        return "x"
+
+    ctx = SeenCalls(metadata=[])
+    assert ch.overdub(ctx, lambda: pat.sub(replace, "a1b2")) == "axbx"
+    assert [f for f, _, _ in ctx.metadata].count(replace) == 2
 
 
 def test_default_fallback_runs_with_the_context_active():

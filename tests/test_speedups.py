@@ -6,6 +6,7 @@ tests pin what only one of them, or the choice between them, can show.
 
 from __future__ import annotations
 
+import array
 import builtins
 import contextlib
 import contextvars
@@ -13,6 +14,7 @@ import dis
 import itertools
 import operator
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -178,6 +180,8 @@ class _Callable:
 
 
 _bound_slot = (1).__lt__  # a method-wrapper: int's C slot bound to 1
+_pattern = re.compile(r"\d+")
+_array = array.array("i")
 _items = [2, 1]
 
 
@@ -202,6 +206,9 @@ _CALLS_WITHOUT_OUR_PYTHON = {
     "a builtin method that takes callbacks, at a method site": _sorted_local,
     "a class with a Python __new__ (a NamedTuple)": lambda: _Pair(1, 2),
     "a star call": lambda: _star(*(1, 2)),
+    # builtin_method (METH_METHOD), a subclass of the builtin function type:
+    "a builtin method that takes its class": lambda: _pattern.match("abc123", 3).group(),
+    "a builtin method that takes its class, bound": lambda: _array.extend(()),
 }
 
 
