@@ -9,6 +9,7 @@ import re
 import sys
 import threading
 import traceback
+import types
 import warnings
 import weakref
 
@@ -16,6 +17,8 @@ import pytest
 
 import cassette_hook as ch
 from cassette_hook import callsite
+from cassette_hook import plan as plan_module
+from cassette_hook.plan import Plan
 
 
 class Null(ch.Context):
@@ -1061,3 +1064,139 @@ def test_a_fallback_overload_still_takes_a_module_builtin_on_plain_scalars():
     ctx = FloorsCounted(metadata=[])
     assert ch.overdub(ctx, run) == (2, 7, 3)
     assert ctx.metadata == [2.5]
+
+
+# -- closures and lambdas made anew --------------------------------------------------------
+# Every function object gets a twin of its own; those of a code that has one already share
+# its rewritten code and the plan's answers for it (Plan.shared, docs/internals.md "Twins").
+# Each test makes its first closure before the one it checks, so that the check meets a
+# code the plan knows.
+
+
+def _made_with(x, default=1, *, keyword=2):
+    def closure(a=default, *, b=keyword):
+        return (x, a, b)
+
+    return closure
+
+
+def test_closures_of_one_code_each_run_with_their_own_cells_and_defaults():
+    def program():
+        return [_made_with(x, default=x * 10, keyword=-x)() for x in range(3)]
+
+    assert ch.overdub(Null(), program) == program() == [(0, 0, 0), (1, 10, -1), (2, 20, -2)]
+
+
+def test_a_closures_defaults_changed_after_it_was_made_are_its_defaults():
+    def program():
+        _made_with(0)()
+        closure = _made_with(1)
+        first = closure()
+        closure.__defaults__ = (5,)
+        second = closure()
+        closure.__kwdefaults__ = {"b": 6}
+        return first, second, closure()
+
+    assert ch.overdub(Null(), program) == program() == ((1, 1, 2), (1, 5, 2), (1, 5, 6))
+
+
+def test_a_closures_defaults_changed_before_its_first_call_are_its_defaults():
+    def program():
+        _made_with(0)()
+        closure = _made_with(1)
+        closure.__defaults__, closure.__kwdefaults__ = (7,), {"b": 8}
+        return closure()
+
+    assert ch.overdub(Null(), program) == program() == (1, 7, 8)
+
+
+def _counter():
+    count = 0
+
+    def read():
+        return count
+
+    def bump():
+        nonlocal count
+        count += 1
+
+    return read, bump
+
+
+def test_a_closure_reads_its_cell_as_rebound_after_its_first_call():
+    def program():
+        _counter()[0]()
+        read, bump = _counter()
+        before = read()
+        bump()
+        return before, read()
+
+    assert ch.overdub(Null(), program) == program() == (0, 1)
+
+
+def test_a_closure_given_new_code_runs_its_new_code():
+    def program():
+        _made_with(0)()
+        closure = _made_with(1)
+        first = closure()
+        closure.__code__ = _new_code_for(x=None).__code__  # (one free variable, as closure's)
+        return first, closure()
+
+    assert ch.overdub(Null(), program) == program() == ((1, 1, 2), ("new", 1))
+
+
+def _new_code_for(x):
+    return lambda a=0, *, b=0: ("new", x)
+
+
+def test_a_function_of_a_known_code_with_other_globals_reads_its_own_globals():
+    def read_global():
+        return SHARED_NAME  # noqa: F821 -- in the globals each function is given
+
+    def program():
+        functions = [types.FunctionType(read_global.__code__, {"SHARED_NAME": n, "__builtins__": __builtins__})
+                     for n in range(3)]
+        return [f() for f in functions]
+
+    assert ch.overdub(Null(), program) == program() == [0, 1, 2]
+
+
+def test_the_calls_of_each_closure_made_anew_are_seen():
+    def program():
+        return [_made_with(x)() for x in range(3)]
+
+    ctx = SeenCalls(metadata=[])
+    ch.overdub(ctx, program)
+    assert [f.__name__ for f, _, _ in ctx.metadata if getattr(f, "__name__", "") == "closure"] == ["closure"] * 3
+
+
+def test_a_closure_made_anew_has_the_program_frame_below_it():
+    def make_and_call():
+        def closure():
+            return sys._getframe(1).f_code.co_name
+
+        return closure()
+
+    def program():
+        return [make_and_call() for _ in range(3)]
+
+    assert ch.overdub(Null(), program) == program() == ["make_and_call"] * 3
+
+
+class FreshNull(ch.Context):
+    """Overloads nothing; a class of its own, whose plan no other test has filled."""
+
+
+def test_the_functions_of_one_code_are_put_in_scope_once(monkeypatch):
+    # (with no lazy import hook's code around: light code is not shared, see Plan.shared)
+    monkeypatch.setattr(plan_module, "switch_before_twin", None)
+    asked = []
+    recurses_into = Plan.recurses_into
+
+    def counted(self, obj):
+        asked.append(obj.__name__)
+        return recurses_into(self, obj)
+
+    monkeypatch.setattr(Plan, "recurses_into", counted)
+    ch.overdub(FreshNull(), lambda: [(lambda x: x)(v) for v in range(5)])
+    assert asked.count("<lambda>") == 2  # the outer lambda, and the first of the inner ones

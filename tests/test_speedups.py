@@ -191,6 +191,13 @@ def _sorted_local():
     return items
 
 
+def _closure_made(x):
+    def closure():
+        return x
+
+    return closure()
+
+
 def _star(*args):
     return args
 
@@ -209,6 +216,9 @@ _CALLS_WITHOUT_OUR_PYTHON = {
     # builtin_method (METH_METHOD), a subclass of the builtin function type:
     "a builtin method that takes its class": lambda: _pattern.match("abc123", 3).group(),
     "a builtin method that takes its class, bound": lambda: _array.extend(()),
+    # a function object made anew (of a code whose twin the plan has made before):
+    "a closure made per call": lambda: _closure_made(1),
+    "a lambda made per call": lambda: (lambda: 1)(),
 }
 
 
