@@ -14,7 +14,7 @@ as a twin under a context that overloads nothing, in interleaved rounds:
 The report is the extra time per call over plain, in ns.  On 3.10, and on the
 pure-Python path, the two twins are the same.
 
-    PYTHONPATH=. python benchmarks/bench_call_kinds.py [--rounds N]
+    PYTHONPATH=.:benchmarks python benchmarks/bench_call_kinds.py [--rounds N] [--cpu]
 """
 
 from __future__ import annotations
@@ -117,7 +117,11 @@ def under_null(run: Callable[..., None], *args: Any) -> Callable[[], None]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15)
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--cpu", action="store_true", help="time by the process's CPU time (a shared machine)")
+    options = parser.parse_args()
+    rounds = options.rounds
+    if options.cpu:
+        harness.use_cpu_time()
     without_sites = rewrite.Hooks(**{name: getattr(callsite.HOOKS, name) for name in rewrite.Hooks.__slots__
                                      if name != "method_site"})
     args = (_Object(), {}, N)

@@ -40,7 +40,7 @@ Twin = tuple[FunctionType, CodeType, Any, Any]
 # What the twins of a code's functions are made from (Plan.shared): the twin code, and the
 # globals, __module__ and builtins of the function whose twin was made, the builtins its
 # twin reads, and the size of the globals then.
-Shared = tuple[CodeType, dict[str, Any], Any, dict[str, Any], dict[str, Any], int]
+Shared = tuple[CodeType, dict[str, Any], Any, Any, Any, int]
 
 
 # (operators, pass_, enters) -> rewritten code objects; shared by all plans of that variant.
@@ -53,9 +53,8 @@ class Plan:
 
     __slots__ = ("fast", "enters", "prehook", "posthook", "raisehook", "overdub", "execute", "fallback", "prehook_call",
                  "posthook_call", "raisehook_call", "overdub_call", "operators", "twins", "direct_twins", "named",
-                 "constructions", "constructors", "_in_scope", "_primitives", "_codes", "_modules", "shared", "ctx_type",
-                 "pass_",
-                 "__weakref__")
+                 "constructions", "constructors", "_in_scope", "_primitives", "_codes", "_modules", "shared",
+                 "ctx_type", "pass_", "__weakref__")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
         self.prehook = hooks_enabled and generics.prehook.has_methods_for(ctx_type)
@@ -192,7 +191,7 @@ class Plan:
         code = func.__code__
         shared = self.shared.values.get(id(code))
         if (shared is not None and shared[1] is func.__globals__ and shared[2] is func.__module__
-                and shared[3] is func.__builtins__ and shared[5] == len(func.__globals__)):
+                and shared[3] is getattr(func, "__builtins__", None) and shared[5] == len(func.__globals__)):
             # Another function of a code that has a twin (a closure or lambda made anew):
             # the answers below were given for its code, globals and module, and hold.
             return _twin_from(shared[0], func, shared[4] if shared[4] is not shared[3] else None)
@@ -221,8 +220,8 @@ class Plan:
         if code is given and (switched or switch_before_twin is None):
             # Not for light code of the lazy hook's, which an activation may arm for its
             # first call (given a new __code__ then, the function would skip it).
-            self.shared.set(code, (twin_code, func.__globals__, func.__module__, func.__builtins__,
-                                   twin.__builtins__, len(func.__globals__)))
+            self.shared.set(code, (twin_code, func.__globals__, func.__module__, getattr(func, "__builtins__", None),
+                                   getattr(twin, "__builtins__", None), len(func.__globals__)))
         return twin
 
 

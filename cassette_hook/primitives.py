@@ -27,7 +27,7 @@ import re
 import sys
 import warnings
 from types import BuiltinFunctionType, FrameType, FunctionType, MethodDescriptorType, MethodType, ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from . import _hotpath, dispatch, generics, operators
 from ._budget import recursion_budget
@@ -40,7 +40,7 @@ Handler = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (f, args, kwa
 # with its layout, which ``types`` does not name.  Every test of a callee's kind that asks
 # for BuiltinFunctionType asks for this one too, as the C path's ``is_builtin`` does
 # (docs/internals.md, "Callee kinds").
-CMethodType = type(re.compile("").match)
+CMethodType = cast("type[BuiltinFunctionType]", type(re.compile("").match))
 
 
 def call_primitive(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
