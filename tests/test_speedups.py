@@ -224,7 +224,9 @@ _CALLS_WITHOUT_OUR_PYTHON = {
 
 @needs_c
 @pytest.mark.parametrize("program", _CALLS_WITHOUT_OUR_PYTHON.values(), ids=_CALLS_WITHOUT_OUR_PYTHON.keys())
-def test_under_a_fast_plan_a_call_runs_no_python_code_of_ours_once_its_callee_is_known(program):
+def test_under_a_fast_plan_a_call_runs_no_python_code_of_ours_once_its_callee_is_known(program, monkeypatch):
+    # (no lazy import hook's light code around, whose functions share no twin: Plan.shared)
+    monkeypatch.setattr(_plan, "switch_before_twin", None)
     ours = []
 
     def profile(frame, event, arg):
