@@ -14,12 +14,14 @@ as a twin under a context that overloads nothing, in interleaved rounds:
 The report is the extra time per call over plain, in ns.  On 3.10, and on the
 pure-Python path, the two twins are the same.
 
-    PYTHONPATH=. python benchmarks/bench_call_kinds.py [--rounds N]
+    PYTHONPATH=.:benchmarks python benchmarks/bench_call_kinds.py [--rounds N] [--cpu]
 """
 
 from __future__ import annotations
 
 import argparse
+import array
+import re
 import sys
 import types
 from typing import Any, Callable, NamedTuple
@@ -65,6 +67,16 @@ class Pair(NamedTuple):
 
 callable_obj = _Callable()
 items = [2, 1]
+pattern = re.compile(r"\d+")  # pattern.match: a builtin_method (METH_METHOD: it takes its class)
+numbers = array.array("i")
+
+
+def closure_made(x: int) -> int:
+    """A function that makes a closure and calls it: a new function object per call."""
+    def inner() -> int:
+        return x
+
+    return inner()
 
 
 module = types.ModuleType("module")
@@ -83,7 +95,10 @@ KINDS = ["obj.method(i)", "table.get(i)", "obj.klass(i)", "module.function(i)", 
          # takes callbacks, a callable instance, object.__init__ (a C slot) from super(), a
          # star call, a builtin method that takes callbacks, a class with a Python __new__
          "dict(a=i)", "min(i, 1)", "callable_obj(i)", "Based()", "function(*(i,))",
-         "items.sort()", "Pair(i, 1)"]
+         "items.sort()", "Pair(i, 1)",
+         # a builtin_method, bound; a closure made per call (by a function: the call
+         # costs include closure_made's own); a lambda made per call
+         'pattern.match("abc123", 3)', "numbers.extend(())", "closure_made(i)", "(lambda: i)()"]
 
 
 def twin(loop: Callable[..., None], hooks: rewrite.Hooks) -> Callable[..., None]:
@@ -102,7 +117,11 @@ def under_null(run: Callable[..., None], *args: Any) -> Callable[[], None]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15)
-    rounds = parser.parse_args().rounds
+    parser.add_argument("--cpu", action="store_true", help="time by the process's CPU time (a shared machine)")
+    options = parser.parse_args()
+    rounds = options.rounds
+    if options.cpu:
+        harness.use_cpu_time()
     without_sites = rewrite.Hooks(**{name: getattr(callsite.HOOKS, name) for name in rewrite.Hooks.__slots__
                                      if name != "method_site"})
     args = (_Object(), {}, N)

@@ -57,11 +57,11 @@
  * NULL variable; everything else the hot path reads it reaches from an active entry. */
 static PyObject *active;
 static PyTypeObject *entry_type, *plan_type, *id_table_type; /* id_table_type: _weakid.WeakIdCache */
-static Py_ssize_t id_table_values;
+static Py_ssize_t id_table_values, id_table_refs;
 static Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
 static Py_ssize_t plan_fast, plan_enters, plan_fallback, plan_prehook_call, plan_posthook_call, plan_raisehook_call,
     plan_overdub_call, plan_overdub, plan_execute, plan_twins, plan_operators, plan_constructors, plan_constructions,
-    plan_modules;
+    plan_modules, plan_shared;
 static PyObject *resolve_direct;     /* (plan, f) -> what to call past the table of direct twins, or None */
 static PyObject *site_code, *site_globals, *site_qualname; /* callsite.site's closure, to make here */
 static int site_entry_first;         /* its free variables are (entry, f), not (f, entry) */
@@ -380,6 +380,19 @@ make_site(PyObject *entry, PyObject *f)
     return function;
 }
 
+/* A builtin function or a builtin method bound (len, items.append): PyCFunction_Type, or
+ * PyCMethod_Type, its subclass with the same layout, whose objects (type(...).__name__
+ * 'builtin_method') are the bound methods that take their defining class (METH_METHOD:
+ * re.Pattern.match, array.array.extend).  Every test of a callee's kind asks this, not
+ * for the exact type: a builtin_method taken for something else went to Python at every
+ * call (callsite._resolve_direct), a microsecond each. */
+static inline int
+is_builtin(PyObject *f)
+{
+    PyTypeObject *kind = Py_TYPE(f);
+    return kind == &PyCFunction_Type || kind == &PyCMethod_Type;
+}
+
 /* primitives.INDIRECT_NAMES as C strings (filled by configure()): a builtin of one of
  * these names may take callbacks, and is not called directly (callsite._resolve_direct).
  * Asked at every builtin call under a plan that observes nothing, so kept in a hash table
@@ -525,6 +538,9 @@ call_twin(PyObject *plan, PyObject *call, PyObject *instance)
     return twin;
 }
 
+static int shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin);
+static PyTypeObject ForgetType;
+
 /* What a call site may call in place of f without running hooks: 1 and a new reference
  * in *run (a direct twin, or what callsite._resolve_direct makes of f), 0 when the call
  * must be overdubbed (callsite.site), -1 on error.  sole: the caller's reference to f is
@@ -554,7 +570,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         return 0;
     }
     /* (from here on the plan is fast, or f a Python function or class) */
-    if ((Py_TYPE(f) == &PyCFunction_Type && !has_indirect_name(f))
+    if ((is_builtin(f) && !has_indirect_name(f))
         || (Py_TYPE(f) == &PyMethodDescr_Type /* (unbound, from a method site) */
             && !indirect_name(((PyMethodDescrObject *)f)->d_method->ml_name))) {
         *run = Py_NewRef(f); /* C code with no callbacks: nothing to overdub */
@@ -564,7 +580,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         *run = Py_NewRef(f); /* a C slot, bound or not (object.__init__ from super().__init__()): no body */
         return 1;
     }
-    if (Py_TYPE(f) == &PyCFunction_Type || Py_TYPE(f) == &PyMethodDescr_Type) {
+    if (is_builtin(f) || Py_TYPE(f) == &PyMethodDescr_Type) {
         /* min, list.sort: a module's builtin or a class's method that takes callbacks */
         PyObject *caller = PyDict_GetItemWithError(indirect_callers, f);
         if (caller != NULL) {
@@ -574,7 +590,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         if (PyErr_Occurred()) {
             return -1;
         }
-        caller = Py_TYPE(f) == &PyCFunction_Type ? method_caller(((PyCFunctionObject *)f)->m_ml) : NULL;
+        caller = is_builtin(f) ? method_caller(((PyCFunctionObject *)f)->m_ml) : NULL;
         if (caller != NULL) { /* items.sort: list.sort's caller, bound to the list (as call_primitive binds it) */
             *run = PyMethod_New(caller, PyCFunction_GET_SELF(f));
             return *run == NULL ? -1 : 1;
@@ -625,6 +641,15 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
             return 1;
         }
         Py_CLEAR(*run); /* (out of scope: resolve_direct's answer) */
+    }
+    if (PyFunction_Check(f) && SLOT(plan, plan_fast) == Py_True) {
+        /* a function of a code the plan has made a twin of: a closure or lambda made anew;
+         * one that only the site holds (a lambda called where it is made) dies with this
+         * call, and is not entered in the table */
+        int shared = shared_twin(plan, f, !sole, run);
+        if (shared != 0) {
+            return shared;
+        }
     }
     PyObject *args[2] = {plan, f};
     *run = PyObject_Vectorcall(resolve_direct, args, 2, NULL);
@@ -741,7 +766,7 @@ enter_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs)
     if (SLOT(plan, plan_enters) != Py_True || nargs > ENTERED_MAX) {
         return resolve_in(entry, f);
     }
-    if (Py_TYPE(f) == &PyCFunction_Type) {
+    if (is_builtin(f)) {
         return enter_builtin(entry, ctx, f, args, nargs);
     }
     int method = Py_TYPE(f) == &PyMethod_Type;
@@ -1417,7 +1442,7 @@ static int
 emulated(PyObject *f)
 {
     int found = has_id(special, f);
-    return found || Py_TYPE(f) != &PyCFunction_Type ? found : has_indirect_name(f);
+    return found || !is_builtin(f) ? found : has_indirect_name(f);
 }
 
 /* Run a hook or an overload with the context popped: under the entry below, or plain when
@@ -1687,10 +1712,14 @@ body_of(PyObject *plan, PyObject *callee)
         if (found == 1 || found < 0) { /* (this table lists no None) */
             return found < 0 ? NULL : twin;
         }
+        found = shared_twin(plan, callee, 1, &twin);
+        if (found != 0) {
+            return found < 0 ? NULL : twin;
+        }
         return PyObject_CallMethodOneArg(plan, str_twin, callee);
     }
     PyTypeObject *kind = Py_TYPE(callee);
-    if (kind == &PyCFunction_Type || kind == &PyMethodDescr_Type || kind == &PyWrapperDescr_Type) {
+    if (kind == &PyCFunction_Type || kind == &PyCMethod_Type || kind == &PyMethodDescr_Type || kind == &PyWrapperDescr_Type) {
         return Py_NewRef(Py_None); /* C code (len, list.append, object.__init__): no body (bodies.runnable) */
     }
     if (PyType_Check(callee)) { /* how generics._construction decided to construct it, the second time on */
@@ -1803,7 +1832,7 @@ is_scalar(PyObject *x)
 static int
 is_plain_function(PyObject *f)
 {
-    if (Py_TYPE(f) != &PyCFunction_Type || !PyModule_Check(PyCFunction_GET_SELF(f))) {
+    if (!is_builtin(f) || !PyModule_Check(PyCFunction_GET_SELF(f))) {
         return 0;
     }
     int emulated = has_id(special, f);
@@ -1823,7 +1852,7 @@ plain_builtin(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t
 {
     PyObject *f = call[1], *plain[2];
     PyObject *const *operands = plain;
-    if (kwnames != NULL || Py_TYPE(f) != &PyCFunction_Type) {
+    if (kwnames != NULL || !is_builtin(f)) {
         return 0;
     }
     if (n >= 3 && n <= 4 && address_set_has(&plain_operator_set, f)) {
@@ -2009,14 +2038,14 @@ no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, Py
     Py_ssize_t nargs = n - 2;
     int c_class = PyType_Check(f) && !PyType_HasFeature((PyTypeObject *)f, Py_TPFLAGS_HEAPTYPE);
     int python = Py_TYPE(f) == &PyFunction_Type || (PyType_Check(f) && !c_class);
-    if (!python && Py_TYPE(f) != &PyCFunction_Type && Py_TYPE(f) != &PyMethodDescr_Type && !c_class) {
+    if (!python && !is_builtin(f) && Py_TYPE(f) != &PyMethodDescr_Type && !c_class) {
         return call_unpacked(without_body, entry, f, args, nargs, kwnames);
     }
     int tagging = is_tagging(call[0]);
     if (tagging != 0) {
         return tagging < 0 ? NULL : call_unpacked(without_body, entry, f, args, nargs, kwnames);
     }
-    const OperatorDunders *dunders = Py_TYPE(f) == &PyCFunction_Type ? dunders_of(f) : NULL;
+    const OperatorDunders *dunders = is_builtin(f) ? dunders_of(f) : NULL;
     if (python_dunders(dunders, args, nargs)) { /* operators.body may find some */
         PyObject *out;
         int ran = kwnames == NULL ? one_python_dunder(entry, dunders, args, nargs, &out) : 0;
@@ -2220,7 +2249,7 @@ present_c(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "present(f, args) takes 2 arguments");
         return NULL;
     }
-    if (Py_TYPE(args[0]) == &PyCFunction_Type && !presented_as_method(args[0])) {
+    if (is_builtin(args[0]) && !presented_as_method(args[0])) {
         return PyTuple_Pack(2, args[0], args[1]);
     }
     return PyObject_Vectorcall(present, args, 2, NULL);
@@ -2236,7 +2265,7 @@ call_overdubbed(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t 
         receiver = PyMethod_GET_SELF(callee);
         callee = PyMethod_GET_FUNCTION(callee);
     }
-    else if (Py_TYPE(callee) == &PyCFunction_Type && presented_as_method(callee)) {
+    else if (is_builtin(callee) && presented_as_method(callee)) {
         /* items.append(x): (list.append, items, x) */
         PyObject *descriptor = method_descriptor_of(callee);
         if (descriptor != NULL) {
@@ -2322,7 +2351,7 @@ static THREAD_LOCAL int sites_running; /* Python callees called from a Site on t
 static PyObject *
 site_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    if (Py_TYPE(self->f) == &PyCFunction_Type) {
+    if (is_builtin(self->f)) {
         return own_off(call_overdubbed(self->entry, self->f, args, PyVectorcall_NARGS(nargsf), kwnames));
     }
     sites_running++;
@@ -2386,7 +2415,7 @@ static PyTypeObject SiteType = {
 static PyObject *
 overdubbed_site(PyObject *entry, PyObject *f)
 {
-    if (Py_TYPE(f) != &PyCFunction_Type && sites_running >= SITE_BUDGET) {
+    if (!is_builtin(f) && sites_running >= SITE_BUDGET) {
         return make_site(entry, f);
     }
     return new_site(entry, f, (vectorcallfunc)site_call);
@@ -2711,7 +2740,7 @@ call_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs, P
         run = Py_NewRef(f);
     }
     else {
-        if (Py_TYPE(f) == &PyCFunction_Type && kwnames == NULL && nargs <= ENTERED_MAX) {
+        if (is_builtin(f) && kwnames == NULL && nargs <= ENTERED_MAX) {
             PyObject *plan = slot(entry, entry_plan, "plan"), *ctx = slot(entry, entry_ctx, "ctx");
             if (plan == NULL || ctx == NULL) {
                 return NULL;
@@ -3898,7 +3927,9 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || slot_offset((PyTypeObject *)plan, "constructions", &plan_constructions) < 0
         || slot_offset((PyTypeObject *)plan, "twins", &plan_twins) < 0
         || slot_offset((PyTypeObject *)plan, "_modules", &plan_modules) < 0
-        || slot_offset((PyTypeObject *)id_table, "values", &id_table_values) < 0) {
+        || slot_offset((PyTypeObject *)plan, "shared", &plan_shared) < 0
+        || slot_offset((PyTypeObject *)id_table, "values", &id_table_values) < 0
+        || slot_offset((PyTypeObject *)id_table, "_refs", &id_table_refs) < 0) {
         return NULL;
     }
     Py_XSETREF(id_table_type, (PyTypeObject *)Py_NewRef(id_table));
@@ -4000,6 +4031,185 @@ version_from_code(PyFunctionObject *func, uint32_t had)
 #define VERSION_OF(func) 0
 #define version_from_code(func, had) ((void)(func), (void)(had))
 #endif
+
+/* The callback of the weak reference to a function that enter_by_id entered in a
+ * WeakIdCache: WeakIdCache._forget in C (its partial and frame cost more than the rest
+ * of a closure's twin together). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *cache, *key; /* the WeakIdCache, id(function) */
+    vectorcallfunc vectorcall;
+} Forget;
+
+static int
+forget_one(PyObject *dict, PyObject *key)
+{
+    if (dict == NULL || !PyDict_CheckExact(dict) || PyDict_DelItem(dict, key) == 0) {
+        return 0;
+    }
+    if (PyErr_ExceptionMatches(PyExc_KeyError)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
+static PyObject *
+forget_call(Forget *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (forget_one(SLOT(self->cache, id_table_values), self->key) < 0
+        || forget_one(SLOT(self->cache, id_table_refs), self->key) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static int
+forget_traverse(Forget *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->cache);
+    return 0;
+}
+
+static int
+forget_clear(Forget *self)
+{
+    Py_CLEAR(self->cache);
+    return 0;
+}
+
+static void
+forget_dealloc(Forget *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->cache);
+    Py_CLEAR(self->key);
+    PyObject_GC_Del(self);
+}
+
+static PyMemberDef forget_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(Forget, vectorcall), READONLY},
+    {NULL},
+};
+
+static PyTypeObject ForgetType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cassette_hook._speedups.Forget",
+    .tp_doc = "Forgets a dead function's entry in a WeakIdCache (the callback of its weak reference).",
+    .tp_basicsize = sizeof(Forget),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Forget, vectorcall),
+    .tp_traverse = (traverseproc)forget_traverse,
+    .tp_clear = (inquiry)forget_clear,
+    .tp_dealloc = (destructor)forget_dealloc,
+    .tp_members = forget_members,
+};
+
+/* WeakIdCache.set(cache, obj, value) in C: 0, or -1 on error. */
+static int
+enter_by_id(PyObject *cache, PyObject *obj, PyObject *value)
+{
+    PyObject *values = values_of(cache), *refs = SLOT(cache, id_table_refs);
+    if (values == NULL || !PyDict_CheckExact(values) || refs == NULL || !PyDict_CheckExact(refs)) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "cassette_hook: a WeakIdCache without its dicts");
+        }
+        return -1;
+    }
+    PyObject *key = PyLong_FromVoidPtr(obj);
+    if (key == NULL) {
+        return -1;
+    }
+    int known = PyDict_Contains(refs, key);
+    if (known == 0) {
+        Forget *forget = PyObject_GC_New(Forget, &ForgetType);
+        if (forget == NULL) {
+            Py_DECREF(key);
+            return -1;
+        }
+        forget->cache = Py_NewRef(cache);
+        forget->key = Py_NewRef(key);
+        forget->vectorcall = (vectorcallfunc)forget_call;
+        PyObject_GC_Track(forget);
+        PyObject *ref = PyWeakref_NewRef(obj, (PyObject *)forget);
+        Py_DECREF(forget);
+        known = ref == NULL ? -1 : PyDict_SetItem(refs, key, ref);
+        Py_XDECREF(ref);
+    }
+    int out = known < 0 ? -1 : PyDict_SetItem(values, key, value);
+    Py_DECREF(key);
+    return out;
+}
+
+/* Plan._make_twin's shortcut, for a function whose code the plan has made a twin of
+ * before (plan.shared: code -> (twin code, globals, __module__, builtins, the twin's
+ * builtins, len(globals)), entered by Plan._make_twin): a closure or lambda made anew
+ * has the code, globals and module of the first, so the plan's answers for the first
+ * (its scope, the switch, the builtins its twin reads, the module's classes reached)
+ * hold for it, and its twin is the shared rewritten code made a function with its own
+ * defaults, keyword defaults, closure, names and version, as Plan._twin_from makes it
+ * (a microsecond of Python before, per function object).  1 and a new reference in
+ * *twin, entered in plan.twins if enter; 0 if the shortcut does not apply (Python
+ * decides); -1 on error.  The globals' size stands for what _implicit.reach rescans
+ * when it grows, as reach's own test does. */
+static int
+shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
+{
+    PyFunctionObject *func = (PyFunctionObject *)f;
+    PyObject *shared = slot(plan, plan_shared, "shared");
+    PyObject *table = shared ? values_of(shared) : NULL;
+    if (table == NULL) {
+        return -1;
+    }
+    PyObject *found = by_id(table, func->func_code);
+    if (found == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 6 || !PyCode_Check(PyTuple_GET_ITEM(found, 0))
+        || !PyDict_CheckExact(PyTuple_GET_ITEM(found, 4)) || !PyLong_CheckExact(PyTuple_GET_ITEM(found, 5))) {
+        PyErr_SetString(PyExc_TypeError, "cassette_hook: a plan's shared twin is not (code, globals, module, "
+                                         "builtins, builtins, size)");
+        return -1;
+    }
+    PyObject *module = func->func_module ? func->func_module : Py_None;
+    if (PyTuple_GET_ITEM(found, 1) != func->func_globals || PyTuple_GET_ITEM(found, 2) != module
+        || PyTuple_GET_ITEM(found, 3) != func->func_builtins
+        || PyLong_AsSsize_t(PyTuple_GET_ITEM(found, 5)) != PyDict_GET_SIZE(func->func_globals)) {
+        return 0;
+    }
+    Py_INCREF(found); /* (held while the twin is made: entering it runs Python) */
+    PyFunctionObject *made = (PyFunctionObject *)PyFunction_NewWithQualName(PyTuple_GET_ITEM(found, 0),
+                                                                            func->func_globals, func->func_qualname);
+    if (made == NULL) {
+        Py_DECREF(found);
+        return -1;
+    }
+    /* (set as FunctionType() sets them, with no version reset: version_from_code's) */
+    Py_XSETREF(made->func_name, Py_NewRef(func->func_name));
+    Py_XSETREF(made->func_defaults, Py_XNewRef(func->func_defaults));
+    Py_XSETREF(made->func_kwdefaults, Py_XNewRef(func->func_kwdefaults));
+    Py_XSETREF(made->func_closure, Py_XNewRef(func->func_closure));
+    if (PyTuple_GET_ITEM(found, 4) != PyTuple_GET_ITEM(found, 3)) { /* the mirror of the builtins */
+        Py_XSETREF(made->func_builtins, Py_NewRef(PyTuple_GET_ITEM(found, 4)));
+    }
+    version_from_code(made, VERSION_OF(f));
+    Py_DECREF(found);
+    if (enter) {
+        PyObject *twins = slot(plan, plan_twins, "twins");
+        PyObject *entry = twins == NULL ? NULL
+                          : PyTuple_Pack(4, made, func->func_code, func->func_defaults ? func->func_defaults : Py_None,
+                                         func->func_kwdefaults ? func->func_kwdefaults : Py_None);
+        int entered = entry == NULL ? -1 : enter_by_id(twins, f, entry);
+        Py_XDECREF(entry);
+        if (entered < 0) {
+            Py_DECREF(made);
+            return -1;
+        }
+    }
+    *twin = (PyObject *)made;
+    return 1;
+}
 
 /* _light.set_code(func, code): func.__code__ = code (its checks, its watchers' events),
  * the version kept as above. */
@@ -4160,6 +4370,7 @@ PyInit__speedups(void)
     }
     if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&RefinerType) < 0 || PyType_Ready(&TaggedFieldsType) < 0
         || PyType_Ready(&SiteType) < 0 || PyType_Ready(&OperatorSiteType) < 0 || PyType_Ready(&MethodSiteType) < 0
+        || PyType_Ready(&ForgetType) < 0
         || (SpecialType = (PyTypeObject *)PyType_FromSpec(&special_spec)) == NULL) {
         return NULL;
     }

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from . import _context, _hotpath, _native, _special, dispatch, generics, operators
 from .generics import OverdubInstead, execute, fallback
 from ._own import strip_traceback
-from .primitives import call_primitive
+from .primitives import CMethodType, call_primitive
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -141,7 +141,7 @@ def runnable(plan: Plan, f: Any) -> Callable[..., Any] | None:
     kind = type(f)
     if kind is FunctionType:
         return plan.twin(f)
-    if kind is BuiltinFunctionType:  # C code (what _special_call would find out, dearer)
+    if kind is BuiltinFunctionType or kind is CMethodType:  # C code (what _special_call would find out, dearer)
         return None
     if kind is MethodType:
         func = f.__func__

@@ -33,6 +33,7 @@ from .generics import OverdubInstead
 from .plan import Plan, plan_for
 
 _INDIRECT_NAMES = primitives.INDIRECT_NAMES
+_CMethodType = primitives.CMethodType
 _top: Callable[[], _context.Entry | None]
 _set_active: Callable[[_context.Entry | None], Any]
 _reset_active: Callable[[Any], None]
@@ -83,7 +84,7 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
     constructor = plan.constructors.values.get(id(f))
     if constructor is not None:
         return constructor
-    if kind is BuiltinFunctionType and f.__name__ not in _INDIRECT_NAMES:
+    if (kind is BuiltinFunctionType or kind is _CMethodType) and f.__name__ not in _INDIRECT_NAMES:
         return f  # C code with no callbacks: nothing to overdub
     run = bodies.runnable(plan, f)
     if run is not None:
@@ -101,11 +102,12 @@ def callable_for(f: Any) -> Any:
     """What the user's frame calls for the primitive ``f``: ``f`` itself, unless it is
     one of the builtins that must not be called directly even from there."""
     kind = type(f)
-    if kind is BuiltinFunctionType or kind is MethodDescriptorType:
+    builtin = kind is BuiltinFunctionType or kind is _CMethodType
+    if builtin or kind is MethodDescriptorType:
         caller = _indirect_callers.get(f)
         if caller is not None:
             return caller
-    indirect = f.__name__ in _INDIRECT_NAMES if kind is BuiltinFunctionType else id(f) in primitives.INDIRECT
+    indirect = f.__name__ in _INDIRECT_NAMES if builtin else id(f) in primitives.INDIRECT
     return functools.partial(primitive, f) if indirect else f
 
 
@@ -220,7 +222,7 @@ def site(entry: _context.Entry, f: Any) -> Any:
             plan, callee = entry.plan, f
             if type(callee) is MethodType:  # seen as (type(obj).m, obj, ...)
                 args, callee = (callee.__self__, *args), callee.__func__
-            elif type(callee) is BuiltinFunctionType:
+            elif type(callee) is BuiltinFunctionType or type(callee) is _CMethodType:
                 callee, args = present(callee, args)
             if plan.prehook_call is not None:
                 _hook(entry, plan.prehook_call, (entry.ctx, callee, *args), kwargs)

@@ -193,7 +193,7 @@ def _receiver_of(obj: object) -> object | None:
     Python bound method, or a builtin one bound to an instance (``xs.append``)."""
     if type(obj) is MethodType:
         return obj.__self__
-    receiver = getattr(obj, "__self__", None) if type(obj) is BuiltinMethodType else None
+    receiver = getattr(obj, "__self__", None) if isinstance(obj, BuiltinMethodType) else None
     return None if receiver is None or isinstance(receiver, (type, ModuleType)) else receiver
 
 

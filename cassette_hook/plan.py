@@ -37,6 +37,10 @@ if TYPE_CHECKING:
     from ._context import Context
 
 Twin = tuple[FunctionType, CodeType, Any, Any]
+# What the twins of a code's functions are made from (Plan.shared): the twin code, and the
+# globals, __module__ and builtins of the function whose twin was made, the builtins its
+# twin reads, and the size of the globals then.
+Shared = tuple[CodeType, dict[str, Any], Any, Any, Any, int]
 
 
 # (operators, pass_, enters) -> rewritten code objects; shared by all plans of that variant.
@@ -49,8 +53,8 @@ class Plan:
 
     __slots__ = ("fast", "enters", "prehook", "posthook", "raisehook", "overdub", "execute", "fallback", "prehook_call",
                  "posthook_call", "raisehook_call", "overdub_call", "operators", "twins", "direct_twins", "named",
-                 "constructions", "constructors", "_in_scope", "_primitives", "_codes", "_modules", "ctx_type", "pass_",
-                 "__weakref__")
+                 "constructions", "constructors", "_in_scope", "_primitives", "_codes", "_modules", "shared",
+                 "ctx_type", "pass_", "__weakref__")
 
     def __init__(self, ctx_type: type[Context], pass_: Any, hooks_enabled: bool) -> None:
         self.prehook = hooks_enabled and generics.prehook.has_methods_for(ctx_type)
@@ -108,6 +112,9 @@ class Plan:
         self.constructions: WeakIdCache[str] = WeakIdCache()
         self.constructors: WeakIdCache[Callable[..., Any]] = WeakIdCache()
         self._codes = _rewritten.setdefault((self.operators, pass_, self.enters), WeakIdCache())
+        # id(code) -> what the twins of its other functions are made from, once one has its
+        # twin (see _make_twin; the C hot path reads ``shared.values`` directly).
+        self.shared: WeakIdCache[Shared] = WeakIdCache()
         self._in_scope = _scope_test(ctx_type)  # (module name, is it a library's?) -> may it be recursed into?
         self._modules: dict[str, bool] = {}  # runs_module's answers
         self.ctx_type, self.pass_ = ctx_type, pass_
@@ -181,10 +188,18 @@ class Plan:
             _native.speedups.set_builtins(twin, _twin_builtins)
 
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
-        if not self.recurses_into(func) or _names.is_annotate(func.__code__):
+        code = func.__code__
+        shared = self.shared.values.get(id(code))
+        if (shared is not None and shared[1] is func.__globals__ and shared[2] is func.__module__
+                and shared[3] is getattr(func, "__builtins__", None) and shared[5] == len(func.__globals__)):
+            # Another function of a code that has a twin (a closure or lambda made anew):
+            # the answers below were given for its code, globals and module, and hold.
+            return _twin_from(shared[0], func, shared[4] if shared[4] is not shared[3] else None)
+        if not self.recurses_into(func) or _names.is_annotate(code):
             return None
         if switch_before_twin is not None:  # (its module may wait for its first call: switched now)
             switch_before_twin(func)
+        given = code
         code = func.__code__
         switched = _names.is_switched(code) and self.pass_ is None
         if switched:  # loaded by the import hook: rewritten already
@@ -198,15 +213,31 @@ class Plan:
             self._codes.set(code, twin_code)
         if twin_code is None:
             return None
-        twin = FunctionType(twin_code, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
-        twin.__kwdefaults__ = func.__kwdefaults__
-        twin.__qualname__ = func.__qualname__
-        if _version_like is not None:  # (3.13 versions only what MAKE_FUNCTION makes)
-            _version_like(twin, func)
+        twin = _twin_from(twin_code, func, None)
         if switched:
             self._skip_the_question(twin, func)
         _implicit.reach(func, _module_of(func))  # (stand-ins in its module's classes: what C calls of them)
+        if code is given and (switched or switch_before_twin is None):
+            # Not for light code of the lazy hook's, which an activation may arm for its
+            # first call (given a new __code__ then, the function would skip it).
+            self.shared.set(code, (twin_code, func.__globals__, func.__module__, getattr(func, "__builtins__", None),
+                                   getattr(twin, "__builtins__", None), len(func.__globals__)))
         return twin
+
+
+def _twin_from(twin_code: CodeType, func: FunctionType, builtins: dict[str, Any] | None) -> FunctionType:
+    """``func``'s twin: ``twin_code`` made a function with ``func``'s globals, defaults,
+    closure and names, whose frames read ``builtins`` if given (the mirror of
+    ``_skip_the_question``), else its globals' (``_speedups.shared_twin`` makes the same
+    in C)."""
+    twin = FunctionType(twin_code, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
+    twin.__kwdefaults__ = func.__kwdefaults__
+    twin.__qualname__ = func.__qualname__
+    if _version_like is not None:  # (3.13 versions only what MAKE_FUNCTION makes)
+        _version_like(twin, func)
+    if builtins is not None:  # (the mirror: only where _speedups made it)
+        _native.speedups.set_builtins(twin, builtins)
+    return twin
 
 
 switch_before_twin: Callable[[FunctionType], None] | None = None
@@ -221,14 +252,16 @@ _every_plan: weakref.WeakSet[Plan] = weakref.WeakSet()  # including invalidated 
 
 
 def _drop_twins_before_full_collections(phase: str, info: dict[str, int]) -> None:
-    """Let a full collection free functions that only their twins' closure cells kept alive,
-    and context classes that only their plans kept alive (a plan holds its class, and the
+    """Let a full collection free functions that only their twins' closure cells kept alive
+    (and namespaces that only ``Plan.shared`` holds, with the functions in them), and
+    context classes that only their plans kept alive (a plan holds its class, and the
     overloads and twins it runs, which may too): the plans of the classes still in use are
     remade at their next entry; contexts already active keep theirs."""
     if phase == "start" and info["generation"] == 2:
         _plans.clear()
         for plan in list(_every_plan):
             plan.twins.clear()
+            plan.shared.clear()
             if plan.direct_twins is not None:
                 plan.direct_twins.clear()
 

@@ -27,7 +27,7 @@ import re
 import sys
 import warnings
 from types import BuiltinFunctionType, FrameType, FunctionType, MethodDescriptorType, MethodType, ModuleType
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from . import _hotpath, dispatch, generics, operators
 from ._budget import recursion_budget
@@ -35,11 +35,18 @@ from ._own import is_own_frame, strip_traceback
 
 Handler = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (f, args, kwargs) -> result
 
+# A builtin method bound that takes its defining class (METH_METHOD: ``re.Pattern.match``,
+# ``array.array.extend``), of type ``builtin_method``: a subclass of BuiltinFunctionType
+# with its layout, which ``types`` does not name.  Every test of a callee's kind that asks
+# for BuiltinFunctionType asks for this one too, as the C path's ``is_builtin`` does
+# (docs/internals.md, "Callee kinds").
+CMethodType = cast("type[BuiltinFunctionType]", type(re.compile("").match))
+
 
 def call_primitive(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """Call ``f(*args, **kwargs)`` as the plain program would, from the user's frame."""
     handler = SPECIAL.get(id(f))
-    if handler is None and type(f) is BuiltinFunctionType and f.__name__ in INDIRECT_NAMES:
+    if handler is None and (type(f) is BuiltinFunctionType or type(f) is CMethodType) and f.__name__ in INDIRECT_NAMES:
         unbound = getattr(type(f.__self__), f.__name__, None)  # a bound method: ``items.sort``
         handler = SPECIAL.get(id(unbound))
         if handler is not None:

@@ -5,9 +5,11 @@ import functools
 import gc
 import math
 import operator
+import re
 import sys
 import threading
 import traceback
+import types
 import warnings
 import weakref
 
@@ -15,6 +17,8 @@ import pytest
 
 import cassette_hook as ch
 from cassette_hook import callsite
+from cassette_hook import plan as plan_module
+from cassette_hook.plan import Plan
 
 
 class Null(ch.Context):
@@ -75,6 +79,17 @@ def test_builtin_method_call_is_seen_as_the_method_of_the_type():
     calls = [(f, args) for f, args, _ in ctx.metadata]
     assert calls[0] == (list.append, ([1, 2, 3], 3))
     assert calls[2][0] is str.join and calls[2][1][0] == ", "
+
+
+def test_a_builtin_method_that_takes_its_class_is_seen_as_the_method_of_the_type():
+    # pat.match is of type builtin_method (METH_METHOD), a subclass of the builtin
+    # function type: presented as items.append is.
+    pat = re.compile(r"\d+")
+    ctx = SeenCalls(metadata=[])
+    assert ch.overdub(ctx, lambda: pat.match("abc123", 3).group()) == "123"
+    calls = [(f, args) for f, args, _ in ctx.metadata]
+    assert type(pat.match).__name__ == "builtin_method"
+    assert calls[0] == (re.Pattern.match, (pat, "abc123", 3))
 
 
 def test_super_call_to_a_builtin_method_is_seen_as_that_method():
@@ -524,6 +539,18 @@ def test_cmp_to_key_comparators_are_overdubbed():
     assert ch.overdub(ctx, lambda: sorted(["ccc", "a", "bb"], key=functools.cmp_to_key(by_length))) == [
         "a", "bb", "ccc"]
     assert [f for f, _, _ in ctx.metadata].count(by_length) >= 2
+
+
+def test_the_callbacks_of_a_bound_pattern_sub_are_overdubbed():
+    # pat.sub (a builtin_method) takes callbacks as re.Pattern.sub does (primitives).
+    pat = re.compile(r"\d")
+
+    def replace(match):
+        return "x"
+
+    ctx = SeenCalls(metadata=[])
+    assert ch.overdub(ctx, lambda: pat.sub(replace, "a1b2")) == "axbx"
+    assert [f for f, _, _ in ctx.metadata].count(replace) == 2
 
 
 def test_default_fallback_runs_with_the_context_active():
@@ -1053,3 +1080,139 @@ def test_a_fallback_overload_still_takes_a_module_builtin_on_plain_scalars():
     ctx = FloorsCounted(metadata=[])
     assert ch.overdub(ctx, run) == (2, 7, 3)
     assert ctx.metadata == [2.5]
+
+
+# -- closures and lambdas made anew --------------------------------------------------------
+# Every function object gets a twin of its own; those of a code that has one already share
+# its rewritten code and the plan's answers for it (Plan.shared, docs/internals.md "Twins").
+# Each test makes its first closure before the one it checks, so that the check meets a
+# code the plan knows.
+
+
+def _made_with(x, default=1, *, keyword=2):
+    def closure(a=default, *, b=keyword):
+        return (x, a, b)
+
+    return closure
+
+
+def test_closures_of_one_code_each_run_with_their_own_cells_and_defaults():
+    def program():
+        return [_made_with(x, default=x * 10, keyword=-x)() for x in range(3)]
+
+    assert ch.overdub(Null(), program) == program() == [(0, 0, 0), (1, 10, -1), (2, 20, -2)]
+
+
+def test_a_closures_defaults_changed_after_it_was_made_are_its_defaults():
+    def program():
+        _made_with(0)()
+        closure = _made_with(1)
+        first = closure()
+        closure.__defaults__ = (5,)
+        second = closure()
+        closure.__kwdefaults__ = {"b": 6}
+        return first, second, closure()
+
+    assert ch.overdub(Null(), program) == program() == ((1, 1, 2), (1, 5, 2), (1, 5, 6))
+
+
+def test_a_closures_defaults_changed_before_its_first_call_are_its_defaults():
+    def program():
+        _made_with(0)()
+        closure = _made_with(1)
+        closure.__defaults__, closure.__kwdefaults__ = (7,), {"b": 8}
+        return closure()
+
+    assert ch.overdub(Null(), program) == program() == (1, 7, 8)
+
+
+def _counter():
+    count = 0
+
+    def read():
+        return count
+
+    def bump():
+        nonlocal count
+        count += 1
+
+    return read, bump
+
+
+def test_a_closure_reads_its_cell_as_rebound_after_its_first_call():
+    def program():
+        _counter()[0]()
+        read, bump = _counter()
+        before = read()
+        bump()
+        return before, read()
+
+    assert ch.overdub(Null(), program) == program() == (0, 1)
+
+
+def test_a_closure_given_new_code_runs_its_new_code():
+    def program():
+        _made_with(0)()
+        closure = _made_with(1)
+        first = closure()
+        closure.__code__ = _new_code_for(x=None).__code__  # (one free variable, as closure's)
+        return first, closure()
+
+    assert ch.overdub(Null(), program) == program() == ((1, 1, 2), ("new", 1))
+
+
+def _new_code_for(x):
+    return lambda a=0, *, b=0: ("new", x)
+
+
+def test_a_function_of_a_known_code_with_other_globals_reads_its_own_globals():
+    def read_global():
+        return SHARED_NAME  # noqa: F821 -- in the globals each function is given
+
+    def program():
+        functions = [types.FunctionType(read_global.__code__, {"SHARED_NAME": n, "__builtins__": __builtins__})
+                     for n in range(3)]
+        return [f() for f in functions]
+
+    assert ch.overdub(Null(), program) == program() == [0, 1, 2]
+
+
+def test_the_calls_of_each_closure_made_anew_are_seen():
+    def program():
+        return [_made_with(x)() for x in range(3)]
+
+    ctx = SeenCalls(metadata=[])
+    ch.overdub(ctx, program)
+    assert [f.__name__ for f, _, _ in ctx.metadata if getattr(f, "__name__", "") == "closure"] == ["closure"] * 3
+
+
+def test_a_closure_made_anew_has_the_program_frame_below_it():
+    def make_and_call():
+        def closure():
+            return sys._getframe(1).f_code.co_name
+
+        return closure()
+
+    def program():
+        return [make_and_call() for _ in range(3)]
+
+    assert ch.overdub(Null(), program) == program() == ["make_and_call"] * 3
+
+
+class FreshNull(ch.Context):
+    """Overloads nothing; a class of its own, whose plan no other test has filled."""
+
+
+def test_the_functions_of_one_code_are_put_in_scope_once(monkeypatch):
+    # (with no lazy import hook's code around: light code is not shared, see Plan.shared)
+    monkeypatch.setattr(plan_module, "switch_before_twin", None)
+    asked = []
+    recurses_into = Plan.recurses_into
+
+    def counted(self, obj):
+        asked.append(obj.__name__)
+        return recurses_into(self, obj)
+
+    monkeypatch.setattr(Plan, "recurses_into", counted)
+    ch.overdub(FreshNull(), lambda: [(lambda x: x)(v) for v in range(5)])
+    assert asked.count("<lambda>") == 2  # the outer lambda, and the first of the inner ones

@@ -6,6 +6,7 @@ tests pin what only one of them, or the choice between them, can show.
 
 from __future__ import annotations
 
+import array
 import builtins
 import contextlib
 import contextvars
@@ -13,6 +14,7 @@ import dis
 import itertools
 import operator
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -199,6 +201,8 @@ class _Callable:
 
 
 _bound_slot = (1).__lt__  # a method-wrapper: int's C slot bound to 1
+_pattern = re.compile(r"\d+")
+_array = array.array("i")
 _items = [2, 1]
 
 
@@ -206,6 +210,13 @@ def _sorted_local():
     items = [2, 1]
     items.sort()  # (a local: on 3.11+ a method site, which loads list.sort unbound)
     return items
+
+
+def _closure_made(x):
+    def closure():
+        return x
+
+    return closure()
 
 
 def _star(*args):
@@ -223,12 +234,20 @@ _CALLS_WITHOUT_OUR_PYTHON = {
     "a builtin method that takes callbacks, at a method site": _sorted_local,
     "a class with a Python __new__ (a NamedTuple)": lambda: _Pair(1, 2),
     "a star call": lambda: _star(*(1, 2)),
+    # builtin_method (METH_METHOD), a subclass of the builtin function type:
+    "a builtin method that takes its class": lambda: _pattern.match("abc123", 3).group(),
+    "a builtin method that takes its class, bound": lambda: _array.extend(()),
+    # a function object made anew (of a code whose twin the plan has made before):
+    "a closure made per call": lambda: _closure_made(1),
+    "a lambda made per call": lambda: (lambda: 1)(),
 }
 
 
 @needs_c
 @pytest.mark.parametrize("program", _CALLS_WITHOUT_OUR_PYTHON.values(), ids=_CALLS_WITHOUT_OUR_PYTHON.keys())
-def test_under_a_fast_plan_a_call_runs_no_python_code_of_ours_once_its_callee_is_known(program):
+def test_under_a_fast_plan_a_call_runs_no_python_code_of_ours_once_its_callee_is_known(program, monkeypatch):
+    # (no lazy import hook's light code around, whose functions share no twin: Plan.shared)
+    monkeypatch.setattr(_plan, "switch_before_twin", None)
     ours = []
 
     def profile(frame, event, arg):
