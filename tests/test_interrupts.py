@@ -25,6 +25,7 @@ from typing import Any
 
 import cassette_hook as ch
 from cassette_hook import _context, _light, _native, _switch
+from cassette_hook._budget import recursion_budget
 from cassette_hook.rewrite import _names
 from test_importhook import tree, write  # noqa: F401  # (the fixture)
 
@@ -106,11 +107,15 @@ def leaving_with(frame: FrameType) -> bool:
     exception raised there would leave a lock of ours held, which no interrupt can do."""
     withs = _with_lines.get(frame.f_code)
     if withs is None:
-        withs = _with_lines[frame.f_code] = {
-            instruction.positions.lineno if sys.version_info >= (3, 11) else instruction.starts_line: instruction.offset
-            for instruction in dis.get_instructions(frame.f_code)
-            if instruction.opname in ("SETUP_WITH", "BEFORE_WITH")}
-        withs.pop(None, None)  # type: ignore[call-overload]
+        withs = _with_lines[frame.f_code] = {}
+        line = None
+        for instruction in dis.get_instructions(frame.f_code):
+            if sys.version_info >= (3, 11):
+                line = instruction.positions.lineno  # type: ignore[union-attr]  # (3.11+)
+            elif instruction.starts_line is not None:  # (3.10: on a line's first instruction only)
+                line = instruction.starts_line
+            if instruction.opname in ("SETUP_WITH", "BEFORE_WITH") and line is not None:
+                withs[line] = instruction.offset
     start = withs.get(frame.f_lineno)
     return start is not None and frame.f_lasti > start
 
@@ -147,7 +152,8 @@ def counted(module: Any) -> int:
 
 def state() -> tuple[Any, ...]:
     return (ch.current_context(), sys.getrecursionlimit(), _switch.active(),
-            getattr(builtins, _names.ACTIVE), getattr(builtins, _names.OPERATORS_ON))
+            getattr(builtins, _names.ACTIVE), getattr(builtins, _names.OPERATORS_ON),
+            _switch._lock._is_owned(), recursion_budget._lock._is_owned())  # type: ignore[attr-defined]  # (RLock's)
 
 
 def run_interrupted(module: Any, at: int) -> tuple[type[BaseException] | None, str, int, str]:
@@ -178,7 +184,7 @@ def test_an_interrupt_anywhere_in_the_runtime_reaches_the_program_and_leaves_no_
     sees = counted(module)
     assert sees == 1
     before = state()
-    assert before[0] is None and before[2:] == (False, False, False)
+    assert before[0] is None and before[2:] == (False, False, False, False, False)
     damaged = []
     at = 0
     while True:
