@@ -13,9 +13,27 @@ import contextlib
 import sys
 import threading
 
+from . import _native
+
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
+    from types import FrameType
     from typing import Iterator
+
+    from ._context import Entry
+
+
+# The deepest recursion limit (in frames) at which a recursion without end under a
+# context still ends in RecursionError, not in a crash, on the main thread's 8 MiB stack,
+# measured for each Python with the contexts that cost the most C stack per frame (an
+# ``overdub`` overload calling ``recurse``, a counting prehook, the null context, on
+# both hot paths: docs/internals.md), and taken at about 4/5 of it, for the stack the program
+# already uses.  3.10 and 3.11 run Python calls made from C on the C stack and check
+# nothing; from 3.12 on CPython's own C recursion limit raises RecursionError first.
+# (The pure-Python path's frames cost less C stack on 3.10: a ceiling of its own, 18,500,
+# about 9/10 of its shallowest crash, 20,091, for its five frames a level under an overload.)
+CEILINGS: dict[tuple[int, int], int] = {(3, 10): 15_500, (3, 11): 33_000}
+PURE_CEILINGS: dict[tuple[int, int], int] = {(3, 10): 18_500, (3, 11): 33_000}
 
 
 class _RecursionBudget:
@@ -29,24 +47,51 @@ class _RecursionBudget:
     """
 
     FACTOR = 8
+    CEILING: int | None = (CEILINGS if _native.speedups is not None else PURE_CEILINGS).get(sys.version_info[:2])
+    """The most the limit is raised to (``None``: no ceiling): past it, the program's own
+    recursion under a context would overflow the C stack before Python's limit stopped
+    it (docs/internals.md, "The recursion-limit budget")."""
 
     def __init__(self) -> None:
         self._lock = threading.RLock()  # reentrant: code run under ``headroom`` may push a context
         self._users = 0
         self._saved = 0
 
-    def acquire(self) -> None:
+    def acquire(self, entry: Entry) -> None:
+        """Raise the limit for ``entry`` (the bottom of a stack), which records that it holds
+        the raise (``entry.raises_limit``) in the same step as the count: an interrupt in here
+        leaves either nothing done or both, and :meth:`release` undoes exactly what was done."""
         with self._lock:
             if self._users == 0:
                 self._saved = sys.getrecursionlimit()
-                sys.setrecursionlimit(self._saved * self.FACTOR)
-            self._users += 1
+                # One line, the call last: no signal check or line event between the three.
+                self._users = 1; entry.raises_limit = True; sys.setrecursionlimit(self._raised(self._saved))  # noqa: E702
+            else:
+                self._users += 1; entry.raises_limit = True  # noqa: E702
 
-    def release(self) -> None:
+    def release(self, entry: Entry) -> None:
+        """Give back ``entry``'s raise, if it holds one (so it may be called again, and for an
+        entry whose :meth:`acquire` an interrupt cut short)."""
         with self._lock:
-            self._users -= 1
-            if self._users == 0:
-                sys.setrecursionlimit(self._saved)
+            if entry.raises_limit and self._users == 1:
+                # As in acquire: the count, the record and the limit in one step.
+                self._users = 0; entry.raises_limit = False; sys.setrecursionlimit(self._saved)  # noqa: E702
+            elif entry.raises_limit:
+                self._users -= 1; entry.raises_limit = False  # noqa: E702
+
+    def _raised(self, limit: int) -> int:
+        """The real limit while a context is active, for the program's ``limit``: FACTOR
+        times it, but not past the ceiling, even where the program's own limit is higher
+        (there the C stack would overflow first under a context), nor below the present
+        depth (which setrecursionlimit refuses)."""
+        raised = limit * self.FACTOR
+        if self.CEILING is None or type(limit) is not int or raised <= self.CEILING:
+            return raised  # (not an int: setrecursionlimit's own error)
+        depth, frame = 0, sys._getframe()
+        frames: FrameType | None = frame
+        while frames is not None:
+            depth, frames = depth + 1, frames.f_back
+        return max(self.CEILING, depth + 50)
 
     def limit(self) -> int:
         """The recursion limit as the program set it (what overdubbed code reads)."""
@@ -54,11 +99,10 @@ class _RecursionBudget:
             return self._saved if self._users else sys.getrecursionlimit()
 
     def set_limit(self, limit: int) -> None:
-        """Set the program's limit; while raised, the real one stays FACTOR times higher."""
+        """Set the program's limit; while raised, the real one stays higher (``_raised``)."""
         with self._lock:
             if self._users:
-                sys.setrecursionlimit(limit * self.FACTOR)  # validates limit as the builtin does
-                self._saved = limit
+                sys.setrecursionlimit(self._raised(limit)); self._saved = limit  # noqa: E702  # (validates limit as the builtin does)
             else:
                 sys.setrecursionlimit(limit)
 
@@ -73,8 +117,8 @@ class _RecursionBudget:
         """
         with self._lock:
             limit = sys.getrecursionlimit()
-            sys.setrecursionlimit(limit + frames)
-            try:
+            try:  # (the raise inside: an interrupt just after it still restores the limit)
+                sys.setrecursionlimit(limit + frames)
                 yield
             finally:
                 sys.setrecursionlimit(limit)

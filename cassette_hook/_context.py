@@ -43,14 +43,19 @@ class Entry:
     ``direct_twins`` is the plan's table of the twins call sites call directly (all of
     them when the plan is fast: nothing to observe), or ``None``: the one attribute the
     hot path reads for the common case.
-    ``raises_limit``: this entry's push raised the recursion limit (see ``_RecursionBudget``),
-    so its pop lowers it.
+    ``raises_limit``: this entry holds a raise of the recursion limit (see
+    ``_RecursionBudget.acquire``), so its pop lowers it.
+    ``tagged``: its push counted it in its context's tag's ``depth``, so its pop uncounts it.
     ``outer``: what the stack's variable held when this entry was pushed, which its pop
     puts back: ``below``, unless the push was made by a hook running popped on the C
     path, where the variable still holds the hook's own context (see :func:`top`).
+
+    Making one changes nothing: :func:`push` tells the watchers and changes the state.
+    An entry has no ``__del__``: what watches entries for as long as they live does it
+    with weak references whose callbacks are C (``_switch``), which no interrupt can split.
     """
 
-    __slots__ = ("ctx", "plan", "below", "direct_twins", "raises_limit", "outer")
+    __slots__ = ("ctx", "plan", "below", "direct_twins", "raises_limit", "tagged", "outer", "__weakref__")
 
     def __init__(self, ctx: Context, below: Entry | None, raises_limit: bool = False, outer: Any = _NOT_SET) -> None:
         self.ctx = ctx
@@ -59,31 +64,30 @@ class Entry:
         self.outer = below if outer is _NOT_SET else outer
         self.direct_twins = None if plan.direct_twins is None else plan.direct_twins.values
         self.raises_limit = raises_limit
-        for made in _made_watchers:
-            made(plan.operators)
-
-    def __del__(self) -> None:
-        try:
-            operators, watchers = self.plan.operators, _gone_watchers
-        except AttributeError:  # __init__ failed before the entry was counted, or the
-            return  # interpreter is clearing modules at exit (whole-program entries live until then)
-        for gone in watchers:
-            gone(operators)
+        self.tagged = False
 
 
-_made_watchers: list[Callable[[bool], None]] = []
-_gone_watchers: list[Callable[[bool], None]] = []
+_made_watchers: list[Callable[[Entry], None]] = []
+_settle: Callable[[], None] = lambda: None  # noqa: E731  # (set by the watcher of the flags: _switch)
 
 
-def watch_entries(made: Callable[[bool], None], gone: Callable[[bool], None] | None = None) -> None:
-    """Call ``made(operators)`` as each entry of any stack is made, before its context's
-    body runs, and ``gone(operators)``, if given, as it is freed (``operators``: its context counts
-    operators as calls).  The import hook's runtime switch (``_switch``) and its light
-    modules (``_light``) watch, from above: an entry lives as long as something holds it,
-    a copied ``contextvars.Context`` or a task, not just while a ``with`` block is open."""
+def watch_entries(made: Callable[[Entry], None], settle: Callable[[], None] | None = None) -> None:
+    """Call ``made(entry)`` as each entry of any stack is made, before its context's body
+    runs, and ``settle()``, if given, after each pop.  The import hook's runtime switch
+    (``_switch``) and its light modules (``_light``) watch, from above: an entry lives as
+    long as something holds it, a copied ``contextvars.Context`` or a task, not just while
+    a ``with`` block is open, so ``_switch`` follows each with a weak reference, and
+    ``settle`` turns off what no live entry needs any more."""
+    global _settle
     _made_watchers.append(made)
-    if gone is not None:
-        _gone_watchers.append(gone)
+    if settle is not None:
+        _settle = settle
+
+
+def _made(entry: Entry) -> Entry:
+    for made in _made_watchers:
+        made(entry)
+    return entry
 
 
 active: ContextVar[Entry | None] = ContextVar("cassette_hook.active", default=None)
@@ -106,6 +110,9 @@ def read_top_with(speedups: Any) -> None:
     runs on it: the C path's hooks run popped without setting the variable)."""
     global _speedups
     _speedups = speedups
+    # A with block's exit in C: an interrupt in pop's first lines has pop called again (a
+    # Python __exit__ cannot protect its own first instruction: docs/internals.md, "Interrupts").
+    Context.__exit__ = speedups.exit_method(Context, pop)  # type: ignore[method-assign]
     _rebound()
 
 
@@ -179,8 +186,13 @@ class Context:
                             "Is[...], a union, Any or Optional") from None
 
     def __enter__(self) -> Context:
-        push(self)
-        return self
+        held = active.get()
+        try:
+            push(self)
+            return self  # (inside the try: the with block's own protection starts after the return)
+        except BaseException:  # an interrupt after the push: the with block will not pop it
+            pop_if_pushed(self, held)
+            raise
 
     def __exit__(self, *exc_info: object) -> None:
         pop(self)
@@ -314,16 +326,42 @@ def plan_of(ctx: Context) -> Plan:
 
 # -- the stack -------------------------------------------------------------------------
 
+# Each change of the stack is atomic with respect to an interrupt (a KeyboardInterrupt, an
+# exception from a signal handler, at any line or signal check): ``push`` either pushes or
+# raises having changed nothing; ``pop``, once it has checked its context, pops, even when
+# it raises the interrupt.  Each step of them is one line whose only call comes last, or
+# is idempotent, or is recorded on the entry in the same line (``raises_limit``,
+# ``tagged``), so that what follows an interrupt knows what it has to undo or finish.
+# (See docs/internals.md, "Interrupts".)
+
 def push(ctx: Context) -> Entry:
     """Make ``ctx`` the innermost active context (a :class:`Context`: callers check)."""
     below = top()
-    entry = Entry(ctx, below, raises_limit=below is None, outer=active.get())
-    if below is None:
-        recursion_budget.acquire()
+    entry = _made(Entry(ctx, below, outer=active.get()))  # (the watchers' changes hold without the push)
+    try:
+        _push_steps(entry)
+        return entry
+    except BaseException:
+        _pop_steps(entry, pushed=active.get() is entry)
+        raise
+
+
+def _push_steps(entry: Entry) -> None:
+    if entry.below is None:
+        recursion_budget.acquire(entry)
+    tag = entry.ctx.tag
+    if tag is not None:  # the tag's dynamic extent (see ``tagging.leave``)
+        tag.depth += 1; entry.tagged = True  # noqa: E702  # (one step: no signal check between)
     active.set(entry)
-    if ctx.tag is not None:  # the tag's dynamic extent (see ``tagging.leave``)
-        ctx.tag.depth += 1
-    return entry
+
+
+def _pop_steps(entry: Entry, pushed: bool = True) -> None:
+    """Undo what ``entry``'s push did; each step may run twice."""
+    if pushed:
+        active.set(entry.outer)
+    if entry.tagged:
+        entry.ctx.tag.depth -= 1; entry.tagged = False  # noqa: E702
+    recursion_budget.release(entry)  # (if it holds the raise)
 
 
 def pop(ctx: Context) -> None:
@@ -334,13 +372,23 @@ def pop(ctx: Context) -> None:
             return  # (a generator closed at exit leaving its ``with ctx:`` block: see close)
         raise RuntimeError(f"cannot deactivate {_named(ctx)}: the innermost active context is "
                            f"{'none' if entry is None else _named(entry.ctx)}")
-    active.set(entry.outer)
-    if ctx.tag is not None:
-        ctx.tag.depth -= 1
-    if entry.raises_limit:
-        recursion_budget.release()
+    try:
+        _pop_steps(entry)
+    except BaseException:
+        _pop_steps(entry)  # an interrupt: the steps it cut short, finished
+        raise
+    del entry  # (the last reference, most often: it is no longer live)
+    _settle()
 
 
+def pop_if_pushed(ctx: Context, held: Any) -> None:
+    """Pop ``ctx`` if it was pushed since the stack's variable held ``held`` (what it held
+    before a :func:`push` of ``ctx``): for code that pushes and must pop even when an
+    interrupt arrives right after the push, before the push's result is stored (a
+    ``with`` block's ``__enter__``, ``recurse``).  ``push`` itself either pushed or left
+    the variable as it was."""
+    if active.get() is not held:
+        pop(ctx)
 
 
 _closed = False
@@ -399,15 +447,17 @@ def _rebase() -> None:
     global active, _bottom
     was, bottom = _bottom, None
     for ctx in _whole_program:
-        bottom = Entry(ctx, bottom)
+        bottom = _made(Entry(ctx, bottom))
     new: ContextVar[Entry | None] = ContextVar("cassette_hook.active", default=bottom)
     own = active.get(_NOT_SET)
     if own is not _NOT_SET:
         new.set(_moved(own, was, bottom))
     if bottom is not None and was is None:
-        recursion_budget.acquire()
+        recursion_budget.acquire(bottom)
     elif bottom is None and was is not None:
-        recursion_budget.release()
+        recursion_budget.release(was)
+    elif bottom is not None and was is not None:
+        bottom.raises_limit, was.raises_limit = was.raises_limit, False  # (the raise moves to the new bottom)
     active, _bottom = new, bottom
     _rebound()
 
@@ -423,5 +473,5 @@ def _moved(stack: Entry | None, old_bottom: Entry | None, new_bottom: Entry | No
         above.append(entry)
         entry = entry.below
     for entry in reversed(above):
-        new_bottom = Entry(entry.ctx, new_bottom, entry.raises_limit)
+        new_bottom = _made(Entry(entry.ctx, new_bottom, entry.raises_limit))
     return new_bottom

@@ -181,7 +181,7 @@ def switch_waiting() -> None:
             switched(modules)
 
 
-def _entry_made(operators: bool) -> None:
+def _entry_made(entry: _context.Entry) -> None:
     if _waiting:  # modules imported light: switched before the context's body runs
         switch_waiting()
 
@@ -370,8 +370,8 @@ def _idle() -> None:
     _idle_since = time.perf_counter()
     if (_switched_by_activations or _implicit.tracked()) and RESTORE_AFTER is not None and (
             _last_idle is None or _last_idle >= RESTORE_AFTER * _pass_seconds):
+        _restored = True  # (first: an interrupt in the pass leaves the next busy() to switch them all again)
         _timed(_restore)
-        _restored = True
     else:
         _implicit.idle(give_back=False)
 

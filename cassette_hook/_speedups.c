@@ -839,6 +839,46 @@ runs_here(PyObject *unused, PyObject *module)
     return known;
 }
 
+/* The live entries, as _switch follows them (watch_live() hands them over): sets of weak
+ * references whose callback is entry_gone, and the builtins module whose flags they
+ * switch.  An entry's death runs no Python code here, so no interrupt can cut its
+ * bookkeeping short or be swallowed in it, and the flags turn off the moment the last
+ * entry that needs them goes. */
+static PyObject *live_entries, *live_operator_entries, *flags_module, *str_active_flag, *str_operators_flag;
+
+static PyObject *
+entry_gone(PyObject *unused, PyObject *ref)
+{
+    PyObject *sets[2] = {live_entries, live_operator_entries}, *flags[2] = {str_active_flag, str_operators_flag};
+    for (int i = 0; i < 2; i++) {
+        if (sets[i] == NULL) {
+            continue;
+        }
+        int found = PySet_Discard(sets[i], ref);
+        if (found < 0 || (found && PySet_GET_SIZE(sets[i]) == 0 &&
+                          PyObject_SetAttr(flags_module, flags[i], Py_False) < 0)) {
+            return NULL;
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+watch_live(PyObject *unused, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5 || !PySet_Check(args[0]) || !PySet_Check(args[1]) || !PyUnicode_Check(args[3]) ||
+        !PyUnicode_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "watch_live(live, live_operators, builtins, active_name, operators_name)");
+        return NULL;
+    }
+    Py_XSETREF(live_entries, Py_NewRef(args[0]));
+    Py_XSETREF(live_operator_entries, Py_NewRef(args[1]));
+    Py_XSETREF(flags_module, Py_NewRef(args[2]));
+    Py_XSETREF(str_active_flag, Py_NewRef(args[3]));
+    Py_XSETREF(str_operators_flag, Py_NewRef(args[4]));
+    Py_RETURN_NONE;
+}
+
 /* Twins of switched code that skip the question (3.12+).  A twin of a switched function
  * runs the function's own code (a frame's code object is the program's), so the only way
  * it can tell it is a twin is what its frame reads: the builtins, which CPython takes
@@ -2558,6 +2598,71 @@ repop(PyObject *module, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* unpopped(): is an entry put back by unpop() in force on this thread (not yet repopped)?
+ * bodies.recurse's Python code asks before and after its unpop(), so that it repops
+ * exactly when its own unpop happened, even when an interrupt arrives right after it. */
+static PyObject *
+unpopped(PyObject *module, PyObject *unused)
+{
+    Popped *now = &popped;
+    return PyBool_FromLong(now->entry != NULL && now->to == now->entry);
+}
+
+/* Context.__exit__ on the C path: _context.pop(ctx), which either pops or raises having
+ * changed nothing, called again if an interrupt arrived before it changed anything (its
+ * first lines: what no Python __exit__ can protect, since the interrupt may come before
+ * its first instruction).  The first pop's exception is the one that goes on.  "Before it
+ * changed anything": the innermost entry is still the one that was. */
+static PyObject *pop_function; /* _context.pop */
+
+static PyObject *
+context_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *was;
+    if (active_entry(&was) < 0) {
+        return NULL;
+    }
+    /* (was is only compared after the pop, not held: pop lets the entry go, and settles) */
+    int ours = was != NULL && SLOT(was, entry_ctx) == self;
+    Py_XDECREF(was);
+    PyObject *out = PyObject_CallOneArg(pop_function, self);
+    if (out == NULL && ours) {
+        PyObject *exc = fetch_exception(), *now;
+        if (active_entry(&now) < 0) {
+            Py_DECREF(exc);
+        }
+        else {
+            Py_XDECREF(now); /* (compared only: while was is on the stack, it is alive) */
+            if (now == was) {
+                PyObject *again = PyObject_CallOneArg(pop_function, self);
+                if (again == NULL) { /* (a second interrupt: it goes on) */
+                    Py_CLEAR(exc);
+                }
+                Py_XDECREF(again);
+            }
+            if (exc != NULL) {
+                restore_exception(exc);
+            }
+        }
+    }
+    return out;
+}
+
+static PyMethodDef context_exit_def = {"__exit__", (PyCFunction)(void (*)(void))context_exit, METH_FASTCALL,
+                                       "Deactivate the context (the innermost active one)."};
+
+/* exit_method(Context, pop): Context.__exit__ for the C path, a method descriptor. */
+static PyObject *
+exit_method(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyType_Check(args[0]) || !PyCallable_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "exit_method(Context, pop)");
+        return NULL;
+    }
+    Py_XSETREF(pop_function, Py_NewRef(args[1]));
+    return PyDescr_NewMethod((PyTypeObject *)args[0], &context_exit_def);
+}
+
 /* bodies.recurse on the C path: its own Python code, with this for its vectorcall, so that
  * an overload's ch.recurse(ctx, f, ...) calls f's twin from here and the callee has the
  * overload's frame below it (no frame of ours).  Calling the twin from C costs a level of
@@ -4257,6 +4362,9 @@ static PyMethodDef methods[] = {
      "mirror_builtins(builtins, pinned): a dict that follows builtins, but for pinned's names (3.12+; else None)."},
     {"set_builtins", (PyCFunction)(void (*)(void))set_builtins, METH_FASTCALL,
      "set_builtins(function, builtins): the builtins function's frames read."},
+    {"entry_gone", entry_gone, METH_O, "entry_gone(ref): an entry _switch followed has died (a weakref callback)."},
+    {"watch_live", (PyCFunction)(void (*)(void))watch_live, METH_FASTCALL,
+     "watch_live(live, live_operators, builtins, active_name, operators_name): the sets entry_gone keeps."},
     {"runs_here", runs_here, METH_O, "runs_here(module): should a switched body of module run rewritten now?"},
     {"yield_from", yield_from, METH_O, "yield_from(obj): what `yield from obj` iterates, iter(obj) as a call site."},
     {"call", (PyCFunction)(void (*)(void))call, METH_FASTCALL | METH_KEYWORDS,
@@ -4276,6 +4384,9 @@ static PyMethodDef methods[] = {
      "run_popped(entry, method, *args, **kwargs): method(*args, **kwargs) run with entry popped, as a Site runs an overload."},
     {"handled_traceback", (PyCFunction)(void (*)(void))handled_traceback, METH_FASTCALL,
      "handled_traceback(exc, tb): tb becomes the traceback of exc, the exception being handled (3.10)."},
+    {"exit_method", (PyCFunction)(void (*)(void))exit_method, METH_FASTCALL,
+     "exit_method(Context, pop): Context.__exit__ for the C path (pop, called again after an interrupt)."},
+    {"unpopped", unpopped, METH_NOARGS, "unpopped(): is what unpop() put back in force on this thread?"},
     {"top", top, METH_NOARGS, "top(): the innermost active Entry as the running code sees it, or None."},
     {"overload_of", overload_of, METH_O,
      "overload_of(call): the overdub method for (ctx, f, *args), else the execute one, else None."},

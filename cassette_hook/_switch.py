@@ -23,7 +23,7 @@ import threading
 import weakref
 from types import FunctionType, ModuleType
 
-from . import _context
+from . import _context, _native
 from ._own import strip_traceback
 from .rewrite import _names
 
@@ -31,9 +31,18 @@ TYPE_CHECKING = False  # (typing's would import typing at every start: see the p
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-_lock = threading.RLock()  # re-entrant: an entry may die in a collection inside entry_made
-_live_entries = 0
-_live_operator_entries = 0  # of those, entries whose context counts operators as calls
+_lock = threading.RLock()  # re-entrant: an activity watcher may push a context
+# The live entries, and those whose context counts operators as calls: weak references
+# that a C callback drops as each entry dies (``set.discard``; on the C path
+# ``_speedups.entry_gone``, which also turns off a flag whose set it empties).  No Python
+# code runs as an entry dies, so no interrupt can cut the bookkeeping short or be
+# swallowed there: the sets are always exact.  A flag is on before an entry that needs it
+# is used; it is off once its set is empty: at once on the C path, at the next
+# :func:`settle` on the pure-Python one (after each pop, and at the next call of switched
+# code that finds no context: ``enter``).
+_live: set[weakref.ref[_context.Entry]] = set()
+_live_operators: set[weakref.ref[_context.Entry]] = set()
+_busy = False  # have the activity watchers been told ``busy()`` last?
 _activity_watchers: list[tuple[Callable[[], None], Callable[[], None]]] = []
 setattr(builtins, _names.ACTIVE, False)
 setattr(builtins, _names.TWIN, False)  # (true in the mirror of the builtins a twin reads: ``plan``)
@@ -42,46 +51,57 @@ setattr(builtins, _names.TWIN, False)  # (true in the mirror of the builtins a t
 # does not count them (``null``, most observers of calls) pays a builtin's load and a
 # jump per operator.
 setattr(builtins, _names.OPERATORS_ON, False)
+if _native.speedups is not None:
+    _native.speedups.watch_live(_live, _live_operators, builtins, _names.ACTIVE, _names.OPERATORS_ON)
+    _gone = _gone_operator = _native.speedups.entry_gone
+else:
+    _gone, _gone_operator = _live.discard, _live_operators.discard
 
 
 def watch_activity(busy: Callable[[], None], idle: Callable[[], None]) -> None:
     """Call ``busy()`` as the process goes from no live entry to one (before that entry's
-    context runs anything) and ``idle()`` as its last live entry goes: under this module's
-    lock, so that the two alternate whatever the threads do."""
+    context runs anything) and ``idle()`` once its last live entry has gone (at the next
+    :func:`settle`): under this module's lock, so that the two alternate whatever the
+    threads do.  An interrupt in ``busy()`` has it called again at the next entry."""
     _activity_watchers.append((busy, idle))
 
 
-def entry_made(operators: bool) -> None:
-    global _live_entries, _live_operator_entries
+def entry_made(entry: _context.Entry) -> None:
+    """An entry is about to be pushed: followed, then the flags on.  (An interrupt
+    between the two leaves a flag off for an entry that is never pushed.)"""
+    global _busy
     with _lock:
-        _live_entries += 1
-        if _live_entries == 1:
-            setattr(builtins, _names.ACTIVE, True)
+        if _busy and not _live:  # the last entry went since the last settle (at a collection, say)
+            settle()  # (so that idle() and busy() alternate)
+        if not _busy:
             for busy, _ in _activity_watchers:
                 busy()
-        if operators:
-            _live_operator_entries += 1
-            if _live_operator_entries == 1:
-                setattr(builtins, _names.OPERATORS_ON, True)
+            _busy = True
+        if entry.plan.operators:
+            _live_operators.add(weakref.ref(entry, _gone_operator))
+            setattr(builtins, _names.OPERATORS_ON, True)
+        _live.add(weakref.ref(entry, _gone))
+        setattr(builtins, _names.ACTIVE, True)
 
 
 def active() -> bool:
-    """Is a context active anywhere in the process (the flag switched code reads)?"""
-    return _live_entries > 0
+    """Is a context active anywhere in the process (does an entry live)?"""
+    return bool(_live)
 
 
-def entry_gone(operators: bool) -> None:
-    global _live_entries, _live_operator_entries
+def settle() -> None:
+    """Turn off the flags that no live entry needs, and tell the activity watchers when
+    the last live entry has gone."""
+    global _busy
     with _lock:
-        _live_entries -= 1
-        if _live_entries == 0:
+        if not _live_operators:
+            setattr(builtins, _names.OPERATORS_ON, False)
+        if not _live:
             setattr(builtins, _names.ACTIVE, False)
-            for _, idle in _activity_watchers:
-                idle()
-        if operators:
-            _live_operator_entries -= 1
-            if _live_operator_entries == 0:
-                setattr(builtins, _names.OPERATORS_ON, False)
+            if _busy:
+                _busy = False
+                for _, idle in _activity_watchers:
+                    idle()
 
 
 _switched_namespaces: weakref.WeakSet[ModuleType | FunctionType] = weakref.WeakSet()  # see keep_at_shutdown
@@ -95,14 +115,18 @@ def _follow(variable: Any, top: Callable[[], _context.Entry | None]) -> None:
 
 
 _context.follow(_follow)
-_context.watch_entries(entry_made, entry_gone)
+_context.watch_entries(entry_made, settle)
 
 
 def enter(module: str) -> bool:
     """Should a switched body of ``module`` run rewritten here and now?  (The pure-Python
     path's; the C path's is ``_speedups.runs_here``.)"""
     entry = _top()
-    return entry is not None and entry.plan.runs_module(module)
+    if entry is None:
+        if not _live:  # the last live entry went since the last pop (a task's, a copied context's)
+            settle()
+        return False
+    return entry.plan.runs_module(module)
 
 
 def install_builtins() -> None:

@@ -53,39 +53,56 @@ def _default_fallback(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
 def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
     top = _context.top()
-    entry = top if top is not None and top.ctx is ctx else _context.push(_context.checked(ctx, "recurse"))
-    try:
-        run = runnable(entry.plan, f)
-        out = run(*args, **kwargs) if run is not None else without_body(entry, f, args, kwargs)
-    except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
-        strip_traceback(exc)
-        raise
-    finally:
-        if entry is not top:
-            _context.pop(ctx)
+    if top is not None and top.ctx is ctx:
+        try:
+            run = runnable(top.plan, f)
+            out = run(*args, **kwargs) if run is not None else without_body(top, f, args, kwargs)
+        except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
+            strip_traceback(exc)
+            raise
+    else:
+        _context.checked(ctx, "recurse")
+        held = _context.active.get()
+        # The push inside the try, and the pop as its last step, not in a ``finally`` (whose
+        # first line is a place for an interrupt before the pop): an interrupt anywhere
+        # pops, once (see _context, "atomic with respect to an interrupt").
+        try:
+            plan = _context.push(ctx).plan  # (no reference to the entry kept: its pop lets it go)
+            run = runnable(plan, f)
+            out = run(*args, **kwargs) if run is not None else without_body(_context.top(), f, args, kwargs)  # type: ignore[arg-type]  # (pushed)
+            _context.pop_if_pushed(ctx, held)
+        except BaseException as exc:
+            _context.pop_if_pushed(ctx, held)
+            strip_traceback(exc)
+            raise
     return out if ctx.tag is None else ctx.tag.leave(out)  # no wrapper outlives its context
 
 
 _recurse = recurse  # the reference, and what the C path's recurse hands all but its common case
 
 if _native.speedups is not None:
-    _unpop, _repop = _native.speedups.unpop, _native.speedups.repop
+    _unpop, _repop, _unpopped = _native.speedups.unpop, _native.speedups.repop, _native.speedups.unpopped
 
     def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
         # On the C hot path an overload of ctx's own entry (the common case) puts that
         # entry back for the call (_speedups.unpop) instead of pushing a new one.
-        try:
+        # The unpop inside the try, and the repop decided by the thread's record, not by a
+        # local: an interrupt right after the unpop still repops.  (An unpop in force before
+        # is an outer recurse's, for it to undo: then unpop changes nothing.)
+        ours = not _unpopped()
+        try:  # (the repop as the try's last step, as in _recurse)
             run = _unpop(ctx, f)
             if run is None:
                 return _recurse(ctx, f, *args, **kwargs)
-            try:
-                return run(*args, **kwargs) if kwargs else run(*args)  # (no dict handed on when empty)
-            finally:
-                _repop()
+            out = run(*args, **kwargs) if kwargs else run(*args)  # (no dict handed on when empty)
+            _repop()
         except BaseException as exc:
-            strip_traceback(exc)
+            if ours and _unpopped():
+                _repop()
+            strip_traceback(exc)  # (the program's traceback: without this frame and ours below it)
             raise
+        return out
 
     # Its calls run this code only past the thread's budget of C levels; within it, a C
     # vectorcall does the same with no frame of ours under the callee (docs/internals.md,
@@ -121,12 +138,16 @@ def run_popped(entry: _context.Entry, method: Callable[..., Any], args: tuple[An
                kwargs: dict[str, Any]) -> Any:
     """Run an overload or hook with its own context popped off the stack, seen by the
     contexts below it (see :func:`seen_below`)."""
-    below = entry.below
-    token = _context.active.set(below)
-    try:
-        return method(*args, **kwargs) if below is None else seen_below(method, args, kwargs)
-    finally:
-        _context.active.reset(token)
+    below, variable = entry.below, _context.active
+    held = variable.get()
+    try:  # (set inside, put back by value as its last step: see callsite._hook)
+        variable.set(below)
+        out = method(*args, **kwargs) if below is None else seen_below(method, args, kwargs)
+        variable.set(held)
+    except BaseException:
+        variable.set(held)
+        raise
+    return out
 
 
 # -- what "the callee's own body" is ---------------------------------------------------

@@ -35,8 +35,8 @@ from .plan import Plan, plan_for
 _INDIRECT_NAMES = primitives.INDIRECT_NAMES
 _CMethodType = primitives.CMethodType
 _top: Callable[[], _context.Entry | None]
+_get_active: Callable[[], Any]
 _set_active: Callable[[_context.Entry | None], Any]
-_reset_active: Callable[[Any], None]
 
 
 _speedups = _native.speedups
@@ -45,8 +45,8 @@ _speedups = _native.speedups
 def _follow(variable: Any, top: Callable[[], _context.Entry | None]) -> None:
     """Keep the stack's reader and its variable's methods at hand, as globals (see
     ``_context.follow``)."""
-    global _top, _set_active, _reset_active
-    _top, _set_active, _reset_active = top, variable.set, variable.reset
+    global _top, _get_active, _set_active
+    _top, _get_active, _set_active = top, variable.get, variable.set
 
 
 _context.follow(_follow)
@@ -249,16 +249,23 @@ def site(entry: _context.Entry, f: Any) -> Any:
 
 
 def _hook(entry: _context.Entry, hook: Any, call: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """A prehook, posthook or raisehook, run popped (``active`` set to the entry below)."""
-    below = entry.below
-    token = _set_active(below)
+    """A prehook, posthook or raisehook, run popped (``active`` set to the entry below).
+
+    The variable is set inside the ``try`` and put back by value, not by a token (an
+    interrupt right after the set, the token not yet stored, still puts it back), as the
+    last step of the ``try``, not in a ``finally`` (whose first line is a place for an
+    interrupt before it runs): an interrupt anywhere leaves the variable as it was."""
+    below, held = entry.below, _get_active()
     try:
+        _set_active(below)
         if below is None:
             hook(*call, **kwargs)
         else:
             bodies.seen_below(hook, call, kwargs)
-    finally:
-        _reset_active(token)
+        _set_active(held)
+    except BaseException:
+        _set_active(held)
+        raise
 
 
 def _overloaded(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -266,13 +273,16 @@ def _overloaded(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: di
     method = entry.plan.overdub_call or overload_of((entry.ctx, f, *args))
     if method is None:
         return OverdubInstead
-    below = entry.below  # bodies.run_popped, one frame less per level
-    token = _set_active(below)
-    try:
-        return (method(entry.ctx, f, *args, **kwargs) if below is None
-                else bodies.seen_below(method, (entry.ctx, f, *args), kwargs))
-    finally:
-        _reset_active(token)
+    below, held = entry.below, _get_active()  # bodies.run_popped, one frame less per level
+    try:  # (as in _hook)
+        _set_active(below)
+        out = (method(entry.ctx, f, *args, **kwargs) if below is None
+               else bodies.seen_below(method, (entry.ctx, f, *args), kwargs))
+        _set_active(held)
+    except BaseException:
+        _set_active(held)
+        raise
+    return out
 
 
 def overload_of(call: tuple[Any, ...]) -> Any:

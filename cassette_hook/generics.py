@@ -129,23 +129,36 @@ class OverdubGeneric(ContextGeneric):
                 if out is not OverdubInstead:
                     return out
             top = _context.top()
-            entry = top if top is not None and top.ctx is ctx else _context.push(_context.checked(ctx, "overdub"))
+            pushed = top is None or top.ctx is not ctx
+            if pushed:
+                _context.checked(ctx, "overdub")
+            held = _context.active.get()
+            # The push inside the try, and the pop as its last step, not in a ``finally``:
+            # an interrupt anywhere pops, once (as in bodies.recurse).
             try:
-                if not default:
-                    if self.run_popped is not None:
-                        return self.run_popped(entry, method, *args, **kwargs)
-                    below = entry.below  # (bodies.run_popped, from this frame)
-                    token = _context.active.set(below)
+                entry = _context.push(ctx) if pushed else top
+                if default:
+                    run = self.runnable(entry.plan, f)  # recurse(ctx, f, ...), from this frame
+                    out = run(*args[2:], **kwargs) if run is not None else self.without_body(entry, f, args[2:], kwargs)
+                elif self.run_popped is not None:
+                    out = self.run_popped(entry, method, *args, **kwargs)
+                else:  # (bodies.run_popped, from this frame: set inside, put back by value)
+                    inside, below = _context.active.get(), entry.below
                     try:
-                        return method(*args, **kwargs) if below is None else self.seen_below(method, args, kwargs)
-                    finally:
-                        _context.active.reset(token)
-                run = self.runnable(entry.plan, f)  # recurse(ctx, f, ...), from this frame
-                out = run(*args[2:], **kwargs) if run is not None else self.without_body(entry, f, args[2:], kwargs)
-            finally:
-                if entry is not top:
-                    _context.pop(ctx)
-            return out if ctx.tag is None else ctx.tag.leave(out)  # no wrapper outlives its context
+                        _context.active.set(below)
+                        out = method(*args, **kwargs) if below is None else self.seen_below(method, args, kwargs)
+                        _context.active.set(inside)
+                    except BaseException:
+                        _context.active.set(inside)
+                        raise
+                del entry  # (no reference kept: the pop lets it go)
+                if pushed:
+                    _context.pop_if_pushed(ctx, held)
+            except BaseException:
+                if pushed:
+                    _context.pop_if_pushed(ctx, held)
+                raise
+            return out if not default or ctx.tag is None else ctx.tag.leave(out)  # no wrapper outlives its context
         except BaseException as exc:  # (the caller's traceback: without this frame and ours below it)
             strip_traceback(exc)
             raise

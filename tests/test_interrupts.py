@@ -1,0 +1,225 @@
+"""An interrupt anywhere in cassette_hook's own code reaches the program unchanged and
+leaves no state behind (docs/internals.md, "Interrupts").
+
+Tested the way it broke: a trace function raises ``KeyboardInterrupt`` at the N-th
+``call`` or ``line`` event of the package's own code (the events at which CPython checks
+for signals, or close to them) -- and, since on the C path an interrupt inside C can only
+come from Python code that C calls, at the N-th event of the hooks and overloads the
+workload gives the runtime -- for N = 1, 2, 3 ... until a run completes uninterrupted.
+After each interrupted run the interrupt must have arrived (not a ``RuntimeError``, not
+swallowed), and the stack, the recursion limit and the import hook's switch must be as
+they were: a fresh ``with Count():`` over import-hooked code counts what it counted
+before.  Runs on whichever hot path the suite runs on (tox: ``py3XX`` and ``py3XX-pure``).
+"""
+
+from __future__ import annotations
+
+import builtins
+import dis
+import gc
+import inspect
+import os
+import sys
+from types import FrameType
+from typing import Any
+
+import cassette_hook as ch
+from cassette_hook import _context, _light, _native, _switch
+from cassette_hook._budget import recursion_budget
+from cassette_hook.rewrite import _names
+from test_importhook import tree, write  # noqa: F401  # (the fixture)
+
+PACKAGE = os.path.dirname(ch.__file__) + os.sep
+
+MODULE = """
+def leaf(x):
+    return x + 1
+
+def g(x):
+    return leaf(x) * 2
+"""
+
+
+class Count(ch.Context):
+    """Counts the calls it sees (a prehook)."""
+
+    operators = False
+
+    def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+        self.metadata[0] += 1
+
+
+class Inner(ch.Context):
+    """Nested inside ``Count``: its own prehook."""
+
+    operators = False
+
+    def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+        self.metadata.append(getattr(f, "__name__", None))
+
+
+class Over(ch.Context):
+    """An ``overdub`` overload that calls ``recurse``."""
+
+    operators = False
+
+
+def square(x: int) -> int:
+    return x * x
+
+
+def twice_square(x: int) -> int:
+    return square(x) + square(x + 1)
+
+
+@ch.overdub.register
+def _over(ctx: Over, f: ch.Is[square], x: int) -> int:
+    return ch.recurse(ctx, f, x) + 0
+
+
+HOOKS = {Count.prehook.__code__, Inner.prehook.__code__, _over.__code__}
+
+
+def workload(module: Any) -> int:
+    """A context with a prehook over nested contexts, an overload calling ``recurse``,
+    and ``with`` blocks over import-hooked code."""
+    with Count([0]) as count:
+        with Inner([]):
+            module.g(1)
+        total = ch.overdub(Over(), twice_square, 3)
+        with Over():
+            total += module.g(2)
+        total += ch.overdub(ch.NullContext(), module.g, 3)
+    return total + count.metadata[0]
+
+
+class Interrupted:
+    """Where the interrupt was raised, and how many events of ours the run had."""
+
+    def __init__(self) -> None:
+        self.seen, self.where = 0, ""
+
+
+def leaving_with(frame: FrameType) -> bool:
+    """Is this line event the one CPython's tracing gives a ``with`` statement's line as its
+    block ends, before ``__exit__`` is called?  It comes outside the block's protection,
+    where no signal is checked (CPython checks after the call of ``__exit__``): an
+    exception raised there would leave a lock of ours held, which no interrupt can do."""
+    withs = _with_lines.get(frame.f_code)
+    if withs is None:
+        withs = _with_lines[frame.f_code] = {}
+        line = None
+        for instruction in dis.get_instructions(frame.f_code):
+            if sys.version_info >= (3, 11):
+                line = instruction.positions.lineno  # type: ignore[union-attr]  # (3.11+)
+            elif instruction.starts_line is not None:  # (3.10: on a line's first instruction only)
+                line = instruction.starts_line
+            if instruction.opname in ("SETUP_WITH", "BEFORE_WITH") and line is not None:
+                withs[line] = instruction.offset
+    start = withs.get(frame.f_lineno)
+    return start is not None and frame.f_lasti > start
+
+
+_with_lines: dict[Any, dict[int, int]] = {}
+
+
+def interrupter(at: int, record: Interrupted) -> Any:
+    """A trace function that raises KeyboardInterrupt at the ``at``-th call or line event
+    of the package's code or of the workload's hooks and overloads.  (A function: a
+    class's ``__call__`` would be made a stand-in once a context reached this module,
+    see ``_implicit``, and the tracer would trace itself.)"""
+
+    def trace(frame: FrameType, event: str, arg: Any) -> Any:
+        code = frame.f_code
+        if not (code.co_filename.startswith(PACKAGE) or code in HOOKS):
+            return None
+        if event == "call" or event == "line" and not leaving_with(frame):
+            record.seen += 1
+            if record.seen == at:
+                record.where = f"{os.path.basename(code.co_filename)}:{frame.f_lineno} {code.co_name} ({event})"
+                raise KeyboardInterrupt(f"event {at}", record.where)
+        return trace
+
+    return trace
+
+
+def counted(module: Any) -> int:
+    """What a fresh context sees of import-hooked code."""
+    with Count([0]) as count:
+        module.g(5)
+    return count.metadata[0]
+
+
+def state() -> tuple[Any, ...]:
+    return (ch.current_context(), sys.getrecursionlimit(), _switch.active(),
+            getattr(builtins, _names.ACTIVE), getattr(builtins, _names.OPERATORS_ON),
+            _switch._lock._is_owned(), recursion_budget._lock._is_owned())  # type: ignore[attr-defined]  # (RLock's)
+
+
+def run_interrupted(module: Any, at: int) -> tuple[type[BaseException] | None, str, int, str]:
+    """The workload, interrupted at the ``at``-th event: what it raised, and how many
+    events it ran.  (Only the exception's type and text are kept: its traceback would
+    keep the interrupted frames, and the entries they hold, alive.)"""
+    record = Interrupted()
+    sys.settrace(interrupter(at, record))
+    try:
+        workload(module)
+    except BaseException as exc:  # noqa: BLE001  # (KeyboardInterrupt, or what it became)
+        sys.settrace(None)
+        return type(exc), str(exc), record.seen, record.where
+    sys.settrace(None)
+    return None, "", record.seen, ""
+
+
+def test_an_interrupt_anywhere_in_the_runtime_reaches_the_program_and_leaves_no_state_behind(tree, monkeypatch):  # noqa: F811
+    # Idle spells do not give the import hook's functions their light code back here: the
+    # pass that switches them again visits every object of the heap, tens of thousands of
+    # line events per run.  (An interrupt in it leaves them to the next activation's pass.)
+    monkeypatch.setattr(_light, "RESTORE_AFTER", None)
+    write(tree, "interrupted_module.py", MODULE)
+    ch.install(include=["interrupted_module"])
+    import interrupted_module as module
+
+    workload(module)  # (warm: the interrupts fall where a running program's would)
+    sees = counted(module)
+    assert sees == 1
+    before = state()
+    assert before[0] is None and before[2:] == (False, False, False, False, False)
+    damaged = []
+    at = 0
+    while True:
+        at += 1
+        raised, message, seen, where = run_interrupted(module, at)
+        if raised is None and seen < at:
+            break  # the run ended before the at-th event: every event has been interrupted
+        if _native.speedups is None:  # the pure path turns off a flag nothing needs any more at the
+            module.leaf(0)  # next call of import-hooked code (or stack change): docs/importhook.md
+        after = state()
+        if after != before:  # (entries the interrupted run left in cycles go at a collection)
+            gc.collect()
+            after = state()
+        arrived = raised is KeyboardInterrupt and message.startswith(f"('event {at}'")
+        damage = [] if arrived else [f"raised {raised}: {message}"]
+        if after != before:
+            damage.append(f"state {after} (was {before})")
+        if counted(module) != sees:
+            damage.append("a fresh context no longer sees the import-hooked calls")
+        if damage:
+            damaged.append((at, where, damage))
+            while ch.current_context() is not None:  # (repaired, to see the next event's own damage)
+                ch.current_context().__exit__(None, None, None)
+    assert at > 50  # (the workload runs that many events of ours)
+    assert [entry for entry in damaged if not in_python_exit(entry[1])] == [], "\n".join(map(str, damaged))
+
+
+def in_python_exit(where: str) -> bool:
+    """Is ``where`` (an interrupted event) in the one place the pure-Python path cannot
+    protect: a ``with`` block's exit before its pop changes anything -- ``__exit__``'s
+    call and line, ``pop``'s first lines -- as no Python ``__exit__`` can protect its own
+    first instruction (the C path's is C: docs/internals.md, "Interrupts")?"""
+    if _native.speedups is not None:
+        return False
+    name, line = where.split()[1], int(where.split()[0].rpartition(":")[2])
+    pop_changes = _context.pop.__code__.co_firstlineno + next(
+        index for index, text in enumerate(inspect.getsource(_context.pop).splitlines()) if text.strip() == "try:")
+    return name == "__exit__" or name == "pop" and line < pop_changes
