@@ -136,7 +136,7 @@ class OverdubGeneric(ContextGeneric):
             # The push inside the try, and the pop as its last step, not in a ``finally``:
             # an interrupt anywhere pops, once (as in bodies.recurse).
             try:
-                entry = _context.push(ctx) if pushed else top
+                entry = top if top is not None and not pushed else _context.push(ctx)
                 if default:
                     run = self.runnable(entry.plan, f)  # recurse(ctx, f, ...), from this frame
                     out = run(*args[2:], **kwargs) if run is not None else self.without_body(entry, f, args[2:], kwargs)
