@@ -23,6 +23,8 @@ import sys
 from types import FrameType
 from typing import Any
 
+import pytest
+
 import cassette_hook as ch
 from cassette_hook import _context, _light, _native, _switch
 from cassette_hook._budget import recursion_budget
@@ -171,6 +173,11 @@ def run_interrupted(module: Any, at: int) -> tuple[type[BaseException] | None, s
     return None, "", record.seen, ""
 
 
+# On 3.14 an interrupt at some events leaves the runtime's locks held (``with lock:``
+# blocks: docs/internals.md, Known limitations), and the runs of the workload then never
+# end before the next event: the test would not finish.  Open in the faults issue.
+@pytest.mark.skipif(sys.version_info >= (3, 14), reason="3.14: an interrupt can leave a `with lock:` block's lock "
+                    "held (docs/internals.md, Known limitations); not yet interrupt-safe there")
 def test_an_interrupt_anywhere_in_the_runtime_reaches_the_program_and_leaves_no_state_behind(tree, monkeypatch):  # noqa: F811
     # Idle spells do not give the import hook's functions their light code back here: the
     # pass that switches them again visits every object of the heap, tens of thousands of
