@@ -28,7 +28,8 @@ from typing import Any, Callable, NamedTuple
 
 import cassette_hook as ch
 import harness
-from cassette_hook import callsite, rewrite
+from cassette_hook.runtime import callsites
+from cassette_hook import rewrite
 
 N = 20_000
 
@@ -122,15 +123,15 @@ def main() -> None:
     rounds = options.rounds
     if options.cpu:
         harness.use_cpu_time()
-    without_sites = rewrite.Hooks(**{name: getattr(callsite.HOOKS, name) for name in rewrite.Hooks.__slots__
+    without_sites = rewrite.Hooks(**{name: getattr(callsites.HOOKS, name) for name in rewrite.Hooks.__slots__
                                      if name != "method_site"})
     args = (_Object(), {}, N)
     print(f"Python {sys.version.split()[0]}, {N:,} calls a sample, {rounds} interleaved rounds, "
-          f"{'C' if callsite._speedups is not None else 'pure-Python'} path")
+          f"{'C' if callsites._speedups is not None else 'pure-Python'} path")
     rows = []
     for kind in KINDS:
         loop = loop_of(kind)
-        variants = {"plain": lambda loop=loop: loop(*args), "null": under_null(twin(loop, callsite.HOOKS), *args),
+        variants = {"plain": lambda loop=loop: loop(*args), "null": under_null(twin(loop, callsites.HOOKS), *args),
                     "bound": under_null(twin(loop, without_sites), *args)}
         result = harness.measure(kind, variants, rounds=rounds)
         plain = result.median("plain")

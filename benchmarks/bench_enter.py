@@ -1,7 +1,7 @@
 """A counting prehook: entering call sites against hooked ones (``Site``s), interleaved.
 
 A context whose only hook is a prehook (``Plan.enters``) gets twins whose call sites hand
-``callsite.enter`` the callee and its positional arguments: the prehook runs there, and
+``callsites.enter`` the callee and its positional arguments: the prehook runs there, and
 the site's own frame then calls the twin, inlined.  Any other hook makes the plan's call
 sites resolve to a ``Site``, which runs the prehook and calls the twin from C.  The same
 counting prehook, with and without a raisehook that never runs (no workload raises), so

@@ -37,15 +37,15 @@ from pathlib import Path
 import harness
 
 OURS = ".cassette_hook"
-FUNCTIONS_SUFFIX = ".functions."  # (the switched functions' cache files: _pyc.FUNCTIONS)
+FUNCTIONS_SUFFIX = ".functions."  # (the switched functions' cache files: code_cache.FUNCTIONS)
 
 CHILD = r"""
 import json, sys, time
 import cassette_hook as ch
-from cassette_hook import _light
+from cassette_hook.importhook import lazy_mode
 mode = sys.argv[1]
 if mode == "all":
-    _light._watch = None  # (no function watcher: the activation switches every function)
+    lazy_mode._watch = None  # (no function watcher: the activation switches every function)
 if mode != "plain":
     ch.install(include=["networkx"])
 import networkx as nx
@@ -64,7 +64,7 @@ with ctx:
     nx.betweenness_centrality(G)
     nx.minimum_spanning_tree(G)
 c1 = time.process_time()
-files = {light.co_filename for _, light, _ in _light._switched_by_activations}  # (a wrapper's __module__ is
+files = {light.co_filename for _, light, _ in lazy_mode._switched_by_activations}  # (a wrapper's __module__ is
 print(json.dumps({"cpu_s": c1 - c0, "calls": ctx.metadata[0],          # the function's it wraps)
                   "switched_modules": len({f for f in files if "networkx" in f})}))
 """

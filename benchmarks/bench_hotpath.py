@@ -9,7 +9,7 @@ Python function ``r(fib)`` that returns the recursive twin, doing a little more 
 - ``+ contextvar``: reads the active context (``ContextVar.get``);
 - ``+ id lookup``: looks the twin up in a dict by ``id``;
 - ``+ staleness``: checks the function's ``__code__``, ``__defaults__``, ``__kwdefaults__``;
-- ``resolve model``: all of the above, as ``callsite.resolve``'s fast path does them;
+- ``resolve model``: all of the above, as ``callsites.resolve``'s fast path does them;
 - ``overdub``: ``ch.overdub(Null(), fib, 18)``, the real thing;
 - ``monitoring``: a counting ``sys.monitoring`` CALL callback (3.12+), for scale.
 

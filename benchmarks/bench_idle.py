@@ -37,7 +37,7 @@ Columns (ratios: median over rounds of the per-round ratio of the two variants):
 --lazy imports light and switches at a first activation; the functions keep their switched
 code after it, as they do where contexts come and go often. --restored gives them their
 compiled code back as the activation ends, as the hook does once the process has been idle
-a while (``_light.RESTORE_AFTER``).
+a while (``lazy_mode.RESTORE_AFTER``).
 
 --explain also traces one run of each workload (opcode events of sys.settrace; 3.12+:
 sys.monitoring INSTRUCTION and PY_START events) and prints the bytecodes it executes, how
@@ -375,9 +375,9 @@ def main() -> None:
         # activation after each import: the idle cost measured is that of code a context has
         # run once (lazy code that none has run is the compiled code).
         ch.install(include=[p for p in packages if p in INSTRUMENTED], lazy=args.lazy)
-        from cassette_hook import _light
+        from cassette_hook.importhook import lazy_mode
 
-        _light.RESTORE_AFTER = 0.0 if args.restored else None  # (the default decides by the idle spells)
+        lazy_mode.RESTORE_AFTER = 0.0 if args.restored else None  # (the default decides by the idle spells)
         if not args.no_clean:
             sys.meta_path.insert(0, CleanBuiltins(clean))
         non_str = sum(type(k) is not str for k in vars(builtins))
@@ -392,7 +392,7 @@ def main() -> None:
                 with common.Null():  # switches what was imported light (assigning each function's code;
                     for pkg in INSTRUMENTED:  # with a function watcher, the first calls do: as if all ran)
                         for f in functions(copies[pkg]) if pkg in copies else ():
-                            _light.first_call(f)
+                            lazy_mode.first_call(f)
                 gc.collect()  # (the entry gone: with --restored, the compiled code is back)
             for pkg in INSTRUMENTED:
                 if pkg in copies:

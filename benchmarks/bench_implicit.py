@@ -1,11 +1,11 @@
-"""What the stand-ins for what C calls of the program's classes cost (``_implicit``).
+"""What the stand-ins for what C calls of the program's classes cost (``standins``).
 
 Three workloads made of calls that C makes, with no call site: property reads, the
 ``__hash__`` and ``__eq__`` of a set, the ``__lt__`` of a sort. Each runs with the
 classes holding their own attributes ("own") and holding the stand-ins ("stand-ins"),
 interleaved in one run:
 
-- idle (no context): what a process pays between close activations, when ``_light``'s
+- idle (no context): what a process pays between close activations, when ``lazy_mode``'s
   rule keeps the stand-ins in (``RESTORE_AFTER``);
 - under ``ch.overdub(Null(), ...)`` and under a counting prehook (``operators = False``):
   "own" is what a context ran before the stand-ins (the method plain, unseen), "stand-ins"
@@ -26,7 +26,8 @@ from typing import Any, Callable
 import harness
 from common import ch
 
-from cassette_hook import _implicit, _light
+from cassette_hook.runtime import standins
+from cassette_hook.importhook import lazy_mode
 
 N = 2_000
 
@@ -108,7 +109,7 @@ class Count(ch.Context):
 
 def with_stand_ins(put_in: bool, work: Callable[[], object]) -> Callable[[], object]:
     def run() -> object:
-        _implicit._give(stand_ins=put_in)
+        standins._give(stand_ins=put_in)
         return work()
     return run
 
@@ -117,11 +118,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=21)
     args = ap.parse_args()
-    _light.RESTORE_AFTER = None  # (the variants put the stand-ins in or out themselves)
+    lazy_mode.RESTORE_AFTER = None  # (the variants put the stand-ins in or out themselves)
     for work in (read_properties, fill_a_set, sort_versions):  # the classes' stand-ins made: a twin of each
         ch.overdub(Null(), work)
-    assert _implicit.tracked(), "no stand-ins were made"
-    print(f"Python {sys.version.split()[0]}, {'C' if _implicit.Special is not _implicit._PureSpecial else 'pure'} "
+    assert standins.tracked(), "no stand-ins were made"
+    print(f"Python {sys.version.split()[0]}, {'C' if standins.Special is not standins._PureSpecial else 'pure'} "
           f"hot path, {args.rounds} rounds\n")
     rows = []
     for work in (read_properties, fill_a_set, sort_versions):

@@ -20,7 +20,7 @@ has them; a cold import is one whose *package* has no cache of either kind). Eac
     sets sys.dont_write_bytecode = False (CPython's cache and ours are written as usual);
     times importing the package's modules (perf_counter around the imports);
     then activates a context, and under it makes what the first calls of all the package's
-    module-level functions and methods would make of them (``_light.first_call``). The CPU
+    module-level functions and methods would make of them (``lazy_mode.first_call``). The CPU
     time of both is reported: unless --eager, that activation is where the functions of
     the light imports are switched, or with a function watcher (3.12+) armed, and then the
     first calls switch their modules: what a program that runs all of the package pays.
@@ -95,7 +95,7 @@ for name in modules:
     __import__(name)
 t5, c5 = time.perf_counter(), time.process_time()
 import types
-from cassette_hook import _light
+from cassette_hook.importhook import lazy_mode
 ours = sorted(m for m in sys.modules if m == package or m.startswith(package + "."))
 found = []
 for name in ours:
@@ -106,7 +106,7 @@ c_activation = time.process_time()
 with ch.NullContext():  # the first activation: switches (with a function watcher: arms) what a lazy import left light
     c6 = time.process_time()
     for f in found:  # what the first calls of all of them switch, where the activation armed them
-        _light.first_call(f)
+        lazy_mode.first_call(f)
     c7 = time.process_time()
     # (counted under the context: as it ends, the compiled code may come back)
     switched = sum(_names.is_switched(f.__code__) for f in found)
@@ -125,7 +125,7 @@ print(json.dumps({"import_s": t5 - t4, "cpu_s": c5 - c4, "ch_s": (t1 - t0) + (t3
 CHILD_WARM = r"""
 import gc, json, statistics, sys, time
 import cassette_hook as ch
-from cassette_hook import _light
+from cassette_hook.importhook import lazy_mode
 root, package, deps, modules, lazy, rounds = json.loads(sys.argv[1])
 if root:
     sys.path.insert(0, root)
@@ -144,7 +144,7 @@ def once(hooked):
     elapsed = time.perf_counter() - t
     if hooked:
         ch.uninstall()
-        _light.switched(_light.waiting())
+        lazy_mode.switched(lazy_mode.waiting())
     return elapsed
 
 once(True), once(False)
@@ -229,7 +229,7 @@ def breakdown(prefix: Path, files: dict[str, str | None], package: str) -> dict[
     import time
     from importlib.util import MAGIC_NUMBER
 
-    from cassette_hook import _pyc, importhook
+    from cassette_hook.importhook import code_cache, finder
 
     def ms(fn: Any, n: int = 30) -> float:
         xs = []
@@ -242,12 +242,13 @@ def breakdown(prefix: Path, files: dict[str, str | None], package: str) -> dict[
     sources = {m: f for m, f in files.items() if f and f.endswith(".py")}
     modules = list(sources)
     # Our header ends with a line of text after MAGIC_NUMBER and FORMAT (its length varies).
-    stamp_start = len(MAGIC_NUMBER + _pyc.FORMAT)
-    kind = _pyc.LIGHT if LAZY and not UNDER else _pyc.SWITCHED  # the file a cached import reads
+    stamp_start = len(MAGIC_NUMBER + code_cache.FORMAT)
+    kind = code_cache.LIGHT if LAZY and not UNDER else code_cache.SWITCHED  # the file a cached import reads
     ours = [memoryview(d)[d.index(b"\n", stamp_start) + 1:]
-            for d in (p.read_bytes() for p in cache_files(prefix, True) if p.name.endswith(f"{_pyc.suffix(kind)}.pyc"))]
+            for d in (p.read_bytes() for p in cache_files(prefix, True)
+                      if p.name.endswith(f"{code_cache.suffix(kind)}.pyc"))]
     theirs = [p.read_bytes() for p in cache_files(prefix, False) if _in_package(p, prefix, files[package])]
-    patterns = importhook.Patterns([package])
+    patterns = finder.Patterns([package])
 
     def timestamp_header(source: str) -> bytes:
         """The header CPython writes for ``source`` in a timestamp .pyc, which ours record."""
@@ -264,9 +265,9 @@ def breakdown(prefix: Path, files: dict[str, str | None], package: str) -> dict[
         "Patterns.may_match, twice per module": ms(lambda: [patterns.may_match(m) for m in modules * 2]),
         "Patterns.matches(name, origin)": ms(lambda: [patterns.matches(m, sources[m]) for m in modules]),
         # (the source's stat standing in for that of CPython's .pyc, which is under the prefix)
-        "_pyc.path_for + os.stat of CPython's .pyc + _pyc.trusted (a stat of the source)":
-            ms(lambda: [(os.stat(sources[m]), _pyc.trusted(headers[m], sources[m]))
-                        for m in modules if _pyc.path_for(sources[m])]),
+        "code_cache.path_for + os.stat of CPython's .pyc + code_cache.trusted (a stat of the source)":
+            ms(lambda: [(os.stat(sources[m]), code_cache.trusted(headers[m], sources[m]))
+                        for m in modules if code_cache.path_for(sources[m])]),
     }
 
 
@@ -279,8 +280,8 @@ def cold_breakdown(sources: list[Path]) -> dict[str, float]:
     import time
     import types
 
-    from cassette_hook import _switch
-    from cassette_hook.rewrite import _dual
+    from cassette_hook.importhook import switch
+    from cassette_hook.importhook import dual_code
     from cassette_hook.rewrite._rewriter import decode
 
     texts = [(str(p), p.read_text(encoding="utf-8")) for p in sources]
@@ -290,7 +291,7 @@ def cold_breakdown(sources: list[Path]) -> dict[str, float]:
         return [code, *(c for k in code.co_consts if isinstance(k, types.CodeType) for c in walk(k))]
 
     codes = [c for m in modules for c in walk(m)]
-    _switch.install_builtins()
+    switch.install_builtins()
 
     def ms(fn: Any) -> float:
         xs = []
@@ -306,7 +307,8 @@ def cold_breakdown(sources: list[Path]) -> dict[str, float]:
         "decode every code object (bytecode)": ms(lambda: [decode(c) for c in codes]),
         "decode + encode, nothing changed (bytecode)": ms(lambda: [decode(c).to_code(
             stacksize=c.co_stacksize, compute_exception_stack_depths=False, check_pre_and_post=False) for c in codes]),
-        "switched code, as the hook makes it (rewrite._dual)": ms(lambda: [_dual.switched(m, "m") for m in modules]),
+        "switched code, as the hook makes it (importhook.dual_code)":
+            ms(lambda: [dual_code.switched(m, "m") for m in modules]),
     }
 
 

@@ -36,7 +36,7 @@ def identity(ctx_type: type, func: Any, code: Any) -> Any:
 
 def first_entry(rounds: int) -> str:
     from cassette_hook import passes, rewrite
-    from cassette_hook.callsite import HOOKS
+    from cassette_hook.runtime.callsites import HOOKS
 
     funcs = [f for module in (textwrap, difflib) for value in vars(module).values()
              for f in ([value] if isinstance(value, FunctionType) else vars(value).values() if isinstance(value, type)

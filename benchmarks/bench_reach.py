@@ -37,7 +37,7 @@ Key = tuple[str, int, str]  # (filename, first line, qualified name)
 COMPREHENSIONS = {"<listcomp>", "<setcomp>", "<dictcomp>", "<genexpr>"}
 GEN_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 SKIP_DIR = os.path.dirname(ch.__file__) if ch is not None else "\0"  # the package's own frames
-PLAIN: Callable[[Any], Any] = ch._implicit.plain if ch is not None else (lambda attribute: attribute)
+PLAIN: Callable[[Any], Any] = ch.standins.plain if ch is not None else (lambda attribute: attribute)
 
 
 def key(code: CodeType) -> Key:
@@ -83,7 +83,7 @@ def ground_truth(run: Callable[[], object]) -> Counter[Key]:
 
 def _py_attr(cls: type, name: str) -> CodeType | None:
     """Code of ``cls.<name>`` looked up along the MRO, if it is a Python function (also
-    where the class holds a stand-in for it under a context: ``_implicit``)."""
+    where the class holds a stand-in for it under a context: ``standins``)."""
     for klass in cls.__mro__:
         if name in vars(klass):
             v = PLAIN(vars(klass)[name])

@@ -1,19 +1,19 @@
-"""What giving switched functions their compiled code back while idle costs (``_light``).
+"""What giving switched functions their compiled code back while idle costs (``lazy_mode``).
 
 Imports a package through the lazy hook, activates a context once (which switches its
 functions), and then times:
 
     pass        the pass that switches the functions again as an activation starts
-                (``_light._pass_seconds``): over the functions an activation switched where
+                (``lazy_mode._pass_seconds``): over the functions an activation switched where
                 a function watcher is (3.12+ with the C accelerators; giving the compiled
                 code back costs about the same), over the heap elsewhere (to find the
                 closures made meanwhile too); median of 21 activations that restore
     restoring   ``with Null(): pass`` when every end of activity restores and every start
-                switches again (``_light.RESTORE_AFTER = 0``)
+                switches again (``lazy_mode.RESTORE_AFTER = 0``)
     default     the same loop with the default policy, which stops restoring once the
                 idle spells between activations are short
     watching    what watching the process go busy and idle adds to each activation under
-                that policy: the loop with and without ``_light``'s watchers, interleaved
+                that policy: the loop with and without ``lazy_mode``'s watchers, interleaved
 
     PYTHONPATH=.:benchmarks python benchmarks/bench_restore.py [--package networkx] [--loops N]
 """
@@ -48,34 +48,34 @@ def main() -> None:
     args = ap.parse_args()
     if ch is None:
         raise SystemExit(common.no_package_note())
-    from cassette_hook import _light
+    from cassette_hook.importhook import lazy_mode
 
     ch.install(include=[args.package])
     importlib.import_module(args.package)
-    _light.RESTORE_AFTER = 0.0
+    lazy_mode.RESTORE_AFTER = 0.0
     with common.Null():
         pass
     gc.collect()
-    functions = len(_light._switched_by_activations)
+    functions = len(lazy_mode._switched_by_activations)
     passes = []
     for _ in range(21):
         with common.Null():
-            passes.append(_light._pass_seconds)  # (the pass made as this activation started)
+            passes.append(lazy_mode._pass_seconds)  # (the pass made as this activation started)
     restoring = activations(args.loops)
-    _light.RESTORE_AFTER = 100.0
+    lazy_mode.RESTORE_AFTER = 100.0
     default = activations(args.loops)
-    from cassette_hook import _switch
+    from cassette_hook.importhook import switch
 
-    watchers = list(_switch._activity_watchers)
+    watchers = list(switch._activity_watchers)
     watched, unwatched = [], []
     for _ in range(11):
-        _switch._activity_watchers[:] = watchers
+        switch._activity_watchers[:] = watchers
         watched.append(activations(args.loops))
-        _switch._activity_watchers[:] = []
+        switch._activity_watchers[:] = []
         unwatched.append(activations(args.loops))
-    _switch._activity_watchers[:] = watchers
+    switch._activity_watchers[:] = watchers
     one_pass = statistics.median(passes)
-    way = "over those functions" if _light.watcher() is not None else "over the heap (no function watcher)"
+    way = "over those functions" if lazy_mode.watcher() is not None else "over the heap (no function watcher)"
     print(f"Python {sys.version.split()[0]}, {args.package}: {functions:,} functions switched by an activation; "
           f"the pass {way}")
     print(f"pass: {one_pass * 1e3:.2f} ms ({one_pass / functions * 1e9:.0f} ns a function)")

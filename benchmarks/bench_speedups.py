@@ -30,10 +30,10 @@ VARIANTS = ("python", "c")
 def child(rows: list[str], names: list[str], rounds: int) -> dict[str, dict[str, float]]:
     """Ratios to plain, per row and workload, measured in this interpreter."""
     import workloads
-    from cassette_hook import callsite
+    from cassette_hook.runtime import callsites
 
     expected = "python" if os.environ.get("CASSETTE_HOOK_PURE_PYTHON") else "c"
-    actual = "python" if callsite._speedups is None else "c"
+    actual = "python" if callsites._speedups is None else "c"
     if actual != expected:
         raise SystemExit(f"bench_speedups: wanted the {expected} hot path, got the {actual} one "
                          "(is the extension built? pip install -e . builds it)")

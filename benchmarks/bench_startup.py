@@ -38,7 +38,8 @@ COMMANDS = {
     "python -m cassette_hook -c pass": ["-m", "cassette_hook", "-c", "pass"],
 }
 HEAVY = ("bytecode", "importlib_metadata", "xml.sax.saxutils", "urllib.request", "inspect", "tempfile", "sysconfig",
-         "importlib.abc", "cassette_hook.rewrite._dual", "cassette_hook.contexts", "typing", "cassette_hook.generics")
+         "importlib.abc", "cassette_hook.importhook.dual_code", "cassette_hook.contexts", "typing",
+         "cassette_hook.generics")
 PROBE = ("import sys, cassette_hook; print(' '.join(m for m in sys.argv[1:] if m in sys.modules))")
 
 

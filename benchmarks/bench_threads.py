@@ -31,7 +31,7 @@ import harness
 
 try:
     import cassette_hook as ch
-    from cassette_hook import _context
+    from cassette_hook import context_stack
 except ImportError as exc:  # the package is not there yet
     sys.exit(f"cassette_hook not importable ({exc}): nothing to measure")
 
@@ -75,7 +75,7 @@ def main() -> None:
     plain, instrumented = make_fib(False), make_fib(True)
     worker = ThreadPoolExecutor(max_workers=1)  # started before the context: it sees it anyway
     worker.submit(int).result()
-    _context.push_whole_program([WholeProgram()])
+    context_stack.push_whole_program([WholeProgram()])
     explicit = Explicit()
 
     def with_block() -> object:
@@ -92,7 +92,7 @@ def main() -> None:
     result = harness.Result(f"fib({n})", "plain, main thread", {name: [] for name in samples})
     names = list(samples)
     try:
-        assert worker.submit(_context.current_context).result() is _context.whole_program()[0]
+        assert worker.submit(context_stack.current_context).result() is context_stack.whole_program()[0]
         for name in names * 2:  # warm-up: twins are made at the first calls
             samples[name]()
         for r in range(options.rounds):

@@ -61,9 +61,9 @@ def main() -> None:
         (root / f"{name}.py").write_text(FIB)
     sys.path.insert(0, str(root))
     ch.install(include=["chb_given", "chb_taken"])  # lazy, the default
-    from cassette_hook import _light
+    from cassette_hook.importhook import lazy_mode
 
-    _light.RESTORE_AFTER = None  # (idle, the functions keep the switched code: what is timed here)
+    lazy_mode.RESTORE_AFTER = None  # (idle, the functions keep the switched code: what is timed here)
     given, taken = (importlib.import_module(n).fib for n in ("chb_given", "chb_taken"))
     with Null():  # the first activation switches both
         pass
@@ -72,7 +72,7 @@ def main() -> None:
     compare("switched, idle", lambda: given(20), lambda: taken(20), args.rounds)
     print(f"  calls in fib: given {calls(given)}; taken {calls(taken)}")
 
-    from cassette_hook import callsite, plan
+    from cassette_hook.runtime import callsites, plan
 
     given, taken = (importlib.import_module(n).fib for n in ("chb_twin_given", "chb_twin_taken"))
     version_like = plan._version_like
@@ -82,7 +82,7 @@ def main() -> None:
     compare("twins, overdub(Null())", lambda: ch.overdub(ctx, given, 20), lambda: ch.overdub(ctx, taken, 20),
             args.rounds)
     with ctx:
-        twins = callsite.resolve(given), callsite.resolve(taken)
+        twins = callsites.resolve(given), callsites.resolve(taken)
     print(f"  calls in the twins: given {calls(twins[0])}; taken {calls(twins[1])}")
 
 

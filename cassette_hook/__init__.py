@@ -11,18 +11,15 @@ what every call in it does::
 
     ch.overdub(PrintCtx(), some_function, 1, 2)
 
-This module is the whole public API.  The submodules are internal, in layers that each
-import only from below (docs/internals.md, "Layers"): ``dispatch`` (generic functions
-with multiple dispatch), ``rewrite`` (bytecode rewriting, one module per CPython
-version), ``_context`` (contexts and the active stack), ``generics`` (overdub and the
-hooks), ``plan`` (twins of functions), ``operators`` (recursing into Python dunders),
-``primitives`` (calling C code as the plain program would), ``bodies`` (what runs for a
-callee), ``callsite`` (the hot path of rewritten call sites), ``tagging`` (values that
-carry metadata through a context), ``importhook`` (the import hook and ``instrument``),
-``_switch`` and ``_pyc`` (its runtime switch and code cache), ``_specs`` and
-``_process`` (contexts named from the command line or the environment) and ``__main__``
-(the command line).  This module, on top, is also where the stack learns to load the
-runtime (``_load_runtime``).
+This module is the whole public API; every other module is internal.  The package's
+tree is its architecture (docs/internals.md, "Architecture"): ``context_stack`` (contexts
+and the active stack), ``dispatch`` (generic functions with Julia's dispatch rules),
+``generics`` (overdub and the hooks), ``passes`` and ``tagging`` (Cassette's concepts of
+those names); ``runtime/`` (what a rewritten call site runs: Cassette's ``overdub``),
+``rewrite/`` (bytecode rewriting, one module per CPython version), ``importhook/`` (the
+import hook: finder, lazy mode, switched code, code cache), ``contexts/`` (the built-in
+contexts and their reports) and ``cli/`` (the command line).  This module, on top, is
+also where the stack learns to load the runtime (``_load_runtime``).
 
 PYTEST_DONT_REWRITE: pytest must not try to rewrite this package's assertions; its plugin
 imports it before pytest could, and the warning that would give is an error in suites
@@ -33,10 +30,10 @@ from __future__ import annotations
 
 __version__ = "0.1.0"  # (before the imports: the code cache keys on it, read once)
 
-from . import _context
-from ._context import Context, context, current_context, disablehooks, similarcontext
+from . import context_stack
+from .context_stack import Context, context, current_context, disablehooks, similarcontext
 from ._process import install_from_env
-from .importhook import install, instrument, uninstall
+from .importhook.finder import install, instrument, uninstall
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see __getattr__)
 if TYPE_CHECKING:
@@ -44,7 +41,7 @@ if TYPE_CHECKING:
 
     from .contexts import NullContext, ProfileContext, TraceContext
     from .dispatch import AmbiguityError, Generic, Is, NoMethodError
-    from .bodies import canoverdub, canrecurse, recurse
+    from .runtime.callees import canoverdub, canrecurse, recurse
     from .generics import OverdubInstead, execute, fallback, overdub, posthook, prehook, raisehook
     from .passes import Pass, PassError, insert_statements, replace_match
     from .rewrite._markers import contextslot, nooverdub
@@ -118,7 +115,7 @@ _LAZY = {
     **dict.fromkeys(["AmbiguityError", "Generic", "Is", "NoMethodError"], "dispatch"),
     **dict.fromkeys(["OverdubInstead", "execute", "fallback", "overdub", "posthook", "prehook", "raisehook"],
                     "generics"),
-    **dict.fromkeys(["canoverdub", "canrecurse", "recurse"], "bodies"),
+    **dict.fromkeys(["canoverdub", "canrecurse", "recurse"], "runtime.callees"),
     **dict.fromkeys(["NoMetaData", "Tagged", "enabletagging", "hasmetadata", "hastagging", "istagged",
                      "istaggedtype", "metadata", "metadatatype", "overdub_tagged", "tag", "untag", "untagtype"],
                     "tagging"),
@@ -156,12 +153,12 @@ def __getattr__(name: str) -> Any:
 
 def _load_runtime() -> None:
     """Import the runtime -- the generics, the plans, the hot path -- which ``import
-    cassette_hook`` leaves out: ``callsite`` is its top, and imports the rest.  The stack
-    (``_context``) sits below the runtime and calls this the first time it needs it."""
-    from . import callsite  # noqa: F401  (as it loads, it hands the stack what it asks of the runtime)
+    cassette_hook`` leaves out: ``runtime.callsites`` is its top, and imports the rest.  The
+    stack (``context_stack``) sits below the runtime and calls this the first time it needs it."""
+    from .runtime import callsites  # noqa: F401  (as it loads, it hands the stack what it asks of the runtime)
 
 
-_context.load_runtime = _load_runtime
+context_stack.load_runtime = _load_runtime
 
 
 def __dir__() -> list[str]:

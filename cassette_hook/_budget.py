@@ -3,7 +3,7 @@
 An overdubbed call may run its callee's body a few frames deeper than the plain program
 would, so the limit is raised while any context is active, and overdubbed code reads
 and sets the limit the program set (see ``primitives``).  Kept apart from the stack that
-acquires it (``_context``), because rewriting code (``plan``, the import hook) asks it
+acquires it (``context_stack``), because rewriting code (``plan``, the import hook) asks it
 for headroom too.
 """
 
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from types import FrameType
     from typing import Iterator
 
-    from ._context import Entry
+    from .context_stack import Entry
 
 
 # The deepest recursion limit (in frames) at which a recursion without end under a

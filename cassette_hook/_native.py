@@ -5,7 +5,8 @@ them, or with ``CASSETTE_HOOK_PURE_PYTHON=1``, every module runs its pure-Python
 reference version.  The variable is read once, here, so that all of them agree; the
 profile's own extension (``contexts/_recording.c``) is loaded through :func:`optional`
 too, by ``contexts/_calltree.py``, when the built-in contexts are first imported, and so
-is the lazy import hook's function watcher (``_watch.c``, 3.12+), by ``_light``.
+is the lazy import hook's function watcher (``importhook/_watch.c``, 3.12+), by
+``importhook.lazy_mode``.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ speedups: Any  # ``_speedups``, or None: loaded when first asked for (by :func:`
 
 def __getattr__(name: str) -> Any:
     """``speedups``, loaded when a module of the runtime first imports it; not before, since
-    the import hook loads this module for its function watcher alone (``_light``)."""
+    the import hook loads this module for its function watcher alone (``lazy_mode``)."""
     if name != "speedups":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     global speedups

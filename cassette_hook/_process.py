@@ -1,6 +1,6 @@
 """Contexts active for a whole process: the command line's, and ``install_from_env``'s.
 
-They are whole-program contexts (``_context.push_whole_program``): active in every
+They are whole-program contexts (``context_stack.push_whole_program``): active in every
 thread of the process, from its first call, and never deactivated.  Their reports are
 written by an ``atexit`` handler, which runs after the program's other threads have
 finished (so their work is in the report; a daemon thread still running then is
@@ -30,7 +30,8 @@ import atexit
 import os
 import sys
 
-from . import _context, _debug, _specs, _unmatched, importhook
+from . import context_stack, _debug, _specs
+from .importhook import unmatched, finder
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
@@ -41,18 +42,18 @@ INCLUDE, EXCLUDE, CONTEXT, OUTPUT, SEPARATE = (
     "CASSETTE_HOOK_SEPARATE")
 DEBUG, EAGER = "CASSETTE_HOOK_DEBUG", "CASSETTE_HOOK_EAGER"
 
-_active: list[_context.Context] = []
+_active: list[context_stack.Context] = []
 _reports_if_empty = True  # False in processes install_from_env instrumented
 
 
-def activate(contexts: Iterable[_context.Context]) -> None:
+def activate(contexts: Iterable[context_stack.Context]) -> None:
     """Activate ``contexts`` (the last one innermost) in every thread for the rest of the
     process."""
     contexts = list(contexts)
     if not _active:
         atexit.register(write_reports)
         os.register_at_fork(after_in_child=_forked)
-    _context.push_whole_program(contexts)
+    context_stack.push_whole_program(contexts)
     _active.extend(contexts)
     if any(hasattr(ctx, "write_report") for ctx in _active):
         _catch_sigterm()
@@ -73,7 +74,7 @@ def _instrument_mp_main() -> None:
     instruments the module it made (``importhook.instrument``)."""
     argv = getattr(sys, "orig_argv", [])
     code = argv[argv.index("-c") + 1] if "-c" in argv[:-1] else ""
-    if not any(marker in code for marker in _MULTIPROCESSING_CHILDREN) or importhook.installed() is None:
+    if not any(marker in code for marker in _MULTIPROCESSING_CHILDREN) or finder.installed() is None:
         return
     from multiprocessing import spawn
 
@@ -81,9 +82,9 @@ def _instrument_mp_main() -> None:
 
     def _fixup_main_from_path(main_path: str) -> None:
         fixup(main_path)
-        main, patterns = sys.modules.get("__mp_main__"), importhook.installed()
+        main, patterns = sys.modules.get("__mp_main__"), finder.installed()
         if main is not None and patterns is not None and patterns.matches("__mp_main__", os.path.abspath(main_path)):
-            importhook.instrument(main)
+            finder.instrument(main)
 
     spawn._fixup_main_from_path = _wrapper(_fixup_main_from_path, fixup)  # type: ignore[attr-defined]
 
@@ -195,7 +196,7 @@ def _catch_sigterm() -> None:
         return
     if signal.getsignal(signal.SIGTERM) is _on_sigterm:  # (set here or inherited: a forked child's timer)
         try:  # (not an accelerator: no Python version of it, so loaded on the pure path too)
-            from . import _sigterm
+            from .cli import _sigterm
         except ImportError:  # not built: a signal that comes as the main thread blocks may be lost
             return
         _sigterm.arm()
@@ -221,7 +222,7 @@ def _die_of_sigterm() -> NoReturn:
     os._exit(128 + signal.SIGTERM)  # (not reached)
 
 
-def contexts() -> list[_context.Context]:
+def contexts() -> list[context_stack.Context]:
     """The process-wide contexts, outermost first."""
     return list(_active)
 
@@ -240,7 +241,7 @@ def write_reports() -> None:
         _die_of_sigterm()
 
 
-def separate(contexts: Iterable[_context.Context]) -> None:
+def separate(contexts: Iterable[context_stack.Context]) -> None:
     """Send the reports of ``contexts`` to files of this process's own (``name.<pid>.ext``)."""
     for ctx in contexts:
         rename = getattr(ctx, "separate", None)
@@ -248,12 +249,12 @@ def separate(contexts: Iterable[_context.Context]) -> None:
             rename()
 
 
-def _observed_nothing(ctx: _context.Context) -> bool:
+def _observed_nothing(ctx: context_stack.Context) -> bool:
     observed_nothing = getattr(ctx, "observed_nothing", None)
     return observed_nothing is not None and observed_nothing()
 
 
-def write_report(ctx: _context.Context) -> None:
+def write_report(ctx: context_stack.Context) -> None:
     """Have ``ctx`` write its report if it makes one; a failure is printed, not raised,
     so that one broken report does not hide the others."""
     write = getattr(ctx, "write_report", None)
@@ -312,8 +313,8 @@ def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
         separate(contexts)
     if include:
         if not environ.get(SEPARATE):
-            _unmatched.warn_at_exit(include, INCLUDE)
-        importhook.install(include, exclude, lazy=not environ.get(EAGER))
+            unmatched.warn_at_exit(include, INCLUDE)
+        finder.install(include, exclude, lazy=not environ.get(EAGER))
     _reports_if_empty = False
     activate(contexts)
     return bool(include or contexts)

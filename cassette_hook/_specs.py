@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from ._context import Context
+from .context_stack import Context
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:

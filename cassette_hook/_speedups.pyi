@@ -1,5 +1,5 @@
 """Types of the optional C accelerator (``_speedups.c``); the modules it speeds up
-(``callsite``, ``dispatch``, ``tagging``) have each part in Python."""
+(``callsites``, ``dispatch``, ``tagging``) have each part in Python."""
 
 from contextvars import ContextVar
 from types import CodeType, FunctionType

@@ -3,7 +3,7 @@
 
 Defaults follow Cassette: hooks do nothing; ``execute`` says ``OverdubInstead``;
 ``overdub`` asks ``execute`` (Cassette 0.1) and otherwise recurses; ``fallback`` calls
-the callee.  The last two run the callee, which is the runtime's business: ``bodies``,
+the callee.  The last two run the callee, which is the runtime's business: ``callees``,
 above this module, gives them as it loads.
 """
 
@@ -13,7 +13,7 @@ import functools
 from types import BuiltinMethodType, FunctionType, MethodType, ModuleType
 from typing import Any, Callable
 
-from . import _context, dispatch
+from . import context_stack, dispatch
 from ._constant import Constant
 from ._own import strip_traceback
 
@@ -28,7 +28,7 @@ OverdubInstead = _OverdubInstead()
 class ContextGeneric(dispatch.Generic):
     """A generic called with a context first, then the callee (``posthook``: the call's
     result before it, ``raisehook``: its exception), whose registrations make the plans
-    made before them stale (:data:`changes`; see :mod:`cassette_hook.plan`)."""
+    made before them stale (:data:`changes`; see :mod:`cassette_hook.runtime.plan`)."""
 
     @property
     def _leading(self) -> tuple[str, ...]:
@@ -44,8 +44,8 @@ class ContextGeneric(dispatch.Generic):
                             for a in leading)
             raise TypeError(f"{self.name}() needs {', '.join(first)} and {last}: "
                             f"{self.name}({', '.join(leading)}, *args, **kwargs)")
-        if not isinstance(args[0], _context.Context):
-            raise TypeError(_context.not_a_context(args[0], self.name))
+        if not isinstance(args[0], context_stack.Context):
+            raise TypeError(context_stack.not_a_context(args[0], self.name))
         return super()._resolve_uncached(args)
 
     def _signature(self, func: Any, self_type: type | None) -> Any:
@@ -68,7 +68,7 @@ class ContextGeneric(dispatch.Generic):
                                 f"arguments of a call take no part in dispatch, so a call without {p.name}= "
                                 "would choose this method and fail: give it a default")
         first_pattern = method.pattern(0)  # None only for a method the arity check refused
-        if first_pattern is not None and not first_pattern.can_hold(_context.Context):
+        if first_pattern is not None and not first_pattern.can_hold(context_stack.Context):
             first = next(iter(parameters))
             annotation = inspect.formatannotation(first.annotation)
             raise TypeError(f"{where}: its first parameter {first.name!r} is annotated {annotation}, "
@@ -109,11 +109,11 @@ class OverdubGeneric(ContextGeneric):
     """
 
     runnable: Callable[[Any, Any], Any]
-    """``bodies.runnable``: what runs ``f``'s own body under a plan (given as it loads)."""
+    """``callees.runnable``: what runs ``f``'s own body under a plan (given as it loads)."""
     without_body: Callable[..., Any]
-    """``bodies.without_body``: an operator's dunders or ``fallback``, for a callee with no body."""
+    """``callees.without_body``: an operator's dunders or ``fallback``, for a callee with no body."""
     seen_below: Callable[..., Any]
-    """``bodies.seen_below``: an overload run as a call of the contexts below its own."""
+    """``callees.seen_below``: an overload run as a call of the contexts below its own."""
     run_popped: Callable[..., Any] | None = None
     """The C hot path's ``run_popped(entry, method, *args, **kwargs)``, or None (pure Python)."""
 
@@ -128,35 +128,35 @@ class OverdubGeneric(ContextGeneric):
                 out = execute(ctx, f, *args[2:], **kwargs)
                 if out is not OverdubInstead:
                     return out
-            top = _context.top()
+            top = context_stack.top()
             pushed = top is None or top.ctx is not ctx
             if pushed:
-                _context.checked(ctx, "overdub")
-            held = _context.active.get()
+                context_stack.checked(ctx, "overdub")
+            held = context_stack.active.get()
             # The push inside the try, and the pop as its last step, not in a ``finally``:
-            # an interrupt anywhere pops, once (as in bodies.recurse).
+            # an interrupt anywhere pops, once (as in callees.recurse).
             try:
-                entry = top if top is not None and not pushed else _context.push(ctx)
+                entry = top if top is not None and not pushed else context_stack.push(ctx)
                 if default:
                     run = self.runnable(entry.plan, f)  # recurse(ctx, f, ...), from this frame
                     out = run(*args[2:], **kwargs) if run is not None else self.without_body(entry, f, args[2:], kwargs)
                 elif self.run_popped is not None:
                     out = self.run_popped(entry, method, *args, **kwargs)
-                else:  # (bodies.run_popped, from this frame: set inside, put back by value)
-                    inside, below = _context.active.get(), entry.below
+                else:  # (callees.run_popped, from this frame: set inside, put back by value)
+                    inside, below = context_stack.active.get(), entry.below
                     try:
-                        _context.active.set(below)
+                        context_stack.active.set(below)
                         out = method(*args, **kwargs) if below is None else self.seen_below(method, args, kwargs)
-                        _context.active.set(inside)
+                        context_stack.active.set(inside)
                     except BaseException:
-                        _context.active.set(inside)
+                        context_stack.active.set(inside)
                         raise
                 del entry  # (no reference kept: the pop lets it go)
                 if pushed:
-                    _context.pop_if_pushed(ctx, held)
+                    context_stack.pop_if_pushed(ctx, held)
             except BaseException:
                 if pushed:
-                    _context.pop_if_pushed(ctx, held)
+                    context_stack.pop_if_pushed(ctx, held)
                 raise
             return out if not default or ctx.tag is None else ctx.tag.leave(out)  # no wrapper outlives its context
         except BaseException as exc:  # (the caller's traceback: without this frame and ours below it)
@@ -257,14 +257,14 @@ fallback = ContextGeneric("fallback", None, """``fallback(ctx, f, *args, **kwarg
 that has no Python body to recurse into (a C function, or one outside the context's
 scope).  By default it calls ``f``, with the context still active so that callbacks
 from C (``sorted(key=...)``, ``map``) are overdubbed.""")
-# (The defaults of ``overdub`` and ``fallback`` are ``bodies``'s: see the module's docstring.)
+# (The defaults of ``overdub`` and ``fallback`` are ``callees``'s: see the module's docstring.)
 
 HOOK_METHODS = {"prehook": prehook, "posthook": posthook, "raisehook": raisehook, "overdub": overdub,
                 "fallback": fallback, "execute": execute}
 """The generics a context class's methods of the same name are registered on."""
 
 
-def register_hook_methods(cls: type[_context.Context]) -> None:
+def register_hook_methods(cls: type[context_stack.Context]) -> None:
     """Register the methods ``cls`` defines under the generics' names as their overloads
     for ``cls`` (``Context.__init_subclass__``)."""
     for name, generic in HOOK_METHODS.items():
@@ -273,4 +273,4 @@ def register_hook_methods(cls: type[_context.Context]) -> None:
             generic.register(method, self_type=cls)
 
 
-_context.provide(register_hooks=register_hook_methods)
+context_stack.provide(register_hooks=register_hook_methods)

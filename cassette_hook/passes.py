@@ -29,7 +29,8 @@ from bytecode.instr import UNSET, CellVar, FreeVar, SetLineno, TryBegin, TryEnd
 
 from . import rewrite
 from ._weakid import WeakIdCache
-from .rewrite import UnsupportedCode, _dual, _names
+from .rewrite import UnsupportedCode, _names
+from .importhook import dual_code
 from .rewrite._markers import contextslot, nooverdub
 from .rewrite._family import family
 from .rewrite._rewriter import assemble, rewritten
@@ -129,7 +130,7 @@ def _transformed(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType
 
 def _run(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType) -> _Result | _Failure:
     try:
-        base = _dual.plain_body(code) if _names.is_switched(code) else code
+        base = dual_code.plain_body(code) if _names.is_switched(code) else code
         given = Bytecode.from_code(base, conserve_exception_block_stackdepth=True)
         given[:] = family.plain_forms(list(given))  # (what 3.13 would give it: see rewrite._family)
     except rewrite.RESOURCE_ERRORS:

@@ -18,9 +18,10 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from . import _context, _debug, _process, _pytest_assertions, _specs, _unmatched, importhook
+from . import context_stack, _debug, _process, _specs
+from .importhook import pytest_assertions, unmatched, finder
 
-_session_contexts: list[_context.Context] = []
+_session_contexts: list[context_stack.Context] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,15 +51,15 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     include = early_config.known_args_namespace.cassette_include
     if include:
         exclude = early_config.known_args_namespace.cassette_exclude
-        finder = importhook.install(include, exclude)
+        hook_finder = finder.install(include, exclude)
         # A plugin may have imported part of the package already: give those modules the
         # same code in place.
         for name, module in list(sys.modules.items()):
-            if module is not None and finder.patterns.matches(name, getattr(module, "__file__", None)):
-                importhook.instrument(module)
+            if module is not None and hook_finder.patterns.matches(name, getattr(module, "__file__", None)):
+                finder.instrument(module)
     # (installed here, or by python -m cassette_hook / install_from_env)
-    if importhook.installed() is not None and _pytest_assertions.compose():
-        early_config.add_cleanup(_pytest_assertions.undo)
+    if finder.installed() is not None and pytest_assertions.compose():
+        early_config.add_cleanup(pytest_assertions.undo)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -69,18 +70,18 @@ def pytest_configure(config: pytest.Config) -> None:
         contexts = [_specs.make(spec, config.getoption("cassette_output")) for spec in specs]
     except Exception as exc:
         raise pytest.UsageError(_specs.describe_error(exc, "--cassette-context", "--cassette-output")) from None
-    _context.push_whole_program(contexts)  # every thread the tests start runs under them
+    context_stack.push_whole_program(contexts)  # every thread the tests start runs under them
     _session_contexts.extend(contexts)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    _context.pop_whole_program(_session_contexts)
+    context_stack.pop_whole_program(_session_contexts)
     while _session_contexts:
         _process.write_report(_session_contexts.pop())
     include = config.getoption("cassette_include")
     if include:
-        _unmatched.warn(include, "--cassette-include")
-        importhook.uninstall()
+        unmatched.warn(include, "--cassette-include")
+        finder.uninstall()
 
 
 NOTHING_INSTRUMENTED = (
@@ -93,27 +94,27 @@ _without_hook = pytest.StashKey[bool]()
 
 
 @pytest.fixture
-def cassette_context(request: pytest.FixtureRequest) -> Iterator[Callable[..., _context.Context]]:
+def cassette_context(request: pytest.FixtureRequest) -> Iterator[Callable[..., context_stack.Context]]:
     """Activate contexts for the rest of this test: ``cassette_context(ctx)`` pushes
     ``ctx`` (a context, a context class to make with the other arguments, or a spec
     string as for ``--cassette-context``) and returns it; each is popped when the test ends.
     If nothing is instrumented, a failure of the test says so (:data:`NOTHING_INSTRUMENTED`)."""
-    pushed: list[_context.Context] = []
+    pushed: list[context_stack.Context] = []
 
-    def activate(ctx: Any, *args: Any, **kwargs: Any) -> _context.Context:
+    def activate(ctx: Any, *args: Any, **kwargs: Any) -> context_stack.Context:
         if isinstance(ctx, str):
             ctx = _specs.make(ctx)
-        elif isinstance(ctx, type) and issubclass(ctx, _context.Context):
+        elif isinstance(ctx, type) and issubclass(ctx, context_stack.Context):
             ctx = ctx(*args, **kwargs)
-        if importhook.installed() is None:
+        if finder.installed() is None:
             request.node.stash[_without_hook] = True
-        _context.push(ctx)
+        context_stack.push(ctx)
         pushed.append(ctx)
         return pushed[-1]
 
     yield activate
     for ctx in reversed(pushed):
-        _context.pop(ctx)
+        context_stack.pop(ctx)
 
 
 @pytest.hookimpl(hookwrapper=True)

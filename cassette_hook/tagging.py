@@ -32,7 +32,8 @@ import types
 from types import FunctionType, MethodType
 from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn
 
-from . import _context, _special, bodies, dispatch, generics
+from . import context_stack, dispatch, generics
+from .runtime import special_methods, callees
 from ._constant import Constant
 from ._native import speedups as _speedups
 
@@ -49,7 +50,7 @@ class Tag:
     """What ``enabletagging`` puts in a context's ``tag``: the identity tagged values
     carry, and the state of the context's dynamic extent.
 
-    ``depth``: activations of contexts holding this tag not yet ended (``_context.push``
+    ``depth``: activations of contexts holding this tag not yet ended (``context_stack.push``
     and ``pop`` count them); ``live``: wrappers made inside the extent, of this
     ``generation``, not yet collected; ``keep``: ``overdub_tagged`` calls running.
     """
@@ -66,7 +67,7 @@ class Tag:
     def __repr__(self) -> str:
         return f"<tag for {getattr(self.f, '__qualname__', None) or self.f!r}>"
 
-    # What the runtime (``bodies``) asks of a tagging context, through its tag: the
+    # What the runtime (``callees``) asks of a tagging context, through its tag: the
     # runtime sits below this module.
 
     def leave(self, out: Any) -> Any:
@@ -131,7 +132,7 @@ class Tagged(_Fields):
             raise AttributeError(name)
         value = self._ch_value
         kind = type(value)
-        found = _special.lookup(kind, name)
+        found = special_methods.lookup(kind, name)
         if type(found) is types.MemberDescriptorType or _in_instance_dict(value, name, found):
             return _field(self, getattr(value, name))
         if type(found) is FunctionType:  # a Python method: its body sees the tagged self
@@ -190,7 +191,7 @@ def _running_in(tag: Tag) -> bool:
 
     Overloads and hooks run with their context popped: they see ``False``.
     """
-    entry = _context.top()
+    entry = context_stack.top()
     return entry is not None and entry.ctx.tag is tag
 
 
@@ -317,7 +318,7 @@ def _make(value: Any, tag: Tag, meta: Any) -> Tagged:
 # -- the public functions ----------------------------------------------------------------
 
 
-def enabletagging(ctx: _context.Context, f: Any) -> _context.Context:
+def enabletagging(ctx: context_stack.Context, f: Any) -> context_stack.Context:
     """A copy of ``ctx`` with tagging enabled, with a tag of its own, for running ``f``.
 
     The copy is an instance of a subclass of ``type(ctx)`` (made once per class), as in
@@ -325,14 +326,14 @@ def enabletagging(ctx: _context.Context, f: Any) -> _context.Context:
     apply to it, ``hastagging(type(copy))`` is true, and its plan is never the fast one,
     since its primitives must get untagged arguments.
     """
-    cls = _tagging_class(type(_context.checked(ctx, "enabletagging")))
-    copy: _context.Context = object.__new__(cls)
+    cls = _tagging_class(type(context_stack.checked(ctx, "enabletagging")))
+    copy: context_stack.Context = object.__new__(cls)
     copy.__dict__.update(ctx.__dict__)
     copy.tag = Tag(f)
     return copy
 
 
-class _TaggingContext(_context.Context):
+class _TaggingContext(context_stack.Context):
     """Marks the classes ``enabletagging`` makes (``hastagging``); ends a ``with`` extent."""
 
     tags_values = True  # read by ``plan.Plan``: never the fast plan
@@ -345,13 +346,13 @@ class _TaggingContext(_context.Context):
 _TAGGING_CLASS = "__cassette_hook_tagging__"
 
 
-def _tagging_class(cls: type[_context.Context]) -> type[_context.Context]:
+def _tagging_class(cls: type[context_stack.Context]) -> type[context_stack.Context]:
     """The tagging subclass of ``cls``, made once and held by ``cls`` itself: a table
     keyed by ``cls`` would keep it alive, as the subclass refers to it (docs/api.md,
     "Lifetime of context classes")."""
     if issubclass(cls, _TaggingContext):
         return cls
-    found: type[_context.Context] | None = cls.__dict__.get(_TAGGING_CLASS)
+    found: type[context_stack.Context] | None = cls.__dict__.get(_TAGGING_CLASS)
     if found is None:
         found = types.new_class(cls.__name__, (cls, _TaggingContext))
         found.__qualname__, found.__module__ = cls.__qualname__, cls.__module__
@@ -359,16 +360,16 @@ def _tagging_class(cls: type[_context.Context]) -> type[_context.Context]:
     return found
 
 
-def hastagging(ctx: _context.Context | type[_context.Context]) -> bool:
+def hastagging(ctx: context_stack.Context | type[context_stack.Context]) -> bool:
     """Is tagging enabled for this context (or for every instance of this context class)?"""
     if isinstance(ctx, type):
-        if not issubclass(ctx, _context.Context):
-            raise TypeError(_context.not_a_context(ctx, "hastagging"))
+        if not issubclass(ctx, context_stack.Context):
+            raise TypeError(context_stack.not_a_context(ctx, "hastagging"))
         return issubclass(ctx, _TaggingContext)
-    return isinstance(_context.checked(ctx, "hastagging"), _TaggingContext)
+    return isinstance(context_stack.checked(ctx, "hastagging"), _TaggingContext)
 
 
-def tag(value: Any, ctx: _context.Context, metadata: Any = NoMetaData) -> Any:
+def tag(value: Any, ctx: context_stack.Context, metadata: Any = NoMetaData) -> Any:
     """``value`` tagged with respect to ``ctx``, carrying ``metadata``.
 
     ``metadata`` must be an instance of what ``metadatatype(type(ctx), type(value))``
@@ -393,7 +394,7 @@ def tag(value: Any, ctx: _context.Context, metadata: Any = NoMetaData) -> Any:
 def _not_tagging(ctx: Any) -> NoReturn:
     from ._saferepr import context_repr
 
-    raise TypeError(f"tag(): tagging is not enabled for {context_repr(_context.checked(ctx, 'tag'))}; "
+    raise TypeError(f"tag(): tagging is not enabled for {context_repr(context_stack.checked(ctx, 'tag'))}; "
                     "tag values for ch.enabletagging(ctx, f), the copy it returns")
 
 
@@ -413,31 +414,31 @@ def _forget_allowed_before_full_collections(phase: str, info: dict[str, int]) ->
 gc.callbacks.append(_forget_allowed_before_full_collections)
 
 
-def untag(x: Any, ctx: _context.Context) -> Any:
+def untag(x: Any, ctx: context_stack.Context) -> Any:
     """The plain value of ``x`` if it is tagged for ``ctx``, else ``x`` itself."""
     if type(x) in WRAPPERS and x._ch_tag is ctx.tag:
         return x._ch_value
     return x
 
 
-def istagged(x: Any, ctx: _context.Context) -> bool:
+def istagged(x: Any, ctx: context_stack.Context) -> bool:
     """Is ``x`` tagged for ``ctx`` (another context's tag does not count)?"""
     return type(x) in WRAPPERS and x._ch_tag is ctx.tag
 
 
-def metadata(x: Any, ctx: _context.Context) -> Any:
+def metadata(x: Any, ctx: context_stack.Context) -> Any:
     """The metadata ``x`` carries for ``ctx``, or ``NoMetaData``."""
     if type(x) in WRAPPERS and x._ch_tag is ctx.tag:
         return x._ch_meta
     return NoMetaData
 
 
-def hasmetadata(x: Any, ctx: _context.Context) -> bool:
+def hasmetadata(x: Any, ctx: context_stack.Context) -> bool:
     """Does ``x`` carry metadata for ``ctx``?"""
     return type(x) in WRAPPERS and x._ch_tag is ctx.tag and x._ch_meta is not NoMetaData
 
 
-def istaggedtype(t: type, ctx: _context.Context | type[_context.Context]) -> bool:
+def istaggedtype(t: type, ctx: context_stack.Context | type[context_stack.Context]) -> bool:
     """Is ``t`` the class of tagged values (``type(tag(x, ctx))``)?
 
     Wrapper classes are shared by all contexts (the tag is in the instance), so the
@@ -446,12 +447,12 @@ def istaggedtype(t: type, ctx: _context.Context | type[_context.Context]) -> boo
     return isinstance(t, type) and issubclass(t, Tagged)
 
 
-def untagtype(t: type, ctx: _context.Context | type[_context.Context]) -> type:
+def untagtype(t: type, ctx: context_stack.Context | type[context_stack.Context]) -> type:
     """``type(untag(x, ctx))`` for ``x`` of class ``t``: ``untagtype(type(tag(x, ctx)), ctx) is type(x)``."""
     return t._ch_value_type if isinstance(t, type) and issubclass(t, Tagged) else t
 
 
-def overdub_tagged(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+def overdub_tagged(ctx: context_stack.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     """``overdub(ctx, f, ...)``, returning the result as the context left it.
 
     ``overdub`` unwraps what its context's extent returns and replaces the wrappers that
@@ -464,7 +465,7 @@ def overdub_tagged(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) 
         from ._saferepr import context_repr
 
         raise TypeError(f"overdub_tagged(): tagging is not enabled for "
-                        f"{context_repr(_context.checked(ctx, 'overdub_tagged'))}")
+                        f"{context_repr(context_stack.checked(ctx, 'overdub_tagged'))}")
     tag_.keep += 1
     try:
         return generics.overdub(ctx, f, *args, **kwargs)
@@ -514,7 +515,7 @@ class MetadataType(dispatch.Generic):
         return self._resolve_types(*args)
 
     def _resolve_types(self, ctx_type: Any, value_type: Any) -> Callable[..., Any]:
-        if not (isinstance(ctx_type, type) and issubclass(ctx_type, _context.Context)):
+        if not (isinstance(ctx_type, type) and issubclass(ctx_type, context_stack.Context)):
             raise TypeError(f"metadatatype() takes a context class first, not {ctx_type!r}: "
                             "metadatatype(type(ctx), type(value))")
         if not isinstance(value_type, type):
@@ -659,7 +660,7 @@ def _passes_on() -> set[int]:
                getattr, setattr, hasattr, delattr, object.__setattr__, types.GeneratorType.send,
                types.CoroutineType.send, types.AsyncGeneratorType.asend, types.SimpleNamespace]
     own = (tag, untag, istagged, metadata, hasmetadata, istaggedtype, untagtype, enabletagging, overdub_tagged,
-           hastagging, generics.overdub, bodies.recurse, generics.fallback, bodies.canrecurse)
+           hastagging, generics.overdub, callees.recurse, generics.fallback, callees.canrecurse)
     return {id(f) for f in (*stored, *own)}
 
 
@@ -767,7 +768,7 @@ def _replace_fields(obj: Any, replace: dict[int, Any]) -> None:
                     pass
 
 
-def wrappers_of(ctx: _context.Context) -> Iterator[Tagged]:
+def wrappers_of(ctx: context_stack.Context) -> Iterator[Tagged]:
     """The wrappers of ``ctx``'s tag alive now (for tests and debugging)."""
     return (o for o in gc.get_objects() if type(o) in WRAPPERS and o._ch_tag is ctx.tag)
 

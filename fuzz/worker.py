@@ -40,7 +40,7 @@ import warnings
 from typing import Any, Callable
 
 import cassette_hook as ch
-from cassette_hook import importhook
+from cassette_hook.importhook import finder
 
 FILENAME = "<fuzz>"
 MODULE = "fuzz_program"
@@ -232,7 +232,7 @@ def check(source: str, plain_only: bool = False) -> dict[str, Any]:
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        switched = importhook.switch_or_warn(code, MODULE)
+        switched = finder.switch_or_warn(code, MODULE)
     if caught:
         divergences.append({"mode": "switch", "unrewritten": [str(w.message) for w in caught]})
     compare("instrumented", plain, _exec_module(switched))

@@ -287,7 +287,7 @@ BARE = [["-c", "pass"], ["-c", ""], ["-c", "x = 1\nprint(x)"], ["-m", "pkg.mod"]
 
 @pytest.mark.parametrize("own", BARE)
 def test_a_bare_program_is_read_as_the_parser_reads_it(own):
-    from cassette_hook import __main__ as cli
+    from cassette_hook.cli import main as cli
 
     assert vars(cli._parse(own)) == vars(cli._parser().parse_args(own, namespace=cli._Options()))
 
@@ -444,9 +444,9 @@ def test_under_dash_e_or_dash_i_the_program_runs_in_the_command_lines_own_proces
     (["py", "-c", "-m cassette_hook"], None),
 ])
 def test_the_interpreter_options_are_read_back_as_python_read_them(orig_argv, options):
-    from cassette_hook import _reexec
+    from cassette_hook.cli import reexec
 
-    assert _reexec._options_before_module(orig_argv, ("cassette_hook", "cassette_hook.__main__")) == options
+    assert reexec._options_before_module(orig_argv, ("cassette_hook", "cassette_hook.__main__")) == options
 
 
 def test_the_command_line_run_by_a_program_it_runs_runs_in_that_process(tmp_path):

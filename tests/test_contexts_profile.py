@@ -411,10 +411,10 @@ def test_bound_methods_builtins_and_classes_are_named_as_name_of_names_them():
 
 
 def test_a_copy_of_the_profile_records_into_the_same_trees():
-    from cassette_hook import _context
+    from cassette_hook import context_stack
 
     ctx = ProfileContext()
-    ch.overdub(_context._copy(ctx), fib, 3)  # as enabletagging copies a context: object.__new__
+    ch.overdub(context_stack._copy(ctx), fib, 3)  # as enabletagging copies a context: object.__new__
     assert ctx.stats()[f"{M}.fib"].calls == 4
 
 

@@ -16,15 +16,17 @@ from pathlib import Path
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _debug, _pyc, importhook
+from cassette_hook import _debug
+from cassette_hook.importhook import code_cache, finder
 from cassette_hook._patterns import ModulePatterns
-from cassette_hook.rewrite import UnsupportedCode, _dual
+from cassette_hook.rewrite import UnsupportedCode
+from cassette_hook.importhook import dual_code
 
 MODULE = "def f(x):\n    return abs(x)\n"
 PREFIX = "cassette_hook: import: "
 # What cassette_hook imports for itself when it first rewrites (its generics, ``bytecode``):
 # imported during whichever test rewrites first, so neither said nor removed by the tests.
-OWN = ModulePatterns(importhook.NEVER)
+OWN = ModulePatterns(finder.NEVER)
 
 
 @pytest.fixture
@@ -54,7 +56,7 @@ def test_included_module_names_the_pattern_and_a_cache_miss_written(tree, capsys
     ch.install(include=["dbg_*"], lazy=False)
     import dbg_a  # noqa: F401
 
-    cache = _pyc.path_for(str(tree / "dbg_a.py"))
+    cache = code_cache.path_for(str(tree / "dbg_a.py"))
     assert lines(capsys) == ["dbg_a: included by 'dbg_*'; rewriting",
                              f"dbg_a: rewritten; cache miss, written: {cache}"]
 
@@ -77,7 +79,7 @@ def test_second_import_is_a_cache_hit(tree, capsys):
     capsys.readouterr()
     import dbg_b  # noqa: F401, F811
 
-    assert lines(capsys)[-1] == f"dbg_b: cache hit: {_pyc.path_for(str(tree / 'dbg_b.py'))}"
+    assert lines(capsys)[-1] == f"dbg_b: cache hit: {code_cache.path_for(str(tree / 'dbg_b.py'))}"
 
 
 def test_changed_source_makes_the_cache_stale(tree, capsys):
@@ -100,7 +102,7 @@ def test_corrupt_cache_is_said_so(tree, capsys):
     ch.install(include=["dbg_d"], lazy=False)
     import dbg_d
 
-    cache = Path(_pyc.path_for(str(source)))
+    cache = Path(code_cache.path_for(str(source)))
     cache.write_bytes(cache.read_bytes()[:-8])
     del sys.modules["dbg_d"]
     capsys.readouterr()
@@ -116,7 +118,7 @@ def test_unwritable_cache_is_said_so(tree, capsys):
     ch.install(include=["dbg_e"], lazy=False)
     import dbg_e  # noqa: F401
 
-    # (CPython could write no .pyc there either, and a cache file of ours mirrors one: _pyc)
+    # (CPython could write no .pyc there either, and a cache file of ours mirrors one: code_cache)
     assert "rewritten; cache miss, not written (CPython wrote no .pyc of its own for it to mirror)" in lines(capsys)[-1]
 
 
@@ -164,7 +166,7 @@ def test_rewrite_failure_is_said_so(tree, capsys, monkeypatch):
     def fail(code, module):
         raise UnsupportedCode("a shape the rewriter does not handle")
 
-    monkeypatch.setattr(_dual, "switched", fail)
+    monkeypatch.setattr(dual_code, "switched", fail)
     ch.install(include=["dbg_h"], lazy=False)
     with pytest.warns(RuntimeWarning):
         import dbg_h  # noqa: F401
@@ -187,7 +189,7 @@ def test_nothing_is_said_when_debug_is_off(tree, capsys, monkeypatch):
     ("pkg.skip_me", "/src/pkg/skip_me.py"), ("tool_io", None),
 ])
 def test_explanation_agrees_with_the_decision(name, origin):
-    patterns = importhook.Patterns(include=["pkg", "/src", "tool_*"], exclude=["pkg.vendored", "/src/pkg/skip_me.py"])
+    patterns = finder.Patterns(include=["pkg", "/src", "tool_*"], exclude=["pkg.vendored", "/src/pkg/skip_me.py"])
     assert patterns.why(name, origin).startswith("included") == patterns.matches(name, origin)
 
 

@@ -34,12 +34,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 sys.path.insert(0, os.path.dirname(__file__))
 
 import cassette_hook as ch
-from cassette_hook import _context, callsite
+from cassette_hook import context_stack
+from cassette_hook.runtime import callsites
 import corpus
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(ch.__file__)) + os.sep
 THIS_FILE = os.path.abspath(__file__)
-ACCELERATED = callsite._speedups is not None  # the C hot path is built and in use
+ACCELERATED = callsites._speedups is not None  # the C hot path is built and in use
 
 
 class Null(ch.Context):
@@ -57,7 +58,7 @@ class CountingNoOperators(Counting):
 
 class CountingHooked(CountingNoOperators):
     """A raisehook too (no corpus case makes it matter): the plan's call sites are
-    ``Site``s, where ``Counting``'s hand ``callsite.enter`` the callee and its arguments."""
+    ``Site``s, where ``Counting``'s hand ``callsites.enter`` the callee and its arguments."""
 
     def raisehook(self, exc, f, /, *args, **kwargs):
         pass
@@ -141,7 +142,7 @@ def _extra_frames(ctx: ch.Context) -> bool:
         return True
     if ACCELERATED:
         return False
-    plan = _context.plan_of(ctx)
+    plan = context_stack.plan_of(ctx)
     return sys.version_info < (3, 11) or not (plan.fast or plan.enters)
 
 
@@ -150,7 +151,7 @@ def _extra_frames_in_keyword_calls(ctx: ch.Context) -> bool:
     without the C hot path, every hooked one runs the site's Python closure."""
     if type(ctx) is Recursing:
         return True
-    return not ACCELERATED and (sys.version_info < (3, 11) or not _context.plan_of(ctx).fast)
+    return not ACCELERATED and (sys.version_info < (3, 11) or not context_stack.plan_of(ctx).fast)
 
 
 OWN_FRAME_NAMES = {"call", "overdubbed", "recurse"}

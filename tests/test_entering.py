@@ -1,5 +1,5 @@
 """Entering call sites: under a context whose only hook is a prehook (``Plan.enters``),
-a twin's call site with positional arguments only hands ``callsite.enter`` the callee and
+a twin's call site with positional arguments only hands ``callsites.enter`` the callee and
 its arguments; the prehook runs there, and the site's own frame calls the twin.  What the
 prehook sees, what runs and what the program sees must be what a hooked call site (a
 ``Site``, under any other hook) gives."""
@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _context, _hotpath, _native, passes
+from cassette_hook import context_stack, _native, passes
+from cassette_hook.runtime import hotpath
 
 
 def _name(f: Any) -> str:
@@ -35,7 +36,7 @@ class RecordingHooked(Recording):
 
 
 def _plan(ctx: ch.Context) -> Any:
-    return _context.plan_of(ctx)
+    return context_stack.plan_of(ctx)
 
 
 # -- which plans enter -----------------------------------------------------------------------
@@ -79,7 +80,7 @@ def test_positional_call_sites_of_a_twin_enter_and_the_others_resolve() -> None:
     with ctx:
         twin = plan.twin(_calls_in_every_way)
     consts = twin.__code__.co_consts
-    hooks = _hotpath.hooks
+    hooks = hotpath.hooks
     if sys.version_info >= (3, 11):  # (a 3.10 site hands ``call`` the arguments already)
         assert hooks.enter in consts and hooks.resolve in consts and hooks.resolve_star in consts
     assert ch.overdub(ctx, _calls_in_every_way, 3) == _calls_in_every_way(3)

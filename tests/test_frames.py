@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 import cassette_hook as ch
 import frames_program as program
-from cassette_hook import callsite
+from cassette_hook.runtime import callsites
 
 THIS_FILE = os.path.basename(__file__)
 
@@ -186,7 +186,7 @@ def observe(case: str, context: str, hooked: Hooked) -> tuple[Any, Any]:
 # sees cassette_hook's frames.  There the test asserts the difference instead of equality,
 # so that a change either way shows: a gap closed must be taken off this list.
 
-C_PATH = callsite._speedups is not None
+C_PATH = callsites._speedups is not None
 SEEN_THROUGH = {"getframe_by_depth", "warnings_stacklevel"}  # the emulated builtins see past our frames
 RECURSION_PROBE = "recursion_depth_probe"  # the limit is emulated: the real one is raised while a context runs
 OVERLOADS = {"recurse-overload", "recurse-overload-any-callee"}
@@ -203,7 +203,7 @@ TRACEBACKS = {"extract_tb_of_a_caught_exception", "traceback_of_an_exception_rai
               "type_error_of_a_call_with_wrong_arguments", "type_error_of_a_bad_constructor_call",
               "traceback_entry_count_of_a_bad_call_caught_by_depth"}
 # A prehook alone, through ``overdub``: the twins' call sites with positional arguments
-# only enter (``callsite.enter``), and the program's frame calls the callee itself; the
+# only enter (``callsites.enter``), and the program's frame calls the callee itself; the
 # others (keywords, stars, operators, constructions, callbacks from C, libraries' calls
 # with keywords on the way) run the call site's Python closure as under any hook.
 ENTERING = {"counting-prehook"}
@@ -235,7 +235,7 @@ def frames_of_ours_seen(case: str, context: str) -> bool:
             return True
         # a partial's call, a builtin's callbacks, a construction, a property's getter and
         # a special method C calls run through Python helpers (``call``,
-        # ``call_primitive``, ``construct``, ``_implicit._PureSpecial``) under any context
+        # ``call_primitive``, ``construct``, ``standins._PureSpecial``) under any context
         return case in {"call_through_functools_partial", "callbacks_from_map_and_sorted_key",
                         "type_error_of_a_bad_constructor_call", "methods_classmethods_properties_and_super",
                         "special_methods_called_by_c"}

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import importhook
+from cassette_hook.importhook import finder
 
 FUZZ_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fuzz")
 sys.path.insert(0, FUZZ_DIR)
@@ -75,7 +75,7 @@ def test_rewritten_code_keeps_line_numbers_of_columns_past_127() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SyntaxWarning)  # "'list' object is not callable"
         code = compile(LONG_COLUMN_PROGRAM, "<fuzz>", "exec")
-    switched = importhook.switch_or_warn(code, "fuzz_regression")
+    switched = finder.switch_or_warn(code, "fuzz_regression")
     if sys.version_info >= (3, 11):  # the line table and the position table agree
         lines = {}
         for start, end, line in switched.co_lines():
@@ -133,7 +133,7 @@ def _line_runs(code: Any) -> list[int | None]:
 
 def test_rewritten_code_keeps_the_line_of_every_instruction() -> None:
     from cassette_hook import rewrite
-    from cassette_hook.callsite import HOOKS
+    from cassette_hook.runtime.callsites import HOOKS
 
     def codes(code: Any) -> Any:
         yield code
@@ -189,7 +189,7 @@ def test_module_switched_deep_in_a_recursion_is_instrumented() -> None:
             descend()
         except RecursionError:
             if not switched:
-                switched.append(importhook.switch_or_warn(code, "fuzz_deep"))
+                switched.append(finder.switch_or_warn(code, "fuzz_deep"))
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -4,7 +4,7 @@ from a loop) run as calls, overdubbed.
 
 There is no call site for them to rewrite; while any context is active, the classes of a
 module a context has reached hold stand-ins that are call sites
-(``cassette_hook._implicit``), given back when the process goes idle.
+(``cassette_hook.runtime.standins``), given back when the process goes idle.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from types import FunctionType
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _implicit, _light
+from cassette_hook.runtime import standins
+from cassette_hook.importhook import lazy_mode
 
 
 class Names(ch.Context):
@@ -173,18 +174,18 @@ def restoring(monkeypatch):
     """Give back what activations changed whenever the process goes idle (collecting
     first what a caught exception's frames may keep of an earlier context's stack)."""
     gc.collect()
-    monkeypatch.setattr(_light, "RESTORE_AFTER", 0.0)
+    monkeypatch.setattr(lazy_mode, "RESTORE_AFTER", 0.0)
 
 
 @pytest.fixture
 def kept(monkeypatch):
     """Keep what activations changed while the process is idle."""
-    monkeypatch.setattr(_light, "RESTORE_AFTER", None)
+    monkeypatch.setattr(lazy_mode, "RESTORE_AFTER", None)
 
 
 def test_a_class_has_its_own_property_while_no_context_is_active(restoring):
     during = ch.overdub(Names(metadata=[]), lambda account: vars(Account)["balance"], Account(1))
-    assert during is not BALANCE and type(during.fget) is _implicit.Special
+    assert during is not BALANCE and type(during.fget) is standins.Special
     assert during.__doc__ == BALANCE.__doc__ == "What is in it."
     assert vars(Account)["balance"] is BALANCE
 
@@ -196,18 +197,18 @@ def test_a_class_gets_the_stand_in_again_at_the_next_activation(restoring):
 
 def test_a_stand_in_kept_while_idle_reads_as_plainly(kept):
     seen(read, Account(1))
-    if type(ch.callsite.call) is FunctionType:  # (the pure-Python path gives them back: below)
+    if type(ch.runtime.callsites.call) is FunctionType:  # (the pure-Python path gives them back: below)
         assert vars(Account)["balance"] is BALANCE
     else:
-        assert type(vars(Account)["balance"].fget) is _implicit.Special
+        assert type(vars(Account)["balance"].fget) is standins.Special
     assert Account(4).balance == 5
 
 
 def test_on_the_pure_python_path_stand_ins_are_given_back_at_every_idle(kept, monkeypatch):
     """There the stand-in's accessor is a Python function of ours (``call``): kept while
     idle, it would be a frame of ours under every getter of the plain program."""
-    monkeypatch.setattr(_implicit._hotpath, "call", _implicit._hotpath.call if type(
-        _implicit._hotpath.call) is FunctionType else lambda f, *args, **kwargs: f(*args, **kwargs))
+    monkeypatch.setattr(standins.hotpath, "call", standins.hotpath.call if type(
+        standins.hotpath.call) is FunctionType else lambda f, *args, **kwargs: f(*args, **kwargs))
     seen(read, Account(1))
     assert vars(Account)["balance"] is BALANCE
 
@@ -408,7 +409,7 @@ def test_getattr_of_a_special_method_binds_it_to_the_instance():
         bound = getattr(version, "__eq__")  # noqa: B009 -- a builtin reading it, not an attribute load
         return bound.__self__ is version, bound.__func__, bound(Version(1))
 
-    pure = type(ch.callsite.call) is FunctionType
+    pure = type(ch.runtime.callsites.call) is FunctionType
     bound_self, function, result = ch.overdub(Calls(metadata=[]), read)
     assert bound_self and result
     assert (function.__func__ if pure else function) is EQ

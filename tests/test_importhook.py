@@ -25,8 +25,10 @@ from types import FunctionType
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _light, _native, _pyc, importhook
-from cassette_hook.rewrite import UnsupportedCode, _dual, _names
+from cassette_hook.importhook import lazy_mode, code_cache, finder
+from cassette_hook import _native
+from cassette_hook.rewrite import UnsupportedCode, _names
+from cassette_hook.importhook import dual_code
 
 MODULE = """
 def fib(n):
@@ -67,7 +69,7 @@ def tree(tmp_path, monkeypatch):
     before = set(sys.modules)
     yield tmp_path
     ch.uninstall()
-    _light.switched(_light.waiting())  # (modules imported light that no test switched)
+    lazy_mode.switched(lazy_mode.waiting())  # (modules imported light that no test switched)
     for name in set(sys.modules) - before:
         if name.split(".")[0] != "cassette_hook":  # (its modules stay: the package keeps what they made)
             del sys.modules[name]
@@ -84,7 +86,7 @@ def write(root: Path, relative: str, source: str) -> Path:
 def cache_file(source: Path) -> Path:
     """The cache file of the switched code of ``source`` (``lazy=False``; the light import's
     files are tested in test_lazy_import)."""
-    return Path(_pyc.path_for(str(source)))
+    return Path(code_cache.path_for(str(source)))
 
 
 def instrumented(function: FunctionType) -> bool:
@@ -92,7 +94,7 @@ def instrumented(function: FunctionType) -> bool:
     module was imported ``lazy=False``; when lazy, the default, from the first activation,
     or from its first call under a context where a function watcher is)?"""
     with ch.NullContext():
-        _light.first_call(function)  # (what its first call does, where the activation only armed it)
+        lazy_mode.first_call(function)  # (what its first call does, where the activation only armed it)
         return _names.is_switched(function.__code__)
 
 
@@ -123,7 +125,7 @@ def test_an_inlined_all_stays_inline_in_the_plain_body_and_is_a_call_under_a_con
     import inline_all
 
     assert instrumented(inline_all.f)
-    plain = {i.opname for i in dis.get_instructions(_dual.plain_body(inline_all.f.__code__))}
+    plain = {i.opname for i in dis.get_instructions(dual_code.plain_body(inline_all.f.__code__))}
     assert "LOAD_COMMON_CONSTANT" in plain  # (the compiler's test of the name, before its loop)
     seen = Seen([])
     with seen:
@@ -569,9 +571,9 @@ class AskEveryOtherFinder(MetaPathFinder):
 
     def find_spec(self, fullname, path, target=None):
         self.asked.append(fullname)
-        for finder in sys.meta_path:
-            if finder is not self and hasattr(finder, "find_spec"):
-                spec = finder.find_spec(fullname, path, target)
+        for other in sys.meta_path:
+            if other is not self and hasattr(other, "find_spec"):
+                spec = other.find_spec(fullname, path, target)
                 if spec is not None:
                     return spec
         return None
@@ -591,11 +593,11 @@ def test_install_twice_keeps_one_finder_with_the_new_patterns():
     try:
         ch.install(include=["first"])
         ch.install(include=["second"])
-        finders = [f for f in sys.meta_path if isinstance(f, importhook.SwitchingFinder)]
+        finders = [f for f in sys.meta_path if isinstance(f, finder.SwitchingFinder)]
         assert len(finders) == 1 and finders[0].patterns.include == ("second",)
     finally:
         ch.uninstall()
-    assert not any(isinstance(f, importhook.SwitchingFinder) for f in sys.meta_path)
+    assert not any(isinstance(f, finder.SwitchingFinder) for f in sys.meta_path)
 
 
 def test_install_rejects_a_string_of_patterns():
@@ -604,8 +606,8 @@ def test_install_rejects_a_string_of_patterns():
 
 
 def test_cassette_hook_itself_is_never_instrumented():
-    patterns = importhook.Patterns(include=["*", "cassette_hook"])
-    assert not patterns.matches("cassette_hook.callsite", importhook.__file__)
+    patterns = finder.Patterns(include=["*", "cassette_hook"])
+    assert not patterns.matches("cassette_hook.runtime.callsites", finder.__file__)
     assert not patterns.matches("bytecode", None)
 
 
@@ -613,7 +615,7 @@ def test_cassette_hook_itself_is_never_instrumented():
 def test_what_cassette_hook_runs_on_is_never_instrumented_even_when_named(module):
     # importlib_metadata 10 imports through lazy_importer, whose proxies run when
     # cassette_hook reads entry points: rewritten, they would call back into it.
-    assert not importhook.Patterns(include=[module]).matches(module, None)
+    assert not finder.Patterns(include=[module]).matches(module, None)
 
 
 @pytest.mark.parametrize(("module", "expected"), [
@@ -628,30 +630,30 @@ def test_module_patterns_are_names_with_their_submodules_or_globs(module, expect
 
 def test_standard_library_is_instrumented_only_when_named():
     json_file = importlib.import_module("json").__file__
-    assert not importhook.Patterns(include=["*"]).matches("json", json_file)
-    assert not importhook.Patterns(include=[os.path.dirname(os.path.dirname(json_file))]).matches("json", json_file)
-    assert importhook.Patterns(include=["json"]).matches("json", json_file)
+    assert not finder.Patterns(include=["*"]).matches("json", json_file)
+    assert not finder.Patterns(include=[os.path.dirname(os.path.dirname(json_file))]).matches("json", json_file)
+    assert finder.Patterns(include=["json"]).matches("json", json_file)
 
 
 def test_standard_library_is_instrumented_by_a_glob_that_names_its_package():
     json_file = importlib.import_module("json.decoder").__file__
-    assert importhook.Patterns(include=["json.*"]).matches("json.decoder", json_file)
+    assert finder.Patterns(include=["json.*"]).matches("json.decoder", json_file)
 
 
 def test_an_excluded_directory_wins_over_an_included_name(tmp_path):
     origin = str(write(tmp_path, "vendored/pkg_e/mod.py", ""))
-    assert importhook.Patterns(include=["pkg_e"]).matches("pkg_e.mod", origin)
-    assert not importhook.Patterns(include=["pkg_e"], exclude=[str(tmp_path / "vendored")]).matches("pkg_e.mod", origin)
+    assert finder.Patterns(include=["pkg_e"]).matches("pkg_e.mod", origin)
+    assert not finder.Patterns(include=["pkg_e"], exclude=[str(tmp_path / "vendored")]).matches("pkg_e.mod", origin)
 
 
 def test_directory_patterns_see_through_symbolic_links(tmp_path):
     origin = write(tmp_path, "real/mod_l.py", "")
     (tmp_path / "link").symlink_to(tmp_path / "real")
     (tmp_path / "file_link.py").symlink_to(origin)
-    patterns = importhook.Patterns(include=[str(tmp_path / "real")])
+    patterns = finder.Patterns(include=[str(tmp_path / "real")])
     assert patterns.matches("mod_l", str(tmp_path / "link" / "mod_l.py"))
     assert patterns.matches("file_link", str(tmp_path / "file_link.py"))
-    assert not importhook.Patterns(include=[str(tmp_path / "elsewhere")]).matches("mod_l", str(origin))
+    assert not finder.Patterns(include=[str(tmp_path / "elsewhere")]).matches("mod_l", str(origin))
 
 
 def test_namespace_package_modules_are_instrumented(tree):
@@ -804,7 +806,7 @@ def test_module_that_cannot_be_rewritten_is_imported_plain_with_one_warning(tree
     def fail(code, module):
         raise UnsupportedCode("a shape the rewriter does not handle")
 
-    monkeypatch.setattr(_dual, "switched", fail)
+    monkeypatch.setattr(dual_code, "switched", fail)
     ch.install(include=["broken_o"], lazy=False)
     with pytest.warns(RuntimeWarning, match="'broken_o'.*a shape the rewriter does not handle") as record:
         import broken_o
@@ -832,7 +834,7 @@ def test_cached_code_is_reused_without_rewriting(tree, monkeypatch):
     import cached_q  # noqa: F401
 
     del sys.modules["cached_q"]
-    monkeypatch.setattr(_dual, "switched", lambda code, module: pytest.fail("rewrote despite the cache"))
+    monkeypatch.setattr(dual_code, "switched", lambda code, module: pytest.fail("rewrote despite the cache"))
     import cached_q as again
 
     assert _names.is_switched(again.fib.__code__)
@@ -841,11 +843,12 @@ def test_cached_code_is_reused_without_rewriting(tree, monkeypatch):
 def test_the_cache_files_of_switched_code_name_the_hot_path_they_were_made_for(monkeypatch):
     # On the C path switched code calls method sites, which the pure-Python path lacks: each
     # path keeps files of its own, so that running them in turn rewrites neither's.
-    paths = {kind: _pyc.path_for(__file__, kind) for kind in (_pyc.SWITCHED, _pyc.LIGHT, _pyc.FUNCTIONS)}
+    kinds = (code_cache.SWITCHED, code_cache.LIGHT, code_cache.FUNCTIONS)
+    paths = {kind: code_cache.path_for(__file__, kind) for kind in kinds}
     monkeypatch.setattr(_native, "speedups", None if _native.speedups is not None else object())
-    assert _pyc.path_for(__file__, _pyc.SWITCHED) != paths[_pyc.SWITCHED]
-    assert _pyc.path_for(__file__, _pyc.FUNCTIONS) != paths[_pyc.FUNCTIONS]
-    assert _pyc.path_for(__file__, _pyc.LIGHT) == paths[_pyc.LIGHT]  # (light code has no sites)
+    assert code_cache.path_for(__file__, code_cache.SWITCHED) != paths[code_cache.SWITCHED]
+    assert code_cache.path_for(__file__, code_cache.FUNCTIONS) != paths[code_cache.FUNCTIONS]
+    assert code_cache.path_for(__file__, code_cache.LIGHT) == paths[code_cache.LIGHT]  # (light code has no sites)
 
 
 def _replace_by_a_copy(path: Path) -> None:
@@ -863,7 +866,7 @@ def test_cache_serves_when_cpythons_pyc_is_replaced_by_the_same_bytes(tree, monk
 
     _replace_by_a_copy(Path(importlib.util.cache_from_source(str(source))))
     del sys.modules["cached_same"]
-    monkeypatch.setattr(_dual, "switched", lambda code, module: pytest.fail("rewrote despite the cache"))
+    monkeypatch.setattr(dual_code, "switched", lambda code, module: pytest.fail("rewrote despite the cache"))
     import cached_same as again
 
     assert _names.is_switched(again.fib.__code__)
@@ -878,15 +881,15 @@ def test_cache_file_names_the_new_pyc_once_it_served_for_it(tree, monkeypatch):
     cpython = importlib.util.cache_from_source(str(source))
     _replace_by_a_copy(Path(cpython))
     found = [_read_switched(source, cpython, "cached_stamp")]
-    monkeypatch.setattr(_pyc, "_with_stat", lambda path: pytest.fail(f"read {path}"))
+    monkeypatch.setattr(code_cache, "_with_stat", lambda path: pytest.fail(f"read {path}"))
     found.append(_read_switched(source, cpython, "cached_stamp"))
     assert found == ["hit", "hit"]
 
 
 def _read_switched(source: Path, cpython: str, module: str) -> str:
     """What reading the switched code of ``source`` from the cache finds (``hit``, ``stale`` ...)."""
-    return _pyc.read_mirroring(str(cache_file(source)), cpython, str(source), module, importhook.OPTIONS,
-                               _pyc.SWITCHED)[1]
+    return code_cache.read_mirroring(str(cache_file(source)), cpython, str(source), module, finder.OPTIONS,
+                               code_cache.SWITCHED)[1]
 
 
 def test_cache_is_rewritten_when_the_source_changes(tree):
@@ -956,8 +959,8 @@ def test_concurrent_imports_from_processes_leave_a_good_cache_file(tree):
     # from its sources, whose hot path may not be the one installed, nor its cache key)
     processes = [subprocess.Popen([sys.executable, "-c", program], cwd=tree) for _ in range(4)]
     assert [p.wait(timeout=120) for p in processes] == [0, 0, 0, 0]
-    code, _, _ = _pyc.read_mirroring(str(cache_file(source)), importlib.util.cache_from_source(str(source)),
-                                     str(source), "raced_w", importhook.OPTIONS, _pyc.SWITCHED)
+    code, _, _ = code_cache.read_mirroring(str(cache_file(source)), importlib.util.cache_from_source(str(source)),
+                                     str(source), "raced_w", finder.OPTIONS, code_cache.SWITCHED)
     assert code is not None and _names.is_switched(_first_function(code))
     assert not [p for p in cache_file(source).parent.iterdir() if p.name.endswith(".tmp")]
 
@@ -984,7 +987,7 @@ def test_calls_to_a_function_instrumented_in_place_specialize_as_before(tree):
     ch.instrument(fib)
     fib(15)
     specialized = any(i.opname == "CALL_PY_EXACT_ARGS" for i in dis.get_instructions(fib, adaptive=True))
-    # 3.13 versions a function only as it is made; _light.set_code gives an assigned one its
+    # 3.13 versions a function only as it is made; lazy_mode.set_code gives an assigned one its
     # version back, which the pure path cannot (docs/importhook.md)
     assert specialized == (sys.version_info < (3, 13) or _native.speedups is not None)
 
@@ -1027,7 +1030,7 @@ def test_instrument_a_module_covers_functions_defined_later(tree):
 
 def test_instrument_refuses_cassette_hooks_own_code():
     with pytest.raises(ValueError, match="its own code"):
-        ch.instrument(ch.importhook)
+        ch.instrument(ch.importhook.finder)
 
 
 def test_instrument_rejects_other_objects():
@@ -1055,9 +1058,9 @@ def test_hooks_among_the_builtins_keep_its_keys_exact_strings():
     # then stops specializing every builtin lookup of the process.
     import builtins
 
-    from cassette_hook import _switch
+    from cassette_hook.importhook import switch
 
-    _switch.install_builtins()
+    switch.install_builtins()
     assert all(type(key) is str for key in vars(builtins))
 
 

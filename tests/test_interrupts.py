@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _context, _light, _native, _switch
+from cassette_hook import context_stack, _native
+from cassette_hook.importhook import lazy_mode, switch
 from cassette_hook._budget import recursion_budget
 from cassette_hook.rewrite import _names
 from test_importhook import tree, write  # noqa: F401  # (the fixture)
@@ -129,7 +130,7 @@ def interrupter(at: int, record: Interrupted) -> Any:
     """A trace function that raises KeyboardInterrupt at the ``at``-th call or line event
     of the package's code or of the workload's hooks and overloads.  (A function: a
     class's ``__call__`` would be made a stand-in once a context reached this module,
-    see ``_implicit``, and the tracer would trace itself.)"""
+    see ``standins``, and the tracer would trace itself.)"""
 
     def trace(frame: FrameType, event: str, arg: Any) -> Any:
         code = frame.f_code
@@ -153,9 +154,9 @@ def counted(module: Any) -> int:
 
 
 def state() -> tuple[Any, ...]:
-    return (ch.current_context(), sys.getrecursionlimit(), _switch.active(),
+    return (ch.current_context(), sys.getrecursionlimit(), switch.active(),
             getattr(builtins, _names.ACTIVE), getattr(builtins, _names.OPERATORS_ON),
-            _switch._lock._is_owned(), recursion_budget._lock._is_owned())  # type: ignore[attr-defined]  # (RLock's)
+            switch._lock._is_owned(), recursion_budget._lock._is_owned())  # type: ignore[attr-defined]  # (RLock's)
 
 
 def run_interrupted(module: Any, at: int) -> tuple[type[BaseException] | None, str, int, str]:
@@ -182,7 +183,7 @@ def test_an_interrupt_anywhere_in_the_runtime_reaches_the_program_and_leaves_no_
     # Idle spells do not give the import hook's functions their light code back here: the
     # pass that switches them again visits every object of the heap, tens of thousands of
     # line events per run.  (An interrupt in it leaves them to the next activation's pass.)
-    monkeypatch.setattr(_light, "RESTORE_AFTER", None)
+    monkeypatch.setattr(lazy_mode, "RESTORE_AFTER", None)
     write(tree, "interrupted_module.py", MODULE)
     ch.install(include=["interrupted_module"])
     import interrupted_module as module
@@ -227,6 +228,6 @@ def in_python_exit(where: str) -> bool:
     if _native.speedups is not None:
         return False
     name, line = where.split()[1], int(where.split()[0].rpartition(":")[2])
-    pop_changes = _context.pop.__code__.co_firstlineno + next(
-        index for index, text in enumerate(inspect.getsource(_context.pop).splitlines()) if text.strip() == "try:")
+    pop_changes = context_stack.pop.__code__.co_firstlineno + next(
+        index for index, text in enumerate(inspect.getsource(context_stack.pop).splitlines()) if text.strip() == "try:")
     return name == "__exit__" or name == "pop" and line < pop_changes

@@ -1,5 +1,5 @@
 """``install(lazy=True)``, the default: modules imported as compiled while no context is active, their
-functions switched when a context is first activated (``cassette_hook._light``)."""
+functions switched when a context is first activated (``cassette_hook.importhook.lazy_mode``)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,10 @@ import test_importhook
 from test_importhook import write
 
 import cassette_hook as ch
-from cassette_hook import _debug, _light, _native, _process, _pyc, _switch, importhook
-from cassette_hook.rewrite import UnsupportedCode, _dual, _names
+from cassette_hook import _debug, _native, _process
+from cassette_hook.importhook import lazy_mode, code_cache, switch, finder
+from cassette_hook.rewrite import UnsupportedCode, _names
+from cassette_hook.importhook import dual_code
 
 MODULE = """
 import functools
@@ -70,36 +72,37 @@ class Seen(ch.Context):
         self.metadata.append(getattr(f, "__name__", repr(f)))
 
 
-needs_watcher = pytest.mark.skipif(_light.watcher() is None, reason="function watchers: CPython 3.12+, C accelerators")
+needs_watcher = pytest.mark.skipif(lazy_mode.watcher() is None,
+                                   reason="function watchers: CPython 3.12+, C accelerators")
 
 
 @pytest.fixture
 def unwatched(monkeypatch):
     """The lazy hook where the functions made from light code cannot be watched (3.10, 3.11,
     the pure-Python path): what a frame running at the first activation makes stays light."""
-    monkeypatch.setattr(_light, "_watch", None)
+    monkeypatch.setattr(lazy_mode, "_watch", None)
 
 
 @pytest.fixture
 def kept_switched(monkeypatch):
     """Functions keep the switched code an activation gave them after it ends (by default
-    they get their light code back when the process goes idle: ``_light.RESTORE_AFTER``),
+    they get their light code back when the process goes idle: ``lazy_mode.RESTORE_AFTER``),
     for the tests that look at what the activation did."""
-    monkeypatch.setattr(_light, "RESTORE_AFTER", None)
+    monkeypatch.setattr(lazy_mode, "RESTORE_AFTER", None)
 
 
 @pytest.fixture(params=["native", "unwatched"])
 def either_way(request, monkeypatch):
     """The lazy hook as this Python runs it, and without a function watcher."""
     if request.param == "unwatched":
-        monkeypatch.setattr(_light, "_watch", None)
+        monkeypatch.setattr(lazy_mode, "_watch", None)
     return request.param
 
 
 @pytest.fixture
 def tree(tmp_path, monkeypatch):
     gc.collect()  # (an entry of an earlier test's context still alive would make imports switched)
-    assert not _switch.active()
+    assert not switch.active()
     yield from test_importhook.tree.__wrapped__(tmp_path, monkeypatch)
 
 
@@ -116,7 +119,7 @@ def lazy_import(tree: Path, name: str, source: str = MODULE):
 def compiled(tree: Path, name: str, function: str):
     """The code of ``function`` as CPython compiles the module's source."""
     module_code = compile((tree / f"{name}.py").read_text(), str(tree / f"{name}.py"), "exec")
-    return next(c for c in _light.functions(module_code) if c.co_name == function)
+    return next(c for c in lazy_mode.functions(module_code) if c.co_name == function)
 
 
 def test_a_lazy_import_gives_the_modules_functions_their_compiled_code(tree):
@@ -253,8 +256,8 @@ def caller_name():
 def test_with_a_function_watcher_an_activation_arms_the_functions_and_switches_none(tree, kept_switched):
     mod = lazy_import(tree, "lz_armed")
     with ch.NullContext():
-        assert _light.watcher().armed(mod.helper) and not _names.is_switched(mod.helper.__code__)
-    assert not Path(_pyc.path_for(str(tree / "lz_armed.py"), _pyc.FUNCTIONS)).exists()  # (nothing made yet)
+        assert lazy_mode.watcher().armed(mod.helper) and not _names.is_switched(mod.helper.__code__)
+    assert not Path(code_cache.path_for(str(tree / "lz_armed.py"), code_cache.FUNCTIONS)).exists()  # (nothing made yet)
 
 
 @needs_watcher
@@ -265,8 +268,8 @@ def test_the_first_call_of_an_armed_function_switches_its_module_and_no_other(tr
         assert mod.boom() == 1
     assert ctx.metadata == ["helper", "add"]  # (boom's first call ran its switched body)
     assert _names.is_switched(mod.helper.__code__) and _names.is_switched(mod.Box.method.__code__)
-    assert not _light.watcher().armed(mod.helper)
-    assert _light.watcher().armed(other.helper) and not _names.is_switched(other.helper.__code__)
+    assert not lazy_mode.watcher().armed(mod.helper)
+    assert lazy_mode.watcher().armed(other.helper) and not _names.is_switched(other.helper.__code__)
 
 
 @needs_watcher
@@ -304,7 +307,7 @@ def test_a_call_site_specialized_before_the_activation_reaches_the_first_call(tr
 @needs_watcher
 def test_a_function_made_from_an_armed_modules_code_is_armed_as_it_is_made(tree, kept_switched):
     mod = lazy_import(tree, "lz_late_armed", LATE)  # (its body activates a context, then defines ``late``)
-    assert _light.watcher().armed(mod.late) and not _names.is_switched(mod.late.__code__)
+    assert lazy_mode.watcher().armed(mod.late) and not _names.is_switched(mod.late.__code__)
 
 
 @needs_watcher
@@ -321,7 +324,7 @@ def test_the_twin_of_an_armed_function_is_made_from_its_switched_code(tree, kept
 def test_two_threads_first_calling_one_module_switch_it_once(tree, monkeypatch):
     mod = lazy_import(tree, "lz_two_first_calls")
     started, release = threading.Event(), threading.Event()
-    real, made = _dual.switched_functions, []
+    real, made = dual_code.switched_functions, []
 
     def slow(codes, module):
         made.append(module)
@@ -337,7 +340,7 @@ def test_two_threads_first_calling_one_module_switch_it_once(tree, monkeypatch):
             mod.boom()
         seen[name] = ctx.metadata
 
-    monkeypatch.setattr(_dual, "switched_functions", slow)
+    monkeypatch.setattr(dual_code, "switched_functions", slow)
     first, second = threading.Thread(target=call, args=("first",)), threading.Thread(target=call, args=("second",))
     first.start()
     assert started.wait(10)
@@ -352,13 +355,13 @@ def test_two_threads_first_calling_one_module_switch_it_once(tree, monkeypatch):
 @needs_watcher
 def test_a_call_that_switching_its_own_module_makes_runs_the_compiled_code(tree, monkeypatch, kept_switched):
     mod = lazy_import(tree, "lz_called_while_switched")
-    real = _dual.switched_functions
+    real = dual_code.switched_functions
 
     def calling(codes, module):  # (as a finalizer run by a collection during the switching might)
         assert mod.helper(1) == 2 and not _names.is_switched(mod.helper.__code__)
         return real(codes, module)
 
-    monkeypatch.setattr(_dual, "switched_functions", calling)
+    monkeypatch.setattr(dual_code, "switched_functions", calling)
     with ch.NullContext():
         assert mod.boom() == 1
     assert _names.is_switched(mod.helper.__code__) and _names.is_switched(mod.boom.__code__)
@@ -371,7 +374,7 @@ def test_an_armed_function_first_called_while_idle_keeps_its_compiled_code_until
         pass
     gc.collect()  # (the activation's entry gone: the process is idle)
     assert mod.boom() == 1  # (its module is switched: the switched code is made now, or read)
-    assert not _light.watcher().armed(mod.boom) and not _names.is_switched(mod.boom.__code__)
+    assert not lazy_mode.watcher().armed(mod.boom) and not _names.is_switched(mod.boom.__code__)
     ctx = Seen(metadata=[])
     with ctx:
         assert _names.is_switched(mod.boom.__code__)
@@ -382,18 +385,18 @@ def test_an_armed_function_first_called_while_idle_keeps_its_compiled_code_until
 @needs_watcher
 def test_a_keyboard_interrupt_while_switching_reaches_the_first_call_and_the_next_call_switches(tree, monkeypatch):
     mod = lazy_import(tree, "lz_interrupted", SMALL)
-    real = _dual.switched_functions
+    real = dual_code.switched_functions
 
     def interrupted(codes, module):
-        monkeypatch.setattr(_dual, "switched_functions", real)  # (once)
+        monkeypatch.setattr(dual_code, "switched_functions", real)  # (once)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_dual, "switched_functions", interrupted)
+    monkeypatch.setattr(dual_code, "switched_functions", interrupted)
     ctx = Seen(metadata=[])
     with ctx:
         with pytest.raises(KeyboardInterrupt):
             mod.helper(-1)
-        assert _light.watcher().armed(mod.helper)
+        assert lazy_mode.watcher().armed(mod.helper)
         assert mod.helper(-2) == 2
     assert ctx.metadata == ["abs"]
 
@@ -405,19 +408,19 @@ def test_an_armed_module_that_cannot_be_switched_runs_its_compiled_code_with_a_w
     def broken(codes, module):
         raise ValueError("no")
 
-    monkeypatch.setattr(_dual, "switched_functions", broken)
+    monkeypatch.setattr(dual_code, "switched_functions", broken)
     ctx = Seen(metadata=[])
     with ctx, pytest.warns(RuntimeWarning, match=r"cannot instrument module 'lz_cannot_switch': ValueError\('no'\)"):
         assert mod.helper(-2) == 2
     assert ctx.metadata == [] and not _names.is_switched(mod.helper.__code__)
-    assert not _light.watcher().armed(mod.helper) and mod.helper(-3) == 3
+    assert not lazy_mode.watcher().armed(mod.helper) and mod.helper(-3) == 3
 
 
 @pytest.fixture
 def restoring(monkeypatch):
     """Functions get their light code back whenever the process goes idle (by default, only
-    when its last idle spell was long: ``_light.RESTORE_AFTER``)."""
-    monkeypatch.setattr(_light, "RESTORE_AFTER", 0.0)
+    when its last idle spell was long: ``lazy_mode.RESTORE_AFTER``)."""
+    monkeypatch.setattr(lazy_mode, "RESTORE_AFTER", 0.0)
 
 
 def test_when_the_last_context_ends_the_functions_an_activation_switched_get_their_compiled_code_back(
@@ -480,9 +483,9 @@ def test_while_a_context_lives_in_another_thread_the_functions_stay_switched(tre
 
 
 def test_contexts_coming_and_going_in_a_loop_leave_the_functions_switched(tree, monkeypatch, either_way):
-    monkeypatch.setattr(_light, "RESTORE_AFTER", 1e9)  # no idle spell between two activations is that long
-    monkeypatch.setattr(_light, "_idle_since", None)  # (as in a process that has not been idle yet)
-    monkeypatch.setattr(_light, "_last_idle", None)
+    monkeypatch.setattr(lazy_mode, "RESTORE_AFTER", 1e9)  # no idle spell between two activations is that long
+    monkeypatch.setattr(lazy_mode, "_idle_since", None)  # (as in a process that has not been idle yet)
+    monkeypatch.setattr(lazy_mode, "_last_idle", None)
     mod = lazy_import(tree, "lz_loop")
     with ch.NullContext():
         mod.helper(1)
@@ -512,9 +515,9 @@ def test_activations_are_watched_for_the_process_going_idle_only_once_there_is_s
     write(tree, "lz_watched_activity.py", MODULE)
     program = """
 import cassette_hook as ch
-from cassette_hook import _light, _switch
+from cassette_hook.importhook import lazy_mode, switch
 ch.install(include=["lz_watched_activity"])
-watching = lambda: (_light._busy, _light._idle) in _switch._activity_watchers
+watching = lambda: (lazy_mode._busy, lazy_mode._idle) in switch._activity_watchers
 with ch.NullContext():
     pass
 before = watching()
@@ -552,7 +555,7 @@ def test_a_generator_made_while_idle_runs_its_compiled_body_under_the_next_conte
 
 def test_the_function_watcher_is_in_use_where_the_run_requires_the_c_path_on_3_12_or_later():
     if os.environ.get("CASSETTE_HOOK_REQUIRE_SPEEDUPS") and sys.version_info >= (3, 12):
-        assert _light.watcher() is not None, "cassette_hook._watch was not built or not imported"
+        assert lazy_mode.watcher() is not None, "cassette_hook.importhook._watch was not built or not imported"
 
 
 @needs_watcher
@@ -564,7 +567,7 @@ def test_the_function_watcher_refuses_a_switched_code_of_another_kind():
         yield 1
 
     with pytest.raises(ValueError, match="not of its kind"):
-        _light.watcher().switch_at_creation(plain.__code__, generator.__code__)
+        lazy_mode.watcher().switch_at_creation(plain.__code__, generator.__code__)
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="CPython specializes calls from 3.11 on")
@@ -586,14 +589,14 @@ def test_a_module_imported_under_a_context_is_switched_at_once(tree):
     with ch.NullContext():
         mod = lazy_import(tree, "lz_active")
         assert _names.is_switched(mod.helper.__code__)
-    assert not _light.waiting()
+    assert not lazy_mode.waiting()
 
 
 def test_a_lazy_import_reads_its_light_code_from_the_cache(tree, monkeypatch, either_way):
     lazy_import(tree, "lz_cached")
-    assert Path(_pyc.path_for(str(tree / "lz_cached.py"), _pyc.LIGHT)).exists()
+    assert Path(code_cache.path_for(str(tree / "lz_cached.py"), code_cache.LIGHT)).exists()
     del sys.modules["lz_cached"]
-    _light.switched(_light.waiting())
+    lazy_mode.switched(lazy_mode.waiting())
     monkeypatch.setattr(SourceFileLoader, "get_code", lambda self, name: pytest.fail("read CPython's .pyc"))
     assert not _names.is_switched(lazy_import(tree, "lz_cached").helper.__code__)
 
@@ -601,26 +604,26 @@ def test_a_lazy_import_reads_its_light_code_from_the_cache(tree, monkeypatch, ei
 def test_a_cached_lazy_import_as_compiled_reads_only_its_own_file(tree, monkeypatch, either_way):
     lazy_import(tree, "lz_flat_cached", "def helper(x):\n    return abs(x)\n")
     del sys.modules["lz_flat_cached"]
-    _light.switched(_light.waiting())
+    lazy_mode.switched(lazy_mode.waiting())
     monkeypatch.setattr(SourceFileLoader, "get_code", lambda self, name: pytest.fail("read CPython's .pyc too"))
     assert lazy_import(tree, "lz_flat_cached").helper(-2) == 2
 
 
 def test_a_module_without_functions_leaves_its_activation_nothing_to_do(tree, monkeypatch):
     lazy_import(tree, "lz_constants", "import os\nANSWER = 42\n")
-    monkeypatch.setattr(_dual, "switched_functions", lambda codes, module: pytest.fail("switched nothing"))
+    monkeypatch.setattr(dual_code, "switched_functions", lambda codes, module: pytest.fail("switched nothing"))
     with ch.NullContext():
         pass
-    assert not Path(_pyc.path_for(str(tree / "lz_constants.py"), _pyc.FUNCTIONS)).exists()
+    assert not Path(code_cache.path_for(str(tree / "lz_constants.py"), code_cache.FUNCTIONS)).exists()
 
 
 def test_the_switched_functions_are_cached_for_the_next_import(tree, monkeypatch):
     first = lazy_import(tree, "lz_functions")
     with ch.NullContext():
         first.boom()
-    assert Path(_pyc.path_for(str(tree / "lz_functions.py"), _pyc.FUNCTIONS)).exists()
+    assert Path(code_cache.path_for(str(tree / "lz_functions.py"), code_cache.FUNCTIONS)).exists()
     del sys.modules["lz_functions"]
-    monkeypatch.setattr(_dual, "switched_functions", lambda codes, module: pytest.fail("made again"))
+    monkeypatch.setattr(dual_code, "switched_functions", lambda codes, module: pytest.fail("made again"))
     mod = lazy_import(tree, "lz_functions")
     ctx = Seen(metadata=[])
     with ctx:
@@ -645,14 +648,14 @@ def test_a_stale_functions_cache_is_made_again(tree):
 
 def test_a_function_that_cannot_be_switched_runs_as_compiled_with_one_warning(tree, monkeypatch):
     mod = lazy_import(tree, "lz_broken")
-    real = _dual._Switcher.switched
+    real = dual_code._Switcher.switched
 
     def refuse_boom(self, code):
         if code.co_name == "boom":
             raise UnsupportedCode("a shape the rewriter does not know")
         return real(self, code)
 
-    monkeypatch.setattr(_dual._Switcher, "switched", refuse_boom)
+    monkeypatch.setattr(dual_code._Switcher, "switched", refuse_boom)
     ctx = Seen(metadata=[])
     with pytest.warns(RuntimeWarning, match=r"cannot instrument 1 function\(s\) of module 'lz_broken'.*does not know"):
         with ctx:
@@ -660,14 +663,15 @@ def test_a_function_that_cannot_be_switched_runs_as_compiled_with_one_warning(tr
             assert mod.Box.static(1) == 2
     assert ctx.metadata == ["add", "helper", "add"]  # boom's call of helper unseen, helper's own add seen
     assert not _names.is_switched(mod.boom.__code__)
-    assert not Path(_pyc.path_for(str(tree / "lz_broken.py"), _pyc.FUNCTIONS)).exists()
+    assert not Path(code_cache.path_for(str(tree / "lz_broken.py"), code_cache.FUNCTIONS)).exists()
 
 
 def test_modules_imported_light_are_switched_once(tree, monkeypatch):
     mod = lazy_import(tree, "lz_once")
     made = []
-    real = _dual.switched_functions
-    monkeypatch.setattr(_dual, "switched_functions", lambda codes, module: made.append(module) or real(codes, module))
+    real = dual_code.switched_functions
+    monkeypatch.setattr(dual_code, "switched_functions",
+                        lambda codes, module: made.append(module) or real(codes, module))
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     for _ in range(3):
         with ch.NullContext():
@@ -678,7 +682,7 @@ def test_modules_imported_light_are_switched_once(tree, monkeypatch):
 def test_a_second_thread_activating_meanwhile_waits_until_the_functions_are_switched(tree, monkeypatch):
     mod = lazy_import(tree, "lz_threads")
     started, release = threading.Event(), threading.Event()
-    real = _light._switch_functions
+    real = lazy_mode._switch_functions
 
     def slow(waiting):
         started.set()
@@ -690,7 +694,7 @@ def test_a_second_thread_activating_meanwhile_waits_until_the_functions_are_swit
             if seen is not None:
                 mod.boom()
 
-    monkeypatch.setattr(_light, "_switch_functions", slow)
+    monkeypatch.setattr(lazy_mode, "_switch_functions", slow)
     seen: list[str] = []
     first, second = threading.Thread(target=activate), threading.Thread(target=activate, args=(seen,))
     first.start()
@@ -712,7 +716,7 @@ def test_install_from_env_installs_lazy_unless_the_environment_says_eager(monkey
     for eager in ("", "1"):
         try:
             _process.install_from_env({_process.INCLUDE: "lz_nothing", _process.EAGER: eager, _process.SEPARATE: "1"})
-            installed.append(importhook._lazy)
+            installed.append(finder._lazy)
         finally:
             ch.uninstall()
     assert installed == [True, False]
@@ -775,8 +779,8 @@ def test_debug_import_says_what_a_lazy_import_and_the_first_activation_did(tree,
         said.helper(1), flat.helper(1)
     said = [line.removeprefix("cassette_hook: import: ") for line in capsys.readouterr().err.splitlines()
             if line.startswith("cassette_hook: import: lz_said")]
-    light, light_flat, functions = (_pyc.path_for(str(tree / f"{name}.py"), kind) for name, kind in (
-        (said_module, _pyc.LIGHT), (flat_module, _pyc.LIGHT), (said_module, _pyc.FUNCTIONS)))
+    light, light_flat, functions = (code_cache.path_for(str(tree / f"{name}.py"), kind) for name, kind in (
+        (said_module, code_cache.LIGHT), (flat_module, code_cache.LIGHT), (said_module, code_cache.FUNCTIONS)))
     assert said == [f"{said_module}: included by '{said_module}'; rewriting",
                     f"{said_module}: light: as compiled (switched under a context); "
                     f"cache miss, written: {light}",

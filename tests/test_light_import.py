@@ -13,13 +13,14 @@ from pathlib import Path
 import pytest
 
 import cassette_hook as ch
-from cassette_hook.rewrite import _dual, _names
+from cassette_hook.importhook import dual_code
+from cassette_hook.rewrite import _names
 
 ROOT = Path(__file__).resolve().parent.parent
 LATER = ("bytecode", "importlib_metadata", "xml.sax.saxutils", "inspect", "tempfile", "sysconfig",
-         "cassette_hook.rewrite._dual", "cassette_hook.contexts", "cassette_hook.contexts.profile",
+         "cassette_hook.importhook.dual_code", "cassette_hook.contexts", "cassette_hook.contexts.profile",
          "cassette_hook.contexts.trace", "typing", "cassette_hook.dispatch", "cassette_hook.generics",
-         "cassette_hook.callsite", "cassette_hook.tagging")
+         "cassette_hook.runtime.callsites", "cassette_hook.tagging")
 
 
 def python(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -54,8 +55,8 @@ def test_the_built_in_contexts_are_there_when_named():
     assert {"NullContext", "ProfileContext", "TraceContext"} <= set(ch.__all__)
 
 
-@pytest.mark.parametrize("module", ["plan", "generics", "bodies", "callsite", "operators", "primitives", "tagging",
-                                    "dispatch"])
+@pytest.mark.parametrize("module", ["runtime.plan", "generics", "runtime.callees", "runtime.callsites",
+                                    "runtime.operators", "runtime.primitives", "tagging", "dispatch"])
 def test_each_module_of_the_hot_path_can_be_imported_first(module: str) -> None:
     program = f"import cassette_hook.{module}; import cassette_hook as ch; print(ch.overdub(ch.Context(), abs, -2))"
     out = python("-c", program)
@@ -70,7 +71,7 @@ def test_an_unknown_attribute_of_the_package_is_still_an_attribute_error():
 def test_a_program_with_nothing_to_rewrite_starts_without_the_rewriter(tmp_path):
     out = python("-X", "importtime", "-m", "cassette_hook", "-c", "import sys; x = 1", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
-    assert not imported_by_importtime(out.stderr) & {"bytecode", "cassette_hook.rewrite._dual",
+    assert not imported_by_importtime(out.stderr) & {"bytecode", "cassette_hook.importhook.dual_code",
                                                      "importlib_metadata", "xml.sax.saxutils"}
 
 
@@ -87,7 +88,8 @@ def test_a_bare_program_starts_without_the_option_parser(tmp_path):
 
 def test_a_program_with_nothing_to_rewrite_starts_without_the_generics_or_typing(tmp_path):
     imported = imported_by_the_command_line(tmp_path, "-c", "import sys; x = 1")
-    assert not imported & {"typing", "cassette_hook.dispatch", "cassette_hook.generics", "cassette_hook.callsite",
+    assert not imported & {"typing", "cassette_hook.dispatch", "cassette_hook.generics",
+                           "cassette_hook.runtime.callsites",
                            "cassette_hook.tagging"}
 
 
@@ -124,7 +126,7 @@ def test_a_program_with_calls_is_rewritten_as_ever(tmp_path):
     out = python("-X", "importtime", "-m", "cassette_hook", "-c", "print(len('abc'))", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "3\n"
-    assert {"bytecode", "cassette_hook.rewrite._dual"} <= imported_by_importtime(out.stderr)
+    assert {"bytecode", "cassette_hook.importhook.dual_code"} <= imported_by_importtime(out.stderr)
 
 
 def test_naming_a_context_looks_entry_points_up(tmp_path):
@@ -142,7 +144,7 @@ WITH_SITES = ["f()", "x + 1", "a.b()", "def f(): pass", "class C: pass", "for x 
 def test_code_said_to_need_no_rewriting_comes_out_of_the_switcher_as_it_went_in(source):
     code = compile(source, "<site-free>", "exec")
     assert _names.nothing_to_rewrite(code)
-    out = _dual.switched(code, "m")
+    out = dual_code.switched(code, "m")
     assert not _names.is_switched(out)
     assert out.co_code == code.co_code
 

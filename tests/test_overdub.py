@@ -16,9 +16,9 @@ import weakref
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import callsite
-from cassette_hook import plan as plan_module
-from cassette_hook.plan import Plan
+from cassette_hook.runtime import callsites
+from cassette_hook.runtime import plan as plan_module
+from cassette_hook.runtime.plan import Plan
 
 
 class Null(ch.Context):
@@ -396,7 +396,7 @@ def test_operators_recurse_into_python_dunders():
     assert ch.overdub(ctx, g) == g() == (3, 6, True, 1)
     dunders = [f for f, _, _ in ctx.metadata if getattr(f, "__qualname__", "").startswith("Money.__")]
     # ``5 + a`` starts with int.__add__, C code: that protocol stays C's, which calls
-    # Money.__radd__ through the class's stand-in for it (``_implicit``).
+    # Money.__radd__ through the class's stand-in for it (``standins``).
     assert dunders == [Money.__init__, Money.__init__, Money.__add__, Money.__init__,
                        Money.__radd__, Money.__init__, Money.__lt__, Money.__getitem__]
 
@@ -793,7 +793,7 @@ def test_with_block_activates_and_restores():
 # -- twins -----------------------------------------------------------------------------
 
 def test_a_collected_function_releases_its_twin():
-    from cassette_hook.plan import plan_for
+    from cassette_hook.runtime.plan import plan_for
 
     twins = plan_for(Null()).twins
     namespace = {}
@@ -871,7 +871,7 @@ def test_a_function_whose_closure_leads_back_to_it_is_collected_while_its_contex
 
         return countdown
 
-    from cassette_hook.plan import plan_for
+    from cassette_hook.runtime.plan import plan_for
 
     fn, ctx = make(), Null()
     assert ch.overdub(ctx, fn, 3) == 0
@@ -929,7 +929,7 @@ def test_an_overload_naming_its_callee_runs_for_that_callee_and_only_for_it():
 
 
 # 3.10's call sites run ``call``: a frame of ours unless it is the C one (docs/internals.md).
-_CALL_FRAME_OF_OURS = sys.version_info < (3, 11) and callsite._speedups is None
+_CALL_FRAME_OF_OURS = sys.version_info < (3, 11) and callsites._speedups is None
 
 
 def test_an_overload_naming_a_class_replaces_its_construction_and_only_its():
@@ -1008,12 +1008,12 @@ _SAMPLE_OPERANDS = [0, 3, -2.5, 1j, True, "ab", b"x", None, (1,), [2], {"k": 1},
 def _plain_operators():
     import operator as op
 
-    from cassette_hook import operators
+    from cassette_hook.runtime import operators
     return [f for f in vars(op).values() if id(f) in operators.PLAIN_OPERATORS]
 
 
 def test_plain_operators_on_builtin_values_have_no_python_body():
-    from cassette_hook import operators
+    from cassette_hook.runtime import operators
 
     assert {type(x) for x in _SAMPLE_OPERANDS} == operators.C_OPERANDS
     for f in _plain_operators():

@@ -759,7 +759,7 @@ def test_pass_objects_are_public_names():
 @pytest.mark.parametrize("func", [add_one, branches, raises_in_try, sums, with_comprehension, calls_helper])
 def test_twin_of_a_pass_that_changes_nothing_is_the_twin_without_a_pass(func):
     from cassette_hook import passes, rewrite
-    from cassette_hook.callsite import HOOKS
+    from cassette_hook.runtime.callsites import HOOKS
 
     passed = passes.rewrite_with_pass(ch.Pass(identity), Plain, func, func.__code__, HOOKS, operators=True)
     assert passed.co_code == rewrite.rewrite_code(func.__code__, HOOKS, operators=True).co_code

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _subprocesses
+from cassette_hook.cli import subprocesses
 
 WORK = """
 def work(n):
@@ -77,7 +77,7 @@ def test_sitecustomize_instruments_a_plain_python_child(tmp_path):
             print("__cassette_hook_enter__" in worker.work.__code__.co_names, out)
     """)
     env = env_for(tmp_path, CASSETTE_HOOK_INCLUDE="worker")
-    env["PYTHONPATH"] = os.pathsep.join([_subprocesses._SITE, env["PYTHONPATH"]])
+    env["PYTHONPATH"] = os.pathsep.join([subprocesses._SITE, env["PYTHONPATH"]])
     result = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert result.stdout == "True 6\n", result.stderr
 
@@ -211,7 +211,7 @@ def test_install_from_env_gives_a_forked_child_a_report_of_its_own(tmp_path, for
 def test_a_process_install_from_env_instrumented_writes_no_report_if_its_context_saw_nothing(tmp_path, spec):
     env = env_for(tmp_path, CASSETTE_HOOK_CONTEXT=spec,
                   CASSETTE_HOOK_OUTPUT=str(tmp_path / "report.{pid}.txt"))
-    env["PYTHONPATH"] = os.pathsep.join([_subprocesses._SITE, env["PYTHONPATH"]])
+    env["PYTHONPATH"] = os.pathsep.join([subprocesses._SITE, env["PYTHONPATH"]])
     result = subprocess.run([sys.executable, "-c", "print(len('plain'))"], cwd=tmp_path, env=env,
                             capture_output=True, text=True)
     assert (result.returncode, result.stdout, result.stderr) == (0, "5\n", "")

@@ -434,7 +434,7 @@ def test_declared_stack_size_covers_what_the_rewritten_code_needs(module_name, o
 
     from bytecode import Bytecode, ControlFlowGraph
 
-    from cassette_hook.callsite import HOOKS
+    from cassette_hook.runtime.callsites import HOOKS
     from cassette_hook.rewrite import rewrite_code
 
     sys.path.insert(0, os.path.dirname(__file__))

@@ -25,10 +25,11 @@ import typing
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _context, bodies, callsite, operators, primitives
-from cassette_hook import plan as _plan
+from cassette_hook import context_stack
+from cassette_hook.runtime import callees, callsites, operators, primitives
+from cassette_hook.runtime import plan as _plan
 
-C_PATH = callsite._speedups is not None
+C_PATH = callsites._speedups is not None
 needs_c = pytest.mark.skipif(not C_PATH, reason="the C hot path is not in use in this run (the -pure environment)")
 
 
@@ -52,22 +53,23 @@ def test_the_c_path_is_in_use_where_the_run_requires_it():
 
 
 def test_the_pure_python_variable_keeps_the_python_path():
-    code = "from cassette_hook import callsite; print(callsite._speedups is None, callsite.resolve.__module__)"
+    code = ("from cassette_hook.runtime import callsites; "
+            "print(callsites._speedups is None, callsites.resolve.__module__)")
     env = {**os.environ, "CASSETTE_HOOK_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "cassette_hook.callsite"]
+    assert out.stdout.split() == ["True", "cassette_hook.runtime.callsites"]
 
 
 @needs_c
 def test_resolve_and_call_are_the_c_functions():
-    assert type(callsite.resolve).__name__ == "builtin_function_or_method"
-    assert callsite.HOOKS.resolve is callsite._speedups.resolve
-    assert callsite.HOOKS.call is callsite._speedups.call
+    assert type(callsites.resolve).__name__ == "builtin_function_or_method"
+    assert callsites.HOOKS.resolve is callsites._speedups.resolve
+    assert callsites.HOOKS.call is callsites._speedups.call
 
 
 def test_resolve_with_no_context_is_the_callee():
-    assert callsite.resolve(len) is len
-    assert callsite.resolve(test_resolve_with_no_context_is_the_callee) is test_resolve_with_no_context_is_the_callee
+    assert callsites.resolve(len) is len
+    assert callsites.resolve(test_resolve_with_no_context_is_the_callee) is test_resolve_with_no_context_is_the_callee
 
 
 def test_resolve_under_a_fast_plan_is_the_twin_until_the_function_changes():
@@ -75,11 +77,11 @@ def test_resolve_under_a_fast_plan_is_the_twin_until_the_function_changes():
         return x
 
     with Null():
-        twin = callsite.resolve(f)
+        twin = callsites.resolve(f)
         assert twin is not f and twin.__code__ is not f.__code__ and twin() == 1
-        assert callsite.resolve(f) is twin
+        assert callsites.resolve(f) is twin
         f.__defaults__ = (2,)
-        replaced = callsite.resolve(f)
+        replaced = callsites.resolve(f)
         assert replaced is not twin and replaced() == 2
 
 
@@ -90,7 +92,7 @@ def test_calls_to_a_twin_specialize_as_calls_to_its_function_do():
 
     ch.overdub(Null(), fib, 15)
     with Null():
-        twin = callsite.resolve(fib)
+        twin = callsites.resolve(fib)
     # (3.13 versions only what MAKE_FUNCTION makes: on the C path, _speedups.version_like
     # gives a twin its version; the Python path's call sites call a closure of its own)
     assert "CALL_PY_EXACT_ARGS" in {i.opname for i in dis.get_instructions(twin, adaptive=True)}
@@ -117,8 +119,8 @@ def test_a_closure_made_where_a_dead_one_lived_gets_a_twin_of_its_own():
         for value in range(200):
             read = _closure(value)
             addresses.add(id(read))
-            assert callsite.resolve(read)() == value
-            assert callsite.resolve(read)() == value  # (found in the table this time)
+            assert callsites.resolve(read)() == value
+            assert callsites.resolve(read)() == value  # (found in the table this time)
             del read
             decoys.append((decoy, code, None, None))
     assert len(addresses) < 200, "no address was reused: the test checks nothing"
@@ -140,9 +142,9 @@ def test_a_twin_replaced_in_its_table_is_the_one_the_next_call_finds():
     with Null():
         twins = _plan.plan_for(ch.current_context()).twins
         twins.set(f, (first, f.__code__, None, None))
-        assert callsite.resolve(f) is first  # (found in C, and remembered)
+        assert callsites.resolve(f) is first  # (found in C, and remembered)
         twins.set(f, (other, f.__code__, None, None))
-        assert callsite.resolve(f) is other
+        assert callsites.resolve(f) is other
 
 
 class _Greeter:
@@ -153,13 +155,13 @@ class _Greeter:
 def test_resolve_of_a_bound_method_under_a_fast_plan_is_its_twin_bound_until_the_function_changes():
     obj = _Greeter()
     with Null():
-        first = callsite.resolve(obj.greet)
+        first = callsites.resolve(obj.greet)
         twin = first.__func__
         assert twin is not _Greeter.greet and first.__self__ is obj and first() == (obj, 1)
-        assert callsite.resolve(obj.greet).__func__ is twin
+        assert callsites.resolve(obj.greet).__func__ is twin
         _Greeter.greet.__defaults__ = (2,)
         try:
-            replaced = callsite.resolve(obj.greet)
+            replaced = callsites.resolve(obj.greet)
             assert replaced.__func__ is not twin and replaced() == (obj, 2)
         finally:
             _Greeter.greet.__defaults__ = (1,)
@@ -175,7 +177,7 @@ def test_a_bound_method_the_program_holds_keeps_its_function_when_resolved_or_ca
         return held(), obj.greet()
 
     with Null():
-        resolved = callsite.resolve(held)
+        resolved = callsites.resolve(held)
     assert ch.overdub(Null(), program) == ((obj, 1), (obj, 1))
     assert held.__func__ is _Greeter.greet and resolved.__func__ is not _Greeter.greet
 
@@ -183,8 +185,8 @@ def test_a_bound_method_the_program_holds_keeps_its_function_when_resolved_or_ca
 def test_resolve_of_a_builtin_under_a_fast_plan_is_the_builtin_unless_it_may_take_callbacks():
     items = [3, 1, 2]
     with Null():
-        assert callsite.resolve(len) is len and callsite.resolve(items.append) == items.append
-        by_sorted, by_sort = callsite.resolve(sorted), callsite.resolve(items.sort)
+        assert callsites.resolve(len) is len and callsites.resolve(items.append) == items.append
+        by_sorted, by_sort = callsites.resolve(sorted), callsites.resolve(items.sort)
         assert by_sorted is not sorted and by_sorted(items, key=lambda v: -v) == [3, 2, 1]
         assert by_sort != items.sort and by_sort(key=lambda v: v) is None
     assert items == [1, 2, 3]
@@ -192,8 +194,8 @@ def test_resolve_of_a_builtin_under_a_fast_plan_is_the_builtin_unless_it_may_tak
 
 def test_resolve_of_a_class_under_a_fast_plan_is_the_same_constructor_each_time():
     with Null():
-        constructor = callsite.resolve(_Greeter)
-        assert callsite.resolve(_Greeter) is constructor and type(constructor()) is _Greeter
+        constructor = callsites.resolve(_Greeter)
+        assert callsites.resolve(_Greeter) is constructor and type(constructor()) is _Greeter
 
 class _Callable:
     def __call__(self, x):
@@ -272,12 +274,12 @@ def test_call_passes_positional_and_keyword_arguments(ctx):
         return a, b, rest, c, more
 
     with ctx or contextlib.nullcontext():
-        assert callsite.call(f, 1, 2, 3, c=4, d=5) == (1, 2, (3,), 4, {"d": 5})
+        assert callsites.call(f, 1, 2, 3, c=4, d=5) == (1, 2, (3,), 4, {"d": 5})
 
 
 def test_call_without_a_callee_is_a_type_error():
     with pytest.raises(TypeError, match="missing 1 required positional argument"):
-        callsite.call()
+        callsites.call()
 
 
 def test_call_under_hooks_runs_the_prehook_once_per_call():
@@ -289,17 +291,17 @@ def test_call_under_hooks_runs_the_prehook_once_per_call():
 
     ctx = Counting([0])
     with ctx:
-        assert callsite.call(f, 3) == 8
+        assert callsites.call(f, 3) == 8
     assert ctx.metadata[0] >= 2  # f and leaf (and the operators)
 
 
 def test_call_of_a_frame_sensitive_builtin_sees_the_callers_locals():
     def f():
         x = 7  # noqa: F841 -- what locals() must see
-        return callsite.call(locals)
+        return callsites.call(locals)
 
     with Counting([0]):
-        assert callsite.call(f) == {"x": 7}
+        assert callsites.call(f) == {"x": 7}
 
 
 @needs_c
@@ -308,7 +310,7 @@ def test_a_callee_called_by_call_has_the_program_frame_below_it():
         return sys._getframe(1).f_code.co_name
 
     def program():
-        return callsite._speedups.call(callee)
+        return callsites._speedups.call(callee)
 
     with Counting([0]):
         assert program() == "program"
@@ -317,28 +319,29 @@ def test_a_callee_called_by_call_has_the_program_frame_below_it():
 @needs_c
 def test_bind_takes_only_a_context_variable():
     with pytest.raises(TypeError, match="ContextVar"):
-        callsite._speedups.bind(object())
+        callsites._speedups.bind(object())
 
 
 @needs_c
 def test_bind_follows_the_stack_variable():
-    saved = _context.active
-    replacement: contextvars.ContextVar[_context.Entry | None] = contextvars.ContextVar("replacement", default=None)
-    entry = _context.Entry(Null(), None)
+    saved = context_stack.active
+    replacement: contextvars.ContextVar[context_stack.Entry | None] = contextvars.ContextVar("replacement",
+                                                                                               default=None)
+    entry = context_stack.Entry(Null(), None)
     token = replacement.set(entry)
-    callsite._speedups.bind(replacement)
+    callsites._speedups.bind(replacement)
     try:
-        assert callsite._speedups.top() is entry  # the replacement's value
+        assert callsites._speedups.top() is entry  # the replacement's value
         assert saved.get() is None
     finally:
-        callsite._speedups.bind(saved)
+        callsites._speedups.bind(saved)
         replacement.reset(token)
 
 
 @needs_c
 def test_configure_names_what_is_missing():
     with pytest.raises(TypeError, match="entry_type, plan_type and id_table_type"):
-        callsite._speedups.configure(resolve_direct=None)
+        callsites._speedups.configure(resolve_direct=None)
 
 
 @needs_c
@@ -347,7 +350,7 @@ def test_configure_refuses_a_class_without_the_slots():
         pass
 
     with pytest.raises(TypeError, match="NotAnEntry.ctx is not a slot"):
-        callsite._speedups.configure(entry_type=NotAnEntry, plan_type=NotAnEntry, id_table_type=NotAnEntry)
+        callsites._speedups.configure(entry_type=NotAnEntry, plan_type=NotAnEntry, id_table_type=NotAnEntry)
 
 
 # 3.10 runs every Python call on the C stack, plain too: there the plain program's own
@@ -700,7 +703,7 @@ def test_a_python_dunder_of_an_operator_under_hooks_has_the_program_frame_below_
 def test_the_callees_the_c_path_finds_no_body_in_have_none_in_the_reference():
     # _speedups.body_of answers these kinds itself (C code, whose calls have no body)
     plan = _plan.plan_for(Null())
-    assert [bodies.runnable(plan, f) for f in (len, list.append, object.__init__)] == [None, None, None]
+    assert [callees.runnable(plan, f) for f in (len, list.append, object.__init__)] == [None, None, None]
 
 
 C_OPERAND_VALUES = [1, 1.5, 1j, True, "s", b"b", None, (1,), [1], {1: 2}, {1}, frozenset({1}), range(2), slice(1)]
@@ -889,8 +892,8 @@ def test_an_operator_runs_its_operands_python_dunders_as_calls_exactly_where_ope
 
 @needs_c
 def test_an_operator_site_is_one_c_object_per_operator_calling_it_as_a_call_site():
-    site = callsite.operator_site(operator.add)
-    assert callsite.operator_site(operator.add) is site and site.op is operator.add
+    site = callsites.operator_site(operator.add)
+    assert callsites.operator_site(operator.add) is site and site.op is operator.add
     assert "operator site" in repr(site)
     assert site(2, 3) == 5  # no context: the operator itself
     ctx = Recording([])
@@ -906,8 +909,8 @@ def test_yield_from_takes_a_generator_as_it_is_and_iterates_anything_else_as_a_c
 
     g, ctx = gen(), Recording([])
     with ctx:
-        assert callsite.HOOKS.yield_from(g) is g
-        assert list(callsite.HOOKS.yield_from([1, 2])) == [1, 2]
+        assert callsites.HOOKS.yield_from(g) is g
+        assert list(callsites.HOOKS.yield_from([1, 2])) == [1, 2]
     assert ctx.metadata == ["iter"]
 
 
@@ -1060,7 +1063,7 @@ def test_a_twins_method_call_on_a_local_goes_through_a_method_site_where_its_pla
 
     def sites(ctx):
         twin = _plan.plan_for(ctx).twin(program)
-        return [c for c in twin.__code__.co_consts if isinstance(c, callsite._speedups.MethodSite)]
+        return [c for c in twin.__code__.co_consts if isinstance(c, callsites._speedups.MethodSite)]
 
     assert [site.name for site in sites(Null())] == ["method"] and sites(Null()) == sites(_SeenBothWays([]))
     assert sites(_SeenEntering([])) == []  # (an entering site copies its callee: it loads the bound method)
@@ -1085,10 +1088,10 @@ for arguments in [(), (len,), (len, 1), (len, [1]), ([1], "append"), (None,), ((
 
 @needs_c
 def test_the_c_module_alone_raises_or_runs_plain_before_the_runtime_sets_it_up(tmp_path):
-    # It is private, but importable: a direct import may call it before callsite configures it.
+    # It is private, but importable: a direct import may call it before callsites configures it.
     # (Run away from the repository, where ``-c`` would import the sources, unbuilt.)
-    names = [name for name in dir(callsite._speedups) if not name.startswith("_")
-             and callable(getattr(callsite._speedups, name))]
+    names = [name for name in dir(callsites._speedups) if not name.startswith("_")
+             and callable(getattr(callsites._speedups, name))]
     crashed = [name for name in names if subprocess.run([sys.executable, "-c", _BEFORE_CONFIGURE, name],
                                                         capture_output=True, cwd=tmp_path).returncode]
     assert crashed == []
@@ -1096,18 +1099,18 @@ def test_the_c_module_alone_raises_or_runs_plain_before_the_runtime_sets_it_up(t
 
 @needs_c
 def test_a_twins_method_site_is_one_c_object_per_name():
-    (site,) = callsite.HOOKS.method_site("method")
-    assert callsite.HOOKS.method_site("method") == (site,) and site.name == "method"
+    (site,) = callsites.HOOKS.method_site("method")
+    assert callsites.HOOKS.method_site("method") == (site,) and site.name == "method"
     assert "method site of .method" in repr(site)
 
 
 def _twins_site(name):
-    (site,) = callsite.HOOKS.method_site(name)
+    (site,) = callsites.HOOKS.method_site(name)
     return site
 
 
 def _switched_codes_site(name):  # (what switched code's method site calls: the name as a constant)
-    return lambda obj: callsite._speedups.method_of(obj, name)
+    return lambda obj: callsites._speedups.method_of(obj, name)
 
 
 @needs_c
@@ -1132,15 +1135,15 @@ def test_a_method_site_gives_a_method_unbound_and_anything_else_alone(method_sit
 @needs_c
 def test_switched_codes_method_site_takes_an_object_and_a_str():
     with pytest.raises(TypeError, match=r"method_of\(obj, name\) takes an object and a str"):
-        callsite._speedups.method_of(object(), 3)
+        callsites._speedups.method_of(object(), 3)
     with pytest.raises(TypeError, match=r"method_of\(obj, name\) takes an object and a str"):
-        callsite._speedups.method_of(object())
+        callsites._speedups.method_of(object())
 
 
 def _mirror():
     from cassette_hook.rewrite import _names
 
-    return callsite._speedups.mirror_builtins(vars(builtins), {_names.TWIN: True})
+    return callsites._speedups.mirror_builtins(vars(builtins), {_names.TWIN: True})
 
 
 @needs_c
@@ -1170,12 +1173,12 @@ def test_the_builtins_mirror_follows_every_change_of_the_builtins_but_its_pinned
 @needs_c
 def test_the_builtins_mirror_and_a_functions_builtins_take_dicts_and_a_function():
     with pytest.raises(TypeError, match=r"mirror_builtins\(builtins, pinned\) takes two dicts"):
-        callsite._speedups.mirror_builtins(vars(builtins))
+        callsites._speedups.mirror_builtins(vars(builtins))
     with pytest.raises(TypeError, match=r"set_builtins\(function, builtins\) takes a function and a dict"):
-        callsite._speedups.set_builtins(len, {})
+        callsites._speedups.set_builtins(len, {})
     if _mirror() is not None:
         with pytest.raises(ValueError, match="mirrored already"):
-            callsite._speedups.mirror_builtins({}, {})
+            callsites._speedups.mirror_builtins({}, {})
 
 
 class _OnlyApp(ch.Context):
@@ -1188,7 +1191,7 @@ class _NotApp(ch.Context):
 
 @needs_c
 def test_a_switched_bodys_question_is_answered_in_c_as_the_plan_answers_it():
-    from cassette_hook import _switch
+    from cassette_hook.importhook import switch
 
     def answers(ask):
         out = [ask("app.core")]
@@ -1197,8 +1200,8 @@ def test_a_switched_bodys_question_is_answered_in_c_as_the_plan_answers_it():
                 out += [ask("app.core"), ask("other"), ask("app.core")]  # (the second time: the plan's record)
         return out
 
-    assert answers(callsite._speedups.runs_here) == answers(_switch.enter)
-    assert answers(callsite._speedups.runs_here) == [False, True, True, True, True, False, True, False, True, False]
+    assert answers(callsites._speedups.runs_here) == answers(switch.enter)
+    assert answers(callsites._speedups.runs_here) == [False, True, True, True, True, False, True, False, True, False]
 
 
 def _negated(x):

@@ -15,7 +15,7 @@ import pytest
 
 import cassette_hook
 import cassette_hook as ch
-import cassette_hook.plan
+import cassette_hook.runtime.plan
 from cassette_hook import _own
 from cassette_hook.rewrite import _family
 
@@ -86,8 +86,9 @@ def test_the_import_graph_finds_a_cycle_where_there_is_one() -> None:
 
 def test_the_import_graph_sees_imports_inside_functions() -> None:
     graph = _import_graph()
-    assert "cassette_hook.callsite" in graph["cassette_hook"]  # (the runtime, loaded on first use)
-    assert "cassette_hook.rewrite._dual" in graph["cassette_hook.importhook"]  # (with ``bytecode``, when needed)
+    assert "cassette_hook.runtime.callsites" in graph["cassette_hook"]  # (the runtime, loaded on first use)
+    # (with ``bytecode``, when needed)
+    assert "cassette_hook.importhook.dual_code" in graph["cassette_hook.importhook.finder"]
 
 
 def test_every_module_imports_only_from_layers_below_it() -> None:
@@ -123,10 +124,10 @@ def test_only_the_version_modules_ask_which_python_runs() -> None:
     """Bytecode details live behind the interface: the rest of the rewriting never
     branches on the version (the family's selection is the one place that does)."""
     import cassette_hook.passes
-    import cassette_hook.rewrite._dual
+    import cassette_hook.importhook.dual_code
     import cassette_hook.rewrite._rewriter
 
-    for module in (cassette_hook.passes, cassette_hook.rewrite._dual, cassette_hook.rewrite._rewriter):
+    for module in (cassette_hook.passes, cassette_hook.importhook.dual_code, cassette_hook.rewrite._rewriter):
         assert "version_info" not in inspect.getsource(module), module.__name__
 
 
@@ -141,7 +142,7 @@ def test_own_modules_are_the_package_and_its_modules_only() -> None:
 
 def test_own_files_are_those_in_the_package_directory_only() -> None:
     package = os.path.dirname(cassette_hook.__file__)
-    assert _own.is_own_file(cassette_hook.plan.__file__)
+    assert _own.is_own_file(cassette_hook.runtime.plan.__file__)
     assert _own.is_own_file(os.path.join(package, "contexts", "trace.py"))
     assert not _own.is_own_file(package + "_plugins" + os.sep + "mod.py")
 

@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import cassette_hook as ch
-from cassette_hook import plan as _plan
+from cassette_hook.runtime import plan as _plan
 from cassette_hook import tagging as _tagging
 
 sys.path.insert(0, __import__("os").path.dirname(__file__))

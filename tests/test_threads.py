@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _context
+from cassette_hook import context_stack
 
 pytest_plugins = ["pytester"]
 
@@ -58,12 +58,12 @@ def whole_program() -> Iterator[Callable[..., ch.Context]]:
     pushed: list[ch.Context] = []
 
     def activate(*contexts: ch.Context) -> ch.Context:
-        _context.push_whole_program(contexts)
+        context_stack.push_whole_program(contexts)
         pushed.extend(contexts)
         return contexts[-1]
 
     yield activate
-    _context.pop_whole_program(pushed)
+    context_stack.pop_whole_program(pushed)
 
 
 def run_in_thread(target: Callable[[], Any], name: str = "worker") -> Any:
@@ -150,15 +150,15 @@ def test_a_context_copied_before_activation_sees_the_whole_program_contexts(whol
 
 def test_threads_see_no_whole_program_context_once_it_is_deactivated(whole_program):
     ctx = Seen(metadata=[])
-    _context.push_whole_program([ctx])
-    _context.pop_whole_program([ctx])
+    context_stack.push_whole_program([ctx])
+    context_stack.pop_whole_program([ctx])
     assert run_in_thread(ch.current_context) is None
     assert ch.current_context() is None
 
 
 def test_deactivating_a_context_that_is_not_whole_program_is_an_error():
     with pytest.raises(RuntimeError, match="is not a whole-program context"):
-        _context.pop_whole_program([Seen(metadata=[])])
+        context_stack.pop_whole_program([Seen(metadata=[])])
 
 
 # -- with blocks keep their per-thread semantics -----------------------------------------
@@ -176,7 +176,7 @@ def test_a_threads_own_with_block_nests_above_the_whole_program_contexts(whole_p
     def in_thread() -> tuple[Any, Any]:
         with Inner() as inner:
             work(3)
-            return ch.current_context() is inner, _context.active.get().below.ctx
+            return ch.current_context() is inner, context_stack.active.get().below.ctx
 
     assert run_in_thread(in_thread, name="worker") == (True, outer)
     assert calls_of(outer, "abs") == ["worker"] * 3  # in in_hook(1), once per abs of work(3)
@@ -215,8 +215,8 @@ def test_the_recursion_limit_comes_back_when_whole_program_contexts_and_with_blo
     limit = sys.getrecursionlimit()
     outer = Seen(metadata=[])
     with Seen(metadata=[]):
-        _context.push_whole_program([outer])
-    _context.pop_whole_program([outer])
+        context_stack.push_whole_program([outer])
+    context_stack.pop_whole_program([outer])
     assert sys.getrecursionlimit() == limit
 
 

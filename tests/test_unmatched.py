@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from cassette_hook import _unmatched
+from cassette_hook.importhook import unmatched
 
 PROG = """
 import helper_u
@@ -73,7 +73,7 @@ def test_install_from_code_does_not_warn(tmp_path):
 
 
 def test_a_pattern_matches_its_submodules_as_the_hook_does():
-    assert _unmatched.unmatched(["pkg", "pk", "pkg.sub"], ["pkg.sub.deep"]) == ["'pk' matched no imported module"]
+    assert unmatched.unmatched(["pkg", "pk", "pkg.sub"], ["pkg.sub.deep"]) == ["'pk' matched no imported module"]
 
 
 def test_a_module_run_with_dash_m_is_matched_by_its_name(tmp_path):

@@ -14,7 +14,7 @@ import os
 import sys
 from typing import Any, Callable, ClassVar, Iterator, Mapping, TextIO, TypeVar, Union
 
-from .._context import Context
+from ..context_stack import Context
 
 Output = Union[str, "os.PathLike[str]", TextIO, None]
 """Where a report goes: a path, an open text stream, or ``None`` for ``sys.stderr``."""
@@ -64,23 +64,24 @@ class ReportingContext(Context):
         ``cProfile.Profile.runcall`` profiles it: ``f`` is then the root of a trace or a
         profile.  (``overdub`` alone hooks only the calls inside ``f``, for every context.)
         The hooks run with the context popped, as at any call site."""
-        from .. import _context, bodies, generics
+        from .. import context_stack, generics
+        from ..runtime import callees
 
-        top = _context.top()
+        top = context_stack.top()
         with self if top is None or top.ctx is not self else contextlib.nullcontext():  # (active: once)
-            entry = _context.top()
+            entry = context_stack.top()
             assert entry is not None
             hooked = self.hooks_enabled
             if hooked:
-                bodies.run_popped(entry, generics.prehook, (self, f, *args), kwargs)
+                callees.run_popped(entry, generics.prehook, (self, f, *args), kwargs)
             try:
                 out = generics.overdub(self, f, *args, **kwargs)
             except BaseException as exc:
                 if hooked:
-                    bodies.run_popped(entry, generics.raisehook, (self, exc, f, *args), kwargs)
+                    callees.run_popped(entry, generics.raisehook, (self, exc, f, *args), kwargs)
                 raise
             if hooked:
-                bodies.run_popped(entry, generics.posthook, (self, out, f, *args), kwargs)
+                callees.run_popped(entry, generics.posthook, (self, out, f, *args), kwargs)
         return out
 
     def __init__(self, output: Output = None, *, operators: bool | None = None, metadata: Any = None,

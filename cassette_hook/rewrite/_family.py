@@ -2,7 +2,7 @@
 
 Each version module (``_py310`` ... ``_py314``) exports ``FAMILY``, an object with every
 member of :class:`Family`; :data:`family` is the running interpreter's.  The rewriter
-(``_rewriter``), the import hook's mode switch (``_dual``) and the checks of a pass's
+(``_rewriter``), the import hook's mode switch (``dual_code``) and the checks of a pass's
 result (``passes``) use only these members, so none of them asks which CPython runs.
 """
 
@@ -44,7 +44,7 @@ class Family(Protocol):
         """``items`` with their call sites going through ``hooks``; the calls the compiler
         makes on its own, and those of a pass's ``nooverdub`` marker, as they are.
         ``enters``: a call with positional arguments only goes through ``hooks.enter``,
-        given the callee and its arguments (3.11+; see ``callsite.enter``)."""
+        given the callee and its arguments (3.11+; see ``callsites.enter``)."""
 
     def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
         """``instr`` as a call of ``hooks.operator_site(op)``, or None: not an operator."""

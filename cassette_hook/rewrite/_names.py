@@ -1,7 +1,7 @@
-"""The names switched code (``_dual``) loads among the builtins, and how to recognise it.
+"""The names switched code (``dual_code``) loads among the builtins, and how to recognise it.
 
-Apart from ``_dual`` because the runtime side (``_switch``, ``plan``) needs them in every
-process that imports cassette_hook, while ``_dual`` itself -- and ``bytecode`` with it --
+Apart from ``dual_code`` because the runtime side (``switch``, ``plan``) needs them in every
+process that imports cassette_hook, while ``dual_code`` itself -- and ``bytecode`` with it --
 is needed only when something is rewritten.
 """
 
@@ -24,7 +24,7 @@ __all__ = ["ACTIVE", "COMPREHENSIONS", "ENTER", "HOOKS", "METHOD", "OPERATORS", 
            "is_switched", "nothing_to_rewrite", "operator_name", "switch_module", "switched_hooks", "variant"]
 
 ACTIVE = "__cassette_hook_active__"
-OPERATORS_ON = "__cassette_hook_operators__"  # true while a live context sees operators (``_switch``)
+OPERATORS_ON = "__cassette_hook_operators__"  # true while a live context sees operators (``switch``)
 ENTER = "__cassette_hook_enter__"
 TWIN = "__cassette_hook_twin__"  # false among the builtins, true in the ones a twin's frames read (``plan``)
 METHOD = GlobalName("__cassette_hook_method__")  # a method site's callee (C path only): ``_speedups.method_of``
@@ -67,7 +67,7 @@ def switched_hooks() -> Hooks:
 def variant() -> str:
     """What switched code made here depends on besides its source and the options: the hot
     path it calls, ``"c"`` (method sites) or ``"pure"`` (none).  Part of the names of its
-    cache files (``_pyc``), so that the two paths, run in turn, neither read nor overwrite
+    cache files (``code_cache``), so that the two paths, run in turn, neither read nor overwrite
     each other's."""
     return "pure" if switched_hooks().method_site is None else "c"
 
@@ -94,7 +94,7 @@ def is_annotate(code: CodeType) -> bool:
 
 
 def is_switched(code: CodeType) -> bool:
-    """Was this body made by ``_dual.switched`` (with a rewritten body behind the switch)?"""
+    """Was this body made by ``dual_code.switched`` (with a rewritten body behind the switch)?"""
     return ENTER in code.co_names
 
 
@@ -118,7 +118,7 @@ _SITE_FREE = frozenset({"CACHE", "EXTENDED_ARG", "NOP", "RESUME", "LOAD_CONST", 
 
 
 def nothing_to_rewrite(code: CodeType) -> bool:
-    """Is ``code`` certain to come out of ``_dual.switched`` as it went in: no function, class
+    """Is ``code`` certain to come out of ``dual_code.switched`` as it went in: no function, class
     or comprehension in it, and not one instruction the rewriter changes?  (``-c pass``,
     a module of constants: then neither ``bytecode`` nor the rewriter is imported.)"""
     if any(isinstance(const, CodeType) for const in code.co_consts):

@@ -4,7 +4,7 @@
 are imported while no context is active (collection), so the import hook -- lazy, as by
 default -- imports them as compiled.  Once collection is done, this plugin makes the
 counting context active in pytest's thread; that first activation switches every
-function the project's modules made (``cassette_hook._light``), and the tests then run
+function the project's modules made (``cassette_hook.importhook.lazy_mode``), and the tests then run
 switched code under the context.  So the run checks, on a real suite, what a program
 that activates a context late sees: the same results as plain, and calls counted.
 

@@ -2,9 +2,9 @@
 
 :func:`install` puts a finder at the front of ``sys.meta_path``.  For a module it is told
 to instrument, it asks the finders behind it for the module's spec and swaps in a loader
-that hands out *switched* code (``rewrite._dual``): every body twice, plain and rewritten,
+that hands out *switched* code (``importhook.dual_code``): every body twice, plain and rewritten,
 behind a check of whether a context is active.  The rewritten code is cached on disk
-(``_pyc``).  :func:`instrument` gives objects imported before the hook the same code.
+(``code_cache``).  :func:`instrument` gives objects imported before the hook the same code.
 """
 
 from __future__ import annotations
@@ -20,12 +20,13 @@ from importlib.machinery import (BuiltinImporter, ExtensionFileLoader, ModuleSpe
 from importlib.util import LazyLoader
 from types import CodeType, FunctionType, MethodType, ModuleType
 
-from . import _debug, _light, _pyc, _switch, rewrite
-from ._budget import recursion_budget
-from ._libraries import library_prefixes
-from ._own import PACKAGE, RUNS_ON
-from ._patterns import ModulePatterns, is_glob
-from .rewrite import _names
+from .. import _debug, rewrite
+from . import lazy_mode, code_cache, switch
+from .._budget import recursion_budget
+from .._libraries import library_prefixes
+from .._own import PACKAGE, RUNS_ON
+from .._patterns import ModulePatterns, is_glob
+from ..rewrite import _names
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
@@ -207,13 +208,13 @@ def _spec_from_others(me: object, fullname: str, path: Sequence[str] | None,
 
 def _keep_importing(fullname: str) -> None:
     """Remember the module being imported as ``fullname`` for interpreter shutdown (see
-    ``_switch.keep_at_shutdown``): the import system puts it in ``sys.modules`` before it
+    ``switch.keep_at_shutdown``): the import system puts it in ``sys.modules`` before it
     asks for its code.  Done in ``get_code``, not in an ``exec_module`` of ours, because
     that would leave a frame of ours under the module's body, seen by everything that
     walks its stack (``warnings.warn(stacklevel=...)``, libraries that count frames)."""
     module = sys.modules.get(fullname)
     if module is not None:
-        _switch.keep_at_shutdown(module)
+        switch.keep_at_shutdown(module)
 
 
 class _SwitchingSource(SourceFileLoader):
@@ -221,7 +222,7 @@ class _SwitchingSource(SourceFileLoader):
     switched code, cached beside CPython's own ``.pyc``.
 
     What it switches is what CPython's own ``get_code`` gives, and its cache files hold
-    while CPython would give the same (``_pyc``): so the hook is never staler than a plain
+    while CPython would give the same (``code_cache``): so the hook is never staler than a plain
     import.  To know which ``.pyc`` of CPython's the code came from, ``get_code`` is watched
     (:class:`_Watch`) as it reads, compiles and writes."""
 
@@ -229,17 +230,17 @@ class _SwitchingSource(SourceFileLoader):
         _keep_importing(fullname)
         source_path = self.get_filename(fullname)
         light = _light_now(fullname)
-        kind = _pyc.LIGHT if light else _pyc.SWITCHED
-        cpython = _pyc.cpython_path(source_path)
-        cache = None if cpython is None else _pyc.beside(cpython, kind)
+        kind = code_cache.LIGHT if light else code_cache.SWITCHED
+        cpython = code_cache.cpython_path(source_path)
+        cache = None if cpython is None else code_cache.beside(cpython, kind)
         found = "miss"
         if cache is not None and cpython is not None:
-            code, found, basis = _pyc.read_mirroring(cache, cpython, source_path, fullname, OPTIONS, kind)
+            code, found, basis = code_cache.read_mirroring(cache, cpython, source_path, fullname, OPTIONS, kind)
             if isinstance(code, CodeType):
                 if _debug.imports:
                     _debug.say("import", f"{fullname}: cache hit: {cache}")
                 if not light:
-                    _switch.install_builtins()  # (switch_or_warn does it for code it makes)
+                    switch.install_builtins()  # (switch_or_warn does it for code it makes)
                     return code
                 return _waiting(code, fullname, source_path, basis)
         plain, basis = self._compiled(fullname, cpython)
@@ -248,13 +249,13 @@ class _SwitchingSource(SourceFileLoader):
         code, made = _made(plain, fullname, light)
         written = "no cache for this source"
         if made and cache is not None:
-            written = _pyc.write(cache, code, basis, fullname, OPTIONS, kind)
+            written = code_cache.write(cache, code, basis, fullname, OPTIONS, kind)
         if _debug.imports:
             said = f"cache {found}, {written}: {cache}" if cache is not None else written
             _say_made(fullname, plain, code, light, said if made else None)
         return _waiting(code, fullname, source_path, basis) if made and light else code
 
-    def _compiled(self, fullname: str, cpython: str | None) -> tuple[CodeType, _pyc.Basis | None]:
+    def _compiled(self, fullname: str, cpython: str | None) -> tuple[CodeType, code_cache.Basis | None]:
         """CPython's code for the module, as its ``get_code`` gives it (reading its ``.pyc``
         at ``cpython``, or compiling the source and writing one), and the ``.pyc`` that code
         is: the one it read and trusted, or the one it wrote; ``None`` where there is neither."""
@@ -310,13 +311,13 @@ class _Watch:
         self.compiled = False
         self.wrote: bytes | None = None
 
-    def basis(self) -> _pyc.Basis | None:
+    def basis(self) -> code_cache.Basis | None:
         """The ``.pyc`` whose code ``get_code`` gave, if there is one."""
         if not self.compiled:  # it gave the code of the .pyc it read, which it trusted
-            return None if self.read is None else _pyc.Basis.of(*self.read)
+            return None if self.read is None else code_cache.Basis.of(*self.read)
         if self.wrote is None or self.cpython is None:
             return None  # (compiled, and nothing written: sys.dont_write_bytecode, an unwritable tree)
-        return _pyc.written(self.cpython, self.wrote)
+        return code_cache.written(self.cpython, self.wrote)
 
 
 _watching = threading.local()  # .watch: the _Watch of the get_code this thread is in
@@ -389,7 +390,7 @@ class _SwitchingLoader(Loader):
             self.loader.exec_module(module)
             return
         code = code_for(plain, name, f"loaded by {_loader_name(self.loader)}")
-        _switch.keep_at_shutdown(module)
+        switch.keep_at_shutdown(module)
         exec(code, module.__dict__)
 
     def _hand_back(self, module: ModuleType) -> None:
@@ -446,9 +447,9 @@ def _loader_name(loader: Any) -> str:
 
 
 def _light_now(module: str) -> bool:
-    """Should ``module`` be imported light (see ``_light``): the hook was installed
+    """Should ``module`` be imported light (see ``lazy_mode``): the hook was installed
     ``lazy``, no context is active anywhere, and it is not the program's main module."""
-    return _lazy and not _switch.active() and module not in MAIN_MODULES
+    return _lazy and not switch.active() and module not in MAIN_MODULES
 
 
 _lazy = True  # install(lazy=...)
@@ -457,7 +458,7 @@ _lazy = True  # install(lazy=...)
 # The modules the command line runs as the program (``-m``, or a directory's or zip
 # file's ``__main__``): handed out switched even while no context is active, because a
 # main module's body may activate a context and then define and call functions, which
-# light code would leave unswitched (``_light``: a running frame keeps its code).
+# light code would leave unswitched (``lazy_mode``: a running frame keeps its code).
 MAIN_MODULES = {"__main__"}
 
 
@@ -475,7 +476,7 @@ def code_for(plain: CodeType, module: str, uncached: str) -> CodeType:
 def _made(plain: CodeType, module: str, light: bool) -> tuple[CodeType, bool]:
     """``plain`` light or switched, and whether that was made (not so when rewriting failed,
     with a warning, or switching found nothing to rewrite: then ``plain`` itself).  Light
-    code is the compiled code (``_light``): neither ``bytecode`` nor the rewriter is imported
+    code is the compiled code (``lazy_mode``): neither ``bytecode`` nor the rewriter is imported
     for it."""
     if light:
         return plain, True
@@ -484,10 +485,10 @@ def _made(plain: CodeType, module: str, light: bool) -> tuple[CodeType, bool]:
 
 
 def _waiting(code: CodeType, module: str, source_path: str | None = None,
-             basis: _pyc.Basis | None = None) -> CodeType:
+             basis: code_cache.Basis | None = None) -> CodeType:
     """Light ``code``, about to run, made to wait for a context; where the source and the
     ``.pyc`` of CPython's it is the code of are known, its switched functions will be cached."""
-    _light.wait_for_context(_light.LightModule(module, code, source_path, basis, OPTIONS))
+    lazy_mode.wait_for_context(lazy_mode.LightModule(module, code, source_path, basis, OPTIONS))
     return code
 
 
@@ -504,10 +505,10 @@ def switch_or_warn(code: CodeType, module: str) -> CodeType:
     """
     if _names.nothing_to_rewrite(code):
         return code
-    _switch.install_builtins()
-    from .rewrite import _dual  # (``bytecode`` with it: imported when something is rewritten)
+    switch.install_builtins()
+    from . import dual_code  # (``bytecode`` with it: imported when something is rewritten)
 
-    switched = _rewritten_or_warn(code, module, _dual.switched)
+    switched = _rewritten_or_warn(code, module, dual_code.switched)
     return code if switched is None else switched
 
 
@@ -539,7 +540,7 @@ def install(include: Iterable[str] = (), exclude: Iterable[str] = (), *, lazy: b
     ``lazy`` (the default): while no context is active, import them as compiled (but for
     the functions their functions define) and switch their functions when a context is
     first activated, so an import costs little more than a plain one and idle code runs
-    as compiled until then (see ``_light``).  ``lazy=False`` switches every module as it
+    as compiled until then (see ``lazy_mode``).  ``lazy=False`` switches every module as it
     is imported: the first activation then costs nothing, and the few things lazy cannot
     reach (docs/importhook.md) are reached.
 
@@ -625,8 +626,8 @@ def _instrument_function(func: FunctionType) -> None:
     known = _switched_codes.get(id(code))
     if known is None:
         known = _switched_codes[id(code)] = (code, switch_or_warn(code, module))
-    _light.set_code(func, known[1])
-    _switch.keep_at_shutdown(func)  # its globals: a module's, or any dict exec gave it
+    lazy_mode.set_code(func, known[1])
+    switch.keep_at_shutdown(func)  # its globals: a module's, or any dict exec gave it
 
 
 def _refuse_own(module: str, obj: object) -> None:

@@ -15,7 +15,7 @@ as the interpreter, and an ``id`` lookup works for any callee, hashable or not):
   set, not the one raised for the extra frames of overdubbed calls.
 
 On CPython 3.11+ a fast context calls primitives straight from the user's frame, where
-the frame-sensitive ones need no help; see ``callsite.callable_for``.
+the frame-sensitive ones need no help; see ``callsites.callable_for``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ import warnings
 from types import BuiltinFunctionType, FrameType, FunctionType, MethodDescriptorType, MethodType, ModuleType
 from typing import Any, Callable, cast
 
-from . import _hotpath, dispatch, generics, operators
-from ._budget import recursion_budget
-from ._own import is_own_frame, strip_traceback
+from . import hotpath, operators
+from .. import dispatch, generics
+from .._budget import recursion_budget
+from .._own import is_own_frame, strip_traceback
 
 Handler = Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]  # (f, args, kwargs) -> result
 
@@ -89,7 +90,7 @@ def _program_frame(frame: FrameType | None) -> FrameType | None:
     the pure path (and past a thread's budget of C levels) ``recurse``'s frame sits between.
     An overload is kept where it called ``ch.overdub`` itself: the call being emulated is
     then the new context's, made there (the frames of ours just below the overload's are
-    the entry point's: ``generics.overdub``'s call, or ``bodies._default_overdub`` called
+    the entry point's: ``generics.overdub``'s call, or ``callees._default_overdub`` called
     as a function).
     """
     overloads = _overload_codes()
@@ -214,7 +215,7 @@ if sys.version_info >= (3, 12):
 def _overdubbed(callback: Any) -> Any:
     """``callback`` as a call site: C code calling it back is overdubbed like a call would be."""
     if type(callback) in (FunctionType, MethodType, functools.partial):
-        return functools.partial(_hotpath.call, callback)
+        return functools.partial(hotpath.call, callback)
     return callback
 
 
@@ -312,7 +313,7 @@ _RECURSION_LIMIT: dict[Any, Handler] = {
     sys.getrecursionlimit: _getrecursionlimit, sys.setrecursionlimit: _setrecursionlimit,
 }
 
-# Builtins the user's frame must not call directly (see ``callsite.callable_for``), and
+# Builtins the user's frame must not call directly (see ``callsites.callable_for``), and
 # their names, which the hot path checks before anything else.
 INDIRECT = {id(f) for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT)}
 INDIRECT_NAMES = frozenset(f.__name__ for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT))

@@ -1,8 +1,8 @@
-"""The runtime side of the import hook's mode switch (see ``rewrite._dual``).
+"""The runtime side of the import hook's mode switch (see ``importhook.dual_code``).
 
 Code the import hook loaded first reads one builtin, ``__cassette_hook_active__``: true
 while any context is active anywhere in the process.  It is kept true while any
-:class:`~cassette_hook._context.Entry` of the active stack lives, not just while a
+:class:`~cassette_hook.context_stack.Entry` of the active stack lives, not just while a
 ``with`` block is open: an asyncio task or a copied ``contextvars.Context`` may hold an
 entry after the block that pushed it has ended, and must still see its context.  Only
 then does the code ask :func:`enter` whether *this* thread or task has a context whose
@@ -23,9 +23,9 @@ import threading
 import weakref
 from types import FunctionType, ModuleType
 
-from . import _context, _native
-from ._own import strip_traceback
-from .rewrite import _names
+from .. import context_stack, _native
+from .._own import strip_traceback
+from ..rewrite import _names
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
@@ -40,8 +40,8 @@ _lock = threading.RLock()  # re-entrant: an activity watcher may push a context
 # is used; it is off once its set is empty: at once on the C path, at the next
 # :func:`settle` on the pure-Python one (after each pop, and at the next call of switched
 # code that finds no context: ``enter``).
-_live: set[weakref.ref[_context.Entry]] = set()
-_live_operators: set[weakref.ref[_context.Entry]] = set()
+_live: set[weakref.ref[context_stack.Entry]] = set()
+_live_operators: set[weakref.ref[context_stack.Entry]] = set()
 _busy = False  # have the activity watchers been told ``busy()`` last?
 _activity_watchers: list[tuple[Callable[[], None], Callable[[], None]]] = []
 setattr(builtins, _names.ACTIVE, False)
@@ -66,7 +66,7 @@ def watch_activity(busy: Callable[[], None], idle: Callable[[], None]) -> None:
     _activity_watchers.append((busy, idle))
 
 
-def entry_made(entry: _context.Entry) -> None:
+def entry_made(entry: context_stack.Entry) -> None:
     """An entry is about to be pushed: followed, then the flags on.  (An interrupt
     between the two leaves a flag off for an entry that is never pushed.)"""
     global _busy
@@ -105,17 +105,17 @@ def settle() -> None:
 
 
 _switched_namespaces: weakref.WeakSet[ModuleType | FunctionType] = weakref.WeakSet()  # see keep_at_shutdown
-_top: Callable[[], _context.Entry | None]
+_top: Callable[[], context_stack.Entry | None]
 
 
-def _follow(variable: Any, top: Callable[[], _context.Entry | None]) -> None:
-    """Keep the stack's reader at hand, as a global (see ``_context.follow``)."""
+def _follow(variable: Any, top: Callable[[], context_stack.Entry | None]) -> None:
+    """Keep the stack's reader at hand, as a global (see ``context_stack.follow``)."""
     global _top
     _top = top
 
 
-_context.follow(_follow)
-_context.watch_entries(entry_made, settle)
+context_stack.follow(_follow)
+context_stack.watch_entries(entry_made, settle)
 
 
 def enter(module: str) -> bool:
@@ -131,18 +131,19 @@ def enter(module: str) -> bool:
 
 def install_builtins() -> None:
     """Put the hooks switched code loads by name among the builtins (idempotent)."""
-    from . import _native, callsite
+    from .. import _native
+    from ..runtime import callsites
 
     hooks, speedups = _names.HOOKS, _native.speedups
     observe = _operator_call if speedups is None else speedups.operator_call  # C: no frame of ours
     names: dict[object, Any] = {  # the hooks' names are GlobalName strings
         **{_names.operator_name(op): functools.partial(observe, op) for op in _names.OPERATORS},
         _names.ENTER: enter if speedups is None else speedups.runs_here,  # (asked at every call)
-        hooks.resolve: callsite.resolve,
-        hooks.resolve_star: callsite.resolve_star,
-        hooks.call: callsite.call,
-        hooks.call_ex: callsite.call_ex,
-        hooks.yield_from: callsite.HOOKS.yield_from,
+        hooks.resolve: callsites.resolve,
+        hooks.resolve_star: callsites.resolve_star,
+        hooks.call: callsites.call,
+        hooks.call_ex: callsites.call_ex,
+        hooks.yield_from: callsites.HOOKS.yield_from,
         **({} if speedups is None else {_names.METHOD: speedups.method_of}),
     }
     for name, value in names.items():
@@ -159,7 +160,7 @@ def _operator_call(op: Any, /, *args: Any) -> Any:
         entry = _top()
         if entry is None or not entry.plan.operators:
             return op(*args)
-        from .callsite import call
+        from ..runtime.callsites import call
 
         return call(op, *args)
     except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
@@ -192,7 +193,7 @@ def _at_shutdown() -> None:
     body, and a generator suspended in the rewritten body still finds its hooks.  (When
     CPython then clears a module's globals to ``None``, the flag stays false.)
     """
-    _context.close()
+    context_stack.close()
     names: dict[str, Any] = {str(name): getattr(builtins, name) for name in _hook_names() if hasattr(builtins, name)}
     names[_names.ACTIVE] = names[_names.OPERATORS_ON] = False
     for owner in list(_switched_namespaces):

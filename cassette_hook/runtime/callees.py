@@ -7,10 +7,10 @@ twin bound alike, a partial's one call, a class's construction (its Python ``__n
 has none, :func:`without_body` runs an operator's Python dunders or ``fallback``.  The
 defaults of ``overdub`` (``execute``, then ``recurse``) and of ``fallback`` (the
 primitive, called as the plain program would) are defined here and given to the
-generics; the hot path (``callsite``) asks the same functions for every callee it does
+generics; the hot path (``callsites``) asks the same functions for every callee it does
 not find in a plan's tables.  The call sites this module makes of its own (a partial's
 call, a constructor's ``__new__`` and ``__init__``) go through the hot path's entry
-points (``_hotpath``).
+points (``hotpath``).
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ import weakref
 from types import BuiltinFunctionType, FunctionType, MethodType
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _context, _hotpath, _native, _special, dispatch, generics, operators
-from .generics import OverdubInstead, execute, fallback
-from ._own import strip_traceback
+from .. import context_stack, _native, dispatch, generics
+from . import hotpath, special_methods, operators
+from ..generics import OverdubInstead, execute, fallback
+from .._own import strip_traceback
 from .primitives import CMethodType, call_primitive
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ def _default_overdub(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     # Only an explicit overdub(ctx, f, ...) gets here: a call site runs the callee itself,
     # so a program's own call of a non-callable keeps Python's error.
     if not callable(f):
-        from ._saferepr import short_repr, type_name
+        from .._saferepr import short_repr, type_name
 
         # CPython's words for the type, then which argument it was
         raise TypeError(f"overdub(): {type_name(f)!r} object is not callable "
@@ -50,9 +51,9 @@ def _default_fallback(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     return call_primitive(f, args, kwargs)
 
 
-def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+def recurse(ctx: context_stack.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
-    top = _context.top()
+    top = context_stack.top()
     if top is not None and top.ctx is ctx:
         try:
             run = runnable(top.plan, f)
@@ -61,18 +62,18 @@ def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
             strip_traceback(exc)
             raise
     else:
-        _context.checked(ctx, "recurse")
-        held = _context.active.get()
+        context_stack.checked(ctx, "recurse")
+        held = context_stack.active.get()
         # The push inside the try, and the pop as its last step, not in a ``finally`` (whose
         # first line is a place for an interrupt before the pop): an interrupt anywhere
         # pops, once (see _context, "atomic with respect to an interrupt").
         try:
-            plan = _context.push(ctx).plan  # (no reference to the entry kept: its pop lets it go)
+            plan = context_stack.push(ctx).plan  # (no reference to the entry kept: its pop lets it go)
             run = runnable(plan, f)
-            out = run(*args, **kwargs) if run is not None else without_body(_context.top(), f, args, kwargs)  # type: ignore[arg-type]  # (pushed)
-            _context.pop_if_pushed(ctx, held)
+            out = run(*args, **kwargs) if run is not None else without_body(context_stack.top(), f, args, kwargs)  # type: ignore[arg-type]  # (pushed)
+            context_stack.pop_if_pushed(ctx, held)
         except BaseException as exc:
-            _context.pop_if_pushed(ctx, held)
+            context_stack.pop_if_pushed(ctx, held)
             strip_traceback(exc)
             raise
     return out if ctx.tag is None else ctx.tag.leave(out)  # no wrapper outlives its context
@@ -83,7 +84,7 @@ _recurse = recurse  # the reference, and what the C path's recurse hands all but
 if _native.speedups is not None:
     _unpop, _repop, _unpopped = _native.speedups.unpop, _native.speedups.repop, _native.speedups.unpopped
 
-    def recurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+    def recurse(ctx: context_stack.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
         """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
         # On the C hot path an overload of ctx's own entry (the common case) puts that
         # entry back for the call (_speedups.unpop) instead of pushing a new one.
@@ -110,9 +111,9 @@ if _native.speedups is not None:
     _native.speedups.install_recurse(recurse)
 
 
-def canrecurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> bool:
+def canrecurse(ctx: context_stack.Context, f: Any, /, *args: Any, **kwargs: Any) -> bool:
     """Does ``recurse(ctx, f, *args)`` run a Python body (rather than ``fallback``)?"""
-    plan = _context.plan_of(_context.checked(ctx, "canrecurse"))
+    plan = context_stack.plan_of(context_stack.checked(ctx, "canrecurse"))
     plain = args if ctx.tag is None else ctx.tag.for_primitive(f, args, kwargs)[0]  # as ``without_body`` sees them
     return (runnable(plan, f) or operators.body(f, plain)) is not None
 
@@ -120,7 +121,7 @@ def canrecurse(ctx: _context.Context, f: Any, /, *args: Any, **kwargs: Any) -> b
 canoverdub = canrecurse
 
 
-def without_body(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def without_body(entry: context_stack.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``recurse`` into a callee ``runnable`` found no Python body for (``entry`` is the top
     of the stack): an operator's protocol through Python dunders, else ``fallback``."""
     plain, plain_kwargs = (args, kwargs) if entry.ctx.tag is None else entry.ctx.tag.for_primitive(f, args, kwargs)
@@ -134,13 +135,13 @@ def without_body(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: d
     return call_primitive(f, plain, plain_kwargs)
 
 
-def run_popped(entry: _context.Entry, method: Callable[..., Any], args: tuple[Any, ...],
+def run_popped(entry: context_stack.Entry, method: Callable[..., Any], args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Any:
     """Run an overload or hook with its own context popped off the stack, seen by the
     contexts below it (see :func:`seen_below`)."""
-    below, variable = entry.below, _context.active
+    below, variable = entry.below, context_stack.active
     held = variable.get()
-    try:  # (set inside, put back by value as its last step: see callsite._hook)
+    try:  # (set inside, put back by value as its last step: see callsites._hook)
         variable.set(below)
         out = method(*args, **kwargs) if below is None else seen_below(method, args, kwargs)
         variable.set(held)
@@ -169,7 +170,7 @@ def runnable(plan: Plan, f: Any) -> Callable[..., Any] | None:
         twin = plan.twin(func) if type(func) is FunctionType else runnable(plan, func)
         return None if twin is None else MethodType(twin, f.__self__)
     if kind is functools.partial:  # its body is one call: of f.func with the merged arguments
-        return functools.partial(_hotpath.call, f.func, *f.args, **f.keywords)
+        return functools.partial(hotpath.call, f.func, *f.args, **f.keywords)
     if isinstance(f, type):
         return _construction(plan, f)
     call_method = getattr(kind, "__call__", None)  # noqa: B004 -- the method itself, not a callable() test
@@ -184,13 +185,13 @@ def runnable(plan: Plan, f: Any) -> Callable[..., Any] | None:
 def _special_call(plan: Plan, obj: object, kind: type) -> Callable[..., Any] | None:
     """``runnable`` for ``obj(...)`` when ``kind.__call__`` is inherited or not a plain
     function: a staticmethod, a classmethod, a partial, a builtin, or -- through the
-    metaclass -- nothing at all (see :mod:`_special`)."""
-    raw = _special.lookup(kind, "__call__")
+    metaclass -- nothing at all (see :mod:`special_methods`)."""
+    raw = special_methods.lookup(kind, "__call__")
     if type(raw) is FunctionType:
         twin = plan.twin(raw)
         return None if twin is None else MethodType(twin, obj)
-    run = _special.bound(raw, obj, kind)
-    return runnable(plan, run) if _special.recursible(run) else None
+    run = special_methods.bound(raw, obj, kind)
+    return runnable(plan, run) if special_methods.recursible(run) else None
 
 
 def _construction(plan: Plan, cls: type) -> Callable[..., Any] | None:
@@ -199,7 +200,7 @@ def _construction(plan: Plan, cls: type) -> Callable[..., Any] | None:
         how = _how_to_construct(plan, cls)
         plan.constructions.set(cls, how)
         if how == "python":
-            plan.constructors.set(cls, functools.partial(_hotpath.construct_by_ref, weakref.ref(cls)))
+            plan.constructors.set(cls, functools.partial(hotpath.construct_by_ref, weakref.ref(cls)))
     if how == "metaclass":  # a metaclass with its own __call__
         return _special_call(plan, cls, type(cls))
     return plan.constructors.values.get(id(cls))  # "python": construct it; else None
@@ -208,11 +209,11 @@ def _construction(plan: Plan, cls: type) -> Callable[..., Any] | None:
 def _how_to_construct(plan: Plan, cls: type[Any]) -> str:
     if not plan.recurses_into(cls):
         return "primitive"
-    if _special.lookup(type(cls), "__call__") is not _TYPE_CALL:
+    if special_methods.lookup(type(cls), "__call__") is not _TYPE_CALL:
         return "metaclass"
-    init = _special.bound(_special.lookup(cls, "__init__"), None, cls)
+    init = special_methods.bound(special_methods.lookup(cls, "__init__"), None, cls)
     if init is None:
-        return "primitive"  # an __init__ only the interpreter should bind (see _special)
+        return "primitive"  # an __init__ only the interpreter should bind (see special_methods)
     bodies = (_body(cls.__new__), _body(init))
     if any(body is not None and plan.recurses_into(body) for body in bodies):
         return "python"
@@ -246,19 +247,19 @@ def construct(cls: type[Any], /, *args: Any, **kwargs: Any) -> Any:
     if new is object.__new__:
         obj = new(cls)  # only Python __init__ takes the arguments (else we would not be here)
     elif type(new) is FunctionType or type(new) is MethodType:
-        obj = _hotpath.resolve(new)(cls, *args, **kwargs)
+        obj = hotpath.resolve(new)(cls, *args, **kwargs)
     else:
         obj = new(cls, *args, **kwargs)
     kind = type(obj)
     if cls in kind.__mro__:  # a real subclass: type.__call__ ignores ABC registration
-        raw = _special.lookup(kind, "__init__")
+        raw = special_methods.lookup(kind, "__init__")
         if type(raw) is FunctionType:
-            result = _hotpath.resolve(raw)(obj, *args, **kwargs)
+            result = hotpath.resolve(raw)(obj, *args, **kwargs)
         else:  # bound as type.__call__ binds it; kind.__init__ would unwrap a staticmethod
-            init = _special.bound(raw, obj, kind)
+            init = special_methods.bound(raw, obj, kind)
             if init is None:
                 init = raw.__get__(obj, kind)  # a descriptor of a subclass's own (cls's is known)
-            result = (_hotpath.resolve(init) if _special.recursible(init) else init)(*args, **kwargs)
+            result = (hotpath.resolve(init) if special_methods.recursible(init) else init)(*args, **kwargs)
         if result is not None:
             raise TypeError(f"__init__() should return None, not '{type(result).__name__}'")
     return obj
@@ -274,7 +275,7 @@ def seen_below(hook: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """
     if isinstance(hook, dispatch.Generic):
         hook = hook.resolve(args)
-    return _hotpath.call(hook, *args, **kwargs)
+    return hotpath.call(hook, *args, **kwargs)
 
 
 def direct_constructor(plan: Plan, cls: type) -> Callable[..., Any] | None:

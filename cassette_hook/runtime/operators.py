@@ -18,8 +18,8 @@ import operator
 from types import BuiltinFunctionType, CoroutineType, FunctionType, GeneratorType
 from typing import Any, Callable
 
-from . import _hotpath, _implicit
-from ._own import strip_traceback
+from . import hotpath, standins
+from .._own import strip_traceback
 
 Body = Callable[..., Any]
 
@@ -99,11 +99,11 @@ def _special(obj: Any, name: str) -> Any:
     only ``object`` does), ``_C`` when C code implements it."""
     for klass in type(obj).__mro__:
         if name in klass.__dict__:
-            found = _implicit.plain(klass.__dict__[name])
+            found = standins.plain(klass.__dict__[name])
             if type(found) is FunctionType:  # a call site of its own (``call`` is C: no frame of ours)
-                return functools.partial(_hotpath.call, found, obj)
+                return functools.partial(hotpath.call, found, obj)
             if type(found) in (staticmethod, classmethod) and type(found.__func__) is FunctionType:
-                return functools.partial(_hotpath.call, found.__get__(obj, type(obj)))
+                return functools.partial(hotpath.call, found.__get__(obj, type(obj)))
             return None if klass is object or found is None else _C
     return None
 
@@ -164,7 +164,7 @@ class _Iterated:
 
     def __iter__(self) -> Any:
         try:
-            return _hotpath.call(iter, self.obj)
+            return hotpath.call(iter, self.obj)
         except BaseException as exc:  # (C calls this for the program: its traceback is the program's)
             strip_traceback(exc)
             raise
@@ -202,7 +202,7 @@ _STAND_INS = {(False, False): _Iterated, (True, False): _Sized, (False, True): _
 def yield_from_operand(obj: Any) -> Any:
     """What ``yield from obj`` iterates: ``iter(obj)`` as a call site, except for generators
     and coroutines, which the instruction takes as they are (with its own checks)."""
-    return obj if type(obj) in (GeneratorType, CoroutineType) else _hotpath.call(iter, obj)
+    return obj if type(obj) in (GeneratorType, CoroutineType) else hotpath.call(iter, obj)
 
 
 def _iterator(result: Any) -> Any:
@@ -260,7 +260,7 @@ def _defines(right: type, name: str, left: type) -> bool:
 
 
 def _lookup(klass: type, name: str) -> Any:
-    return next((_implicit.plain(k.__dict__[name]) for k in klass.__mro__ if name in k.__dict__), None)
+    return next((standins.plain(k.__dict__[name]) for k in klass.__mro__ if name in k.__dict__), None)
 
 
 def _inplace(method: Any, binary: Any, a: Any, b: Any) -> Any:

@@ -26,7 +26,7 @@ as every call from C is there).  With no context active, a ``Special`` calls its
 function directly.
 
 They are the program's objects, changed, so they change only while contexts are active:
-``_light`` gives the classes their own attributes back when the process goes idle (by the
+``lazy_mode`` gives the classes their own attributes back when the process goes idle (by the
 same rule as the switched functions; on the pure-Python path, at every idle) and the
 stand-ins again at the next activation.  While they are in, ``vars(cls)[name]`` is the
 stand-in.
@@ -53,8 +53,9 @@ import threading
 import weakref
 from types import FunctionType, MethodType, ModuleType
 
-from . import _hotpath, _native
-from ._own import RUNS_ON, is_own_module, strip_traceback
+from . import hotpath
+from .. import _native
+from .._own import RUNS_ON, is_own_module, strip_traceback
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ others it binds first, which a stand-in cannot tell from an attribute read)."""
 
 _lock = threading.Lock()
 # Tables by id with weak references, as ``_weakid.WeakIdCache`` keeps, written out: that
-# module imports ``typing``, and this one is loaded at every start (through ``_light``).
+# module imports ``typing``, and this one is loaded at every start (through ``lazy_mode``).
 _scanned: dict[int, tuple[weakref.ref[ModuleType], int]] = {}  # id(module) -> (it, len(vars) when scanned)
 _classes_reached: dict[int, weakref.ref[type]] = {}  # by id: a metaclass's __hash__ is the program's
 # (class, attribute name, the class's own attribute, its stand-in)
@@ -83,7 +84,7 @@ _when_tracking: list[Callable[[], None]] = []
 
 
 def when_tracking(callback: Callable[[], None]) -> None:
-    """Call ``callback()`` when the first stand-in is put in (``_light`` then watches for
+    """Call ``callback()`` when the first stand-in is put in (``lazy_mode`` then watches for
     the process going idle)."""
     _when_tracking.append(callback)
 
@@ -150,10 +151,10 @@ def busy() -> None:
 
 def idle(give_back: bool) -> None:
     """No context is active any more: give the classes their own attributes back if
-    ``give_back`` (``_light``'s rule for the switched functions), or if a stand-in's
+    ``give_back`` (``lazy_mode``'s rule for the switched functions), or if a stand-in's
     accessor would be a frame of ours under the getter (the pure-Python hot path's
     ``call`` is a Python function) while the program runs plain."""
-    if _in and (give_back or type(_hotpath.call) is FunctionType):
+    if _in and (give_back or type(hotpath.call) is FunctionType):
         _give(stand_ins=False)
 
 
@@ -274,7 +275,7 @@ class _PureSpecial:
 
     def __call__(self, /, *args: Any, **kwargs: Any) -> Any:
         try:
-            return _hotpath.call(self.__func__, *args, **kwargs)
+            return hotpath.call(self.__func__, *args, **kwargs)
         except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
             strip_traceback(exc)
             raise

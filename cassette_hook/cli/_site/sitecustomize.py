@@ -2,7 +2,7 @@
 and the child processes of ``python -m cassette_hook --subprocesses``.
 
 This directory is put first on ``PYTHONPATH``, so Python imports this file at startup.
-In the interpreter the command line ``exec``s to run its program (``_reexec``, named by
+In the interpreter the command line ``exec``s to run its program (``reexec``, named by
 the private variable it sets), this file takes itself off ``sys.path``, runs the
 ``sitecustomize`` and ``usercustomize`` it shadows (before the hook, as under ``python``),
 then sets up the command line's run.  Anywhere else, it installs what the
@@ -14,7 +14,7 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_CLI = "_CASSETTE_HOOK_CLI"  # (cassette_hook._reexec.VARIABLE: not imported before it is needed)
+_CLI = "_CASSETTE_HOOK_CLI"  # (cassette_hook.cli.reexec.VARIABLE: not imported before it is needed)
 
 
 def _run_shadowed_sitecustomize() -> None:
@@ -49,10 +49,10 @@ def _start_command_line_run(description: str) -> None:
     packages = os.path.dirname(os.path.dirname(_HERE))
     sys.path.insert(0, packages)
     try:
-        from cassette_hook import _reexec
+        from cassette_hook.cli import reexec
     finally:
         sys.path.remove(packages)
-    _reexec.start(description)
+    reexec.start(description)
 
 
 if _CLI in os.environ:

@@ -3,11 +3,11 @@
 Calls go both ways between the hot path and what it runs: a call site runs a builtin
 whose Python callback is a call site again (``primitives``), recurses into an operator
 whose Python dunder is one (``operators``), constructs a class whose ``__init__`` is one
-(``bodies``), and the twins a plan makes have call sites that call it (``plan``).
-Imports go one way: ``callsite``, the top of the runtime, imports those modules, and as
+(``callees``), and the twins a plan makes have call sites that call it (``plan``).
+Imports go one way: ``callsites``, the top of the runtime, imports those modules, and as
 it loads it publishes here the functions they call back -- its own, or the C hot path's
 (``_speedups``) where that is built.  They read them as attributes of this module at
-each call, which costs what reading them off ``callsite`` did.
+each call, which costs what reading them off ``callsites`` did.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ TYPE_CHECKING = False  # (typing's would import typing at every start: see the p
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-    from .rewrite import Hooks
+    from ..rewrite import Hooks
 
 resolve: Callable[[Any], Any]
 """What a rewritten call site calls in place of its callee."""
@@ -30,6 +30,6 @@ hooks: Hooks
 
 def publish(*, resolve: Callable[[Any], Any], call: Callable[..., Any], construct_by_ref: Callable[..., Any],
             hooks: Hooks) -> None:
-    """Make these the hot path's entry points (``callsite``, once, as it loads)."""
+    """Make these the hot path's entry points (``callsites``, once, as it loads)."""
     namespace = globals()
     namespace.update(resolve=resolve, call=call, construct_by_ref=construct_by_ref, hooks=hooks)

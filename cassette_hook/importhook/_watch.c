@@ -299,7 +299,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "cassette_hook._watch",
+    .m_name = "cassette_hook.importhook._watch",
     .m_doc = "Functions made from light code get its switched code as they are made (_light.py).",
     .m_size = -1,
     .m_methods = methods,
@@ -317,7 +317,7 @@ PyInit__watch(void)
     }
     if (PyFunction_AddWatcher(on_function_event) < 0) {
         PyObject *why = PyErr_GetRaisedException();
-        PyErr_Format(PyExc_ImportError, "cassette_hook._watch: no function watcher to be had (%S)", why);
+        PyErr_Format(PyExc_ImportError, "cassette_hook.importhook._watch: no function watcher to be had (%S)", why);
         Py_XDECREF(why);
         return NULL;
     }
@@ -329,7 +329,7 @@ PyInit__watch(void)
 PyMODINIT_FUNC
 PyInit__watch(void)
 {
-    PyErr_SetString(PyExc_ImportError, "cassette_hook._watch needs CPython 3.12's function watchers");
+    PyErr_SetString(PyExc_ImportError, "cassette_hook.importhook._watch needs CPython 3.12's function watchers");
     return NULL;
 }
 

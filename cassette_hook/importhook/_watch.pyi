@@ -1,4 +1,4 @@
-"""Types of the optional function watcher (``_watch.c``, CPython 3.12+; ``_light`` uses it)."""
+"""Types of the optional function watcher (``_watch.c``, CPython 3.12+; ``lazy_mode`` uses it)."""
 
 from types import CodeType, FunctionType
 from typing import Callable

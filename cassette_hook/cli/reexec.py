@@ -42,7 +42,7 @@ import json
 import os
 import sys
 
-from . import _debug
+from .. import _debug
 
 # (The command line's interpreter needs none of what the run needs: that is imported by
 # start, in the interpreter that runs the program.)
@@ -191,7 +191,8 @@ def start(description: str) -> None:
     cannot be made is the command line's usage error (status 2): the program does not
     start.  Whatever else fails, the ``.pyc`` is removed and the error raised."""
     global _started
-    from . import _process, _switch, _unmatched, importhook
+    from .. import _process
+    from ..importhook import switch, unmatched, finder
 
     _started = True
     run = json.loads(description)
@@ -207,13 +208,13 @@ def start(description: str) -> None:
         _debug.enable(run["debug"])
         contexts = _make_contexts(run["context"], run["output"], run["path0"], main.get("pyc"))
         if run["warn_include"]:
-            _unmatched.warn_at_exit(run["warn_include"], "--include")
+            unmatched.warn_at_exit(run["warn_include"], "--include")
         if main["kind"] == MODULE:  # (switched at import, even lazy: see MAIN_MODULES; a package runs its __main__)
-            importhook.MAIN_MODULES.update((main["module"], main["module"] + ".__main__"))
-        importhook.install(run["include"], run["exclude"], lazy=not run["eager"])
-        _switch.keep_at_shutdown(sys.modules["__main__"])  # it runs switched code
+            finder.MAIN_MODULES.update((main["module"], main["module"] + ".__main__"))
+        finder.install(run["include"], run["exclude"], lazy=not run["eager"])
+        switch.keep_at_shutdown(sys.modules["__main__"])  # it runs switched code
         if code is not None:
-            _write_pyc(importhook.switch_or_warn(code, "__main__"), main["pyc"])
+            _write_pyc(finder.switch_or_warn(code, "__main__"), main["pyc"])
             _at_main_loader(main)
         _process.activate(contexts)
     except BaseException:
@@ -251,7 +252,7 @@ def _make_contexts(specs: Sequence[str], output: str | None, path0: str | None, 
     """The contexts ``specs`` name, made as the command line made them in its own process,
     where ``sys.path[0]`` was its current directory (``path0``): a ``module:attr`` spec
     finds its module there."""
-    from . import _specs
+    from .. import _specs
 
     if path0 is not None:
         sys.path.insert(0, path0)

@@ -100,7 +100,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "cassette_hook._sigterm",
+    .m_name = "cassette_hook.cli._sigterm",
     .m_doc = "SIGTERM delivered again until Python's handler has run (see _process._catch_sigterm).",
     .m_size = -1,
     .m_methods = methods,

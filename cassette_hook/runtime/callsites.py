@@ -27,29 +27,30 @@ import functools
 from types import BuiltinFunctionType, FunctionType, MethodDescriptorType, MethodType
 from typing import Any, Callable
 
-from . import _context, _hotpath, _native, _own, bodies, generics, operators, primitives, rewrite
-from ._weakid import WeakIdCache
-from .generics import OverdubInstead
+from .. import context_stack, _native, _own, generics, rewrite
+from . import hotpath, callees, operators, primitives
+from .._weakid import WeakIdCache
+from ..generics import OverdubInstead
 from .plan import Plan, plan_for
 
 _INDIRECT_NAMES = primitives.INDIRECT_NAMES
 _CMethodType = primitives.CMethodType
-_top: Callable[[], _context.Entry | None]
+_top: Callable[[], context_stack.Entry | None]
 _get_active: Callable[[], Any]
-_set_active: Callable[[_context.Entry | None], Any]
+_set_active: Callable[[context_stack.Entry | None], Any]
 
 
 _speedups = _native.speedups
 
 
-def _follow(variable: Any, top: Callable[[], _context.Entry | None]) -> None:
+def _follow(variable: Any, top: Callable[[], context_stack.Entry | None]) -> None:
     """Keep the stack's reader and its variable's methods at hand, as globals (see
-    ``_context.follow``)."""
+    ``context_stack.follow``)."""
     global _top, _get_active, _set_active
     _top, _get_active, _set_active = top, variable.get, variable.set
 
 
-_context.follow(_follow)
+context_stack.follow(_follow)
 
 
 def resolve(f: Any, /) -> Any:
@@ -77,16 +78,16 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
     if not plan.fast:  # a plan whose overloads name their callees: Plan.direct_twin
         if type(f) is FunctionType:
             return plan.direct_twin(f)
-        return bodies.direct_constructor(plan, f) if isinstance(f, type) else None
+        return callees.direct_constructor(plan, f) if isinstance(f, type) else None
     kind = type(f)
     if kind is MethodType:  # (first: the commonest callee here, made afresh by each call)
-        return bodies.runnable(plan, f) or f
+        return callees.runnable(plan, f) or f
     constructor = plan.constructors.values.get(id(f))
     if constructor is not None:
         return constructor
     if (kind is BuiltinFunctionType or kind is _CMethodType) and f.__name__ not in _INDIRECT_NAMES:
         return f  # C code with no callbacks: nothing to overdub
-    run = bodies.runnable(plan, f)
+    run = callees.runnable(plan, f)
     if run is not None:
         return run
     run = callable_for(f)
@@ -200,18 +201,18 @@ def operator_site(op: Any) -> Any:
 
 _operator_sites: dict[Any, Any] = {}
 _strip = _own.strip_traceback
-construct_by_ref = bodies.construct_by_ref  # what a plan's constructor of a Python class calls
+construct_by_ref = callees.construct_by_ref  # what a plan's constructor of a Python class calls
 primitive = primitives.primitive  # what the program's frame calls for a builtin that takes callbacks
 _indirect_callers = _callers_of(primitive if _speedups is None else _speedups.primitive)
 
 
-def site(entry: _context.Entry, f: Any) -> Any:
+def site(entry: context_stack.Entry, f: Any) -> Any:
     """The overdubbed call of ``f``: prehook, overdub (by default, recurse), then posthook,
     or raisehook if it raised.
 
     A closure rather than a partial: the user's frame calls it like any Python function,
     which CPython inlines, so deep recursion under hooks costs Python frames (the budget
-    in ``_context`` covers them) but no C stack.  It captures only ``entry`` and ``f`` (a
+    in ``context_stack`` covers them) but no C stack.  It captures only ``entry`` and ``f`` (a
     cell each, made per call) and reads the rest from the entry.  Hooks run with the
     context popped (``active`` set to the entry below).
     """
@@ -231,8 +232,8 @@ def site(entry: _context.Entry, f: Any) -> Any:
                 if plan.overdub or plan.execute:
                     out = _overloaded(entry, callee, args, kwargs)
                 if out is OverdubInstead:
-                    run = plan.twin(callee) if type(callee) is FunctionType else bodies.runnable(plan, callee)
-                    out = bodies.without_body(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
+                    run = plan.twin(callee) if type(callee) is FunctionType else callees.runnable(plan, callee)
+                    out = callees.without_body(entry, callee, args, kwargs) if run is None else run(*args, **kwargs)
             except BaseException as exc:
                 if plan.raisehook_call is not None:
                     _strip(exc)  # (the raisehook sees the traceback the program will)
@@ -248,7 +249,7 @@ def site(entry: _context.Entry, f: Any) -> Any:
     return overdubbed
 
 
-def _hook(entry: _context.Entry, hook: Any, call: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _hook(entry: context_stack.Entry, hook: Any, call: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """A prehook, posthook or raisehook, run popped (``active`` set to the entry below).
 
     The variable is set inside the ``try`` and put back by value, not by a token (an
@@ -261,23 +262,23 @@ def _hook(entry: _context.Entry, hook: Any, call: tuple[Any, ...], kwargs: dict[
         if below is None:
             hook(*call, **kwargs)
         else:
-            bodies.seen_below(hook, call, kwargs)
+            callees.seen_below(hook, call, kwargs)
         _set_active(held)
     except BaseException:
         _set_active(held)
         raise
 
 
-def _overloaded(entry: _context.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _overloaded(entry: context_stack.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """What an ``overdub`` or ``execute`` overload makes of the call, or ``OverdubInstead``."""
     method = entry.plan.overdub_call or overload_of((entry.ctx, f, *args))
     if method is None:
         return OverdubInstead
-    below, held = entry.below, _get_active()  # bodies.run_popped, one frame less per level
+    below, held = entry.below, _get_active()  # callees.run_popped, one frame less per level
     try:  # (as in _hook)
         _set_active(below)
         out = (method(entry.ctx, f, *args, **kwargs) if below is None
-               else bodies.seen_below(method, (entry.ctx, f, *args), kwargs))
+               else callees.seen_below(method, (entry.ctx, f, *args), kwargs))
         _set_active(held)
     except BaseException:
         _set_active(held)
@@ -326,7 +327,7 @@ def _accelerate(speedups: Any) -> None:
     Python parts it delegates the rare cases to."""
     global resolve, resolve_star, enter, call, call_ex, construct_by_ref, primitive, overload_of, present
     speedups.configure(
-        entry_type=_context.Entry, plan_type=Plan, id_table_type=WeakIdCache, resolve_direct=_resolve_direct,
+        entry_type=context_stack.Entry, plan_type=Plan, id_table_type=WeakIdCache, resolve_direct=_resolve_direct,
         site_closure=site(None, None),  # type: ignore[arg-type]  # a sample: C makes the others alike
         call_primitive=primitives.call_primitive, special=primitives.SPECIAL, preparers=primitives.PREPARERS,
         indirect_names=_INDIRECT_NAMES, indirect_callers=_indirect_callers,
@@ -334,15 +335,15 @@ def _accelerate(speedups: Any) -> None:
         execute_default=_default_execute, fallback=generics.fallback, fallback_default=generics.fallback.default,
         plain_operators=operators.PLAIN_OPERATORS, c_operands=operators.C_OPERANDS,
         operator_dunders=operators.DUNDERS, operator_body=operators.body, call_ex=call_ex,
-        runnable=bodies.runnable, without_body=bodies.without_body,
-        seen_below=bodies.seen_below, overdub_instead=OverdubInstead, construct=bodies.construct,
+        runnable=callees.runnable, without_body=callees.without_body,
+        seen_below=callees.seen_below, overdub_instead=OverdubInstead, construct=callees.construct,
         own_directory=_own.DIRECTORY)
     resolve, call, overload_of, present = speedups.resolve, speedups.call, speedups.overload_of, speedups.present
     resolve_star = speedups.resolve_star
     enter = speedups.enter
     call_ex = speedups.call_ex
     construct_by_ref, primitive = speedups.construct_by_ref, speedups.primitive
-    _context.read_top_with(speedups)
+    context_stack.read_top_with(speedups)
 
 
 if _speedups is not None:
@@ -351,12 +352,12 @@ if _speedups is not None:
 HOOKS = rewrite.Hooks(resolve=resolve, resolve_star=resolve_star, call=call, call_ex=call_ex,
                       operator_site=operator_site,
                       yield_from=operators.yield_from_operand if _speedups is None else _speedups.yield_from,
-                      current_context=_context.current_context, enter=enter,
+                      current_context=context_stack.current_context, enter=enter,
                       # (one site per attribute name, shared by the twins; none in pure Python,
                       # where a method site would cost more than the bound method it saves)
                       method_site=None if _speedups is None else functools.cache(
                           lambda name: (_speedups.MethodSite(name),)))
 
 # What the modules below call back, and what the stack asks of the runtime: now ready.
-_hotpath.publish(resolve=resolve, call=call, construct_by_ref=construct_by_ref, hooks=HOOKS)
-_context.provide(plan_for=plan_for)
+hotpath.publish(resolve=resolve, call=call, construct_by_ref=construct_by_ref, hooks=HOOKS)
+context_stack.provide(plan_for=plan_for)

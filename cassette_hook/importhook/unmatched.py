@@ -16,8 +16,8 @@ import atexit
 import os
 import sys
 
-from ._patterns import ModulePatterns
-from .importhook import _is_path
+from .._patterns import ModulePatterns
+from .finder import _is_path
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:

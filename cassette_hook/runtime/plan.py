@@ -1,7 +1,7 @@
 """What a context class runs with: which hooks it overloads, and the twins of functions.
 
 A *twin* is a copy of a Python function whose code has been rewritten so that its call
-sites go through :mod:`cassette_hook.callsite`.  It shares the original's globals,
+sites go through :mod:`cassette_hook.runtime.callsites`.  It shares the original's globals,
 closure cells and defaults, so running it is running the original body, overdubbed.
 The user's function object is never modified.
 
@@ -25,16 +25,17 @@ import weakref
 from types import CodeType, FunctionType
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import _hotpath, _implicit, _native, generics, rewrite
-from ._budget import recursion_budget
-from ._libraries import LIBRARIES
-from ._own import is_own_module
-from ._patterns import ModulePatterns
-from ._weakid import WeakIdCache
-from .rewrite import _names
+from . import hotpath, standins
+from .. import _native, generics, rewrite
+from .._budget import recursion_budget
+from .._libraries import LIBRARIES
+from .._own import is_own_module
+from .._patterns import ModulePatterns
+from .._weakid import WeakIdCache
+from ..rewrite import _names
 
 if TYPE_CHECKING:
-    from ._context import Context
+    from ..context_stack import Context
 
 Twin = tuple[FunctionType, CodeType, Any, Any]
 # What the twins of a code's functions are made from (Plan.shared): the twin code, and the
@@ -81,7 +82,7 @@ class Plan:
         # Operator sites cost a call each; a context that observes nothing has no use for them.
         self.operators = bool(ctx_type.operators) and not self.fast
         # A prehook is all there is to run around a call (a counting or recording context):
-        # the twins' call sites hand ``callsite.enter`` the callee and its arguments, which
+        # the twins' call sites hand ``callsites.enter`` the callee and its arguments, which
         # runs the prehook and gives back the twin for the site's own frame to call, inlined
         # (a ``Site`` would call it from C, in an evaluation loop of its own).  Not with a
         # pass: its twins are the pass's rewrite.
@@ -167,7 +168,7 @@ class Plan:
 
     def _skip_the_question(self, twin: FunctionType, func: FunctionType) -> None:
         """Let the twin of a switched function run its rewritten body without asking whether
-        its module runs rewritten here (``rewrite._dual``): its frames read a mirror of the
+        its module runs rewritten here (``importhook.dual_code``): its frames read a mirror of the
         builtins, where ``__cassette_hook_twin__`` is true.  The twin is called by a site
         under this plan, so the answer is this plan's for the module the switch asks about
         (not always ``func.__module__``, which decided that ``func`` has a twin).  Where the
@@ -216,7 +217,7 @@ class Plan:
         twin = _twin_from(twin_code, func, None)
         if switched:
             self._skip_the_question(twin, func)
-        _implicit.reach(func, _module_of(func))  # (stand-ins in its module's classes: what C calls of them)
+        standins.reach(func, _module_of(func))  # (stand-ins in its module's classes: what C calls of them)
         if code is given and (switched or switch_before_twin is None):
             # Not for light code of the lazy hook's, which an activation may arm for its
             # first call (given a new __code__ then, the function would skip it).
@@ -241,7 +242,7 @@ def _twin_from(twin_code: CodeType, func: FunctionType, builtins: dict[str, Any]
 
 
 switch_before_twin: Callable[[FunctionType], None] | None = None
-"""Set by the lazy import hook (``_light``) once it arms functions to be switched at their
+"""Set by the lazy import hook (``lazy_mode``) once it arms functions to be switched at their
 first call: a twin is then made from the switched code, as for a module switched at import."""
 
 _version_like = None if _native.speedups is None else _native.speedups.version_like
@@ -320,13 +321,13 @@ def _rewrite_or_warn(func: FunctionType, code: CodeType, operators: bool, plan: 
     ``rewrite.RESOURCE_ERRORS`` says is no fault of the code.  With a pass, the pass's
     rewrite, or its ``PassError``: never the body without the pass."""
     if plan.pass_ is not None:
-        from .passes import rewrite_with_pass  # (with ``bytecode``, which a context with no pass may never need)
+        from ..passes import rewrite_with_pass  # (with ``bytecode``, which a context with no pass may never need)
 
         with recursion_budget.headroom(rewrite.HEADROOM):
-            return rewrite_with_pass(plan.pass_, plan.ctx_type, func, code, _hotpath.hooks, operators=operators)
+            return rewrite_with_pass(plan.pass_, plan.ctx_type, func, code, hotpath.hooks, operators=operators)
     try:
         with recursion_budget.headroom(rewrite.HEADROOM):
-            return rewrite.rewrite_code(code, _hotpath.hooks, operators=operators, enters=plan.enters)
+            return rewrite.rewrite_code(code, hotpath.hooks, operators=operators, enters=plan.enters)
     except rewrite.RESOURCE_ERRORS:
         raise
     except Exception as exc:  # any failure: run the original as a primitive, never crash

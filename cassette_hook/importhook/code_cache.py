@@ -7,7 +7,7 @@ also honours ``sys.pycache_prefix``) and, for switched code, the hot path it was
 (``.pure`` without the C accelerators: ``_names.variant``), so that the two paths, run in
 turn, each keep their own file rather than rewriting one.  A module has up to three
 files, one per kind of code the hook hands out: switched (no kind), light (``.light``,
-shared by both paths) and its functions switched (``.functions``; see ``_light``).
+shared by both paths) and its functions switched (``.functions``; see ``lazy_mode``).
 
 What a file's code is made from is the code CPython's own import gives for the source,
 so a file is valid exactly while CPython would still give that code (docs/importhook.md,
@@ -38,8 +38,8 @@ import threading
 from importlib.util import MAGIC_NUMBER, cache_from_source
 from types import CodeType
 
-from . import __version__
-from .rewrite import _names
+from .. import __version__
+from ..rewrite import _names
 
 FORMAT = b"cassette_hook pyc 6\n"
 SWITCHED, LIGHT, FUNCTIONS = "", ".light", ".functions"  # the kinds of file
@@ -109,7 +109,7 @@ def _fixed(module: str, options: str, kind: str) -> bytes:
 def key(basis: Basis, module: str, options: str, kind: str = SWITCHED) -> bytes:
     """The header of a file of ``kind`` whose code was made from ``basis``'s code for these
     options and this module.  A file of switched functions is made from the code in memory
-    of a module imported light (``_light``), which its ``.pyc``'s contents identify; the
+    of a module imported light (``lazy_mode``), which its ``.pyc``'s contents identify; the
     others also record where that ``.pyc`` was, to be found valid with a ``stat`` of it."""
     record = f"{basis.header.hex()} {basis.digest.hex()}"
     if kind != FUNCTIONS:

@@ -23,18 +23,18 @@ import sys
 from types import CodeType
 from typing import Any
 
-from . import importhook
+from . import finder
 
 REWRITE_MODULE = "_pytest.assertion.rewrite"
 
 
 def exec_switched(source: Any, globals: dict[str, Any], locals: Any = None, /) -> None:
     """``exec``, with the hook's code for a module the installed import hook includes."""
-    patterns = importhook.installed()
+    patterns = finder.installed()
     name = globals.get("__name__")
     if (patterns is not None and isinstance(source, CodeType) and isinstance(name, str)
             and patterns.matches(name, globals.get("__file__"))):
-        source = importhook.code_for(source, name, "pytest's assertion rewriting made it")
+        source = finder.code_for(source, name, "pytest's assertion rewriting made it")
     builtins.exec(source, globals, locals)
 
 

@@ -43,12 +43,12 @@ from typing import Sequence
 from bytecode import Bytecode, Instr, Label
 from bytecode.instr import TryBegin, TryEnd
 
-from . import RESOURCE_ERRORS, rewrite_part
-from ._instr import global_name
-from ._names import ACTIVE, ENTER, TWIN, is_annotate, is_part, switched_hooks
-from ._family import family
-from ._rewriter import assemble, decode, rewritten
-from ._stack import Item
+from ..rewrite import RESOURCE_ERRORS, rewrite_part
+from ..rewrite._instr import global_name
+from ..rewrite._names import ACTIVE, ENTER, TWIN, is_annotate, is_part, switched_hooks
+from ..rewrite._family import family
+from ..rewrite._rewriter import assemble, decode, rewritten
+from ..rewrite._stack import Item
 
 # (what the runtime needs to know of switched code is in ``_names``, which does not
 # import ``bytecode``)
@@ -87,7 +87,7 @@ def switched(code: CodeType, module: str) -> CodeType:
 
 
 def switched_functions(functions: Sequence[CodeType], module: str) -> list[CodeType | Exception]:
-    """Each of a light module's ``functions`` (``_light.functions``) switched, or the
+    """Each of a light module's ``functions`` (``lazy_mode.functions``) switched, or the
     exception that kept it from being switched (it then stays as it is)."""
     switcher = _Switcher(module)
     out: list[CodeType | Exception] = []

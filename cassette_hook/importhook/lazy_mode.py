@@ -9,7 +9,7 @@ When a context is next activated (as its stack entry is made, before its body ru
 :func:`switch_waiting` finds every function made from a light module's code among all
 live objects, since any of them may be called from anywhere under the context (a
 decorator's closure, a registry, a bound method), and readies it to run its switched
-code: made then, or read from the cache (``_pyc.FUNCTIONS``).  A running frame keeps the
+code: made then, or read from the cache (``code_cache.FUNCTIONS``).  A running frame keeps the
 code it started with, as a running frame of switched code keeps the body it chose; a
 frame's code cannot be exchanged, so a function must hold its switched code before it
 is entered.  How:
@@ -43,9 +43,11 @@ import warnings
 import weakref
 from types import CodeType, FunctionType
 
-from . import _context, _debug, _implicit, _native, _pyc, _switch, rewrite
-from ._budget import recursion_budget
-from .rewrite import _names
+from .. import context_stack, _debug, _native, rewrite
+from ..runtime import standins
+from . import code_cache, switch
+from .._budget import recursion_budget
+from ..rewrite import _names
 
 TYPE_CHECKING = False  # (typing's would import typing at every start, as importhook says)
 if TYPE_CHECKING:
@@ -62,7 +64,7 @@ def watcher() -> Any:
     function the process makes."""
     global _watch
     if _watch is _UNLOADED:
-        _watch = _native.optional("._watch")
+        _watch = _native.optional(".importhook._watch")
     return _watch
 
 
@@ -81,14 +83,14 @@ def set_code(func: FunctionType, code: CodeType) -> None:
 class LightModule:
     """A module imported light, waiting for a context.  Where its source is known
     (``source_path``) and so is the ``.pyc`` of CPython's whose code it runs (``basis``), its
-    switched functions are cached (``_pyc.FUNCTIONS``, keyed on that ``.pyc`` and the
+    switched functions are cached (``code_cache.FUNCTIONS``, keyed on that ``.pyc`` and the
     rewriting ``options``); the file's name and header are worked out at the activation,
     not at every import of a module that may never be switched."""
 
     __slots__ = ("name", "code", "source_path", "basis", "options")
 
     def __init__(self, name: str, code: CodeType, source_path: str | None = None,
-                 basis: _pyc.Basis | None = None, options: str = "") -> None:
+                 basis: code_cache.Basis | None = None, options: str = "") -> None:
         self.name, self.code = name, code
         self.source_path, self.basis, self.options = source_path, basis, options
 
@@ -96,19 +98,20 @@ class LightModule:
         """The switched code of each of ``light`` (this module's :func:`functions`, nested
         ones too), or the light code itself where it cannot be switched."""
         found = "none"
-        cache = None if self.source_path is None else _pyc.path_for(self.source_path, _pyc.FUNCTIONS)
+        cache = None if self.source_path is None else code_cache.path_for(self.source_path, code_cache.FUNCTIONS)
         if cache is not None and self.basis is not None:
-            cached, found = _pyc.read(cache, _pyc.key(self.basis, self.name, self.options, _pyc.FUNCTIONS))
+            key = code_cache.key(self.basis, self.name, self.options, code_cache.FUNCTIONS)
+            cached, found = code_cache.read(cache, key)
             if isinstance(cached, tuple) and _same_functions(cached, light):
                 if _debug.imports:
                     _debug.say("import", f"{self.name}: functions switched; cache hit: {cache}")
                 return list(cached)
-        from .rewrite import _dual  # (``bytecode`` with it)
+        from . import dual_code  # (``bytecode`` with it)
 
         _debug.progress.begin(self.name)
         try:
             with recursion_budget.headroom(rewrite.HEADROOM):
-                made = _dual.switched_functions(light, self.name)
+                made = dual_code.switched_functions(light, self.name)
         finally:
             _debug.progress.end()
         failed = [result for result in made if isinstance(result, Exception)]
@@ -118,7 +121,8 @@ class LightModule:
             warnings.warn(f"cassette_hook: cannot instrument {len(failed)} function(s) of module {self.name!r}: "
                           f"{failed[0]}; they run unrewritten", RuntimeWarning, stacklevel=2)
         elif cache is not None:
-            written = _pyc.write(cache, tuple(switched), self.basis, self.name, self.options, _pyc.FUNCTIONS)
+            written = code_cache.write(cache, tuple(switched), self.basis, self.name, self.options,
+                                       code_cache.FUNCTIONS)
         if _debug.imports:
             _debug.say("import", f"{self.name}: functions switched ({len(light)}); cache {found}, {written}")
         return switched
@@ -181,16 +185,16 @@ def switch_waiting() -> None:
             switched(modules)
 
 
-def _entry_made(entry: _context.Entry) -> None:
+def _entry_made(entry: context_stack.Entry) -> None:
     if _waiting:  # modules imported light: switched before the context's body runs
         switch_waiting()
 
 
-_context.watch_entries(_entry_made)
+context_stack.watch_entries(_entry_made)
 
 
 def _switch_functions(waiting: list[LightModule]) -> None:
-    _switch.install_builtins()
+    switch.install_builtins()
     watch = watcher()
     if watch is not None:
         _arm(waiting, watch)
@@ -258,7 +262,7 @@ def _arm(waiting: list[LightModule], watch: Any) -> None:
         return
     _armed.update(found)
     watch.set_first_call(first_call)
-    from . import plan  # (the runtime: loaded by the activation)
+    from ..runtime import plan  # (the runtime: loaded by the activation)
 
     plan.switch_before_twin = first_call
     _watch_activity()
@@ -321,7 +325,7 @@ def _give(function: FunctionType, light: CodeType, switched: CodeType | None) ->
     global _restored
     watcher().disarm(function)
     if switched is not None and function.__code__ is light:
-        if _switch.active():
+        if switch.active():
             set_code(function, switched)
         else:
             _restored = True
@@ -341,8 +345,8 @@ def _give(function: FunctionType, light: CodeType, switched: CodeType | None) ->
 # out switched where a function watcher is (its marks on the light code stay); elsewhere
 # the next activation finds them with a pass over the heap, as the first one did.
 # Functions the watcher switched as they were made are not tracked, and stay switched.
-# The stand-ins ``_implicit`` puts in the program's classes follow the same rule (and on
-# the pure-Python path leave at every idle: see ``_implicit.idle``).
+# The stand-ins ``standins`` puts in the program's classes follow the same rule (and on
+# the pure-Python path leave at every idle: see ``standins.idle``).
 
 RESTORE_AFTER: float | None = 100.0
 """The idle spell, in passes' time, that makes the next one worth a pass; ``None``: never."""
@@ -357,7 +361,7 @@ _last_idle: float | None = None  # how long the process then stayed idle (None: 
 
 def _busy() -> None:
     global _last_idle, _restored
-    _implicit.busy()
+    standins.busy()
     if _idle_since is not None:
         _last_idle = time.perf_counter() - _idle_since
     if _restored:
@@ -368,17 +372,17 @@ def _busy() -> None:
 def _idle() -> None:
     global _idle_since, _restored
     _idle_since = time.perf_counter()
-    if (_switched_by_activations or _implicit.tracked()) and RESTORE_AFTER is not None and (
+    if (_switched_by_activations or standins.tracked()) and RESTORE_AFTER is not None and (
             _last_idle is None or _last_idle >= RESTORE_AFTER * _pass_seconds):
         _restored = True  # (first: an interrupt in the pass leaves the next busy() to switch them all again)
         _timed(_restore)
     else:
-        _implicit.idle(give_back=False)
+        standins.idle(give_back=False)
 
 
 def _restore() -> None:
     _give_each(switched=False)
-    _implicit.idle(give_back=True)
+    standins.idle(give_back=True)
 
 
 def _timed(one_pass: Callable[[], None]) -> None:
@@ -422,12 +426,12 @@ _watching_activity = False
 
 def _watch_activity() -> None:
     """Have :func:`_busy` and :func:`_idle` called from the first function switched (or the
-    first class given stand-ins, ``_implicit``) on: they cost an activation about 0.3 µs,
+    first class given stand-ins, ``standins``) on: they cost an activation about 0.3 µs,
     which a process with nothing to restore need not pay."""
     global _watching_activity
     if not _watching_activity:
         _watching_activity = True
-        _switch.watch_activity(_busy, _idle)
+        switch.watch_activity(_busy, _idle)
 
 
-_implicit.when_tracking(_watch_activity)  # (the stand-ins in the classes of modules a context reached)
+standins.when_tracking(_watch_activity)  # (the stand-ins in the classes of modules a context reached)

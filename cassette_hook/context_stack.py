@@ -2,7 +2,7 @@
 
 The stack lives in a ``ContextVar`` so that each thread and each asyncio task has its own
 (tasks inherit the stack active where they were created).  Its top is an :class:`Entry`:
-the context, the :class:`~cassette_hook.plan.Plan` its class runs with, and the entry below.
+the context, the :class:`~cassette_hook.runtime.plan.Plan` its class runs with, and the entry below.
 Rewritten call sites read the top once per call, so the entry carries everything the hot
 path needs without further lookups.
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, ClassVar, Iterable, Sequence
 
     from . import dispatch
-    from .plan import Plan
+    from .runtime.plan import Plan
 
 _NOT_SET: Any = object()
 
@@ -52,7 +52,7 @@ class Entry:
 
     Making one changes nothing: :func:`push` tells the watchers and changes the state.
     An entry has no ``__del__``: what watches entries for as long as they live does it
-    with weak references whose callbacks are C (``_switch``), which no interrupt can split.
+    with weak references whose callbacks are C (``switch``), which no interrupt can split.
     """
 
     __slots__ = ("ctx", "plan", "below", "direct_twins", "raises_limit", "tagged", "outer", "__weakref__")
@@ -68,15 +68,15 @@ class Entry:
 
 
 _made_watchers: list[Callable[[Entry], None]] = []
-_settle: Callable[[], None] = lambda: None  # noqa: E731  # (set by the watcher of the flags: _switch)
+_settle: Callable[[], None] = lambda: None  # noqa: E731  # (set by the watcher of the flags: switch)
 
 
 def watch_entries(made: Callable[[Entry], None], settle: Callable[[], None] | None = None) -> None:
     """Call ``made(entry)`` as each entry of any stack is made, before its context's body
     runs, and ``settle()``, if given, after each pop.  The import hook's runtime switch
-    (``_switch``) and its light modules (``_light``) watch, from above: an entry lives as
+    (``switch``) and its light modules (``lazy_mode``) watch, from above: an entry lives as
     long as something holds it, a copied ``contextvars.Context`` or a task, not just while
-    a ``with`` block is open, so ``_switch`` follows each with a weak reference, and
+    a ``with`` block is open, so ``switch`` follows each with a weak reference, and
     ``settle`` turns off what no live entry needs any more."""
     global _settle
     _made_watchers.append(made)
@@ -106,7 +106,7 @@ def follow(bind: Callable[[ContextVar[Entry | None], Callable[[], Entry | None]]
 
 
 def read_top_with(speedups: Any) -> None:
-    """Read the stack through the C hot path from now on (``callsite`` calls this when it
+    """Read the stack through the C hot path from now on (``callsites`` calls this when it
     runs on it: the C path's hooks run popped without setting the variable)."""
     global _speedups
     _speedups = speedups
@@ -303,7 +303,7 @@ def provide(*, register_hooks: Callable[[type[Context]], None] | None = None,
             plan_for: Callable[[Context], Plan] | None = None) -> None:
     """What the runtime hands the stack as it loads: ``generics`` the registration of a
     context class's hook methods (early: the runtime defines context classes of its own),
-    ``callsite`` the plans, last, once the hot path they feed is ready."""
+    ``callsites`` the plans, last, once the hot path they feed is ready."""
     global _register_hooks, _plan_for
     if register_hooks is not None:
         _register_hooks = register_hooks
@@ -314,11 +314,11 @@ def provide(*, register_hooks: Callable[[type[Context]], None] | None = None,
 def load_runtime() -> None:
     """Import the runtime: replaced by the package's ``__init__`` as it loads this module,
     before anything can make a context class or enter a context."""
-    raise AssertionError("cassette_hook/__init__.py sets _context.load_runtime")
+    raise AssertionError("cassette_hook/__init__.py sets context_stack.load_runtime")
 
 
 def plan_of(ctx: Context) -> Plan:
-    """The plan ``ctx``'s class runs with (see :mod:`cassette_hook.plan`)."""
+    """The plan ``ctx``'s class runs with (see :mod:`cassette_hook.runtime.plan`)."""
     if _plan_for is None:
         load_runtime()
     return _plan_for(ctx)  # type: ignore[misc]  # (loaded)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
-from . import _process
+from .. import _process
 
 _SITE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_site")
 

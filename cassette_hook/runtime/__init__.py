@@ -1,0 +1,18 @@
+"""The runtime: what a rewritten call site runs (Cassette's ``overdub``).  Internal.
+
+A hooked call walks down these modules (docs/internals.md, "Architecture"):
+
+- ``callsites``: the hot path, the functions rewritten call sites call;
+- ``plan``: what a context class runs with (which hooks it overloads) and the twins of
+  functions, the rewritten copies that calls recurse into;
+- ``callees``: what runs for one callee under a plan (hooks, overloads, its body);
+- ``operators``: ``a + b`` recursed into when its operands define the dunder in Python;
+- ``primitives``: C code called as the plain program would call it;
+- ``special_methods``: special methods as the interpreter finds and binds them;
+- ``standins``: what C calls of the program's classes (``__iter__`` from a ``for``),
+  reached while a context is active;
+- ``hotpath``: the entry points that modules below the runtime call.
+
+The C accelerator (``cassette_hook/_speedups.c``) implements the hot parts of these
+modules; ``_native`` says whether it is loaded.
+"""
