@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import io
 import json
 import os
@@ -15,7 +16,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 import cassette_hook as ch
-from cassette_hook.contexts import ProfileContext
+from cassette_hook.contexts import ProfileContext, _calltree
 
 M = __name__
 
@@ -424,3 +425,39 @@ def test_the_hooks_are_c_where_the_run_requires_the_c_path():
     if os.environ.get("CASSETTE_HOOK_REQUIRE_SPEEDUPS"):
         assert type(ProfileContext.prehook).__name__ == "method_descriptor"
         assert _calltree.Recording.__module__ == "cassette_hook.contexts._recording"
+
+
+# -- the profile and the garbage collector (docs/contexts.md) ------------------------------
+
+def collect_fully():
+    gc.collect()
+
+
+def collect_the_young():
+    gc.collect(0)
+
+
+def test_a_full_collection_in_a_profiled_call_is_a_row_called_by_the_running_function():
+    ctx = profile(collect_fully)
+    (thread,) = ctx._trees_now()
+    collect = thread.root.children[f"{M}.collect_fully"].children["gc.collect"]
+    assert collect.children["<garbage collection>"].calls == 1
+    assert ctx.stats()["<garbage collection>"].calls == 1
+
+
+def test_a_young_generations_collection_is_not_a_row():
+    assert "<garbage collection>" not in profile(collect_the_young).stats()
+
+
+def test_a_full_collection_outside_profiled_calls_is_not_a_row():
+    ctx = profile(fib, 3)
+    gc.collect()
+    assert "<garbage collection>" not in ctx.stats()
+
+
+@pytest.mark.skipif(_calltree._recording is None, reason="the C recording only: the pure-Python reference's "
+                    "nodes are Python objects with slots, which the collector always tracks")
+def test_the_c_recordings_nodes_are_not_tracked_by_the_collector():
+    (thread,) = profile(program)._trees_now()
+    nodes = [node for _, node in _calltree.events(thread.root)]
+    assert nodes and not any(gc.is_tracked(node) or gc.is_tracked(node.children) for node in nodes)

@@ -99,15 +99,16 @@ else:
     Recording = PyRecording if _recording is None else _recording.Recording
 
 
-class Node(NodeFields):
-    """Calls of ``name`` at one path of the tree: how many, and their total time (ns)."""
+Node = NodeFields
+"""Calls of ``name`` at one path of the tree: how many, and their total time (ns).  The
+fields' class itself, not a subclass: a Python subclass would make every node an object
+the garbage collector tracks (see ``_recording.c``'s ``node_dealloc``)."""
 
-    __slots__ = ()
 
-    def self_time(self) -> int:
-        """Time in the calls themselves, not in their callees.  A call still running when a
-        report is made has no total yet, so this is clamped at zero."""
-        return max(0, self.total - sum(c.total for c in list(self.children.values())))
+def self_time(node: Node) -> int:
+    """Time in the node's calls themselves, not in their callees.  A call still running
+    when a report is made has no total yet, so this is clamped at zero."""
+    return max(0, node.total - sum(c.total for c in list(node.children.values())))
 
 
 class ThreadTree:
@@ -180,7 +181,7 @@ def function_stats(trees: list[ThreadTree], locations: dict[str, tuple[str, int]
                 running[node.name] -= 1
                 continue
             calls[node.name] += node.calls
-            own[node.name] += node.self_time()
+            own[node.name] += self_time(node)
             if not running[node.name]:
                 cumulative[node.name] += node.total
             running[node.name] += 1

@@ -71,31 +71,20 @@ node_init(Node *self, PyObject *args, PyObject *kwds)
     return 0;
 }
 
-static int
-node_traverse(Node *self, visitproc visit, void *arg)
-{
-    Py_VISIT(self->name);
-    Py_VISIT(self->children);
-    Py_VISIT(self->keyed);
-    Py_VISIT(self->key_module);
-    return 0;
-}
-
-static int
-node_clear(Node *self)
+/* A node is not tracked by the garbage collector: it holds only strings, its two dicts
+ * and, as keys of `keyed`, qualnames and C callees (builtins, method descriptors, C
+ * types), none of which can lead back to it, so it is never part of a cycle.  Tracked, a
+ * profile of a large program was hundreds of thousands of objects that every full
+ * collection walked, and the collections' pauses were charged to whatever function ran
+ * (docs/contexts.md, "The profile and the garbage collector").  Its `children` dict,
+ * holding only strings and untracked nodes, stays untracked too. */
+static void
+node_dealloc(Node *self)
 {
     Py_CLEAR(self->name);
     Py_CLEAR(self->children);
     Py_CLEAR(self->keyed);
     Py_CLEAR(self->key_module);
-    return 0;
-}
-
-static void
-node_dealloc(Node *self)
-{
-    PyObject_GC_UnTrack(self);
-    node_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -115,11 +104,9 @@ static PyTypeObject NodeType = {
     .tp_name = "cassette_hook.contexts._recording.Node",
     .tp_doc = "Node(name): the fields of _calltree.Node.",
     .tp_basicsize = sizeof(Node),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, /* not Py_TPFLAGS_HAVE_GC: see node_dealloc */
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)node_init,
-    .tp_traverse = (traverseproc)node_traverse,
-    .tp_clear = (inquiry)node_clear,
     .tp_dealloc = (destructor)node_dealloc,
     .tp_members = node_members,
 };

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any, Iterator
 
-from ._calltree import FunctionStats, ThreadTree, edges, events, paths
+from ._calltree import FunctionStats, ThreadTree, edges, events, paths, self_time
 
 SORT_KEYS = {
     "self": lambda s: (-s.self_ns, s.name),
@@ -69,7 +69,7 @@ def stacks(trees: list[ThreadTree]) -> Iterator[tuple[list[str], int]]:
     for tree in trees:
         prefix = [tree.name] if len(trees) > 1 else []
         for names, node in paths(tree.root):
-            weight = node.self_time()
+            weight = self_time(node)
             if weight:
                 yield prefix + names, weight
 
@@ -101,7 +101,7 @@ def speedscope(trees: list[ThreadTree], locations: dict[str, tuple[str, int]], t
                     frame["file"], frame["line"] = locations[node.name]
                 frames.append(frame)
             stack.append(index[node.name])
-            weight = node.self_time()
+            weight = self_time(node)
             if weight:
                 samples.append(stack.copy())
                 weights.append(weight)

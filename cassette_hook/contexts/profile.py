@@ -17,9 +17,11 @@ graph -- are all made from it.  ``dump`` and ``merge`` move it between processes
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import threading
+import weakref
 from time import perf_counter_ns
 from typing import Any, Iterable, TextIO
 
@@ -27,6 +29,23 @@ from . import _reports
 from ._base import Output, ReportingContext, choice, expand, path, per_process, text_output, whole_number, yes_no
 from ._calltree import FunctionStats, Node, Recording, ThreadTree, dump, function_stats, load
 from ._names import location_of, name_of
+
+
+GARBAGE_COLLECTION = "<garbage collection>"
+"""The row of the collector's pauses (see :meth:`ProfileContext._collection`)."""
+
+_profiles: weakref.WeakSet[ProfileContext] = weakref.WeakSet()
+
+
+def _on_collection(phase: str, info: dict[str, int]) -> None:
+    """The collector's callback (``gc.callbacks``), registered with the first profile:
+    each profile times a full collection's pause in the thread that collects.  (The
+    young generations' collections, a few microseconds each, stay in the time of the
+    function whose allocations set them off, as any cost of allocating does.)"""
+    if info.get("generation") != 2:
+        return
+    for profile in list(_profiles):
+        profile._collection(phase)
 
 
 class ProfileContext(ReportingContext, Recording):
@@ -50,6 +69,10 @@ class ProfileContext(ReportingContext, Recording):
     threads up, and the files show each thread apart.  Only calls that have returned (or
     raised) are counted: a report written while a thread is inside a call does not count
     that call yet, except when the process ends (:meth:`process_ending`).
+
+    A full collection of the garbage collector during a profiled call is a row of its own,
+    ``<garbage collection>``, called by the function that was running: its time is not
+    that function's self time (docs/contexts.md, "The profile and the garbage collector").
     """
 
     operators = False  # a profile of every a + b, x[i], x < y in every loop is mostly noise, and costs a call each
@@ -72,6 +95,9 @@ class ProfileContext(ReportingContext, Recording):
         self._locations: dict[str, tuple[str, int]] = {}
         self._threads = threading.local()
         self._lock = threading.RLock()  # re-entrant: a report written by a signal handler (_process._on_sigterm)
+        if _on_collection not in gc.callbacks:
+            gc.callbacks.append(_on_collection)
+        _profiles.add(self)
 
     prehook = Recording.prehook  # (named here, so that the class registers them as its hooks)
     posthook = Recording.posthook
@@ -106,6 +132,31 @@ class ProfileContext(ReportingContext, Recording):
             if module is not None:
                 node.key_module = module
         return node
+
+    def _collection(self, phase: str) -> None:
+        """A full collection starts or stops in this thread: inside a profiled call, its pause
+        is timed as a call of :data:`GARBAGE_COLLECTION` by the running one, so that the
+        function that happened to allocate last is not charged for it.  (What finalizers
+        run during the pause is profiled as called by it.)"""
+        threads = self._threads
+        stack = getattr(threads, "stack", None)
+        if phase == "start":
+            if stack is not None and len(stack) > 1:  # (else no profiled call runs in this thread)
+                parent = stack[-1]
+                node = parent.children.get(GARBAGE_COLLECTION)
+                if node is None:
+                    node = parent.children[GARBAGE_COLLECTION] = Node(GARBAGE_COLLECTION)
+                stack.append(node)
+                threads.collecting = node
+                node.start = perf_counter_ns()
+            return
+        node = getattr(threads, "collecting", None)
+        if node is not None:
+            threads.collecting = None
+            if stack and stack[-1] is node:
+                stack.pop()
+                node.total += perf_counter_ns() - node.start
+                node.calls += 1
 
     def separate(self) -> None:
         """A forked child's profile: its files get its process id too (see
