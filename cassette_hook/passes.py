@@ -307,6 +307,11 @@ def _check_flow(items: Sequence[Item], depths: Sequence[int | None], base: CodeT
 
 
 _ROTATIONS = {"ROT_TWO": 2, "ROT_THREE": 3, "ROT_FOUR": 4}
+# Instructions that pop their operands (this many) and then add them to the container
+# ``oparg`` deep, leaving what lies between as it was (a loop's iterator and, on 3.15, the
+# ``NULL`` beside it): ``bytecode`` counts them as popping and pushing all of it.
+_INTO_CONTAINER = {"LIST_APPEND": 1, "SET_ADD": 1, "MAP_ADD": 2, "LIST_EXTEND": 1, "SET_UPDATE": 1,
+                   "DICT_UPDATE": 1, "DICT_MERGE": 1}
 
 
 def _next_instr(items: Sequence[Item], index: int) -> tuple[str, ...]:
@@ -379,6 +384,11 @@ def _nulls_after(index: int, instr: Instr, state: tuple[bool, ...], *, jump: boo
             taken(position)
     if name == "RETURN_GENERATOR":  # the frame resumes with the sent value pushed (see _stack._effect)
         return (*state, False)
+    if name in _INTO_CONTAINER:
+        popped, deep = _INTO_CONTAINER[name], int(instr.arg)  # type: ignore[arg-type]
+        for position in (*range(1, popped + 1), popped + deep):
+            taken(position)
+        return tuple(stack[:-popped])
     accepts, leaves = family.null_slots(instr)
     pre, post = instr.pre_and_post_stack_effect(jump=jump)
     consumed = -pre if pre < 0 else 0

@@ -59,7 +59,7 @@ def test_code_run_with_dash_c_sees_what_python_gives_it(tmp_path):
 
 
 MAIN_MODULE_PROBE = PROBE + """
-print(__spec__.name, __spec__.origin, __package__, __cached__)
+print(__spec__.name, __spec__.origin, __package__, globals().get("__cached__", "(no __cached__: 3.15+)"))
 """
 
 

@@ -319,8 +319,11 @@ def test_iter_returning_a_non_iterator_fails_as_in_plain_python():
         def __iter__(self):
             return 5
 
-    with pytest.raises(TypeError, match="iter\\(\\) returned non-iterator of type 'int'"):
+    with pytest.raises(TypeError) as plain:
+        [x for x in Broken()]
+    with pytest.raises(TypeError) as overdubbed:
         ch.overdub(Seen(metadata=[]), lambda: [x for x in Broken()])
+    assert str(overdubbed.value) == str(plain.value)  # (3.15 names the class, 3.14 does not)
 
 
 def test_operators_false_makes_operators_invisible():

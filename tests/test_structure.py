@@ -98,7 +98,7 @@ def test_every_module_imports_only_from_layers_below_it() -> None:
 
 # -- one interface per CPython version --------------------------------------------------
 
-VERSION_MODULES = ("_py310", "_py311", "_py312", "_py313", "_py314")
+VERSION_MODULES = ("_py310", "_py311", "_py312", "_py313", "_py314", "_py315")
 INTERFACE = {name for name in dir(_family.Family) if not name.startswith("_")} | set(
     _family.Family.__annotations__)
 
@@ -116,7 +116,7 @@ def test_every_version_module_implements_the_whole_family_interface(module: str)
 
 
 def test_the_running_family_is_the_running_pythons() -> None:
-    expected = f"_py3{min(sys.version_info[1], 14)}"
+    expected = f"_py3{min(sys.version_info[1], 15)}"
     assert type(_family.family).__module__ == f"cassette_hook.rewrite.{expected}"
 
 

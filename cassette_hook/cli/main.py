@@ -325,7 +325,9 @@ def _fresh_main() -> types.ModuleType:
     from ..importhook import switch
 
     main = types.ModuleType("__main__")
-    main.__dict__.update(__builtins__=builtins, __spec__=None, __package__=None, __cached__=None)
+    main.__dict__.update(__builtins__=builtins, __spec__=None, __package__=None)
+    if sys.version_info < (3, 15):  # (3.15 gives a script's __main__ no __cached__)
+        main.__dict__["__cached__"] = None
     switch.keep_at_shutdown(main)  # it runs switched code
     return main
 
@@ -338,7 +340,7 @@ def _exec_main(code: types.CodeType, path: str | None) -> None:
         from importlib.machinery import SourceFileLoader
 
         main.__file__ = path
-        main.__loader__ = SourceFileLoader("__main__", path)
+        main.__loader__ = SourceFileLoader("__main__", path)  # type: ignore[assignment,unused-ignore]  # (3.15 typeshed)
     sys.modules["__main__"] = main
     exec(finder.switch_or_warn(code, "__main__"), main.__dict__)
 

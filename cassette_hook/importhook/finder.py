@@ -289,12 +289,13 @@ class _SwitchingSource(SourceFileLoader):
         if watch is not None:
             watch.wrote = bytes(data)
 
-    def source_to_code(self, data: Any, path: Any, *, _optimize: int = -1) -> CodeType:  # type: ignore[override]
-        """As CPython's; called by ``get_code`` only when no ``.pyc`` it trusts was there."""
+    def source_to_code(self, data: Any, path: Any, *args: Any, **kwargs: Any) -> CodeType:  # type: ignore[override]
+        """As CPython's; called by ``get_code`` only when no ``.pyc`` it trusts was there.
+        (Its arguments are passed on as they come: 3.15 added ``fullname``.)"""
         watch = getattr(_watching, "watch", None)
         if watch is not None and watch.loader is self:
             watch.compiled = True
-        return super().source_to_code(data, path, _optimize=_optimize)
+        return super().source_to_code(data, path, *args, **kwargs)
 
 
 class _Watch:

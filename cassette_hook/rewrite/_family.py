@@ -86,7 +86,9 @@ class Family(Protocol):
 
 
 def _running() -> Family:
-    if sys.version_info >= (3, 14):
+    if sys.version_info >= (3, 15):
+        from ._py315 import FAMILY
+    elif sys.version_info >= (3, 14):
         from ._py314 import FAMILY
     elif sys.version_info >= (3, 13):
         from ._py313 import FAMILY

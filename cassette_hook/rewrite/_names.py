@@ -114,7 +114,8 @@ def switch_module(code: CodeType) -> str:
 # Instructions the rewriter never touches, in any version: names, constants, imports.
 _SITE_FREE = frozenset({"CACHE", "EXTENDED_ARG", "NOP", "RESUME", "LOAD_CONST", "RETURN_VALUE", "RETURN_CONST",
                         "POP_TOP", "LOAD_NAME", "STORE_NAME", "LOAD_FAST", "STORE_FAST", "IMPORT_NAME",
-                        "IMPORT_FROM", "LOAD_SMALL_INT", "LOAD_FAST_BORROW"})  # (the last two: 3.14+)
+                        "IMPORT_FROM", "LOAD_SMALL_INT", "LOAD_FAST_BORROW",  # (3.14+)
+                        "LOAD_COMMON_CONSTANT"})  # (3.15: None, True, False, and the like)
 
 
 def nothing_to_rewrite(code: CodeType) -> bool:

@@ -19,26 +19,26 @@ if TYPE_CHECKING:
 
 # The pair forms of the loads 3.13 has, by their borrowed names.
 _UNBORROWED = {"LOAD_FAST_BORROW": "LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW": "LOAD_FAST_LOAD_FAST"}
-_INLINED = (all, any, tuple)  # the builtins whose call of a generator expression the compiler inlines
 _NAME_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FROM_DICT_OR_GLOBALS"})
 
 
 class _Py314(_Py313):
     for_iter_exit: tuple[str, ...] = ("END_FOR",)  # an exhausted FOR_ITER lands on the POP_ITER after it
+    inlined: tuple[object, ...] = (all, any, tuple)  # the builtins whose call of a genexp the compiler inlines
 
     def plain_forms(self, items: list[Item]) -> list[Item]:
         """Borrowed loads as plain ones, and ``LOAD_SMALL_INT`` as ``LOAD_CONST``: a
         borrowed reference is safe only while nothing the compiler did not see runs before
         its use, and the rewriter puts calls (hooks, a pass's statements) there.  A pass is
         given what it would be given on 3.13 (``LOAD_CONST 1``, not ``LOAD_SMALL_INT 1``).
-        And an inlined ``all``/``any``/``tuple`` of a generator expression goes to its
+        And an inlined ``all``/``any``/``tuple`` (3.15: ``list``, ``set`` too) of a generator expression goes to its
         fallback, the call the compiler kept for when the name is not the builtin: under
         a context it stays a call that hooks and overloads see, as on 3.13."""
         out: list[Item] = []
         index = 0
         while index < len(items):
             item = items[index]
-            fallback = _inlined_call(items, index)
+            fallback = _inlined_call(items, index, self.inlined)
             if fallback is not None:
                 # ``COPY 1; LOAD_COMMON_CONSTANT; IS_OP 0; POP_JUMP_IF_FALSE fallback`` becomes a
                 # jump to the fallback (placed after it or not, as the compiler chose): the
@@ -77,7 +77,7 @@ class _Py314(_Py313):
         return Instr("POP_JUMP_IF_TRUE", target, location=loc)
 
 
-def _inlined_call(items: list[Item], index: int) -> Label | None:
+def _inlined_call(items: list[Item], index: int, inlined: tuple[object, ...]) -> Label | None:
     """If ``items[index]`` is the ``COPY 1`` that starts the compiler's test of an inlined
     builtin's name (``all(x for x in y)``: ``LOAD_GLOBAL all; COPY 1; LOAD_COMMON_CONSTANT
     all; IS_OP 0; POP_JUMP_IF_FALSE fallback``), the fallback's label."""
@@ -89,7 +89,7 @@ def _inlined_call(items: list[Item], index: int) -> Label | None:
     assert isinstance(is_op, Instr) and isinstance(jump, Instr)
     if (load.name in _NAME_LOADS and copy.name == "COPY" and copy.arg == 1 and constant.name == "LOAD_COMMON_CONSTANT"
             and is_op.name == "IS_OP" and is_op.arg == 0 and jump.name == "POP_JUMP_IF_FALSE"
-            and isinstance(jump.arg, Label) and any(_common_constant(constant) is f for f in _INLINED)):
+            and isinstance(jump.arg, Label) and any(_common_constant(constant) is f for f in inlined)):
         return jump.arg
     return None
 

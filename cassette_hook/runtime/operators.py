@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import weakref
 from types import BuiltinFunctionType, CoroutineType, FunctionType, GeneratorType
 from typing import Any, Callable
 
@@ -131,7 +132,7 @@ def body(op: Any, args: tuple[Any, ...]) -> Body | None:
         method = _special(args[0], _ON_FIRST[op])
         if not _python(method):
             return None
-        return (lambda obj: _iterator(method())) if op is iter else _on_first(method)
+        return (lambda obj: _iterator(type(obj), method())) if op is iter else _on_first(method)
     if op is operator.contains and len(args) == 2:
         method = _special(args[0], "__contains__")
         return (lambda container, item: bool(method(item))) if _python(method) else None
@@ -151,7 +152,8 @@ def iterated(obj: Any) -> Any:
     """
     if not _python(_special(obj, "__iter__")):
         return obj
-    return _STAND_INS[_special(obj, "__len__") is not None, _special(obj, "__length_hint__") is not None](obj)
+    sized, hinted = _special(obj, "__len__") is not None, _special(obj, "__length_hint__") is not None
+    return _stand_in_class(type(obj), sized, hinted)(obj)
 
 
 class _Iterated:
@@ -197,6 +199,23 @@ class _SizedHinted(_Sized, _Hinted):
 
 
 _STAND_INS = {(False, False): _Iterated, (True, False): _Sized, (False, True): _Hinted, (True, True): _SizedHinted}
+_NAMESAKES: weakref.WeakKeyDictionary[type, dict[type, type]] = weakref.WeakKeyDictionary()
+
+
+def _stand_in_class(cls: type, sized: bool, hinted: bool) -> type:
+    """The stand-in class for an instance of ``cls``.  One with a hint is a subclass named
+    as ``cls`` is: the builtin checks the hint and, from 3.15 on, names the class of what it
+    was handed in the error for a bad one (``mod.Cls.__length_hint__() must return an int``),
+    which must be the program's class, as it is plainly."""
+    base = _STAND_INS[sized, hinted]
+    if not hinted:
+        return base
+    made = _NAMESAKES.setdefault(cls, {})
+    namesake = made.get(base)
+    if namesake is None:
+        namesake = made[base] = type(cls.__name__, (base,), {"__slots__": (), "__module__": cls.__module__,
+                                                              "__qualname__": cls.__qualname__})
+    return namesake
 
 
 def yield_from_operand(obj: Any) -> Any:
@@ -205,10 +224,21 @@ def yield_from_operand(obj: Any) -> Any:
     return obj if type(obj) in (GeneratorType, CoroutineType) else hotpath.call(iter, obj)
 
 
-def _iterator(result: Any) -> Any:
+def _iterator(cls: type, result: Any) -> Any:
+    """``result`` of ``cls.__iter__``, if it is an iterator; else CPython's error for it."""
     if not hasattr(type(result), "__next__"):
-        raise TypeError(f"iter() returned non-iterator of type '{type(result).__name__}'")
+        _check_as_cpython(cls, "__iter__", result, iter)
     return result
+
+
+def _check_as_cpython(cls: type, dunder: str, result: Any, builtin: Callable[[Any], Any]) -> None:
+    """Raise what ``builtin`` raises when ``cls``'s ``dunder`` returns ``result``, in the
+    running CPython's own words (3.15 names the class, earlier versions do not): the
+    builtin is run on a throwaway class with ``cls``'s names whose ``dunder`` returns
+    ``result``, so no code of the program's runs again."""
+    namesake = type(cls.__name__, (), {dunder: lambda self: result, "__module__": cls.__module__,
+                                       "__qualname__": cls.__qualname__})
+    builtin(namesake())
 
 
 def _on_first(method: functools.partial[Any]) -> Body:
