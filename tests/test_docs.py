@@ -19,7 +19,9 @@ Test ids are ``<page>:<n>``, the n-th example of the page counting from 1; the
 failure message gives the line of the example in the page.
 
 ``test_api_page_covers_all`` checks that ``docs/api.md`` documents every name in
-``cassette_hook.__all__``.
+``cassette_hook.__all__``; ``docs/internals.md`` names every module of the package once,
+with its role; and the repository's files cite its own pages, not a design file kept
+outside it.
 
 To write a new example, leave its ```` ```text ```` block empty and run
 ``python tests/test_docs.py --update [page.md ...]`` from the repository root: it runs the
@@ -186,6 +188,84 @@ def test_api_page_covers_all() -> None:
     documented = set(re.findall(r"^\.\. auto\w+:: cassette_hook\.(\w+)", text, re.MULTILINE))
     missing = sorted(set(ch.__all__) - documented)
     assert not missing, f"docs/api.md does not document {missing}"
+
+
+# -- what the pages name -----------------------------------------------------------------
+#
+# docs/internals.md ("The modules") names every module of the package, Python or C, once,
+# with its role: one table row each, "| `runtime/callees.py` | ... |", the path relative to
+# cassette_hook/.  The sources are read from the checkout, which holds the C files too.
+
+PACKAGE_SOURCES = ROOT / "cassette_hook"
+_MODULE_ROW = re.compile(r"^\| `([^`]+\.(?:py|c))` \|", re.MULTILINE)
+
+
+def package_modules() -> list[str]:
+    """Every Python module and C source of the package, relative to its directory."""
+    return sorted(path.relative_to(PACKAGE_SOURCES).as_posix()
+                  for pattern in ("*.py", "*.c") for path in PACKAGE_SOURCES.rglob(pattern))
+
+
+def modules_not_named_once(page: str, modules: list[str]) -> list[str]:
+    """The modules that do not have exactly one row of their own in ``page``'s tables."""
+    rows = _MODULE_ROW.findall(page)
+    return [f"{module} ({rows.count(module)} rows)" for module in modules if rows.count(module) != 1]
+
+
+def test_the_package_has_python_and_c_modules_in_subpackages() -> None:
+    modules = package_modules()
+    assert {"__init__.py", "context_stack.py", "runtime/callees.py", "contexts/_recording.c"} <= set(modules)
+
+
+def test_internals_names_every_module_of_the_package_once() -> None:
+    page = (DOCS / "internals.md").read_text(encoding="utf-8")
+    missing = modules_not_named_once(page, package_modules())
+    assert not missing, f"docs/internals.md, \"The modules\", has no row (or more than one) for {missing}"
+
+
+def test_a_module_without_its_row_or_with_two_is_reported() -> None:
+    page = "| `a.py` | one |\n| `b/c.py` | two |\n| `b/c.py` | again |\nsee `d.py`\n"
+    assert modules_not_named_once(page, ["a.py", "b/c.py", "d.py"]) == ["b/c.py (2 rows)", "d.py (0 rows)"]
+
+
+# The repository cites its own pages (docs/api.md, docs/internals.md ...), never a design
+# file that is not in it.  (The name is spelled in two halves so that this file does not
+# cite it either.)
+
+OUTSIDE_FILE = "DESIGN" + ".md"
+_TEXT = {".py", ".md", ".c", ".h", ".txt", ".toml", ".cfg", ".ini", ".sh", ".yml", ".yaml", ".rst", ".json"}
+_NOT_OURS = {"build", "dist", "_build", "results", "__pycache__"}  # (what .gitignore ignores)
+
+
+def repository_files(root: Path) -> list[Path]:
+    """The text files of the checkout: not its tool caches, builds or results."""
+    found = []
+    for path in root.iterdir():
+        if path.is_dir():
+            hidden = path.name.startswith(".") and path.name != ".ci"
+            if not (hidden or path.name in _NOT_OURS or path.name.endswith(".egg-info")):
+                found.extend(repository_files(path))
+        elif path.suffix in _TEXT:
+            found.append(path)
+    return found
+
+
+def files_citing(name: str, root: Path) -> list[str]:
+    return sorted(path.relative_to(root).as_posix() for path in repository_files(root)
+                  if name in path.read_text(encoding="utf-8", errors="replace"))
+
+
+def test_no_file_of_the_repository_cites_a_design_file_outside_it() -> None:
+    assert files_citing(OUTSIDE_FILE, ROOT) == []
+
+
+def test_a_file_citing_the_outside_design_file_is_found(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "page.md").write_text(f"as {OUTSIDE_FILE} says\n")
+    (tmp_path / ".tox").mkdir()
+    (tmp_path / ".tox" / "copy.md").write_text(f"as {OUTSIDE_FILE} says\n")
+    (tmp_path / "other.py").write_text("x = 1\n")
+    assert files_citing(OUTSIDE_FILE, tmp_path) == ["docs/page.md"]
 
 
 def update(names: list[str]) -> None:

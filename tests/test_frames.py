@@ -1,5 +1,6 @@
 """Frames are the program's: code that looks at its own stack sees, under any context, what
-it sees plainly (DESIGN.md §3, issue 10).
+it sees plainly (docs/api.md, "Overdubbing"; docs/internals.md, "What the design keeps";
+issue 10).
 
 Every program of ``tests/frames_program.py`` is run through its ``entry()`` plainly and
 under each context of :data:`CONTEXTS`; the observations (function names, files and line

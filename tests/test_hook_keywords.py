@@ -1,6 +1,6 @@
 """The program's keyword arguments reach hooks and overloads as keywords, whatever they
-are called: a hook written ``def prehook(self, f, *args, **kwargs)`` (DESIGN.md's own
-example) still works for the program's call ``g(f=1)`` or ``namespace(self=...)``.  The
+are called: a hook written ``def prehook(self, f, *args, **kwargs)`` (as docs/tutorial.md,
+"Hooks: prehook and posthook", writes it) still works for the program's call ``g(f=1)`` or ``namespace(self=...)``.  The
 leading parameters -- the context, the result, the callee -- are only ever passed by
 position, so the registered method treats them as positional-only."""
 

@@ -1,4 +1,5 @@
-"""What an overdubbed call does: DESIGN.md sections 1-3, one behaviour per test."""
+"""What an overdubbed call does (docs/tutorial.md; docs/api.md, "Overdubbing" and "Hooks,
+primitives and Cassette 0.1's execute"), one behaviour per test."""
 
 import asyncio
 import functools

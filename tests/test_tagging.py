@@ -1,4 +1,5 @@
-"""Tagging: values that carry metadata through code run under one context (DESIGN.md §2)."""
+"""Tagging: values that carry metadata through code run under one context (docs/tagging.md;
+docs/api.md, "Tagging")."""
 
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ def recurse(ctx: context_stack.Context, f: Any, /, *args: Any, **kwargs: Any) ->
         held = context_stack.active.get()
         # The push inside the try, and the pop as its last step, not in a ``finally`` (whose
         # first line is a place for an interrupt before the pop): an interrupt anywhere
-        # pops, once (see _context, "atomic with respect to an interrupt").
+        # pops, once (see context_stack, "atomic with respect to an interrupt").
         try:
             plan = context_stack.push(ctx).plan  # (no reference to the entry kept: its pop lets it go)
             run = runnable(plan, f)
