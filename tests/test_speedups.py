@@ -1,4 +1,4 @@
-"""The C hot path (``cassette_hook/_speedups.c``) and its pure-Python reference.
+"""The C hot path (``cassette_hook/_speedups/``) and its pure-Python reference.
 
 The whole suite runs on both (tox's ``py3XX`` and ``py3XX-pure`` environments); these
 tests pin what only one of them, or the choice between them, can show.
@@ -25,7 +25,7 @@ import typing
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _context, bodies, callsite, operators, primitives
+from cassette_hook import _context, _native, bodies, callsite, operators, primitives
 from cassette_hook import plan as _plan
 
 C_PATH = callsite._speedups is not None
@@ -49,6 +49,16 @@ class Recording(ch.Context):
 def test_the_c_path_is_in_use_where_the_run_requires_it():
     if os.environ.get("CASSETTE_HOOK_REQUIRE_SPEEDUPS"):
         assert C_PATH, "cassette_hook._speedups was not built or not imported"
+
+
+def test_a_directory_of_sources_named_like_an_extension_is_not_taken_for_it(tmp_path, monkeypatch):
+    # A source checkout where _speedups is not built has cassette_hook/_speedups/ (its C
+    # sources), which imports as a namespace package: the pure-Python path must run.
+    (tmp_path / "ch_unbuilt_speedups").mkdir()
+    (tmp_path / "ch_unbuilt_speedups" / "module.c").write_text("/* a source, not an extension */\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(_native, "PURE_PYTHON", False)
+    assert _native.optional("ch_unbuilt_speedups") is None
 
 
 def test_the_pure_python_variable_keeps_the_python_path():
