@@ -66,7 +66,7 @@ body_of(PyObject *plan, PyObject *callee)
     if (kind == &PyCFunction_Type || kind == &PyCMethod_Type || kind == &PyMethodDescr_Type || kind == &PyWrapperDescr_Type) {
         return Py_NewRef(Py_None); /* C code (len, list.append, object.__init__): no body (bodies.runnable) */
     }
-    if (PyType_Check(callee)) { /* how generics._construction decided to construct it, the second time on */
+    if (PyType_Check(callee)) { /* how bodies._construction decided to construct it, the second time on */
         PyObject *constructions = slot(plan, state->plan_constructions, "constructions");
         PyObject *table = constructions ? values_of(constructions) : NULL;
         PyObject *how = table ? by_id(table, callee) : NULL;
@@ -312,6 +312,7 @@ unpop_for(PyObject *ctx, PyObject *f, PyObject **plan_out)
     return run;
 }
 
+/* C only: bodies.recurse puts back the popped entry instead of pushing a new one (the pure path pushes). */
 PyObject *
 unpop(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -327,6 +328,7 @@ unpop(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* After unpop's callee returns: the entry is popped again. */
+/* C only: undoes unpop for bodies.recurse. */
 PyObject *
 repop(PyObject *module, PyObject *unused)
 {
@@ -346,6 +348,7 @@ repop(PyObject *module, PyObject *unused)
 /* unpopped(): is an entry put back by unpop() in force on this thread (not yet repopped)?
  * bodies.recurse's Python code asks before and after its unpop(), so that it repops
  * exactly when its own unpop happened, even when an interrupt arrives right after it. */
+/* C only: asked by bodies.recurse around unpop and repop. */
 PyObject *
 unpopped(PyObject *module, PyObject *unused)
 {
@@ -424,6 +427,7 @@ recurse_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObjec
 }
 
 /* install_recurse(f): bodies.recurse takes the vectorcall above (once: bodies is loaded once). */
+/* C only: gives bodies.recurse the vectorcall above. */
 PyObject *
 install_recurse(PyObject *module, PyObject *func)
 {
@@ -566,6 +570,7 @@ done:
     return out;
 }
 
+/* Mirrors bodies.construct_by_ref. */
 PyObject *
 construct_by_ref(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {

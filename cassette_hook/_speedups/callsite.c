@@ -210,6 +210,7 @@ resolve_active(PyObject *f)
 
 /* callsite.resolve: what a rewritten call site calls in place of f, which the site's frame
  * hands over taken off its stack, and replaces by what this returns. */
+/* Mirrors callsite.resolve. */
 PyObject *
 resolve(PyObject *module, PyObject *f)
 {
@@ -246,6 +247,7 @@ take_names(PyObject *closure, PyObject *f)
 }
 
 /* callsite.resolve_star: resolve for a star call f(*args, **kwargs). */
+/* Mirrors callsite.resolve_star. */
 PyObject *
 resolve_star(PyObject *module, PyObject *f)
 {
@@ -338,6 +340,7 @@ enter_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* Mirrors callsite.enter. */
 PyObject *
 enter(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -404,6 +407,7 @@ overload_for(PyObject *const *call, Py_ssize_t n, int ask)
     return NULL;
 }
 
+/* Mirrors callsite.overload_of. */
 PyObject *
 overload_of(PyObject *module, PyObject *call)
 {
@@ -593,6 +597,7 @@ enter_builtin(PyObject *entry, PyObject *ctx, PyObject *f, PyObject *const *args
 }
 
 /* callsite.present: (f, args), or what the Python one makes of a builtin method. */
+/* Mirrors callsite.present. */
 PyObject *
 present_c(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -705,6 +710,8 @@ site_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
     return own_off(out);
 }
 
+/* Sites kept for reuse: a call site makes one per call and drops it when the call
+ * returns, so a few at hand spare the allocator (state->sites_kept) nearly every one (under the GIL). */
 static void
 site_dealloc(Site *self)
 {
@@ -826,6 +833,7 @@ call_active(PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwna
 }
 
 /* callsite.call: f(*args, **kwargs) as the innermost active context sees it. */
+/* Mirrors callsite.call. */
 PyObject *
 call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -900,6 +908,23 @@ PyTypeObject OperatorSiteType = {
     .tp_members = operator_site_members,
 };
 
+/* What callsite.HOOKS.method_site(name) makes: what a twin's method load obj.name becomes
+ * when the call it feeds is a plain call (rewrite._nullslot).  The plain program's method load pushes the
+ * function and obj, with no bound method made; a call site that resolves its callee has
+ * only one object to hand resolve, so it used to load a bound method instead (an object
+ * made and a generic attribute load at every method call).  This site is called with obj
+ * as its self, finds the attribute as the method load does (_PyObject_GetMethod), and
+ * resolves what it found under the active context, as the call site would have:
+ *  - a Python function or a builtin method found on obj's class (hooks are shown those
+ *    unbound, obj first, either way): what to call with obj first, returned as it is;
+ *  - anything else (a module's function, an instance's attribute, a classmethod, or a
+ *    method of another kind, bound here as its load would bind it): what to call without
+ *    obj, returned in a 1-tuple, which the site's code tells apart by MATCH_SEQUENCE and
+ *    unpacks into the callee-and-NULL pair of a plain call.
+ * The callee is thus resolved at the load, not after the arguments, under the context
+ * active then: the same but for an argument that enters or leaves a context (a
+ * generator's site resumed under another context keeps what it had resolved).
+ * (_PyObject_GetMethod: declared in compat.h.) */
 typedef struct {
     PyObject_HEAD
     PyObject *name; /* an interned str */
@@ -953,6 +978,7 @@ method_site_call(MethodSite *self, PyObject *const *args, size_t nargsf, PyObjec
 /* The method site of switched code (rewrite._names.METHOD, among the builtins): its code
  * goes to a .pyc file, which can hold no MethodSite, so it loads this by name and passes
  * the attribute's name, a str constant of its own (interned, as CPython interns names). */
+/* C only: the method site of switched code; the pure path loads a bound method instead. */
 PyObject *
 method_of(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1007,7 +1033,7 @@ static PyMemberDef method_site_members[] = {
 PyTypeObject MethodSiteType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "cassette_hook._speedups.MethodSite",
-    .tp_doc = "A method load's site: obj.name resolved for the call it feeds (made by callsite.method_site).",
+    .tp_doc = "A method load's site: obj.name resolved for the call it feeds (made by callsite.HOOKS.method_site).",
     .tp_basicsize = sizeof(MethodSite),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_new = method_site_new,
@@ -1062,6 +1088,7 @@ done:
     return out;
 }
 
+/* Mirrors callsite.call_ex. */
 PyObject *
 call_ex(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {

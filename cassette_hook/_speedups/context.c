@@ -36,6 +36,7 @@ run_popped(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t n
 /* run_popped(entry, method, *args, **kwargs): generics.overdub's call of an overload at
  * the top level, run as a Site runs one, so that the overload's recurse(ctx, f, ...) finds
  * its entry (unpop) and calls f's twin with no frame of ours between. */
+/* Mirrors bodies.run_popped. */
 PyObject *
 run_popped_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -55,6 +56,12 @@ run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nar
     return out == NULL ? -1 : 0;
 }
 
+/* Context.__exit__ on the C path: _context.pop(ctx), which either pops or raises having
+ * changed nothing, called again if an interrupt arrived before it changed anything (its
+ * first lines: what no Python __exit__ can protect, since the interrupt may come before
+ * its first instruction).  The first pop's exception is the one that goes on.  "Before it
+ * changed anything": the innermost entry is still the one that was. */
+/* Mirrors _context.Context.__exit__. */
 static PyObject *
 context_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -92,6 +99,7 @@ static PyMethodDef context_exit_def = {"__exit__", (PyCFunction)(void (*)(void))
                                        "Deactivate the context (the innermost active one)."};
 
 /* exit_method(Context, pop): Context.__exit__ for the C path, a method descriptor. */
+/* C only: makes Context.__exit__ of the C path (context_exit) a method descriptor. */
 PyObject *
 exit_method(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -104,6 +112,7 @@ exit_method(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* _context.top on the C path: the innermost active entry as the running code sees it. */
+/* Mirrors _context.top. */
 PyObject *
 top(PyObject *module, PyObject *unused)
 {
@@ -114,6 +123,7 @@ top(PyObject *module, PyObject *unused)
     return entry != NULL ? entry : Py_NewRef(Py_None);
 }
 
+/* C only: hands over _context's ContextVar, the stack. */
 PyObject *
 bind(PyObject *module, PyObject *variable)
 {

@@ -315,6 +315,7 @@ static PyMethodDef methods[] = {
 
 /* What stands in for each Python function configure() hands over, until it has: an
  * error, rather than a call through NULL from a path that runs with no context active. */
+/* C only: stands in for the Python functions configure() hands over, until it has. */
 static PyObject *
 unconfigured(PyObject *self, PyObject *args, PyObject *kwargs)
 {

@@ -155,6 +155,7 @@ dunder_table_fill(PyObject *table)
 /* operators.yield_from_operand: what `yield from obj` iterates -- obj itself for a
  * generator or a coroutine, which the instruction takes as they are (with its own checks),
  * else iter(obj) as a call site. */
+/* Mirrors operators.yield_from_operand. */
 PyObject *
 yield_from(PyObject *module, PyObject *obj)
 {

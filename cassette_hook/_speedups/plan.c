@@ -124,6 +124,7 @@ mirror_of(PyObject *builtins, PyObject *pinned_values)
 /* plan's: the mirror of builtins in which the names of pinned keep their values there,
  * made and watched at the first call (pinned is read then); None where it cannot be
  * (before 3.12, all dict watchers taken). */
+/* C only: a dict watcher (3.12+) keeps the mirror; the pure path's twins ask the switch. */
 PyObject *
 mirror_builtins(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -139,6 +140,7 @@ mirror_builtins(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* plan's: a twin's frames read builtins (the mirror above) in place of its globals'. */
+/* C only: a function's builtins, which Python code cannot set. */
 PyObject *
 set_builtins(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -221,6 +223,7 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
 
 /* _light.set_code(func, code): func.__code__ = code (its checks, its watchers' events),
  * the version kept as above. */
+/* Mirrors _light.set_code. */
 PyObject *
 set_code(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -237,6 +240,7 @@ set_code(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 /* plan's twin of func: versioned as above if func is. */
+/* C only: a twin gets its function's version (3.13+), which Python code cannot set. */
 PyObject *
 version_like(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {

@@ -6,6 +6,7 @@
  * Asked at every call of a function the import hook loaded while a context is active
  * anywhere; the plan remembers its answer per module (Plan.runs_module, asked here the
  * first time). */
+/* Mirrors _switch.enter. */
 PyObject *
 runs_here(PyObject *unused, PyObject *module)
 {
@@ -28,6 +29,12 @@ runs_here(PyObject *unused, PyObject *module)
     return known;
 }
 
+/* The live entries, as _switch follows them (watch_live() hands them over): state->live_entries and
+ * live_operator_entries, sets of weak references whose callback is entry_gone, and the builtins module whose flags they
+ * switch.  An entry's death runs no Python code here, so no interrupt can cut its
+ * bookkeeping short or be swallowed in it, and the flags turn off the moment the last
+ * entry that needs them goes. */
+/* C only: the weak references' callback that keeps _switch's live sets (set.discard on the pure path) and its flags. */
 PyObject *
 entry_gone(PyObject *unused, PyObject *ref)
 {
@@ -45,6 +52,7 @@ entry_gone(PyObject *unused, PyObject *ref)
     Py_RETURN_NONE;
 }
 
+/* C only: hands over _switch's live sets and flags for entry_gone. */
 PyObject *
 watch_live(PyObject *unused, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -63,6 +71,7 @@ watch_live(PyObject *unused, PyObject *const *args, Py_ssize_t nargs)
 
 /* _switch._operator_call: an operator in switched code, op(*args), a call site when the
  * innermost active context counts operators as calls. */
+/* Mirrors _switch._operator_call. */
 PyObject *
 operator_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {

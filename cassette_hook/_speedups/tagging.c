@@ -206,6 +206,8 @@ arguments(const char *function, PyObject *const *args, Py_ssize_t nargs, PyObjec
     return 0;
 }
 
+/* The last context whose tag was read, by a weak reference, and that tag (state->last_tagging_context, last_tag) (held: a dead
+ * context's tag lives on until another tagging context is read). */
 static int
 is_last_tagging_context(PyObject *ctx)
 {
@@ -291,6 +293,7 @@ x_and_ctx(const char *function, PyObject *const *args, Py_ssize_t nargs, PyObjec
     return 0;
 }
 
+/* Mirrors tagging.untag. */
 PyObject *
 untag(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -302,6 +305,7 @@ untag(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnam
     return Py_NewRef(fields ? fields->value : x);
 }
 
+/* Mirrors tagging.metadata. */
 PyObject *
 metadata(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -313,6 +317,7 @@ metadata(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     return Py_NewRef(fields ? fields->meta : state->no_metadata);
 }
 
+/* Mirrors tagging.istagged. */
 PyObject *
 istagged(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -324,6 +329,7 @@ istagged(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     return PyBool_FromLong(fields != NULL);
 }
 
+/* Mirrors tagging.hasmetadata. */
 PyObject *
 hasmetadata(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -334,6 +340,10 @@ hasmetadata(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject 
     }
     return PyBool_FromLong(fields != NULL && fields->meta != state->no_metadata);
 }
+
+/* The last answer of metadata_allowed, for the classes of (context, value, metadata)
+ * and dispatch's generation it was given in: AD tags every result with the same classes,
+ * so one entry answers nearly every call without a tuple to hash (state->last_ctx_type ...). */
 
 /* May values of this class carry this metadata in this context class?  1 yes, 0 not
  * known yet (check_metadata decides, and remembers), -1 on error. */
@@ -374,6 +384,7 @@ metadata_allowed(PyObject *ctx_type, PyObject *value_type, PyObject *meta)
     return ok;
 }
 
+/* Mirrors tagging.tag. */
 PyObject *
 tag(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
@@ -420,6 +431,7 @@ tag(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
     return out;
 }
 
+/* Mirrors tagging._make. */
 PyObject *
 make(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -430,6 +442,7 @@ make(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return make_wrapper(args[0], args[1], args[2]);
 }
 
+/* C only: hands over tagging's classes, tables and the Python functions it delegates to. */
 PyObject *
 configure_tagging(PyObject *module, PyObject *args, PyObject *kwargs)
 {
