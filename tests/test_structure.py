@@ -259,8 +259,8 @@ def test_every_exported_c_function_names_an_existing_python_counterpart_or_says_
 
 def test_a_misnamed_or_missing_counterpart_is_reported() -> None:
     sources = {
-        "module.c": 'static PyMethodDef methods[] = {\n    {"a", a, METH_O, ""},\n    {"b", (PyCFunction)b, METH_O, ""},\n'
-                    '    {"c", c, METH_O, ""},\n    {NULL},\n};\n',
+        "module.c": ('static PyMethodDef methods[] = {\n    {"a", a, METH_O, ""},\n'
+                     '    {"b", (PyCFunction)b, METH_O, ""},\n    {"c", c, METH_O, ""},\n    {NULL},\n};\n'),
         "a.c": "/* Mirrors callsite.method_site. */\nPyObject *\na(PyObject *m, PyObject *x)\n{\n}\n",
         "b.c": "/* Mirrors generics._construction. */\nstatic PyObject *\nb(PyObject *m, PyObject *x)\n{\n}\n",
         "c.c": "/* Calls things. */\nPyObject *\nc(PyObject *m, PyObject *x)\n{\n}\n",

@@ -43,8 +43,9 @@ call_twin(PyObject *plan, PyObject *call, PyObject *instance)
 PyObject *
 body_of(PyObject *plan, PyObject *callee)
 {
+    SpeedupsState *const st = state;
     if (PyFunction_Check(callee)) {
-        PyObject *twins = slot(plan, state->plan_twins, "twins"), *twin = NULL;
+        PyObject *twins = slot(plan, st->plan_twins, "twins"), *twin = NULL;
         if (twins == NULL) {
             return NULL;
         }
@@ -60,21 +61,21 @@ body_of(PyObject *plan, PyObject *callee)
         if (found != 0) {
             return found < 0 ? NULL : twin;
         }
-        return PyObject_CallMethodOneArg(plan, state->str_twin, callee);
+        return PyObject_CallMethodOneArg(plan, st->str_twin, callee);
     }
     PyTypeObject *kind = Py_TYPE(callee);
     if (kind == &PyCFunction_Type || kind == &PyCMethod_Type || kind == &PyMethodDescr_Type || kind == &PyWrapperDescr_Type) {
         return Py_NewRef(Py_None); /* C code (len, list.append, object.__init__): no body (bodies.runnable) */
     }
     if (PyType_Check(callee)) { /* how bodies._construction decided to construct it, the second time on */
-        PyObject *constructions = slot(plan, state->plan_constructions, "constructions");
+        PyObject *constructions = slot(plan, st->plan_constructions, "constructions");
         PyObject *table = constructions ? values_of(constructions) : NULL;
         PyObject *how = table ? by_id(table, callee) : NULL;
         if (how != NULL && PyUnicode_Check(how) && PyUnicode_CompareWithASCIIString(how, "primitive") == 0) {
             return Py_NewRef(Py_None);
         }
         if (how != NULL && PyUnicode_Check(how) && PyUnicode_CompareWithASCIIString(how, "python") == 0) {
-            PyObject *constructors = slot(plan, state->plan_constructors, "constructors");
+            PyObject *constructors = slot(plan, st->plan_constructors, "constructors");
             PyObject *made = constructors ? values_of(constructors) : NULL;
             PyObject *constructor = made ? by_id(made, callee) : NULL;
             if (constructor != NULL) {
@@ -92,7 +93,7 @@ body_of(PyObject *plan, PyObject *callee)
         }
     }
     PyObject *args[2] = {plan, callee};
-    return PyObject_Vectorcall(state->runnable, args, 2, NULL);
+    return PyObject_Vectorcall(st->runnable, args, 2, NULL);
 }
 
 /* A fallback overload's answer to call ([ctx, f, arguments..., keyword values...]), when
@@ -102,14 +103,15 @@ static int
 fallback_overload(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, PyObject *kwnames,
                   PyObject **out)
 {
-    if (SLOT(plan, state->plan_fallback) != Py_True) {
+    SpeedupsState *const st = state;
+    if (SLOT(plan, st->plan_fallback) != Py_True) {
         return 0;
     }
-    PyObject *method = method_for((Dispatcher *)state->fallback_dispatcher, call, n);
+    PyObject *method = method_for((Dispatcher *)st->fallback_dispatcher, call, n);
     if (method == NULL) {
         return -1;
     }
-    int taken = method != state->fallback_default;
+    int taken = method != st->fallback_default;
     if (taken) {
         *out = run_popped(entry, method, call, n, kwnames);
     }
@@ -128,23 +130,24 @@ int
 plain_builtin(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, PyObject *kwnames,
               PyObject **out)
 {
+    SpeedupsState *const st = state;
     PyObject *f = call[1], *plain[2];
     PyObject *const *operands = plain;
     if (kwnames != NULL || !is_builtin(f)) {
         return 0;
     }
-    if (n >= 3 && n <= 4 && address_set_has(&state->plain_operator_set, f)) {
+    if (n >= 3 && n <= 4 && address_set_has(&st->plain_operator_set, f)) {
         int unwrap = -1; /* does the context tag values (read once, if an operand needs it)? */
         for (Py_ssize_t i = 2; i < n; i++) {
             PyObject *operand = call[i];
-            int c = PySet_Contains(state->c_operands, (PyObject *)Py_TYPE(operand));
+            int c = PySet_Contains(st->c_operands, (PyObject *)Py_TYPE(operand));
             if (c == 0 && unwrap != 0) {
                 if (unwrap < 0 && (unwrap = is_tagging(call[0])) < 0) {
                     return -1;
                 }
                 if (unwrap) {
                     operand = plain_value(operand);
-                    c = PySet_Contains(state->c_operands, (PyObject *)Py_TYPE(operand));
+                    c = PySet_Contains(st->c_operands, (PyObject *)Py_TYPE(operand));
                 }
             }
             if (c <= 0) {
@@ -186,16 +189,17 @@ plain_builtin(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t
 PyObject *
 no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, PyObject *kwnames)
 {
+    SpeedupsState *const st = state;
     PyObject *f = call[1], *const *args = call + 2;
     Py_ssize_t nargs = n - 2;
     int c_class = PyType_Check(f) && !PyType_HasFeature((PyTypeObject *)f, Py_TPFLAGS_HEAPTYPE);
     int python = Py_TYPE(f) == &PyFunction_Type || (PyType_Check(f) && !c_class);
     if (!python && !is_builtin(f) && Py_TYPE(f) != &PyMethodDescr_Type && !c_class) {
-        return call_unpacked(state->without_body, entry, f, args, nargs, kwnames);
+        return call_unpacked(st->without_body, entry, f, args, nargs, kwnames);
     }
     int tagging = is_tagging(call[0]);
     if (tagging != 0) {
-        return tagging < 0 ? NULL : call_unpacked(state->without_body, entry, f, args, nargs, kwnames);
+        return tagging < 0 ? NULL : call_unpacked(st->without_body, entry, f, args, nargs, kwnames);
     }
     const OperatorDunders *dunders = is_builtin(f) ? dunders_of(f) : NULL;
     if (python_dunders(dunders, args, nargs)) { /* operators.body may find some */
@@ -206,7 +210,7 @@ no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, Py
         }
         PyObject *tuple = as_tuple(args, nargs);
         PyObject *pair[2] = {f, tuple};
-        PyObject *body = tuple ? PyObject_Vectorcall(state->operator_body, pair, 2, NULL) : NULL;
+        PyObject *body = tuple ? PyObject_Vectorcall(st->operator_body, pair, 2, NULL) : NULL;
         Py_XDECREF(tuple);
         if (body == NULL) {
             return NULL;
@@ -244,8 +248,9 @@ bodyless_steps(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_
 static PyObject *
 bodyless_run(PyObject *entry, PyObject *f, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
+    SpeedupsState *const st = state;
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf), nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    PyObject *plan = slot(entry, state->entry_plan, "plan"), *ctx = slot(entry, state->entry_ctx, "ctx");
+    PyObject *plan = slot(entry, st->entry_plan, "plan"), *ctx = slot(entry, st->entry_ctx, "ctx");
     if (plan == NULL || ctx == NULL) {
         return NULL;
     }
@@ -284,13 +289,14 @@ bodyless_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwname
 static PyObject *
 unpop_for(PyObject *ctx, PyObject *f, PyObject **plan_out)
 {
+    SpeedupsState *const st = state;
     Popped *now = &popped;
     PyObject *entry = now->entry;
-    if (entry == NULL || now->to == entry || SLOT(entry, state->entry_ctx) != ctx) {
+    if (entry == NULL || now->to == entry || SLOT(entry, st->entry_ctx) != ctx) {
         Py_RETURN_NONE;
     }
-    PyObject *held, *plan = slot(entry, state->entry_plan, "plan");
-    if (plan == NULL || PyContextVar_Get(state->active, NULL, &held) < 0) {
+    PyObject *held, *plan = slot(entry, st->entry_plan, "plan");
+    if (plan == NULL || PyContextVar_Get(st->active, NULL, &held) < 0) {
         return NULL;
     }
     Py_XDECREF(held); /* (compared only: the record holds its own) */
@@ -392,6 +398,7 @@ recurse_deep(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwn
 static PyObject *
 recurse_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
+    SpeedupsState *const st = state;
     if (recurses_running >= RECURSE_BUDGET) {
         return recurse_deep(func, args, nargsf, kwnames);
     }
@@ -403,10 +410,10 @@ recurse_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObjec
     recurses_running++;
     PyObject *out;
     if (run == Py_None) {
-        out = state->recurse_python(func, args, nargsf, kwnames);
+        out = st->recurse_python(func, args, nargsf, kwnames);
     }
     else {
-        out = Py_TYPE(run) != state->entry_type ? PyObject_Vectorcall(run, args + 2, nargs - 2, kwnames)
+        out = Py_TYPE(run) != st->entry_type ? PyObject_Vectorcall(run, args + 2, nargs - 2, kwnames)
                                          : bodyless_steps(run, plan, args, nargs, kwnames); /* (no body) */
         PyObject *exc = out == NULL ? fetch_exception() : NULL;
         PyObject *popped_again = repop(NULL, NULL);

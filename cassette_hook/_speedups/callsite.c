@@ -63,7 +63,8 @@ make_site(PyObject *entry, PyObject *f)
 static int
 direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
 {
-    PyObject *twins = slot(entry, state->entry_direct_twins, "direct_twins"), *twin = NULL;
+    SpeedupsState *const st = state;
+    PyObject *twins = slot(entry, st->entry_direct_twins, "direct_twins"), *twin = NULL;
     if (twins == NULL) {
         return -1;
     }
@@ -77,11 +78,11 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         }
         return found == 2 ? 0 : found;
     }
-    PyObject *plan = slot(entry, state->entry_plan, "plan");
+    PyObject *plan = slot(entry, st->entry_plan, "plan");
     if (plan == NULL) {
         return -1;
     }
-    if (SLOT(plan, state->plan_fast) != Py_True && !PyFunction_Check(f) && !PyType_Check(f)) { /* only these may be direct */
+    if (SLOT(plan, st->plan_fast) != Py_True && !PyFunction_Check(f) && !PyType_Check(f)) { /* only these may be direct */
         return 0;
     }
     /* (from here on the plan is fast, or f a Python function or class) */
@@ -91,13 +92,13 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         *run = Py_NewRef(f); /* C code with no callbacks: nothing to overdub */
         return 1;
     }
-    if (Py_TYPE(f) == state->method_wrapper_type || Py_TYPE(f) == &PyWrapperDescr_Type) {
+    if (Py_TYPE(f) == st->method_wrapper_type || Py_TYPE(f) == &PyWrapperDescr_Type) {
         *run = Py_NewRef(f); /* a C slot, bound or not (object.__init__ from super().__init__()): no body */
         return 1;
     }
     if (is_builtin(f) || Py_TYPE(f) == &PyMethodDescr_Type) {
         /* min, list.sort: a module's builtin or a class's method that takes callbacks */
-        PyObject *caller = PyDict_GetItemWithError(state->indirect_callers, f);
+        PyObject *caller = PyDict_GetItemWithError(st->indirect_callers, f);
         if (caller != NULL) {
             *run = Py_NewRef(caller);
             return 1;
@@ -111,8 +112,8 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
             return *run == NULL ? -1 : 1;
         }
     }
-    if (PyType_Check(f) && SLOT(plan, state->plan_fast) == Py_True) { /* a class whose construction the plan made before */
-        PyObject *constructors = slot(plan, state->plan_constructors, "constructors"), *constructor = NULL;
+    if (PyType_Check(f) && SLOT(plan, st->plan_fast) == Py_True) { /* a class whose construction the plan made before */
+        PyObject *constructors = slot(plan, st->plan_constructors, "constructors"), *constructor = NULL;
         PyObject *cache = constructors ? values_of(constructors) : NULL;
         if (cache != NULL) {
             constructor = by_id(cache, f);
@@ -157,7 +158,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         }
         Py_CLEAR(*run); /* (out of scope: resolve_direct's answer) */
     }
-    if (PyFunction_Check(f) && SLOT(plan, state->plan_fast) == Py_True) {
+    if (PyFunction_Check(f) && SLOT(plan, st->plan_fast) == Py_True) {
         /* a function of a code the plan has made a twin of: a closure or lambda made anew;
          * one that only the site holds (a lambda called where it is made) dies with this
          * call, and is not entered in the table */
@@ -167,7 +168,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         }
     }
     PyObject *args[2] = {plan, f};
-    *run = PyObject_Vectorcall(state->resolve_direct, args, 2, NULL);
+    *run = PyObject_Vectorcall(st->resolve_direct, args, 2, NULL);
     if (*run == NULL) {
         return -1;
     }
@@ -265,11 +266,12 @@ resolve_star(PyObject *module, PyObject *f)
 static PyObject *
 enter_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *plan = slot(entry, state->entry_plan, "plan"), *ctx = slot(entry, state->entry_ctx, "ctx");
+    SpeedupsState *const st = state;
+    PyObject *plan = slot(entry, st->entry_plan, "plan"), *ctx = slot(entry, st->entry_ctx, "ctx");
     if (plan == NULL || ctx == NULL) {
         return NULL;
     }
-    if (SLOT(plan, state->plan_enters) != Py_True || nargs > ENTERED_MAX) {
+    if (SLOT(plan, st->plan_enters) != Py_True || nargs > ENTERED_MAX) {
         return resolve_in(entry, f);
     }
     if (is_builtin(f)) {
@@ -300,7 +302,7 @@ enter_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs)
      * a second one made.  (Known before the hook runs, which cannot reach it.) */
     int sole = method && Py_REFCNT(f) == 2 && ((PyMethodObject *)f)->im_weakreflist == NULL;
     Py_INCREF(f); /* (the hook may drop every other reference to a bound method) */
-    int hooked = run_hook(entry, SLOT(plan, state->plan_prehook_call), stack, n, NULL);
+    int hooked = run_hook(entry, SLOT(plan, st->plan_prehook_call), stack, n, NULL);
     if (hooked < 0) {
         Py_DECREF(f);
         Py_DECREF(twin);
@@ -394,12 +396,13 @@ enum { ASK_OVERDUB = 1, ASK_EXECUTE = 2 };
 static PyObject *
 overload_for(PyObject *const *call, Py_ssize_t n, int ask)
 {
+    SpeedupsState *const st = state;
     for (int i = 0; i < 2; i++) {
         if (!(ask & (1 << i))) {
             continue;
         }
-        PyObject *method = method_for((Dispatcher *)state->overload_dispatchers[i], call, n);
-        if (method == NULL || method != state->overload_defaults[i]) {
+        PyObject *method = method_for((Dispatcher *)st->overload_dispatchers[i], call, n);
+        if (method == NULL || method != st->overload_defaults[i]) {
             return method;
         }
         Py_DECREF(method);
@@ -441,36 +444,37 @@ overloaded(PyObject *entry, int ask, PyObject *const *call, Py_ssize_t nargs, Py
 static PyObject *
 overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *plan = slot(entry, state->entry_plan, "plan"), *ctx = slot(entry, state->entry_ctx, "ctx");
+    SpeedupsState *const st = state;
+    PyObject *plan = slot(entry, st->entry_plan, "plan"), *ctx = slot(entry, st->entry_ctx, "ctx");
     if (plan == NULL || ctx == NULL) {
         return NULL;
     }
-    if (Py_TYPE(plan) != state->plan_type) {
+    if (Py_TYPE(plan) != st->plan_type) {
         PyErr_SetString(PyExc_TypeError, "cassette_hook: an entry's plan is not a Plan");
         return NULL;
     }
     PyObject *const *args = stack + 3;
     stack[0] = stack[1] = ctx;
     stack[2] = callee;
-    PyObject *prehook = SLOT(plan, state->plan_prehook_call), *posthook = SLOT(plan, state->plan_posthook_call);
+    PyObject *prehook = SLOT(plan, st->plan_prehook_call), *posthook = SLOT(plan, st->plan_posthook_call);
     if (prehook != NULL && prehook != Py_None && run_hook(entry, prehook, stack + 1, nargs + 2, kwnames) < 0) {
         return NULL;
     }
-    PyObject *out, *overload = SLOT(plan, state->plan_overdub_call);
+    PyObject *out, *overload = SLOT(plan, st->plan_overdub_call);
     int ask = overload != NULL && overload != Py_None ? 0 /* the one overload of every call: no dispatch */
-            : (SLOT(plan, state->plan_overdub) == Py_True ? ASK_OVERDUB : 0)
-              | (SLOT(plan, state->plan_execute) == Py_True ? ASK_EXECUTE : 0);
+            : (SLOT(plan, st->plan_overdub) == Py_True ? ASK_OVERDUB : 0)
+              | (SLOT(plan, st->plan_execute) == Py_True ? ASK_EXECUTE : 0);
     if (ask) {
         out = overloaded(entry, ask, stack + 1, nargs + 2, kwnames);
     }
     else {
         out = overload != NULL && overload != Py_None ? run_popped(entry, overload, stack + 1, nargs + 2, kwnames)
-                                                      : Py_NewRef(state->overdub_instead);
+                                                      : Py_NewRef(st->overdub_instead);
     }
     if (out == NULL) {
         goto raised;
     }
-    if (out == state->overdub_instead) {
+    if (out == st->overdub_instead) {
         Py_DECREF(out);
         PyObject *run = body_of(plan, callee);
         if (run == NULL) {
@@ -495,7 +499,7 @@ overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs
     }
     return out;
 raised:;
-    PyObject *raisehook = SLOT(plan, state->plan_raisehook_call);
+    PyObject *raisehook = SLOT(plan, st->plan_raisehook_call);
     if (raisehook != NULL && raisehook != Py_None) {
         run_raisehook(entry, raisehook, stack, nargs + 3, kwnames);
     }
@@ -547,6 +551,7 @@ static int
 builtin_prehook(PyObject *entry, PyObject *ctx, PyObject *plan, PyObject *f, PyObject *const *args,
                 Py_ssize_t nargs)
 {
+    SpeedupsState *const st = state;
     PyObject *callee = f, *receiver = NULL;
     if (presented_as_method(f)) {
         callee = method_descriptor_of(f); /* (borrowed from the type) */
@@ -557,9 +562,9 @@ builtin_prehook(PyObject *entry, PyObject *ctx, PyObject *plan, PyObject *f, PyO
     }
     /* primitives.call_primitive's own test, by id: f's, or, for a bound method, its
      * descriptor's (what it looks up by name); the preparers are among those. */
-    int helped = has_id(state->special, f);
+    int helped = has_id(st->special, f);
     if (helped == 0 && callee != f) {
-        helped = has_id(state->special, callee);
+        helped = has_id(st->special, callee);
     }
     if (helped == 0 && python_dunders(dunders_of(f), args, nargs)) {
         helped = 1;
@@ -579,7 +584,7 @@ builtin_prehook(PyObject *entry, PyObject *ctx, PyObject *plan, PyObject *f, PyO
     }
     Py_INCREF(f); /* (the hook may drop every other reference to them) */
     Py_INCREF(callee);
-    int hooked = run_hook(entry, SLOT(plan, state->plan_prehook_call), stack, n, NULL);
+    int hooked = run_hook(entry, SLOT(plan, st->plan_prehook_call), stack, n, NULL);
     Py_DECREF(callee);
     Py_DECREF(f);
     return hooked < 0 ? -1 : 1;
@@ -771,9 +776,10 @@ overdubbed_site(PyObject *entry, PyObject *f)
 PyObject *
 new_site(PyObject *entry, PyObject *f, vectorcallfunc run)
 {
+    SpeedupsState *const st = state;
     Site *site;
-    if (state->sites_kept_count > 0) {
-        site = state->sites_kept[--state->sites_kept_count];
+    if (st->sites_kept_count > 0) {
+        site = st->sites_kept[--st->sites_kept_count];
         PyObject_Init((PyObject *)site, &SiteType);
     }
     else {
@@ -793,17 +799,18 @@ new_site(PyObject *entry, PyObject *f, vectorcallfunc run)
 PyObject *
 call_in(PyObject *entry, PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
+    SpeedupsState *const st = state;
     PyObject *run;
     if (entry == NULL) {
         run = Py_NewRef(f);
     }
     else {
         if (is_builtin(f) && kwnames == NULL && nargs <= ENTERED_MAX) {
-            PyObject *plan = slot(entry, state->entry_plan, "plan"), *ctx = slot(entry, state->entry_ctx, "ctx");
+            PyObject *plan = slot(entry, st->entry_plan, "plan"), *ctx = slot(entry, st->entry_ctx, "ctx");
             if (plan == NULL || ctx == NULL) {
                 return NULL;
             }
-            int plain = Py_TYPE(plan) == state->plan_type && SLOT(plan, state->plan_enters) == Py_True
+            int plain = Py_TYPE(plan) == st->plan_type && SLOT(plan, st->plan_enters) == Py_True
                       ? builtin_prehook(entry, ctx, plan, f, args, nargs) : 0;
             if (plain != 0) {
                 return own_off(plain < 0 ? NULL : PyObject_Vectorcall(f, args, nargs, NULL));

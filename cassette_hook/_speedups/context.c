@@ -13,12 +13,13 @@ static PyObject *context_exit(PyObject *self, PyObject *const *args, Py_ssize_t 
 PyObject *
 run_popped(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *below = slot(entry, state->entry_below, "below");
+    SpeedupsState *const st = state;
+    PyObject *below = slot(entry, st->entry_below, "below");
     if (below == NULL) {
         return NULL;
     }
     PyObject *held;
-    if (PyContextVar_Get(state->active, NULL, &held) < 0) {
+    if (PyContextVar_Get(st->active, NULL, &held) < 0) {
         return NULL;
     }
     Popped *now = &popped, outer = *now;
@@ -26,7 +27,7 @@ run_popped(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t n
     now->to = Py_NewRef(below);
     now->entry = entry;
     PyObject *out = below == Py_None ? PyObject_Vectorcall(hook, stack, nargs, kwnames)
-                                     : call_unpacked(state->seen_below, hook, NULL, stack, nargs, kwnames);
+                                     : call_unpacked(st->seen_below, hook, NULL, stack, nargs, kwnames);
     Py_XDECREF(now->from);
     Py_DECREF(now->to);
     *now = outer;

@@ -166,8 +166,9 @@ set_builtins(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 int
 shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
 {
+    SpeedupsState *const st = state;
     PyFunctionObject *func = (PyFunctionObject *)f;
-    PyObject *shared = slot(plan, state->plan_shared, "shared");
+    PyObject *shared = slot(plan, st->plan_shared, "shared");
     PyObject *table = shared ? values_of(shared) : NULL;
     if (table == NULL) {
         return -1;
@@ -206,7 +207,7 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
     version_from_code(made, VERSION_OF(f));
     Py_DECREF(found);
     if (enter) {
-        PyObject *twins = slot(plan, state->plan_twins, "twins");
+        PyObject *twins = slot(plan, st->plan_twins, "twins");
         PyObject *entry = twins == NULL ? NULL
                           : PyTuple_Pack(4, made, func->func_code, func->func_defaults ? func->func_defaults : Py_None,
                                          func->func_kwdefaults ? func->func_kwdefaults : Py_None);

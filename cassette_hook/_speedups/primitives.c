@@ -148,7 +148,8 @@ is_plain_function(PyObject *f)
 PyObject *
 run_primitive(PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
-    PyObject *prepare = by_id(state->preparers, f), *out = NULL;
+    SpeedupsState *const st = state;
+    PyObject *prepare = by_id(st->preparers, f), *out = NULL;
     if (prepare != NULL && kwnames == NULL && all_c_operands(args, nargs)) {
         out = PyObject_Vectorcall(f, args, nargs, NULL); /* nothing to prepare */
     }
@@ -166,7 +167,7 @@ run_primitive(PyObject *f, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     else if (!PyErr_Occurred()) {
         int emulate = emulated(f);
         out = emulate < 0 ? NULL
-            : emulate ? call_unpacked(state->call_primitive, f, NULL, args, nargs, kwnames)
+            : emulate ? call_unpacked(st->call_primitive, f, NULL, args, nargs, kwnames)
                       : PyObject_Vectorcall(f, args, nargs, kwnames);
     }
     return out;

@@ -7,11 +7,12 @@
 PyObject *
 values_of(PyObject *cache)
 {
-    if (Py_TYPE(cache) != state->id_table_type) {
+    SpeedupsState *const st = state;
+    if (Py_TYPE(cache) != st->id_table_type) {
         PyErr_Format(PyExc_TypeError, "cassette_hook: a %.200s is not a WeakIdCache", Py_TYPE(cache)->tp_name);
         return NULL;
     }
-    return slot(cache, state->id_table_values, "values");
+    return slot(cache, st->id_table_values, "values");
 }
 
 /* The tables of twins are dicts keyed by id (_weakid.WeakIdCache), and a lookup makes an int
