@@ -61,6 +61,24 @@ def test_a_directory_of_sources_named_like_an_extension_is_not_taken_for_it(tmp_
     assert _native.optional("ch_unbuilt_speedups") is None
 
 
+@needs_c
+def test_a_second_instance_of_the_accelerator_is_refused_with_import_error():
+    # Its state is read through one static pointer (docs/internals.md, "The C hot path"):
+    # a second exec of the module (here: imported again after its removal from
+    # sys.modules) raises ImportError, which the package takes as "no accelerator".
+    code = textwrap.dedent("""
+        import importlib, sys
+        import cassette_hook._speedups
+        del sys.modules["cassette_hook._speedups"]
+        try:
+            importlib.import_module("cassette_hook._speedups")
+        except ImportError as error:
+            print("ImportError", "loaded once per process" in str(error))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["ImportError", "True"]
+
+
 def test_the_pure_python_variable_keeps_the_python_path():
     code = "from cassette_hook import callsite; print(callsite._speedups is None, callsite.resolve.__module__)"
     env = {**os.environ, "CASSETTE_HOOK_PURE_PYTHON": "1"}
