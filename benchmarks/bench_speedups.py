@@ -1,4 +1,4 @@
-"""The C hot path (``cassette_hook/_speedups.c``) against the pure-Python one it replaces.
+"""The C hot path (``cassette_hook/_speedups/``) against the pure-Python one it replaces.
 
 Which one runs is fixed when ``cassette_hook`` is imported (``CASSETTE_HOOK_PURE_PYTHON=1``
 keeps the Python one), so each round runs two fresh interpreters, one of each, in

@@ -23,13 +23,16 @@ PURE_PYTHON = bool(os.environ.get("CASSETTE_HOOK_PURE_PYTHON"))
 
 def optional(name: str) -> Any:
     """The extension module ``name`` (relative to the package), or None where it is not
-    built or the pure-Python versions are asked for."""
+    built or the pure-Python versions are asked for.  In a source checkout where
+    ``_speedups`` is not built, the directory of its C sources (``cassette_hook/_speedups/``)
+    imports as a namespace package of the same name: that is not the extension either."""
     if PURE_PYTHON:
         return None
     try:
-        return importlib.import_module(name, __package__)
+        module = importlib.import_module(name, __package__)
     except ImportError:
         return None
+    return None if getattr(module, "__file__", None) is None else module
 
 
 speedups: Any  # ``_speedups``, or None: loaded when first asked for (by :func:`__getattr__`)

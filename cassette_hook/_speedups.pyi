@@ -1,4 +1,4 @@
-"""Types of the optional C accelerator (``_speedups.c``); the modules it speeds up
+"""Types of the optional C accelerator (``_speedups/``); the modules it speeds up
 (``callsites``, ``dispatch``, ``tagging``) have each part in Python."""
 
 from contextvars import ContextVar

@@ -16,7 +16,7 @@ and the modules that keep its methods at hand for speed :func:`follow` it.
 
 The variable is read through :func:`top`, never directly: while a context's hooks run,
 the C hot path leaves the variable as it is and records, per thread, that the running
-code's innermost entry is the one below (``Popped`` in ``_speedups.c``).  What pushes
+code's innermost entry is the one below (``Popped`` in ``_speedups/internal.h``).  What pushes
 sets the variable; what pops puts back what the push found there (``Entry.outer``).
 """
 

@@ -1,4 +1,4 @@
-"""The C hot path (``cassette_hook/_speedups.c``) and its pure-Python reference.
+"""The C hot path (``cassette_hook/_speedups/``) and its pure-Python reference.
 
 The whole suite runs on both (tox's ``py3XX`` and ``py3XX-pure`` environments); these
 tests pin what only one of them, or the choice between them, can show.
@@ -25,7 +25,7 @@ import typing
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import context_stack
+from cassette_hook import _native, context_stack
 from cassette_hook.runtime import callees, callsites, operators, primitives
 from cassette_hook.runtime import plan as _plan
 
@@ -50,6 +50,34 @@ class Recording(ch.Context):
 def test_the_c_path_is_in_use_where_the_run_requires_it():
     if os.environ.get("CASSETTE_HOOK_REQUIRE_SPEEDUPS"):
         assert C_PATH, "cassette_hook._speedups was not built or not imported"
+
+
+def test_a_directory_of_sources_named_like_an_extension_is_not_taken_for_it(tmp_path, monkeypatch):
+    # A source checkout where _speedups is not built has cassette_hook/_speedups/ (its C
+    # sources), which imports as a namespace package: the pure-Python path must run.
+    (tmp_path / "ch_unbuilt_speedups").mkdir()
+    (tmp_path / "ch_unbuilt_speedups" / "module.c").write_text("/* a source, not an extension */\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(_native, "PURE_PYTHON", False)
+    assert _native.optional("ch_unbuilt_speedups") is None
+
+
+@needs_c
+def test_a_second_instance_of_the_accelerator_is_refused_with_import_error():
+    # Its state is read through one static pointer (docs/internals.md, "The C hot path"):
+    # a second exec of the module (here: imported again after its removal from
+    # sys.modules) raises ImportError, which the package takes as "no accelerator".
+    code = textwrap.dedent("""
+        import importlib, sys
+        import cassette_hook._speedups
+        del sys.modules["cassette_hook._speedups"]
+        try:
+            importlib.import_module("cassette_hook._speedups")
+        except ImportError as error:
+            print("ImportError", "loaded once per process" in str(error))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["ImportError", "True"]
 
 
 def test_the_pure_python_variable_keeps_the_python_path():

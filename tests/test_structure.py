@@ -1,6 +1,7 @@
 """The package's structure, as docs/internals.md describes it: its modules form layers,
 each importing only from below; the per-version rewriting modules implement one declared
-interface; and one rule says what code is cassette_hook's."""
+interface; one rule says what code is cassette_hook's; and the C accelerator's functions
+name the Python functions they mirror."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import importlib
 import inspect
 import os
 import pathlib
+import re
 import sys
 
 import pytest
@@ -166,3 +168,109 @@ def test_a_hook_registered_from_a_module_named_like_the_package_sees_its_local_c
     value = local()
     ch.overdub(ctx_type(metadata=seen), lambda: id(value))
     assert seen == [value]
+
+
+# -- the C accelerator names its Python counterparts ------------------------------------
+#
+# cassette_hook/_speedups/ is one extension built from one file per concept, each mirroring
+# one Python module (docs/internals.md, "The C hot path").  Every function the extension
+# exports -- its method table's, and its types' methods -- says above its definition
+# which Python function it mirrors, "/* Mirrors module.name. */", or why it has none,
+# "/* C only: ... */".  The sources are read from the checkout (the tests directory's
+# sibling), not from the installed package, which does not ship them.
+
+C_SOURCES = pathlib.Path(__file__).resolve().parent.parent / "cassette_hook" / "_speedups"
+METHOD_TABLE = re.compile(r"^(?:static )?PyMethodDef (\w+)(?:\[\])? = (\{.*?)\};", re.M | re.S)
+METHOD_ENTRY = re.compile(r'\{"(\w+)",\s*(?:\(PyCFunction\))?(?:\(void \(\*\)\(void\)\))?(\w+),')
+
+
+def _c_sources() -> dict[str, str]:
+    sources = {path.name: path.read_text() for path in sorted(C_SOURCES.glob("*.c"))}
+    assert "module.c" in sources, f"the accelerator's sources are not in {C_SOURCES}"
+    return sources
+
+
+def _exported_c_functions(sources: dict[str, str]) -> dict[str, str]:
+    """C function -> the name Python sees it by, for every entry of every PyMethodDef."""
+    exported = {}
+    for text in sources.values():
+        for _table, body in METHOD_TABLE.findall(text):
+            for python_name, c_name in METHOD_ENTRY.findall(body):
+                exported[c_name] = python_name
+    return exported
+
+
+def _counterpart_note(sources: dict[str, str], function: str) -> str | None:
+    """The "Mirrors module.name." or "C only: why." line above function's definition."""
+    definition = re.compile(r"^/\* (Mirrors [\w.]+\.|C only: [^\n]+?) \*/\n(?:static )?[A-Za-z_][\w ]*\**\n"
+                            + re.escape(function) + r"\(", re.M)
+    for text in sources.values():
+        found = definition.search(text)
+        if found:
+            return found.group(1)
+    return None
+
+
+def _missing_counterpart(dotted: str) -> str | None:
+    """What is missing of cassette_hook.<dotted> (a module, then attributes), or None."""
+    parts = dotted.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            obj: object = importlib.import_module("cassette_hook." + ".".join(parts[:split]))
+        except ImportError:
+            continue
+        for attribute in parts[split:]:
+            if not hasattr(obj, attribute):
+                return f"{attribute} in {dotted}"
+            obj = getattr(obj, attribute)
+        return None
+    return f"the module of {dotted}"
+
+
+def _counterpart_problems(sources: dict[str, str]) -> list[str]:
+    problems = []
+    for function, python_name in sorted(_exported_c_functions(sources).items()):
+        note = _counterpart_note(sources, function)
+        if note is None:
+            problems.append(f"{function} ({python_name}): no 'Mirrors module.name.' or 'C only: ...' line")
+        elif note.startswith("Mirrors "):
+            missing = _missing_counterpart(note.removeprefix("Mirrors ").removesuffix("."))
+            if missing is not None:
+                problems.append(f"{function} ({python_name}): {note} names no function: no {missing}")
+    return problems
+
+
+def test_the_accelerators_sources_are_one_file_per_concept_in_the_checkout() -> None:
+    names = set(_c_sources())
+    assert {"module.c", "callsite.c", "bodies.c", "operators.c", "primitives.c", "dispatch.c", "tagging.c",
+            "context.c", "switch.c"} <= names
+    assert {"state.h", "compat.h", "internal.h"} <= {path.name for path in C_SOURCES.glob("*.h")}
+
+
+def test_the_method_tables_are_found() -> None:
+    exported = _exported_c_functions(_c_sources())
+    assert exported["call"] == "call" and exported["present_c"] == "present"
+    assert exported["dispatcher_resolve"] == "resolve" and exported["context_exit"] == "__exit__"
+    assert len(exported) >= 40
+
+
+def test_every_exported_c_function_names_an_existing_python_counterpart_or_says_it_has_none() -> None:
+    assert _counterpart_problems(_c_sources()) == []
+
+
+def test_a_misnamed_or_missing_counterpart_is_reported() -> None:
+    sources = {
+        "module.c": ('static PyMethodDef methods[] = {\n    {"a", a, METH_O, ""},\n'
+                     '    {"b", (PyCFunction)b, METH_O, ""},\n    {"c", c, METH_O, ""},\n    {NULL},\n};\n'),
+        "a.c": "/* Mirrors callsite.method_site. */\nPyObject *\na(PyObject *m, PyObject *x)\n{\n}\n",
+        "b.c": "/* Mirrors generics._construction. */\nstatic PyObject *\nb(PyObject *m, PyObject *x)\n{\n}\n",
+        "c.c": "/* Calls things. */\nPyObject *\nc(PyObject *m, PyObject *x)\n{\n}\n",
+    }
+    problems = _counterpart_problems(sources)
+    assert len(problems) == 3
+    assert "callsite.method_site" in problems[0] and "generics._construction" in problems[1]
+    assert "no 'Mirrors" in problems[2]
+    sources["a.c"] = sources["a.c"].replace("callsite.method_site", "callsite.call")
+    sources["b.c"] = sources["b.c"].replace("generics._construction", "bodies._construction")
+    sources["c.c"] = sources["c.c"].replace("Calls things.", "C only: calls things.")
+    assert _counterpart_problems(sources) == []

@@ -1,7 +1,7 @@
 /* The lazy import hook's function watcher and first-call trampoline (CPython 3.12+).
  *
  * The lazy import hook hands out light code (the module as compiled) and switches the
- * functions made from it once a context is active (_light.py).  This module does two
+ * functions made from it once a context is active (importhook.lazy_mode.py).  This module does two
  * things for it.
  *
  * Switched at the first call.  An activation *arms* the functions of the modules imported
@@ -61,7 +61,7 @@ static PyObject *first_call(PyObject *func, PyObject *const *args, size_t nargsf
  * (PyFunction_SetVectorcall), so that no call site specialized for func calls its code
  * past the trampoline, and none can specialize for it while it is armed.  A function
  * whose vectorcall another tool has replaced is left alone: the call sites of switched
- * code still switch its module, as they make its twin (plan.switch_before_twin). */
+ * code still switch its module, as they make its twin (runtime.plan.switch_before_twin). */
 static void
 arm_function(PyFunctionObject *func)
 {

@@ -254,7 +254,7 @@ def _call_site(function: Any) -> Any:
 
 
 class _PureSpecial:
-    """``Special`` on the pure-Python path (``_speedups.c`` has the other).  A Python class
+    """``Special`` on the pure-Python path (``_speedups/implicit.c`` has the other).  A Python class
     cannot be a method descriptor, so CPython's slots bind it before calling, as an
     attribute read does; the two are told apart by the instruction the reading frame is
     at: an attribute load binds the method itself, anything else (an operator, a

@@ -1,0 +1,182 @@
+/* What differs between the CPython versions the accelerator supports (3.10-3.14): every
+ * test of PY_VERSION_HEX is here, as a named feature or an inline function, so that the
+ * concept files say what they need rather than which version has it. */
+#ifndef CASSETTE_HOOK_SPEEDUPS_COMPAT_H
+#define CASSETTE_HOOK_SPEEDUPS_COMPAT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <structmember.h> /* PyMemberDef (in Python.h from 3.12 on) */
+
+/* Per-thread state (a few variables, read at every hooked call).  On ELF the default model
+ * for a shared object calls __tls_get_addr at each access (4.5% of a counting prehook's
+ * time on 3.12); initial-exec reads it at a fixed offset from the thread pointer, from the
+ * static TLS block glibc keeps a surplus of for modules loaded later.  Where that surplus
+ * is gone, loading this module fails, and the package runs the pure-Python hot path. */
+#if defined(_MSC_VER)
+#define THREAD_LOCAL __declspec(thread)
+#elif defined(__ELF__) && (defined(__GNUC__) || defined(__clang__))
+#define THREAD_LOCAL _Thread_local __attribute__((tls_model("initial-exec")))
+#else
+#define THREAD_LOCAL _Thread_local
+#endif
+
+/* Dict watchers (3.12+): the mirror of the builtins a twin reads (runtime.plan.c), and on 3.14
+ * the twin tables' version (weakid.c). */
+#define CH_HAVE_DICT_WATCHERS (PY_VERSION_HEX >= 0x030C0000)
+
+/* A dict's ma_version_tag: changed at every change of what it maps, and no two dicts share
+ * one (a process-wide counter).  Deprecated from 3.12 on, for want of users, still kept
+ * through 3.13; 3.14 has none (weakid.c watches the tables instead). */
+#define CH_HAVE_DICT_VERSION_TAG (PY_VERSION_HEX < 0x030E0000)
+
+#if CH_HAVE_DICT_VERSION_TAG
+static inline uint64_t
+ch_dict_version_tag(PyObject *dict)
+{
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+#endif
+    return ((PyDictObject *)dict)->ma_version_tag;
+#if defined(__GNUC__) || defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+}
+#endif
+
+/* The exception being raised, taken out of the thread's state as one object (a new
+ * reference; its traceback on it), and put back.  3.12 keeps it as one object already. */
+static inline PyObject *
+fetch_exception(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL) {
+        PyException_SetTraceback(value, traceback);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+#endif
+}
+
+static inline void
+restore_exception(PyObject *exc)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(Py_NewRef(Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+#endif
+}
+
+/* The exception being raised gets the traceback strip(its traceback) returns (borrowed;
+ * NULL for none), if that is another one.  Before 3.12, while an exception propagates the
+ * thread's traceback is the one that counts, kept apart from the exception's. */
+static inline void
+ch_replace_raised_traceback(PyObject *(*strip)(PyObject *tb))
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+    PyObject *tb = exc != NULL ? PyException_GetTraceback(exc) : NULL, *rest = strip(tb);
+    if (rest != tb) {
+        PyException_SetTraceback(exc, rest != NULL ? rest : Py_None);
+    }
+    Py_XDECREF(tb);
+    PyErr_SetRaisedException(exc);
+#else
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *rest = strip(tb);
+    if (rest != tb) {
+        Py_XINCREF(rest);
+        Py_SETREF(tb, rest);
+        if (value != NULL && PyExceptionInstance_Check(value)) {
+            PyException_SetTraceback(value, rest != NULL ? rest : Py_None);
+        }
+    }
+    PyErr_Restore(type, value, tb);
+#endif
+}
+
+/* 3.10 keeps the handled exception's traceback apart from exc.__traceback__ (a bare raise
+ * re-raises with that one): tb becomes it.  3.11 on read it off the exception: nothing to do. */
+static inline void
+ch_set_handled_traceback(PyObject *exc, PyObject *tb)
+{
+#if PY_VERSION_HEX < 0x030B0000
+    PyErr_SetExcInfo(Py_NewRef(Py_TYPE(exc)), Py_NewRef(exc), tb == Py_None ? NULL : Py_NewRef(tb));
+#else
+    (void)exc, (void)tb;
+#endif
+}
+
+/* A Python function's vectorcall replaced, with what specialized call sites check of it
+ * reset, so that they let go of the old one. */
+static inline void
+ch_function_set_vectorcall(PyFunctionObject *func, vectorcallfunc vectorcall)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyFunction_SetVectorcall(func, vectorcall); /* (zeroes its version) */
+#else
+    func->vectorcall = vectorcall;
+#if PY_VERSION_HEX >= 0x030B0000
+    func->func_version = 0; /* (3.11's specialized call sites check it, not the vectorcall) */
+#endif
+#endif
+}
+
+#if PY_VERSION_HEX >= 0x030D0000
+/* (exported, as on 3.10-3.12, but declared in an internal header since 3.13) */
+PyAPI_FUNC(int) _PyObject_GetMethod(PyObject *obj, PyObject *name, PyObject **method);
+#endif
+
+/* Function versions (CPython 3.13+).  Specialized calls guard on a function's version.
+ * 3.13 gives one only in MAKE_FUNCTION (3.11 and 3.12 hand a new one to a function
+ * without, when a call to it next specializes), so a function made by FunctionType() --
+ * a twin -- or given a new __code__ -- one switched at a lazy activation, or by
+ * ch.instrument -- has none, and every call to it would stay a generic CALL: fib 12-16%
+ * slower, idle or overdubbed (benchmarks/bench_versions.py).  Such a function gets what
+ * MAKE_FUNCTION gives a function of its code, the code's co_version; but only when the
+ * function it stands for had a version: one without had its defaults, code or vectorcall
+ * changed, and the plain program's calls to it are not specialized either (the functions
+ * of one code share a version, which is sound while their defaults have the shape that
+ * code's MAKE_FUNCTION gives them). */
+#if PY_VERSION_HEX >= 0x030D0000
+#define VERSION_OF(func) (((PyFunctionObject *)(func))->func_version)
+#if PY_VERSION_HEX >= 0x030E0000
+/* 3.14: 0 is "never had one", 1 "cleared" (a new __code__ or defaults); valid ones start at 2 */
+#define VERSION_VALID(version) ((version) >= 2)
+#else
+#define VERSION_VALID(version) ((version) != 0)
+#endif
+static inline void
+version_from_code(PyFunctionObject *func, uint32_t had)
+{
+    if (VERSION_VALID(had) && !VERSION_VALID(func->func_version)) {
+        func->func_version = ((PyCodeObject *)func->func_code)->co_version;
+    }
+}
+#else /* 3.10-3.12: nothing to do (3.10 has no versions) */
+#define VERSION_OF(func) 0
+#define version_from_code(func, had) ((void)(func), (void)(had))
+#endif
+
+/* The module slot that declares a module for the main interpreter only (3.12+: a second
+ * interpreter's import then fails with ImportError; before 3.12, a second interpreter's
+ * exec finds the module made already, and module.c refuses it). */
+#if PY_VERSION_HEX >= 0x030C0000
+#define CH_SLOT_ONE_INTERPRETER {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#else
+#define CH_SLOT_ONE_INTERPRETER
+#endif
+
+#endif /* CASSETTE_HOOK_SPEEDUPS_COMPAT_H */

@@ -1,0 +1,254 @@
+/* plan in C: the twins a plan made, read from its tables (current_twin), a twin made
+ * here for a function whose code has one already (shared_twin), function versions kept
+ * (3.13+), and the mirror of the builtins a twin reads (3.12+). */
+#include "internal.h"
+
+/* The twin of function f in table (a dict id -> (twin, code, defaults, kwdefaults)), if
+ * it is current: f still has the code and defaults it was made from.  1 and a new
+ * reference to the twin, 0 if there is none, 2 if the table says None (a direct table's
+ * "not direct"), -1 on error.  A class may be in a direct table too, as (constructor,
+ * None, None, None).  (A new reference: the caller may allocate while it holds the twin,
+ * a collection may run in an allocation on 3.10 and 3.11, and a full one empties the
+ * twin tables -- plan's _drop_twins_before_full_collections -- which may hold the only
+ * other reference.) */
+int
+current_twin(PyObject *table, PyObject *f, PyObject **twin)
+{
+    int function = PyFunction_Check(f);
+    if (!function && !PyType_Check(f)) {
+        return 0;
+    }
+    PyObject *found = by_id(table, f);
+    if (found == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    if (found == Py_None) {
+        return 2;
+    }
+    if (!function) {
+        if (PyTuple_GET_ITEM(found, 1) != Py_None) {
+            return 0;
+        }
+        *twin = Py_NewRef(PyTuple_GET_ITEM(found, 0));
+        return 1;
+    }
+    PyObject *defaults = PyFunction_GET_DEFAULTS(f), *kwdefaults = PyFunction_GET_KW_DEFAULTS(f);
+    if (PyTuple_GET_ITEM(found, 1) == PyFunction_GET_CODE(f)
+        && PyTuple_GET_ITEM(found, 2) == (defaults ? defaults : Py_None)
+        && PyTuple_GET_ITEM(found, 3) == (kwdefaults ? kwdefaults : Py_None)) {
+        *twin = Py_NewRef(PyTuple_GET_ITEM(found, 0));
+        return 1;
+    }
+    return 0;
+}
+
+/* Twins of switched code that skip the question (3.12+).  A twin of a switched function
+ * runs the function's own code (a frame's code object is the program's), so the only way
+ * it can tell it is a twin is what its frame reads: the builtins, which CPython takes
+ * from the function object.  A twin gets a mirror of the builtins in which
+ * __cassette_hook_twin__ is true, and its switch goes straight to the rewritten body.
+ * The mirror must hold what the builtins hold, whatever the program does to them later
+ * (a monkeypatched builtin, a name added): a dict watcher copies each change of the
+ * builtins into it as it is made.  Without dict watchers (before 3.12), twins ask the
+ * question as the function does (mirror_builtins returns None). */
+#if CH_HAVE_DICT_WATCHERS
+static int
+pin(void)
+{
+    return PyDict_Update(state->mirror, state->pinned);
+}
+
+/* Called before each change of the builtins: the same change to the mirror. */
+static int
+follow_builtins(PyDict_WatchEvent event, PyObject *dict, PyObject *key, PyObject *new_value)
+{
+    if (dict != state->mirrored || state->mirror == NULL) {
+        return 0;
+    }
+    if (key != NULL && event != PyDict_EVENT_CLONED) {
+        int is_pinned = PyDict_Contains(state->pinned, key);
+        if (is_pinned != 0) {
+            return is_pinned < 0 ? -1 : 0;
+        }
+    }
+    switch (event) {
+    case PyDict_EVENT_ADDED:
+    case PyDict_EVENT_MODIFIED:
+        return PyDict_SetItem(state->mirror, key, new_value);
+    case PyDict_EVENT_DELETED:
+        if (PyDict_DelItem(state->mirror, key) < 0) {
+            if (!PyErr_ExceptionMatches(PyExc_KeyError)) {
+                return -1;
+            }
+            PyErr_Clear();
+        }
+        return 0;
+    case PyDict_EVENT_CLONED: /* an empty builtins updated from the dict `key` */
+        return PyDict_Update(state->mirror, key) < 0 ? -1 : pin();
+    case PyDict_EVENT_CLEARED: /* (CPython's shutdown, before it puts back its copy) */
+        PyDict_Clear(state->mirror);
+        return pin();
+    default: /* PyDict_EVENT_DEALLOCATED: the interpreter is going */
+        return 0;
+    }
+}
+
+static PyObject *
+mirror_of(PyObject *builtins, PyObject *pinned_values)
+{
+    if (state->mirror != NULL) {
+        if (builtins != state->mirrored) {
+            PyErr_SetString(PyExc_ValueError, "mirror_builtins: the builtins are mirrored already, another dict");
+            return NULL;
+        }
+        return Py_NewRef(state->mirror);
+    }
+    int watcher = PyDict_AddWatcher(follow_builtins);
+    if (watcher < 0) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    state->mirror = PyDict_Copy(builtins);
+    state->pinned = PyDict_Copy(pinned_values);
+    if (state->mirror == NULL || state->pinned == NULL || pin() < 0 || PyDict_Watch(watcher, builtins) < 0) {
+        Py_CLEAR(state->mirror);
+        Py_CLEAR(state->pinned);
+        PyDict_ClearWatcher(watcher);
+        return NULL;
+    }
+    state->mirrored = builtins;
+    return Py_NewRef(state->mirror);
+}
+#endif
+
+/* plan's: the mirror of builtins in which the names of pinned keep their values there,
+ * made and watched at the first call (pinned is read then); None where it cannot be
+ * (before 3.12, all dict watchers taken). */
+/* C only: a dict watcher (3.12+) keeps the mirror; the pure path's twins ask the switch. */
+PyObject *
+mirror_builtins(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyDict_CheckExact(args[0]) || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "mirror_builtins(builtins, pinned) takes two dicts");
+        return NULL;
+    }
+#if CH_HAVE_DICT_WATCHERS
+    return mirror_of(args[0], args[1]);
+#else
+    Py_RETURN_NONE;
+#endif
+}
+
+/* plan's: a twin's frames read builtins (the mirror above) in place of its globals'. */
+/* C only: a function's builtins, which Python code cannot set. */
+PyObject *
+set_builtins(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyFunction_Check(args[0]) || !PyDict_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_builtins(function, builtins) takes a function and a dict");
+        return NULL;
+    }
+    Py_SETREF(((PyFunctionObject *)args[0])->func_builtins, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+/* Plan._make_twin's shortcut, for a function whose code the plan has made a twin of
+ * before (runtime.plan.shared: code -> (twin code, globals, __module__, builtins, the twin's
+ * builtins, len(globals)), entered by Plan._make_twin): a closure or lambda made anew
+ * has the code, globals and module of the first, so the plan's answers for the first
+ * (its scope, the switch, the builtins its twin reads, the module's classes reached)
+ * hold for it, and its twin is the shared rewritten code made a function with its own
+ * defaults, keyword defaults, closure, names and version, as Plan._twin_from makes it
+ * (a microsecond of Python before, per function object).  1 and a new reference in
+ * *twin, entered in runtime.plan.twins if enter; 0 if the shortcut does not apply (Python
+ * decides); -1 on error.  The globals' size stands for what runtime.standins.reach rescans
+ * when it grows, as reach's own test does. */
+int
+shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
+{
+    SpeedupsState *const st = state;
+    PyFunctionObject *func = (PyFunctionObject *)f;
+    PyObject *shared = slot(plan, st->plan_shared, "shared");
+    PyObject *table = shared ? values_of(shared) : NULL;
+    if (table == NULL) {
+        return -1;
+    }
+    PyObject *found = by_id(table, func->func_code);
+    if (found == NULL) {
+        return PyErr_Occurred() ? -1 : 0;
+    }
+    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 6 || !PyCode_Check(PyTuple_GET_ITEM(found, 0))
+        || !PyDict_CheckExact(PyTuple_GET_ITEM(found, 4)) || !PyLong_CheckExact(PyTuple_GET_ITEM(found, 5))) {
+        PyErr_SetString(PyExc_TypeError, "cassette_hook: a plan's shared twin is not (code, globals, module, "
+                                         "builtins, builtins, size)");
+        return -1;
+    }
+    PyObject *module = func->func_module ? func->func_module : Py_None;
+    if (PyTuple_GET_ITEM(found, 1) != func->func_globals || PyTuple_GET_ITEM(found, 2) != module
+        || PyTuple_GET_ITEM(found, 3) != func->func_builtins
+        || PyLong_AsSsize_t(PyTuple_GET_ITEM(found, 5)) != PyDict_GET_SIZE(func->func_globals)) {
+        return 0;
+    }
+    Py_INCREF(found); /* (held while the twin is made: entering it runs Python) */
+    PyFunctionObject *made = (PyFunctionObject *)PyFunction_NewWithQualName(PyTuple_GET_ITEM(found, 0),
+                                                                            func->func_globals, func->func_qualname);
+    if (made == NULL) {
+        Py_DECREF(found);
+        return -1;
+    }
+    /* (set as FunctionType() sets them, with no version reset: version_from_code's) */
+    Py_XSETREF(made->func_name, Py_NewRef(func->func_name));
+    Py_XSETREF(made->func_defaults, Py_XNewRef(func->func_defaults));
+    Py_XSETREF(made->func_kwdefaults, Py_XNewRef(func->func_kwdefaults));
+    Py_XSETREF(made->func_closure, Py_XNewRef(func->func_closure));
+    if (PyTuple_GET_ITEM(found, 4) != PyTuple_GET_ITEM(found, 3)) { /* the mirror of the builtins */
+        Py_XSETREF(made->func_builtins, Py_NewRef(PyTuple_GET_ITEM(found, 4)));
+    }
+    version_from_code(made, VERSION_OF(f));
+    Py_DECREF(found);
+    if (enter) {
+        PyObject *twins = slot(plan, st->plan_twins, "twins");
+        PyObject *entry = twins == NULL ? NULL
+                          : PyTuple_Pack(4, made, func->func_code, func->func_defaults ? func->func_defaults : Py_None,
+                                         func->func_kwdefaults ? func->func_kwdefaults : Py_None);
+        int entered = entry == NULL ? -1 : enter_by_id(twins, f, entry);
+        Py_XDECREF(entry);
+        if (entered < 0) {
+            Py_DECREF(made);
+            return -1;
+        }
+    }
+    *twin = (PyObject *)made;
+    return 1;
+}
+
+/* importhook.lazy_mode.set_code(func, code): func.__code__ = code (its checks, its watchers' events),
+ * the version kept as above. */
+/* Mirrors importhook.lazy_mode.set_code. */
+PyObject *
+set_code(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyFunction_Check(args[0]) || !PyCode_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_code(function, code) takes a function and a code object");
+        return NULL;
+    }
+    uint32_t had = VERSION_OF(args[0]);
+    if (PyObject_SetAttrString(args[0], "__code__", args[1]) < 0) {
+        return NULL;
+    }
+    version_from_code((PyFunctionObject *)args[0], had);
+    Py_RETURN_NONE;
+}
+
+/* plan's twin of func: versioned as above if func is. */
+/* C only: a twin gets its function's version (3.13+), which Python code cannot set. */
+PyObject *
+version_like(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyFunction_Check(args[0]) || !PyFunction_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "version_like(twin, function) takes two functions");
+        return NULL;
+    }
+    version_from_code((PyFunctionObject *)args[0], VERSION_OF(args[1]));
+    Py_RETURN_NONE;
+}
