@@ -270,7 +270,7 @@ def test_a_misnamed_or_missing_counterpart_is_reported() -> None:
     assert len(problems) == 3
     assert "callsite.method_site" in problems[0] and "generics._construction" in problems[1]
     assert "no 'Mirrors" in problems[2]
-    sources["a.c"] = sources["a.c"].replace("callsite.method_site", "callsite.call")
-    sources["b.c"] = sources["b.c"].replace("generics._construction", "bodies._construction")
+    sources["a.c"] = sources["a.c"].replace("callsite.method_site", "runtime.callsites.call")
+    sources["b.c"] = sources["b.c"].replace("generics._construction", "runtime.callees._construction")
     sources["c.c"] = sources["c.c"].replace("Calls things.", "C only: calls things.")
     assert _counterpart_problems(sources) == []
