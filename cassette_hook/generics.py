@@ -78,6 +78,9 @@ class ContextGeneric(dispatch.Generic):
         for bound in callee.named_objects() if callee is not None else ():
             receiver = _receiver_of(bound)
             if receiver is not None:
+                on_receiver = _on_receiver(method, func, len(leading), callee, bound, receiver)
+                if on_receiver is not None:
+                    return on_receiver
                 names = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
                 raise TypeError(f"{where}: {_bound_method_advice(bound, receiver, names[len(leading) - 1:])}")
         return method.running(_leading_positional(func, len(leading)))
@@ -208,6 +211,48 @@ def _receiver_of(obj: object) -> object | None:
         return obj.__self__
     receiver = getattr(obj, "__self__", None) if isinstance(obj, BuiltinMethodType) else None
     return None if receiver is None or isinstance(receiver, (type, ModuleType)) else receiver
+
+
+def _on_receiver(method: Any, func: Any, leading: int, callee: Any, bound: Any, receiver: object) -> Any:
+    """``Is[random.random]`` for the callee: "this function on this receiver" (docs/tutorial.md,
+    mocking), or ``None`` where that reading is not given.
+
+    A call presents a bound method unbound, its receiver first among the arguments
+    (``random.random()`` as ``(Random.random, random._inst)``), so no call is the bound
+    method itself.  But a bound method that a module holds as an attribute -- ``random``'s
+    functions are its hidden ``Random`` instance's methods -- is what users know the
+    function as, and what ``from random import random`` gives them.  So such a bound
+    method, named alone, stands for its function and its receiver: the method is
+    registered for the callee ``Is[function]`` followed by the argument ``Is[receiver]``,
+    and runs the overload as written, with the bound method as the callee and without the
+    receiver.  A bound method that is no module's attribute (``obj.method``, a new object
+    at each access) is still refused, saying what to write."""
+    import sys
+
+    name = getattr(bound, "__name__", None)
+    at = leading - 1
+    if not (isinstance(callee, dispatch.Is) and len(callee.objects) == 1 and isinstance(name, str)
+            and at < len(method.params)):
+        return None
+    if not any(getattr(module, "__dict__", {}).get(name) is bound for module in list(sys.modules.values())):
+        return None
+    if type(bound) is MethodType:
+        function: object = bound.__func__
+    else:
+        function = next((unbound for klass in type(receiver).__mro__
+                         if (unbound := klass.__dict__.get(name)) is not None and hasattr(unbound, "__get__")
+                         and unbound.__get__(receiver, klass) == bound), None)
+        if function is None:
+            return None
+    params = method.params
+    method.params = (*params[:at], dispatch.Is(function), dispatch.Is(receiver), *params[at + 1:])
+    method.required = max(method.required, at + 1) + 1
+    run = _leading_positional(func, leading)
+
+    def on_receiver(*args: Any, **kwargs: Any) -> Any:
+        return run(*args[:at], bound, *args[at + 2:], **kwargs)
+
+    return method.running(on_receiver)
 
 
 def _bound_method_advice(bound: Any, receiver: object, names: list[str]) -> str:

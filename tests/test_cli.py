@@ -472,3 +472,21 @@ def test_a_program_too_long_to_hand_on_runs_in_the_command_lines_own_process(tmp
     result = run("-c", code, cwd=tmp_path, TMPDIR=str(tmp_path))
     assert (result.stdout, result.returncode, result.stderr) == ("ran\n", 0, "")
     assert [p.name for p in tmp_path.iterdir()] == []  # (nothing left behind)
+
+
+LIBRARY_CALL = "import json\ndef main():\n    return json.dumps([1])\nmain()\n"
+
+
+def test_include_of_a_library_makes_the_trace_show_inside_it_unless_the_trace_says_otherwise(tmp_path):
+    script(tmp_path, LIBRARY_CALL)
+    run("--include", "json", "--include", str(tmp_path), "--context", "trace", "--output", "t.txt", "prog.py",
+        cwd=tmp_path)
+    trace = (tmp_path / "t.txt").read_text()
+    assert "  json.dumps([1])\n" in trace and "json.encoder.JSONEncoder.encode(" in trace
+    run("--include", "json", "--include", str(tmp_path), "--context", "trace,libraries=no", "--output", "t.txt",
+        "prog.py", cwd=tmp_path)
+    assert (tmp_path / "t.txt").read_text() == "__main__.main()\n  json.dumps([1]) -> '[1]'\n__main__.main -> '[1]'\n"
+
+
+def test_help_says_that_include_widens_the_trace(tmp_path):
+    assert "shows the calls inside the libraries P names" in " ".join(run("--help", cwd=tmp_path).stdout.split())

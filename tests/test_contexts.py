@@ -108,7 +108,8 @@ def test_from_options_passes_output_through(tmp_path):
 
 @pytest.mark.parametrize("cls, options, message", [
     (TraceContext, {"depht": "3"},
-     "unknown option 'depht' (valid options: depth, exclude, include, libraries, operators, reprs, width)"),
+     "unknown option 'depht' (valid options: depth, events, exclude, fold, include, libraries, lines, operators, "
+     "reprs, timeline, width)"),
     (TraceContext, {"depth": "three"}, "bad value for option depth='three': expected a number >= 1, or all"),
     (TraceContext, {"depth": "0"}, "bad value for option depth='0': expected a number >= 1, or all"),
     (TraceContext, {"include": "a++b"},

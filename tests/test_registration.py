@@ -1,6 +1,11 @@
 """Registering an overload on a contextual generic refuses, at once, a signature that no
 call could run, naming the function (qualname, file:line) and what is wrong with it."""
 
+import random
+import time
+from random import random as random_function
+from time import time as time_function
+
 import pytest
 
 import cassette_hook as ch
@@ -246,3 +251,65 @@ def test_the_suggested_patterns_match_the_calls_they_name():
     finally:
         ch.overdub.unregister(only_make_on_factory)
         ch.overdub.unregister(only_method_on_obj)
+
+
+# -- Is of a bound method that a module holds: this function on this receiver (docs/tutorial.md)
+
+class FixedRandom(ch.Context):
+    pass
+
+
+@ch.overdub.register
+def _fixed(ctx: FixedRandom, f: ch.Is[random.random]):
+    return 0.25
+
+
+def draws(generator):
+    return random.random(), random_function(), generator.random()
+
+
+def test_is_of_a_modules_bound_method_matches_the_calls_of_that_function_on_that_receiver():
+    own = random.Random(7)
+    expected = random.Random(7).random()
+    assert ch.overdub(FixedRandom(), draws, own) == (0.25, 0.25, expected)  # (another Random: its own)
+    assert ch.overdub(FixedRandom(), draws, random.Random(7))[2] == expected
+
+
+class FixedClock(ch.Context):
+    pass
+
+
+@ch.overdub.register
+def _clock(ctx: FixedClock, f: ch.Is[time.time]):
+    return 1e9
+
+
+def test_is_of_a_modules_builtin_function_matches_its_calls():
+    assert ch.overdub(FixedClock(), lambda: (time.time(), time_function())) == (1e9, 1e9)
+
+
+class Scaled(ch.Context):
+    pass
+
+
+@ch.overdub.register
+def _scaled(ctx: Scaled, f: ch.Is[random.uniform], a, b):
+    return f(a, b) * 0 + a  # the overload's f is the bound method as named: it calls the real one
+
+
+def test_the_overload_of_a_bound_method_gets_it_as_its_callee_and_the_calls_arguments():
+    assert ch.overdub(Scaled(), lambda: random.uniform(3, 4)) == 3
+
+
+def test_hooks_take_a_modules_bound_method_too():
+    seen = []
+
+    class Watch(ch.Context):
+        pass
+
+    @ch.prehook.register
+    def _(ctx: Watch, f: ch.Is[random.random]):
+        seen.append(f)
+
+    ch.overdub(Watch(), lambda: (random.random(), random.Random(1).random()))
+    assert seen == [random.random]

@@ -380,7 +380,7 @@ def test_the_profile_loses_no_call_when_threads_run_its_hooks_at_the_same_time(w
 
 def test_the_trace_keeps_every_line_of_threads_tracing_at_the_same_time_whole(whole_program):
     out = io.StringIO()
-    whole_program(ch.TraceContext(out, operators=False))
+    whole_program(ch.TraceContext(out, operators=False, fold=None))  # (every line: none folded)
     work = instrumented_work()
     run_threads(4, lambda: [work(30) for _ in range(5)], together=True)
     # Per work(30): range, sum opened, 30 abs inside it, sum closed: 33 lines, each whole.

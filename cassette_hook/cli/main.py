@@ -3,6 +3,7 @@
     python -m cassette_hook [--include P]... [--exclude P]... [--context SPEC]...
                             [--output FILE] [--subprocesses] [--debug CATEGORY[,CATEGORY]]
                             (script.py | dir | app.zip | -m module | -c code) [args...]
+    python -m cassette_hook combine FILE... [options]      (see ``combine``)
 
 The program sees what it would see under ``python``: ``sys.argv``, ``sys.path[0]``,
 ``__main__``, ``__file__``, the frames below its first one; its exit status,
@@ -67,7 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--include", action="append", metavar="P",
                         help="instrument modules matching P: a module name (with its submodules), "
-                             "a glob over module names, or a directory (repeatable)")
+                             "a glob over module names, or a directory (repeatable); the trace context "
+                             "then shows the calls inside the libraries P names too (unless given its own "
+                             "libraries= option)")
     parser.add_argument("--exclude", action="append", metavar="P",
                         help="do not instrument modules matching P (repeatable)")
     parser.add_argument("--context", action="append", metavar="SPEC",
@@ -137,7 +140,12 @@ def _usage_error(message: str) -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    own, program_args = _split(sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "combine":  # (a script named combine: python -m cassette_hook -- combine)
+        from . import combine
+
+        return combine.main(args[1:])
+    own, program_args = _split(args)
     options = _parse(own)
     if options.list_contexts:
         _list_contexts()
@@ -153,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         _usage_error(f"--debug: {exc}")
     include = options.include or [_default_include(options)]
+    options.context = [_trace_inside(spec, options.include) for spec in options.context]
     interpreter = reexec.interpreter_options() if argv is None else None
     if interpreter is not None:
         _exec_program(options, include, program_args, interpreter)  # (returns only if exec failed)
@@ -220,6 +229,19 @@ def _read_script(path: str) -> bytes:
     except OSError as exc:
         print(f"{sys.executable}: can't open file {path!r}: [Errno {exc.errno}] {exc.strerror}", file=sys.stderr)
         sys.exit(2)
+
+
+def _trace_inside(spec: str, include: list[str]) -> str:
+    """``spec``, but for the built-in ``trace`` given no ``libraries=`` option, with
+    ``libraries=`` the module patterns of ``--include``: a user who asked for a library to
+    be instrumented wants to see inside it, where the trace would show each call of it as
+    one line (docs/cli.md, "What is instrumented").  Directories are left out: the
+    trace's patterns are module names.  Other contexts are given their spec as it is."""
+    modules = [p for p in include if not (os.sep in p or "/" in p or p in (".", ".."))]
+    name, *pairs = spec.split(",")
+    if not modules or name.strip() != "trace" or any(pair.partition("=")[0].strip() == "libraries" for pair in pairs):
+        return spec
+    return f"{spec},libraries={'+'.join(modules)}"
 
 
 def _default_include(options: _Options) -> str:

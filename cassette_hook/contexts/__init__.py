@@ -19,10 +19,11 @@ from ._base import ReportingContext, ReportPathError
 if TYPE_CHECKING:
     from ._calltree import FunctionStats
     from .null import NullContext
-    from .profile import ProfileContext
+    from .profile import ProfileContext, ProfileMergeError
     from .trace import TraceContext
 
-_LAZY = {"FunctionStats": "._calltree", "NullContext": ".null", "ProfileContext": ".profile", "TraceContext": ".trace"}
+_LAZY = {"FunctionStats": "._calltree", "NullContext": ".null", "ProfileContext": ".profile",
+         "ProfileMergeError": ".profile", "TraceContext": ".trace"}
 
 
 def __getattr__(name: str) -> Any:
@@ -36,4 +37,5 @@ def __getattr__(name: str) -> Any:
     globals()[name] = value
     return value
 
-__all__ = ["FunctionStats", "NullContext", "ProfileContext", "ReportPathError", "ReportingContext", "TraceContext"]
+__all__ = ["FunctionStats", "NullContext", "ProfileContext", "ProfileMergeError", "ReportPathError", "ReportingContext",
+           "TraceContext"]

@@ -213,6 +213,7 @@ def edges(trees: list[ThreadTree]) -> dict[tuple[str, str], tuple[int, int]]:
 # -- raw data, for merging the profiles of several processes -----------------------------
 
 FORMAT = "cassette_hook-profile"
+VERSION = 1  # of the format: what load reads
 
 
 def dump(trees: list[ThreadTree], locations: dict[str, tuple[str, int]], pid: int) -> dict[str, Any]:
@@ -230,7 +231,9 @@ def dump(trees: list[ThreadTree], locations: dict[str, tuple[str, int]], pid: in
             else:
                 parents.pop()
         threads.append({"name": tree.name, "nodes": rows})
-    return {"format": FORMAT, "version": 1, "pid": pid, "names": list(names),
+    from .. import __version__  # here: the package imports this module before it sets it
+
+    return {"format": FORMAT, "version": VERSION, "cassette_hook": __version__, "pid": pid, "names": list(names),
             "locations": {n: list(loc) for n, loc in locations.items()}, "threads": threads}
 
 
@@ -238,6 +241,10 @@ def load(data: dict[str, Any]) -> tuple[list[ThreadTree], dict[str, tuple[str, i
     """The trees, locations and process id of :func:`dump`'s output."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ValueError(f"not a cassette_hook profile dump (no \"format\": \"{FORMAT}\")")
+    if data.get("version") != VERSION:
+        raise ValueError(f"a profile dump of format version {data.get('version')!r} (written by cassette_hook "
+                         f"{data.get('cassette_hook', 'of an unknown version')}), which this cassette_hook "
+                         f"does not read: it reads version {VERSION}")
     names = data["names"]
     trees = []
     for thread in data["threads"]:

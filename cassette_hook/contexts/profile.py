@@ -218,14 +218,33 @@ class ProfileContext(ReportingContext, Recording):
             stream.write(json.dumps(data, separators=(",", ":")))
 
     @classmethod
-    def merge(cls, files: Iterable[str | os.PathLike[str]], output: Output = None, **options: Any) -> ProfileContext:
+    def merge(cls, files: Iterable[str | os.PathLike[str]], output: Output = None, *,
+              remap: Iterable[tuple[str, str]] = (), **options: Any) -> ProfileContext:
         """A profile made of the dumps of several processes (:meth:`dump`, or the ``raw``
         option), to write their reports together; ``options`` are the constructor's.
-        Threads are renamed ``name (pid N)`` when the dumps come from several processes."""
+        Threads are renamed ``name (pid N)`` when the dumps come from several processes.
+
+        ``remap``: ``(old, new)`` directory prefixes of the functions' source files, for
+        dumps of sources installed at different places (each file takes the first that
+        applies).  Raises :class:`ProfileMergeError`, naming the file, for a file that is
+        not a dump, and for dumps written by different versions of cassette_hook."""
+        remap = [(os.path.join(old, ""), os.path.join(new, "")) for old, new in remap]
         loaded = []
+        versions: dict[str, str] = {}
         for file in files:
-            with open(file, encoding="utf-8") as stream:
-                loaded.append(load(json.load(stream)))
+            name = os.fspath(file)
+            try:
+                with open(file, encoding="utf-8") as stream:
+                    data = json.load(stream)
+                loaded.append(load(data))
+            except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+                raise ProfileMergeError(f"{name}: cannot merge: {exc}") from None
+            version = data.get("cassette_hook", "unknown")
+            other = next(((f, v) for f, v in versions.items() if v != version), None)
+            if other is not None:
+                raise ProfileMergeError(f"dumps of different versions: {other[0]} was written by cassette_hook "
+                                        f"{other[1]}, {name} by {version}; merge the dumps of one version")
+            versions[name] = version
         merged = cls(output, **options)
         several = len({pid for _, _, pid in loaded}) > 1
         for trees, locations, pid in loaded:
@@ -233,8 +252,8 @@ class ProfileContext(ReportingContext, Recording):
                 if several:
                     tree.name = f"{tree.name} (pid {pid})"
                 merged._trees.append(tree)
-            for name, location in locations.items():
-                merged._locations.setdefault(name, location)
+            for name, (source, line) in locations.items():
+                merged._locations.setdefault(name, (_remapped(source, remap), line))
         return merged
 
     # -- reports ---------------------------------------------------------------------
@@ -296,3 +315,15 @@ class ProfileContext(ReportingContext, Recording):
         """Write :meth:`flamegraph` to a path or a text stream."""
         with text_output(file) as stream:
             stream.write(self.flamegraph())
+
+
+class ProfileMergeError(ValueError):
+    """:meth:`ProfileContext.merge` was given a file it cannot merge; the message names it."""
+
+
+def _remapped(source: str, remap: list[tuple[str, str]]) -> str:
+    """``source`` with the first ``old`` directory prefix that it starts with made ``new``."""
+    for old, new in remap:
+        if source.startswith(old):
+            return new + source[len(old):]
+    return source
