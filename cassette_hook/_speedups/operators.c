@@ -214,7 +214,21 @@ one_python_dunder(PyObject *entry, const OperatorDunders *dunders, PyObject *con
         result = truth < 0 ? NULL : Py_NewRef(truth ? Py_True : Py_False);
     }
     else if (run == RUN_ITERATOR && !PyIter_Check(result)) {
-        PyErr_Format(PyExc_TypeError, "iter() returned non-iterator of type '%.100s'", Py_TYPE(result)->tp_name);
+        /* CPython's own error, in the running version's words (3.15 names the class):
+         * runtime.operators._iterator raises it, as the pure-Python path does. */
+        PyObject *module = PyImport_ImportModule("cassette_hook.runtime.operators");
+        PyObject *raise = module == NULL ? NULL : PyObject_GetAttrString(module, "_iterator");
+        Py_XDECREF(module);
+        if (raise != NULL) {
+            PyObject *call[2] = {(PyObject *)Py_TYPE(args[0]), result};
+            PyObject *same = PyObject_Vectorcall(raise, call, 2, NULL);
+            Py_DECREF(raise);
+            if (same != NULL) { /* (an iterator to Python after all: kept) */
+                Py_DECREF(same);
+                *out = result;
+                return 1;
+            }
+        }
         Py_CLEAR(result);
     }
     else if (binary && result == Py_NotImplemented) {

@@ -63,6 +63,12 @@ node_init(Node *self, PyObject *args, PyObject *kwds)
         Py_XDECREF(keyed);
         return -1;
     }
+    /* Out of the collector's sight, as the node is (see node_dealloc): a new dict is
+     * untracked until it holds a tracked object up to 3.13, and tracked from the start
+     * from 3.14 on.  These hold strings, untracked nodes and C callees, and only this node
+     * refers to them, so they are never part of a cycle. */
+    PyObject_GC_UnTrack(children);
+    PyObject_GC_UnTrack(keyed);
     Py_XSETREF(self->name, Py_NewRef(name));
     Py_XSETREF(self->children, children);
     Py_XSETREF(self->keyed, keyed);
@@ -76,8 +82,8 @@ node_init(Node *self, PyObject *args, PyObject *kwds)
  * types), none of which can lead back to it, so it is never part of a cycle.  Tracked, a
  * profile of a large program was hundreds of thousands of objects that every full
  * collection walked, and the collections' pauses were charged to whatever function ran
- * (docs/contexts.md, "The profile and the garbage collector").  Its `children` dict,
- * holding only strings and untracked nodes, stays untracked too. */
+ * (docs/contexts.md, "The profile and the garbage collector").  Its dicts are untracked
+ * too (node_init). */
 static void
 node_dealloc(Node *self)
 {
