@@ -334,6 +334,21 @@ def test_a_template_string_without_interpolations_is_rewritten():
     assert one in ctx.metadata
 
 
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="except without parentheses (PEP 758) is 3.14's")
+def test_except_naming_several_exceptions_without_parentheses_catches_as_compiled():
+    namespace = {"one": one}
+    exec("def g(x):\n"
+         "    try:\n"
+         "        one()\n"
+         "        return [1][x]\n"
+         "    except KeyError, IndexError:\n"
+         "        return 'caught'\n", namespace)  # (a SyntaxError to parse before 3.14)
+    g = namespace["g"]
+    ctx = Calls(metadata=[])
+    assert (ch.overdub(ctx, g, 0), ch.overdub(ctx, g, 5)) == (g(0), g(5)) == (1, "caught")
+    assert ctx.metadata.count(one) == 2
+
+
 def test_f_strings_and_formatting_calls():
     def g(x):
         return f"{one()}-{x!r:>4}" + "%s" % two() + "{}".format(one())
