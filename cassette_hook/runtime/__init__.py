@@ -14,5 +14,5 @@ A hooked call walks down these modules (docs/internals.md, "Architecture"):
 - ``hotpath``: the entry points that modules below the runtime call.
 
 The C accelerator (``cassette_hook/_speedups.c``) implements the hot parts of these
-modules; ``_native`` says whether it is loaded.
+modules; ``_native`` chooses, once, between it and the Python versions (``interface``).
 """
