@@ -139,13 +139,15 @@ RUNTIME_INTERFACE = {name for name in dir(interface.Runtime) if not name.startsw
     interface.Runtime.__annotations__)
 
 
+def _c_module() -> object:
+    """``_speedups``, imported here whichever implementation this run chose (every test
+    environment builds it; the -pure ones only do not use it)."""
+    return importlib.import_module("cassette_hook._speedups")
+
+
 def _implementations() -> list[object]:
-    """Both implementations, made here whichever this run chose (the C one where built)."""
-    made: list[object] = [_native.Python("made by the test")]
-    module = _native.optional("._speedups")
-    if module is not None:
-        made.append(_native.C(module, "made by the test"))
-    return made
+    """Both implementations, made here whichever this run chose."""
+    return [_native.Python("made by the test"), _native.C(_c_module(), "made by the test")]
 
 
 @pytest.mark.parametrize("implementation", _implementations(), ids=lambda made: made.name)
@@ -163,10 +165,7 @@ def test_every_runtime_implementation_provides_the_whole_interface(implementatio
 
 
 def test_the_c_accelerator_has_every_accelerated_name() -> None:
-    module = _native.optional("._speedups")
-    if module is None:
-        assert _native.runtime.name == "Python"  # (not built, or the pure path asked for: nothing to check)
-        return
+    module = _c_module()
     assert {name for name in _native.ACCELERATED if not hasattr(module, name)} == set()
 
 
@@ -186,10 +185,7 @@ def test_every_accelerated_name_has_a_python_version_handed_in_by_its_module() -
 
 
 def test_the_c_implementation_refuses_a_name_not_declared_accelerated() -> None:
-    module = _native.optional("._speedups")
-    implementation = _native.C(module, "made by the test") if module is not None else None
-    if implementation is None:
-        return
+    implementation = _native.C(_c_module(), "made by the test")
     with pytest.raises(AssertionError, match="'bind' is not declared in _native.ACCELERATED"):
         implementation.accelerated("bind", None)
 
