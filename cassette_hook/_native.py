@@ -73,6 +73,9 @@ class Python:
     Dispatcher: Any = None  # (dispatch walks its cache in a Python closure)
     run_popped: Callable[..., Any] | None = None  # (overdub runs an overload popped in its own frame)
     method_of: Callable[[Any, str], Any] | None = None  # (no method sites: see method_site)
+    # Python cannot give a function a version (3.13 specializes it less); None, not a no-op
+    # method, so that twins are made with no frame more than before (tests/test_interrupts.py)
+    version_like: Callable[[FunctionType, FunctionType], None] | None = None
 
     def __init__(self, why: str) -> None:
         self.why = why
@@ -107,9 +110,6 @@ class Python:
         """Never asked: :meth:`mirror_builtins` made no mirror."""
         raise NotImplementedError("the pure-Python path has no mirror of the builtins")
 
-    def version_like(self, twin: FunctionType, func: FunctionType) -> None:
-        """Nothing: Python cannot give a function a version (3.13 specializes it less)."""
-
     def set_code(self, func: FunctionType, code: CodeType) -> None:
         """``func.__code__ = code`` (3.13 versions the function only as it is made)."""
         func.__code__ = code
@@ -137,7 +137,7 @@ class C(Python):
         self.exit_method = module.exit_method  # type: ignore[method-assign]
         self.mirror_builtins = module.mirror_builtins  # type: ignore[method-assign]
         self.set_builtins = module.set_builtins  # type: ignore[method-assign]
-        self.version_like = module.version_like  # type: ignore[method-assign]
+        self.version_like = module.version_like
         self.set_code = module.set_code  # type: ignore[method-assign]
         self.watch_live = module.watch_live  # type: ignore[method-assign]
 

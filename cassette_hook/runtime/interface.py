@@ -29,6 +29,9 @@ class Runtime(Protocol):
     method_of: Callable[[Any, str], Any] | None
     """What switched code's method sites call by name (``method_of(obj, "name")``: a
     ``.pyc`` file holds no site object), or None where :attr:`method_site` is."""
+    version_like: Callable[[FunctionType, FunctionType], None] | None
+    """``version_like(twin, func)``: give ``twin`` a function version, as ``func`` has
+    (3.13 specializes calls on it); or None: Python cannot."""
     Dispatcher: Any
     """A class walking a generic's type cache without a Python frame, or None: the walk
     is ``dispatch.Generic``'s Python closure."""
@@ -60,9 +63,6 @@ class Runtime(Protocol):
 
     def set_builtins(self, func: FunctionType, builtins: dict[str, Any]) -> None:
         """Make ``func``'s frames read ``builtins`` (a mirror :meth:`mirror_builtins` made)."""
-
-    def version_like(self, twin: FunctionType, func: FunctionType) -> None:
-        """Give ``twin`` a function version, as ``func`` has (3.13 specializes calls on it)."""
 
     def set_code(self, func: FunctionType, code: CodeType) -> None:
         """``func.__code__ = code``, keeping ``func``'s calls as specializable as they were."""

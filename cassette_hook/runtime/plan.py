@@ -233,7 +233,8 @@ def _twin_from(twin_code: CodeType, func: FunctionType, builtins: dict[str, Any]
     twin = FunctionType(twin_code, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
     twin.__kwdefaults__ = func.__kwdefaults__
     twin.__qualname__ = func.__qualname__
-    _version_like(twin, func)  # (3.13 versions only what MAKE_FUNCTION makes)
+    if _version_like is not None:  # (3.13 versions only what MAKE_FUNCTION makes)
+        _version_like(twin, func)
     if builtins is not None:  # (the mirror: only where the runtime made one)
         _native.runtime.set_builtins(twin, builtins)
     return twin
