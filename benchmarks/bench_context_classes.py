@@ -59,7 +59,7 @@ def main() -> None:
     args = ap.parse_args()
     total = 10_000 if args.quick else args.classes
     marks = sorted({m for m in (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, total) if m <= total})
-    print(f"Python {sys.version.split()[0]}, {'C' if _native.speedups is not None else 'pure-Python'} path,"
+    print(f"Python {sys.version.split()[0]}, {'C' if _native.runtime.name == 'C' else 'pure-Python'} path,"
           f" {total} classes")
     print(f"{'classes':>8} {'us/class':>9} {'gc objects':>11} {'blocks':>9} {'prehook methods':>16}")
     made, start = 0, time.perf_counter()

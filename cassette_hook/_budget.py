@@ -47,7 +47,7 @@ class _RecursionBudget:
     """
 
     FACTOR = 8
-    CEILING: int | None = (CEILINGS if _native.speedups is not None else PURE_CEILINGS).get(sys.version_info[:2])
+    CEILING: int | None = {"C": CEILINGS, "Python": PURE_CEILINGS}[_native.runtime.name].get(sys.version_info[:2])
     """The most the limit is raised to (``None``: no ceiling): past it, the program's own
     recursion under a context would overflow the C stack before Python's limit stopped
     it (docs/internals.md, "The recursion-limit budget")."""

@@ -21,8 +21,10 @@ if TYPE_CHECKING:
 
 CATEGORIES = {
     "import": "for each import the hook is asked about: rewritten or not, why, and what the code cache did",
+    "runtime": "which implementation of the runtime runs (C or Python) and why, once, as it is chosen",
 }
 imports = False  # is "import" on?  (a plain module attribute: the finder tests it per import)
+runtime = False  # is "runtime" on?
 
 
 def parse(value: str) -> list[str]:
@@ -37,10 +39,31 @@ def parse(value: str) -> list[str]:
 
 def enable(categories: Iterable[str]) -> None:
     """Turn ``categories`` on for the rest of the process (checked as :func:`parse` does)."""
-    global imports
+    global imports, runtime
     for category in parse(",".join(categories)):
         if category == "import":
             imports = True
+        elif category == "runtime":
+            runtime = True
+        if category in _noted:
+            say(category, _noted.pop(category))
+
+
+_noted: dict[str, str] = {}  # decisions made before their category could be turned on (see note)
+
+
+def note(category: str, message: str) -> None:
+    """A decision made once, maybe before the command line or the environment turned
+    ``category`` on (the runtime is chosen as the package imports): said now if the
+    category is on, else when :func:`enable` turns it on."""
+    if category in _enabled():
+        say(category, message)
+    else:
+        _noted[category] = message
+
+
+def _enabled() -> set[str]:
+    return {category for category, on in (("import", imports), ("runtime", runtime)) if on}
 
 
 def say(category: str, message: str) -> None:

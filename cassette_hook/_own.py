@@ -84,9 +84,15 @@ def _handled_traceback() -> Callable[[BaseException, TracebackType | None], None
     if _set_handled is None:
         from . import _native
 
-        speedups = _native.speedups
-        _set_handled = speedups.handled_traceback if speedups is not None else _ctypes_handled_traceback()
+        _set_handled = _native.runtime.accelerated("handled_traceback", _through_ctypes)
     return _set_handled
+
+
+def _through_ctypes(exc: BaseException, tb: TracebackType | None) -> None:
+    """The pure-Python path's ``handled_traceback``: ``ctypes`` imported at its first call."""
+    global _set_handled
+    _set_handled = _ctypes_handled_traceback()
+    _set_handled(exc, tb)
 
 
 def _ctypes_handled_traceback() -> Callable[[BaseException, TracebackType | None], None]:

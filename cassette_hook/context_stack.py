@@ -22,6 +22,7 @@ sets the variable; what pops puts back what the push found there (``Entry.outer`
 
 from __future__ import annotations
 
+import operator
 import sys
 from contextvars import ContextVar
 
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from typing import Any, Callable, ClassVar, Iterable, Sequence
 
     from . import dispatch
+    from .runtime.interface import Runtime
     from .runtime.plan import Plan
 
 _NOT_SET: Any = object()
@@ -92,9 +94,9 @@ def _made(entry: Entry) -> Entry:
 
 active: ContextVar[Entry | None] = ContextVar("cassette_hook.active", default=None)
 top: Callable[[], Entry | None] = active.get
-"""The innermost active entry, as the running code sees it: ``active.get`` on the
-pure-Python path, ``_speedups.top`` on the C one (:func:`read_top_with`)."""
-_speedups: Any = None
+"""The innermost active entry, as the running code sees it: what the runtime's
+``stack_reader`` makes of ``active`` (:func:`read_top_with`), ``active.get`` until then."""
+_stack_reader: Callable[[ContextVar[Entry | None]], Callable[[], Entry | None]] = operator.attrgetter("get")
 _followers: list[Callable[[ContextVar[Entry | None], Callable[[], Entry | None]], None]] = []
 
 
@@ -105,24 +107,20 @@ def follow(bind: Callable[[ContextVar[Entry | None], Callable[[], Entry | None]]
     bind(active, top)
 
 
-def read_top_with(speedups: Any) -> None:
-    """Read the stack through the C hot path from now on (``callsites`` calls this when it
-    runs on it: the C path's hooks run popped without setting the variable)."""
-    global _speedups
-    _speedups = speedups
-    # A with block's exit in C: an interrupt in pop's first lines has pop called again (a
+def read_top_with(runtime: Runtime) -> None:
+    """Read the stack as the runtime does from now on (``callsites`` calls this as it
+    loads: the C path's hooks run popped without setting the variable)."""
+    global _stack_reader
+    _stack_reader = runtime.stack_reader
+    # In C, a with block's exit that an interrupt in pop's first lines has call pop again (a
     # Python __exit__ cannot protect its own first instruction: docs/internals.md, "Interrupts").
-    Context.__exit__ = speedups.exit_method(Context, pop)  # type: ignore[method-assign]
+    Context.__exit__ = runtime.exit_method(Context, pop)  # type: ignore[method-assign]
     _rebound()
 
 
 def _rebound() -> None:
     global top
-    if _speedups is None:
-        top = active.get
-    else:
-        _speedups.bind(active)
-        top = _speedups.top
+    top = _stack_reader(active)
     for bind in _followers:
         bind(active, top)
 

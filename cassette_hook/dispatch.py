@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-from ._native import speedups as _speedups
+from ._native import runtime as _runtime
 from ._own import is_own_frame
 from ._weakid import anchor, unanchor
 
@@ -494,8 +494,10 @@ class _Refiner(functools.partial):  # type: ignore[type-arg]  # results vary by 
 
     resolve: Callable[[tuple[object, ...]], Callable[..., Any]]  # the method these arguments get
 
-    def __new__(cls, i: int, key_of: Callable[[object], Hashable],
+    def __new__(cls, i: int, ids: object, key_of: Callable[[object], Hashable],
                 fill: Callable[[tuple[object, ...]], Any]) -> _Refiner:
+        """``ids`` (the ids an ``Is``-only spec matches, or None) is for C's refiner, which
+        keys on them without calling ``key_of``; here ``key_of`` does it all."""
         cache: dict[Hashable, Any] = {}
 
         def resolve(args: tuple[object, ...]) -> Any:
@@ -524,12 +526,11 @@ def _refiner(generic: Generic, positions: tuple[tuple[int, _KeySpec], ...]) -> A
     def fill(args: tuple[object, ...]) -> Any:
         return _refiner(generic, rest) if rest else generic._resolve_uncached(args)
 
-    if _speedups is not None:
-        return _speedups.Refiner(i, None if spec.attrs else spec.ids, spec.key, fill)
-    return _Refiner(i, spec.key, fill)
+    return _chosen_refiner(i, None if spec.attrs else spec.ids, spec.key, fill)
 
 
-_REFINERS = frozenset({_Refiner} if _speedups is None else {_Refiner, _speedups.Refiner})
+_chosen_refiner = _runtime.accelerated("Refiner", _Refiner)
+_REFINERS = frozenset({_Refiner, _chosen_refiner})
 
 
 # --- generic functions -----------------------------------------------------------------
@@ -550,8 +551,8 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
 
     def __new__(cls, name: str, default: Callable[..., Any] | None = None, doc: str | None = None) -> Generic:
         roots: list[Any] = [None]
-        if _speedups is not None:  # the same walk in C: no Python frame per call
-            dispatcher = _speedups.Dispatcher(roots)
+        if _runtime.Dispatcher is not None:  # the same walk in C: no Python frame per call
+            dispatcher = _runtime.Dispatcher(roots)
             self = super().__new__(cls, dispatcher)
             dispatcher.miss = self._miss
             self._roots = roots

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, NoReturn
 from . import context_stack, dispatch, generics
 from .runtime import special_methods, callees
 from ._constant import Constant
-from ._native import speedups as _speedups
+from ._native import runtime as _runtime
 
 
 class _NoMetaData(Constant):
@@ -102,10 +102,10 @@ class _PureFields:
             pass
 
 
-if TYPE_CHECKING or _speedups is None:
+if TYPE_CHECKING:  # (a base class mypy can see)
     _Fields = _PureFields
 else:
-    _Fields = _speedups.TaggedFields
+    _Fields = _runtime.accelerated("TaggedFields", _PureFields)
 
 
 class Tagged(_Fields):
@@ -773,14 +773,16 @@ def wrappers_of(ctx: context_stack.Context) -> Iterator[Tagged]:
     return (o for o in gc.get_objects() if type(o) in WRAPPERS and o._ch_tag is ctx.tag)
 
 
-if _speedups is not None:  # the functions an overload runs per operation, in C
-    _speedups.configure_tagging(
-        tag_type=Tag, classes=_classes, wrapper_class=wrapper_class, wrappers=WRAPPERS,
-        tagging_context=_TaggingContext, no_metadata=NoMetaData, allowed=_allowed,
-        allowed_generation=_allowed_generation, dispatch=dispatch, check_metadata=_check_metadata,
-        not_tagging=_not_tagging)
-    tag, untag, metadata = _speedups.tag, _speedups.untag, _speedups.metadata
-    istagged, hasmetadata, _make = _speedups.istagged, _speedups.hasmetadata, _speedups.make
+# The functions an overload runs per operation: the runtime's (in C, handed the rare cases).
+_runtime.configure_tagging(
+    tag_type=Tag, classes=_classes, wrapper_class=wrapper_class, wrappers=WRAPPERS,
+    tagging_context=_TaggingContext, no_metadata=NoMetaData, allowed=_allowed,
+    allowed_generation=_allowed_generation, dispatch=dispatch, check_metadata=_check_metadata,
+    not_tagging=_not_tagging)
+tag, untag, metadata = (_runtime.accelerated("tag", tag), _runtime.accelerated("untag", untag),
+                        _runtime.accelerated("metadata", metadata))
+istagged, hasmetadata = _runtime.accelerated("istagged", istagged), _runtime.accelerated("hasmetadata", hasmetadata)
+_make = _runtime.accelerated("make", _make)
 
 _PASSES_ON.update(_passes_on())
 _SPECIAL = _PASSES_ON | _JOINS | {id(operator.setitem)}

@@ -6,6 +6,7 @@ test_lazy_import.)"""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import re
 import subprocess
@@ -194,7 +195,7 @@ def test_explanation_agrees_with_the_decision(name, origin):
 
 
 def test_unknown_category_is_an_error_that_lists_the_known_ones():
-    with pytest.raises(ValueError, match=r"unknown debug category 'imports' \(available: import\)"):
+    with pytest.raises(ValueError, match=r"unknown debug category 'imports' \(available: import, runtime\)"):
         _debug.parse("import,imports")
 
 
@@ -303,3 +304,43 @@ def test_the_progress_line_fits_on_one_row_of_the_terminal(slow_start, monkeypat
 
     shown = [part for part in text.split("\r") if part]
     assert shown[0] == "cassette_hook: instrumenting, module 1 \x1b[K"  # 39 characters, then erase to the end
+
+
+# -- ``--debug runtime``: which implementation of the runtime runs, and why ---------------
+
+RUNS_A_CONTEXT = "import cassette_hook as ch\nwith ch.NullContext():\n    len([])\n"
+
+
+def test_command_line_debug_runtime_says_which_implementation_runs_and_why(tmp_path):
+    result = run(tmp_path, "-m", "cassette_hook", "--debug", "runtime", "-c", RUNS_A_CONTEXT)
+    said = [line for line in result.stderr.splitlines() if line.startswith("cassette_hook: runtime: ")]
+    built = importlib.util.find_spec("cassette_hook._speedups") is not None  # (no CASSETTE_HOOK_ variable in the child)
+    # Once per process (the command line may run the program in a child: docs/processes.md).
+    assert said and len(set(said)) == 1, result.stderr
+    assert said[0] == ("cassette_hook: runtime: C implementation: the C accelerator is built "
+                       f"({importlib.util.find_spec('cassette_hook._speedups').origin})" if built else
+                       "cassette_hook: runtime: Python implementation: the C accelerator is not built or failed to "
+                       "import (No module named 'cassette_hook._speedups')")
+    assert result.returncode == 0
+
+
+def test_debug_runtime_names_the_environment_variable_that_chose_python(tmp_path):
+    result = run(tmp_path, "-m", "cassette_hook", "--debug", "runtime", "-c", RUNS_A_CONTEXT,
+                 CASSETTE_HOOK_PURE_PYTHON="1")
+    assert "cassette_hook: runtime: Python implementation: CASSETTE_HOOK_PURE_PYTHON is set\n" in result.stderr
+
+
+def test_debug_runtime_gives_the_import_error_when_c_cannot_be_loaded(monkeypatch, capsys):
+    from cassette_hook import _native
+
+    def refuse(name: str, package: str | None = None) -> None:
+        raise ImportError(f"no module named {name!r} (refused by the test)")
+
+    monkeypatch.setattr(_native, "PURE_PYTHON", False)
+    monkeypatch.setattr(_native.importlib, "import_module", refuse)
+    monkeypatch.setattr(_debug, "runtime", True)
+    chosen = _native.choose()
+    assert chosen.name == "Python"
+    assert capsys.readouterr().err == (
+        "cassette_hook: runtime: Python implementation: the C accelerator is not "
+        "built or failed to import (no module named '._speedups' (refused by the test))\n")

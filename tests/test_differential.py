@@ -34,13 +34,12 @@ from hypothesis import HealthCheck, Phase, given, settings
 sys.path.insert(0, os.path.dirname(__file__))
 
 import cassette_hook as ch
-from cassette_hook import context_stack
-from cassette_hook.runtime import callsites
+from cassette_hook import _native, context_stack
 import corpus
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(ch.__file__)) + os.sep
 THIS_FILE = os.path.abspath(__file__)
-ACCELERATED = callsites._speedups is not None  # the C hot path is built and in use
+ACCELERATED = _native.runtime.name == "C"  # the C hot path is built and in use
 
 
 class Null(ch.Context):

@@ -209,11 +209,11 @@ def test_under_another_context_an_entering_site_runs_that_contexts_hooks() -> No
     assert ("_callee", ("int",), ()) not in outer.metadata
 
 
-@pytest.mark.skipif(_native.speedups is None, reason="the C hot path is not in use in this run")
+@pytest.mark.skipif(_native.runtime.name == "Python", reason="the C hot path is not in use in this run")
 def test_a_builtin_at_an_entering_site_is_handed_back_for_the_sites_frame_to_call() -> None:
     """What a ``Site`` would only have called from C with the same arguments: the prehook
     runs in ``enter``, and the program's frame calls the builtin itself."""
-    enter, items = _native.speedups.enter, [1]
+    enter, items = _native.optional("._speedups").enter, [1]
     ctx = Recording([])
     with ctx:
         assert enter(len, items) is len
@@ -222,7 +222,7 @@ def test_a_builtin_at_an_entering_site_is_handed_back_for_the_sites_frame_to_cal
     assert ctx.metadata == [("len", ("list",), ()), ("list.append", ("list", "int"), ())]
 
 
-@pytest.mark.skipif(_native.speedups is None, reason="the C hot path is not in use in this run")
+@pytest.mark.skipif(_native.runtime.name == "Python", reason="the C hot path is not in use in this run")
 @pytest.mark.parametrize("call", [
     pytest.param((iter, _Iterable()), id="an-operator-like-builtin-whose-operand-has-a-python-dunder"),
     pytest.param((sorted, [2, 1]), id="a-builtin-whose-arguments-are-prepared"),
@@ -232,14 +232,14 @@ def test_a_builtin_at_an_entering_site_is_handed_back_for_the_sites_frame_to_cal
 def test_a_builtin_the_plain_call_needs_help_with_is_not_handed_back(call: tuple[Any, ...]) -> None:
     f, *args = call
     with Recording([]):
-        assert _native.speedups.enter(f, *args) is not f
+        assert _native.optional("._speedups").enter(f, *args) is not f
 
 
-@pytest.mark.skipif(_native.speedups is None, reason="the C hot path is not in use in this run")
+@pytest.mark.skipif(_native.runtime.name == "Python", reason="the C hot path is not in use in this run")
 def test_the_c_enter_takes_every_argument_an_entering_site_hands_it() -> None:
     from cassette_hook.rewrite._nullslot import MAX_ENTERED
 
-    assert _native.speedups.ENTERED_MAX >= MAX_ENTERED
+    assert _native.optional("._speedups").ENTERED_MAX >= MAX_ENTERED
 
 
 def test_a_call_with_more_arguments_than_a_site_copies_resolves_and_is_seen() -> None:

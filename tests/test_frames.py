@@ -40,8 +40,8 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 import cassette_hook as ch
+from cassette_hook import _native
 import frames_program as program
-from cassette_hook.runtime import callsites
 
 THIS_FILE = os.path.basename(__file__)
 
@@ -187,7 +187,7 @@ def observe(case: str, context: str, hooked: Hooked) -> tuple[Any, Any]:
 # sees cassette_hook's frames.  There the test asserts the difference instead of equality,
 # so that a change either way shows: a gap closed must be taken off this list.
 
-C_PATH = callsites._speedups is not None
+C_PATH = _native.runtime.name == "C"
 SEEN_THROUGH = {"getframe_by_depth", "warnings_stacklevel"}  # the emulated builtins see past our frames
 RECURSION_PROBE = "recursion_depth_probe"  # the limit is emulated: the real one is raised while a context runs
 OVERLOADS = {"recurse-overload", "recurse-overload-any-callee"}

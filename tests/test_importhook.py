@@ -14,6 +14,7 @@ import marshal
 import os
 import subprocess
 import sys
+import types
 import textwrap
 import threading
 import traceback
@@ -303,7 +304,7 @@ def test_a_frame_of_instrumented_code_runs_its_functions_own_code_under_a_contex
 
 # Where CPython has dict watchers (3.12+) and the C accelerators run, a twin's frames read
 # a mirror of the builtins that tells them they are twins (``plan._skip_the_question``).
-TWINS_SKIP_THE_QUESTION = _native.speedups is not None and sys.version_info >= (3, 12)
+TWINS_SKIP_THE_QUESTION = _native.runtime.name == "C" and sys.version_info >= (3, 12)
 
 
 def test_only_calls_from_plain_sites_ask_whether_instrumented_code_runs_rewritten_where_twins_can_skip_it(
@@ -822,7 +823,7 @@ def test_rewritten_code_is_cached_beside_cpythons_own_pyc(tree):
     import cached_p  # noqa: F401
 
     ours = cache_file(source)
-    path = ".cassette_hook.pyc" if _native.speedups is not None else ".cassette_hook.pure.pyc"  # (the hot path's)
+    path = ".cassette_hook.pyc" if _native.runtime.name == "C" else ".cassette_hook.pure.pyc"  # (the hot path's)
     assert ours.exists() and ours.name.startswith("cached_p.") and ours.name.endswith(path)
     cpython = Path(importlib.util.cache_from_source(str(source)))
     assert not _names.is_switched(_first_function(_code_in(cpython)))
@@ -845,7 +846,8 @@ def test_the_cache_files_of_switched_code_name_the_hot_path_they_were_made_for(m
     # path keeps files of its own, so that running them in turn rewrites neither's.
     kinds = (code_cache.SWITCHED, code_cache.LIGHT, code_cache.FUNCTIONS)
     paths = {kind: code_cache.path_for(__file__, kind) for kind in kinds}
-    monkeypatch.setattr(_native, "speedups", None if _native.speedups is not None else object())
+    other = types.SimpleNamespace(method_site=None if _native.runtime.method_site is not None else lambda name: ())
+    monkeypatch.setattr(_native, "runtime", other)  # (the other implementation, as far as the cache asks)
     assert code_cache.path_for(__file__, code_cache.SWITCHED) != paths[code_cache.SWITCHED]
     assert code_cache.path_for(__file__, code_cache.FUNCTIONS) != paths[code_cache.FUNCTIONS]
     assert code_cache.path_for(__file__, code_cache.LIGHT) == paths[code_cache.LIGHT]  # (light code has no sites)
@@ -989,7 +991,7 @@ def test_calls_to_a_function_instrumented_in_place_specialize_as_before(tree):
     specialized = any(i.opname == "CALL_PY_EXACT_ARGS" for i in dis.get_instructions(fib, adaptive=True))
     # 3.13 versions a function only as it is made; lazy_mode.set_code gives an assigned one its
     # version back, which the pure path cannot (docs/importhook.md)
-    assert specialized == (sys.version_info < (3, 13) or _native.speedups is not None)
+    assert specialized == (sys.version_info < (3, 13) or _native.runtime.name == "C")
 
 
 def test_instrument_a_class_covers_its_methods_and_properties():

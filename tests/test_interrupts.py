@@ -200,7 +200,7 @@ def test_an_interrupt_anywhere_in_the_runtime_reaches_the_program_and_leaves_no_
         raised, message, seen, where = run_interrupted(module, at)
         if raised is None and seen < at:
             break  # the run ended before the at-th event: every event has been interrupted
-        if _native.speedups is None:  # the pure path turns off a flag nothing needs any more at the
+        if _native.runtime.name == "Python":  # the pure path turns off a flag nothing needs any more at the
             module.leaf(0)  # next call of import-hooked code (or stack change): docs/importhook.md
         after = state()
         if after != before:  # (entries the interrupted run left in cycles go at a collection)
@@ -225,7 +225,7 @@ def in_python_exit(where: str) -> bool:
     protect: a ``with`` block's exit before its pop changes anything -- ``__exit__``'s
     call and line, ``pop``'s first lines -- as no Python ``__exit__`` can protect its own
     first instruction (the C path's is C: docs/internals.md, "Interrupts")?"""
-    if _native.speedups is not None:
+    if _native.runtime.name == "C":
         return False
     name, line = where.split()[1], int(where.split()[0].rpartition(":")[2])
     pop_changes = context_stack.pop.__code__.co_firstlineno + next(

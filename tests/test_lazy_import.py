@@ -580,7 +580,7 @@ def test_calls_to_a_function_switched_at_the_first_activation_specialize_as_plai
     calls = {i.opname for i in dis.get_instructions(fib, adaptive=True) if i.opname.startswith("CALL")}
     # 3.13 versions a function only as it is made; without _speedups.set_code (the pure path)
     # an assigned function keeps no version, and its calls stay generic (docs/importhook.md).
-    specializes = sys.version_info < (3, 13) or _native.speedups is not None
+    specializes = sys.version_info < (3, 13) or _native.runtime.name == "C"
     assert ("CALL_PY_EXACT_ARGS" in calls) == specializes, calls
 
 

@@ -17,7 +17,7 @@ import weakref
 import pytest
 
 import cassette_hook as ch
-from cassette_hook.runtime import callsites
+from cassette_hook import _native
 from cassette_hook.runtime import plan as plan_module
 from cassette_hook.runtime.plan import Plan
 
@@ -933,7 +933,7 @@ def test_an_overload_naming_its_callee_runs_for_that_callee_and_only_for_it():
 
 
 # 3.10's call sites run ``call``: a frame of ours unless it is the C one (docs/internals.md).
-_CALL_FRAME_OF_OURS = sys.version_info < (3, 11) and callsites._speedups is None
+_CALL_FRAME_OF_OURS = sys.version_info < (3, 11) and _native.runtime.name == "Python"
 
 
 def test_an_overload_naming_a_class_replaces_its_construction_and_only_its():

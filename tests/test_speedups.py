@@ -29,7 +29,7 @@ from cassette_hook import _native, context_stack
 from cassette_hook.runtime import callees, callsites, operators, primitives
 from cassette_hook.runtime import plan as _plan
 
-C_PATH = callsites._speedups is not None
+C_PATH = _native.runtime.name == "C"
 needs_c = pytest.mark.skipif(not C_PATH, reason="the C hot path is not in use in this run (the -pure environment)")
 
 
@@ -83,17 +83,17 @@ def test_a_second_instance_of_the_accelerator_is_refused_with_import_error(tmp_p
 
 def test_the_pure_python_variable_keeps_the_python_path():
     code = ("from cassette_hook.runtime import callsites; "
-            "print(callsites._speedups is None, callsites.resolve.__module__)")
+            "from cassette_hook import _native; print(_native.runtime.name, callsites.resolve.__module__)")
     env = {**os.environ, "CASSETTE_HOOK_PURE_PYTHON": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "cassette_hook.runtime.callsites"]
+    assert out.stdout.split() == ["Python", "cassette_hook.runtime.callsites"]
 
 
 @needs_c
 def test_resolve_and_call_are_the_c_functions():
     assert type(callsites.resolve).__name__ == "builtin_function_or_method"
-    assert callsites.HOOKS.resolve is callsites._speedups.resolve
-    assert callsites.HOOKS.call is callsites._speedups.call
+    assert callsites.HOOKS.resolve is _native.runtime.module.resolve
+    assert callsites.HOOKS.call is _native.runtime.module.call
 
 
 def test_resolve_with_no_context_is_the_callee():
@@ -339,7 +339,7 @@ def test_a_callee_called_by_call_has_the_program_frame_below_it():
         return sys._getframe(1).f_code.co_name
 
     def program():
-        return callsites._speedups.call(callee)
+        return _native.runtime.module.call(callee)
 
     with Counting([0]):
         assert program() == "program"
@@ -348,7 +348,7 @@ def test_a_callee_called_by_call_has_the_program_frame_below_it():
 @needs_c
 def test_bind_takes_only_a_context_variable():
     with pytest.raises(TypeError, match="ContextVar"):
-        callsites._speedups.bind(object())
+        _native.runtime.module.bind(object())
 
 
 @needs_c
@@ -358,19 +358,19 @@ def test_bind_follows_the_stack_variable():
                                                                                                default=None)
     entry = context_stack.Entry(Null(), None)
     token = replacement.set(entry)
-    callsites._speedups.bind(replacement)
+    _native.runtime.module.bind(replacement)
     try:
-        assert callsites._speedups.top() is entry  # the replacement's value
+        assert _native.runtime.module.top() is entry  # the replacement's value
         assert saved.get() is None
     finally:
-        callsites._speedups.bind(saved)
+        _native.runtime.module.bind(saved)
         replacement.reset(token)
 
 
 @needs_c
 def test_configure_names_what_is_missing():
     with pytest.raises(TypeError, match="entry_type, plan_type and id_table_type"):
-        callsites._speedups.configure(resolve_direct=None)
+        _native.runtime.module.configure(resolve_direct=None)
 
 
 @needs_c
@@ -379,7 +379,7 @@ def test_configure_refuses_a_class_without_the_slots():
         pass
 
     with pytest.raises(TypeError, match="NotAnEntry.ctx is not a slot"):
-        callsites._speedups.configure(entry_type=NotAnEntry, plan_type=NotAnEntry, id_table_type=NotAnEntry)
+        _native.runtime.module.configure(entry_type=NotAnEntry, plan_type=NotAnEntry, id_table_type=NotAnEntry)
 
 
 # 3.10 runs every Python call on the C stack, plain too: there the plain program's own
@@ -1092,7 +1092,7 @@ def test_a_twins_method_call_on_a_local_goes_through_a_method_site_where_its_pla
 
     def sites(ctx):
         twin = _plan.plan_for(ctx).twin(program)
-        return [c for c in twin.__code__.co_consts if isinstance(c, callsites._speedups.MethodSite)]
+        return [c for c in twin.__code__.co_consts if isinstance(c, _native.runtime.module.MethodSite)]
 
     assert [site.name for site in sites(Null())] == ["method"] and sites(Null()) == sites(_SeenBothWays([]))
     assert sites(_SeenEntering([])) == []  # (an entering site copies its callee: it loads the bound method)
@@ -1119,8 +1119,8 @@ for arguments in [(), (len,), (len, 1), (len, [1]), ([1], "append"), (None,), ((
 def test_the_c_module_alone_raises_or_runs_plain_before_the_runtime_sets_it_up(tmp_path):
     # It is private, but importable: a direct import may call it before callsites configures it.
     # (Run away from the repository, where ``-c`` would import the sources, unbuilt.)
-    names = [name for name in dir(callsites._speedups) if not name.startswith("_")
-             and callable(getattr(callsites._speedups, name))]
+    names = [name for name in dir(_native.runtime.module) if not name.startswith("_")
+             and callable(getattr(_native.runtime.module, name))]
     crashed = [name for name in names if subprocess.run([sys.executable, "-c", _BEFORE_CONFIGURE, name],
                                                         capture_output=True, cwd=tmp_path).returncode]
     assert crashed == []
@@ -1139,7 +1139,7 @@ def _twins_site(name):
 
 
 def _switched_codes_site(name):  # (what switched code's method site calls: the name as a constant)
-    return lambda obj: callsites._speedups.method_of(obj, name)
+    return lambda obj: _native.runtime.module.method_of(obj, name)
 
 
 @needs_c
@@ -1164,15 +1164,15 @@ def test_a_method_site_gives_a_method_unbound_and_anything_else_alone(method_sit
 @needs_c
 def test_switched_codes_method_site_takes_an_object_and_a_str():
     with pytest.raises(TypeError, match=r"method_of\(obj, name\) takes an object and a str"):
-        callsites._speedups.method_of(object(), 3)
+        _native.runtime.module.method_of(object(), 3)
     with pytest.raises(TypeError, match=r"method_of\(obj, name\) takes an object and a str"):
-        callsites._speedups.method_of(object())
+        _native.runtime.module.method_of(object())
 
 
 def _mirror():
     from cassette_hook.rewrite import _names
 
-    return callsites._speedups.mirror_builtins(vars(builtins), {_names.TWIN: True})
+    return _native.runtime.module.mirror_builtins(vars(builtins), {_names.TWIN: True})
 
 
 @needs_c
@@ -1202,12 +1202,12 @@ def test_the_builtins_mirror_follows_every_change_of_the_builtins_but_its_pinned
 @needs_c
 def test_the_builtins_mirror_and_a_functions_builtins_take_dicts_and_a_function():
     with pytest.raises(TypeError, match=r"mirror_builtins\(builtins, pinned\) takes two dicts"):
-        callsites._speedups.mirror_builtins(vars(builtins))
+        _native.runtime.module.mirror_builtins(vars(builtins))
     with pytest.raises(TypeError, match=r"set_builtins\(function, builtins\) takes a function and a dict"):
-        callsites._speedups.set_builtins(len, {})
+        _native.runtime.module.set_builtins(len, {})
     if _mirror() is not None:
         with pytest.raises(ValueError, match="mirrored already"):
-            callsites._speedups.mirror_builtins({}, {})
+            _native.runtime.module.mirror_builtins({}, {})
 
 
 class _OnlyApp(ch.Context):
@@ -1229,8 +1229,8 @@ def test_a_switched_bodys_question_is_answered_in_c_as_the_plan_answers_it():
                 out += [ask("app.core"), ask("other"), ask("app.core")]  # (the second time: the plan's record)
         return out
 
-    assert answers(callsites._speedups.runs_here) == answers(switch.enter)
-    assert answers(callsites._speedups.runs_here) == [False, True, True, True, True, False, True, False, True, False]
+    assert answers(_native.runtime.module.runs_here) == answers(switch.enter)
+    assert answers(_native.runtime.module.runs_here) == [False, True, True, True, True, False, True, False, True, False]
 
 
 def _negated(x):

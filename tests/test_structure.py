@@ -18,8 +18,9 @@ import pytest
 import cassette_hook
 import cassette_hook as ch
 import cassette_hook.runtime.plan
-from cassette_hook import _own
+from cassette_hook import _native, _own
 from cassette_hook.rewrite import _family
+from cassette_hook.runtime import interface
 
 # -- layers ------------------------------------------------------------------------------
 
@@ -131,6 +132,77 @@ def test_only_the_version_modules_ask_which_python_runs() -> None:
 
     for module in (cassette_hook.passes, cassette_hook.importhook.dual_code, cassette_hook.rewrite._rewriter):
         assert "version_info" not in inspect.getsource(module), module.__name__
+
+
+# -- one interface for the runtime, two implementations -------------------------------
+
+RUNTIME_INTERFACE = {name for name in dir(interface.Runtime) if not name.startswith("_")} | set(
+    interface.Runtime.__annotations__)
+
+
+def _c_module() -> object:
+    """``_speedups``, imported here whichever implementation this run chose (every test
+    environment builds it; the -pure ones only do not use it)."""
+    return importlib.import_module("cassette_hook._speedups")
+
+
+def _implementations() -> list[object]:
+    """Both implementations, made here whichever this run chose."""
+    return [_native.Python("made by the test"), _native.C(_c_module(), "made by the test")]
+
+
+@pytest.mark.parametrize("implementation", _implementations(), ids=lambda made: made.name)
+def test_every_runtime_implementation_provides_the_whole_interface(implementation: object) -> None:
+    missing = {name for name in RUNTIME_INTERFACE if not hasattr(implementation, name)}
+    assert not missing
+    for name in RUNTIME_INTERFACE:
+        declared = getattr(interface.Runtime, name, None)
+        if callable(declared):
+            try:
+                implemented = inspect.signature(getattr(implementation, name))
+            except ValueError:  # a C function without a text signature: its name is what Python sees
+                continue
+            assert list(implemented.parameters) == list(inspect.signature(declared).parameters)[1:], name
+
+
+def test_the_c_accelerator_has_every_accelerated_name() -> None:
+    module = _c_module()
+    assert {name for name in _native.ACCELERATED if not hasattr(module, name)} == set()
+
+
+def _accelerated_names_asked() -> set[str]:
+    """The names the package's modules hand to ``accelerated``, with their Python versions."""
+    names = set()
+    for path in PACKAGE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "accelerated"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                names.add(node.args[0].value)
+    return names
+
+
+def test_every_accelerated_name_has_a_python_version_handed_in_by_its_module() -> None:
+    assert _accelerated_names_asked() == _native.ACCELERATED
+
+
+def test_the_c_implementation_refuses_a_name_not_declared_accelerated() -> None:
+    implementation = _native.C(_c_module(), "made by the test")
+    with pytest.raises(AssertionError, match="'bind' is not declared in _native.ACCELERATED"):
+        implementation.accelerated("bind", None)
+
+
+def test_only_the_chooser_asks_whether_c_is_loaded() -> None:
+    """The modules ask the chosen implementation (``_native.runtime``), never for the C
+    module itself: ``_native`` is the one place that loads it and chooses."""
+    asking = sorted(str(path.relative_to(PACKAGE)) for path in PACKAGE.rglob("*.py")
+                    if path.name != "_native.py" and re.search(r"_native\.speedups|\bspeedups is (not )?None",
+                                                                 path.read_text()))
+    assert asking == []
+
+
+def test_the_runtime_in_use_is_the_one_the_environment_asks_for() -> None:
+    pure = os.environ.get("CASSETTE_HOOK_PURE_PYTHON") or _native.optional("._speedups") is None
+    assert _native.runtime.name == ("Python" if pure else "C")
 
 
 # -- one rule for cassette_hook's own code ---------------------------------------------

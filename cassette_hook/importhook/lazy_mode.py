@@ -73,11 +73,7 @@ def set_code(func: FunctionType, code: CodeType) -> None:
     CPython 3.13 versions a function (what specialized calls guard on) only as it is made,
     and the C accelerators give an assigned one the version of its new code
     (``_speedups.set_code``); the pure-Python path on 3.13 cannot."""
-    speedups = _native.speedups  # (an activation has loaded it; ch.instrument may load it here)
-    if speedups is not None:
-        speedups.set_code(func, code)
-    else:
-        func.__code__ = code
+    _native.runtime.set_code(func, code)  # (an activation has chosen it; ch.instrument may choose it here)
 
 
 class LightModule:

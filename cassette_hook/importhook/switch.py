@@ -51,11 +51,9 @@ setattr(builtins, _names.TWIN, False)  # (true in the mirror of the builtins a t
 # does not count them (``null``, most observers of calls) pays a builtin's load and a
 # jump per operator.
 setattr(builtins, _names.OPERATORS_ON, False)
-if _native.speedups is not None:
-    _native.speedups.watch_live(_live, _live_operators, builtins, _names.ACTIVE, _names.OPERATORS_ON)
-    _gone = _gone_operator = _native.speedups.entry_gone
-else:
-    _gone, _gone_operator = _live.discard, _live_operators.discard
+_native.runtime.watch_live(_live, _live_operators, builtins, _names.ACTIVE, _names.OPERATORS_ON)
+_gone = _native.runtime.accelerated("entry_gone", _live.discard)
+_gone_operator = _native.runtime.accelerated("entry_gone", _live_operators.discard)
 
 
 def watch_activity(busy: Callable[[], None], idle: Callable[[], None]) -> None:
@@ -134,17 +132,17 @@ def install_builtins() -> None:
     from .. import _native
     from ..runtime import callsites
 
-    hooks, speedups = _names.HOOKS, _native.speedups
-    observe = _operator_call if speedups is None else speedups.operator_call  # C: no frame of ours
+    hooks, runtime = _names.HOOKS, _native.runtime
+    observe = runtime.accelerated("operator_call", _operator_call)  # C: no frame of ours
     names: dict[object, Any] = {  # the hooks' names are GlobalName strings
         **{_names.operator_name(op): functools.partial(observe, op) for op in _names.OPERATORS},
-        _names.ENTER: enter if speedups is None else speedups.runs_here,  # (asked at every call)
+        _names.ENTER: runtime.accelerated("runs_here", enter),  # (asked at every call)
         hooks.resolve: callsites.resolve,
         hooks.resolve_star: callsites.resolve_star,
         hooks.call: callsites.call,
         hooks.call_ex: callsites.call_ex,
         hooks.yield_from: callsites.HOOKS.yield_from,
-        **({} if speedups is None else {_names.METHOD: speedups.method_of}),
+        **({} if runtime.method_of is None else {_names.METHOD: runtime.method_of}),
     }
     for name, value in names.items():
         if getattr(builtins, str(name), None) is None:

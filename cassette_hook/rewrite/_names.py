@@ -61,7 +61,7 @@ def switched_hooks() -> Hooks:
     calls go through method sites, as a twin's do, calling ``_speedups.method_of(obj,
     "name")`` by name (a ``.pyc`` file holds no ``MethodSite``).  The pure-Python path has
     nothing that finds a method without a frame of its own, so it keeps the bound method."""
-    return HOOKS if _native.speedups is None else _HOOKS_WITH_METHOD_SITES
+    return HOOKS if _native.runtime.method_site is None else _HOOKS_WITH_METHOD_SITES
 
 
 def variant() -> str:

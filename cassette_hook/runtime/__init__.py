@@ -13,6 +13,7 @@ A hooked call walks down these modules (docs/internals.md, "Architecture"):
   reached while a context is active;
 - ``hotpath``: the entry points that modules below the runtime call.
 
-The C accelerator (``cassette_hook/_speedups/``, one C file per module here) implements the hot parts of these
-modules; ``_native`` says whether it is loaded.
+The C accelerator (``cassette_hook/_speedups/``, one C file per module here) implements
+the hot parts of these modules; ``_native`` chooses, once, between it and the Python
+versions, both implementing the interface ``interface`` declares.
 """

@@ -79,36 +79,10 @@ def recurse(ctx: context_stack.Context, f: Any, /, *args: Any, **kwargs: Any) ->
     return out if ctx.tag is None else ctx.tag.leave(out)  # no wrapper outlives its context
 
 
-_recurse = recurse  # the reference, and what the C path's recurse hands all but its common case
-
-if _native.speedups is not None:
-    _unpop, _repop, _unpopped = _native.speedups.unpop, _native.speedups.repop, _native.speedups.unpopped
-
-    def recurse(ctx: context_stack.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
-        """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
-        # On the C hot path an overload of ctx's own entry (the common case) puts that
-        # entry back for the call (_speedups.unpop) instead of pushing a new one.
-        # The unpop inside the try, and the repop decided by the thread's record, not by a
-        # local: an interrupt right after the unpop still repops.  (An unpop in force before
-        # is an outer recurse's, for it to undo: then unpop changes nothing.)
-        ours = not _unpopped()
-        try:  # (the repop as the try's last step, as in _recurse)
-            run = _unpop(ctx, f)
-            if run is None:
-                return _recurse(ctx, f, *args, **kwargs)
-            out = run(*args, **kwargs) if kwargs else run(*args)  # (no dict handed on when empty)
-            _repop()
-        except BaseException as exc:
-            if ours and _unpopped():
-                _repop()
-            strip_traceback(exc)  # (the program's traceback: without this frame and ours below it)
-            raise
-        return out
-
-    # Its calls run this code only past the thread's budget of C levels; within it, a C
-    # vectorcall does the same with no frame of ours under the callee (docs/internals.md,
-    # "recurse without a frame").
-    _native.speedups.install_recurse(recurse)
+# The runtime's: in C, one whose common case (an overload of ctx's own entry) puts that
+# entry back for the call instead of pushing a new one, and whose calls run this code only
+# past the thread's budget of C levels (docs/internals.md, "recurse without a frame").
+recurse = _native.runtime.recurse_from(recurse, strip_traceback)
 
 
 def canrecurse(ctx: context_stack.Context, f: Any, /, *args: Any, **kwargs: Any) -> bool:
@@ -295,5 +269,4 @@ generics.overdub.default = _default_overdub
 generics.fallback.default = _default_fallback
 generics.overdub.runnable, generics.overdub.without_body = runnable, without_body
 generics.overdub.seen_below = seen_below
-if _native.speedups is not None:
-    generics.overdub.run_popped = _native.speedups.run_popped
+generics.overdub.run_popped = _native.runtime.run_popped

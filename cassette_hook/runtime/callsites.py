@@ -39,8 +39,7 @@ _top: Callable[[], context_stack.Entry | None]
 _get_active: Callable[[], Any]
 _set_active: Callable[[context_stack.Entry | None], Any]
 
-
-_speedups = _native.speedups
+_runtime = _native.runtime
 
 
 def _follow(variable: Any, top: Callable[[], context_stack.Entry | None]) -> None:
@@ -195,7 +194,7 @@ def _iterable(obj: object) -> bool:
 def operator_site(op: Any) -> Any:
     """The callable an operator site loads: ``site(a, b)`` is ``call(op, a, b)``."""
     if op not in _operator_sites:
-        _operator_sites[op] = functools.partial(call, op) if _speedups is None else _speedups.OperatorSite(op)
+        _operator_sites[op] = _OperatorSite(op)
     return _operator_sites[op]
 
 
@@ -203,7 +202,7 @@ _operator_sites: dict[Any, Any] = {}
 _strip = _own.strip_traceback
 construct_by_ref = callees.construct_by_ref  # what a plan's constructor of a Python class calls
 primitive = primitives.primitive  # what the program's frame calls for a builtin that takes callbacks
-_indirect_callers = _callers_of(primitive if _speedups is None else _speedups.primitive)
+_indirect_callers = _callers_of(_runtime.accelerated("primitive", primitive))
 
 
 def site(entry: context_stack.Entry, f: Any) -> Any:
@@ -321,42 +320,37 @@ def present(f: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
     return f, args
 
 
-def _accelerate(speedups: Any) -> None:
-    """Use the C hot path: ``resolve``, ``call``, ``call_ex``, ``primitive`` (a builtin
-    that takes callbacks) and ``construct_by_ref`` (a Python class) in C, handing it the
-    Python parts it delegates the rare cases to."""
-    global resolve, resolve_star, enter, call, call_ex, construct_by_ref, primitive, overload_of, present
-    speedups.configure(
-        entry_type=context_stack.Entry, plan_type=Plan, id_table_type=WeakIdCache, resolve_direct=_resolve_direct,
-        site_closure=site(None, None),  # type: ignore[arg-type]  # a sample: C makes the others alike
-        call_primitive=primitives.call_primitive, special=primitives.SPECIAL, preparers=primitives.PREPARERS,
-        indirect_names=_INDIRECT_NAMES, indirect_callers=_indirect_callers,
-        present=present, overdub=generics.overdub, execute=generics.execute, overdub_default=_default_overdub,
-        execute_default=_default_execute, fallback=generics.fallback, fallback_default=generics.fallback.default,
-        plain_operators=operators.PLAIN_OPERATORS, c_operands=operators.C_OPERANDS,
-        operator_dunders=operators.DUNDERS, operator_body=operators.body, call_ex=call_ex,
-        runnable=callees.runnable, without_body=callees.without_body,
-        seen_below=callees.seen_below, overdub_instead=OverdubInstead, construct=callees.construct,
-        own_directory=_own.DIRECTORY)
-    resolve, call, overload_of, present = speedups.resolve, speedups.call, speedups.overload_of, speedups.present
-    resolve_star = speedups.resolve_star
-    enter = speedups.enter
-    call_ex = speedups.call_ex
-    construct_by_ref, primitive = speedups.construct_by_ref, speedups.primitive
-    context_stack.read_top_with(speedups)
-
-
-if _speedups is not None:
-    _accelerate(_speedups)
+# The runtime's hot path: in C, the same logic at less cost per call and with no Python
+# frame between the program's frames, handed the Python parts it delegates the rare cases
+# to; in Python, the functions above.
+_runtime.configure(
+    entry_type=context_stack.Entry, plan_type=Plan, id_table_type=WeakIdCache, resolve_direct=_resolve_direct,
+    site_closure=site(None, None),  # type: ignore[arg-type]  # a sample: C makes the others alike
+    call_primitive=primitives.call_primitive, special=primitives.SPECIAL, preparers=primitives.PREPARERS,
+    indirect_names=_INDIRECT_NAMES, indirect_callers=_indirect_callers,
+    present=present, overdub=generics.overdub, execute=generics.execute, overdub_default=_default_overdub,
+    execute_default=_default_execute, fallback=generics.fallback, fallback_default=generics.fallback.default,
+    plain_operators=operators.PLAIN_OPERATORS, c_operands=operators.C_OPERANDS,
+    operator_dunders=operators.DUNDERS, operator_body=operators.body, call_ex=call_ex,
+    runnable=callees.runnable, without_body=callees.without_body,
+    seen_below=callees.seen_below, overdub_instead=OverdubInstead, construct=callees.construct,
+    own_directory=_own.DIRECTORY)
+resolve, enter = _runtime.accelerated("resolve", resolve), _runtime.accelerated("enter", enter)
+resolve_star = _runtime.accelerated("resolve_star", resolve_star)
+call, call_ex = _runtime.accelerated("call", call), _runtime.accelerated("call_ex", call_ex)
+overload_of, present = _runtime.accelerated("overload_of", overload_of), _runtime.accelerated("present", present)
+construct_by_ref = _runtime.accelerated("construct_by_ref", construct_by_ref)
+primitive = _runtime.accelerated("primitive", primitive)
+_OperatorSite = _runtime.accelerated("OperatorSite", functools.partial(functools.partial, call))
+context_stack.read_top_with(_runtime)
 
 HOOKS = rewrite.Hooks(resolve=resolve, resolve_star=resolve_star, call=call, call_ex=call_ex,
                       operator_site=operator_site,
-                      yield_from=operators.yield_from_operand if _speedups is None else _speedups.yield_from,
+                      yield_from=_runtime.accelerated("yield_from", operators.yield_from_operand),
                       current_context=context_stack.current_context, enter=enter,
                       # (one site per attribute name, shared by the twins; none in pure Python,
                       # where a method site would cost more than the bound method it saves)
-                      method_site=None if _speedups is None else functools.cache(
-                          lambda name: (_speedups.MethodSite(name),)))
+                      method_site=_runtime.method_site)
 
 # What the modules below call back, and what the stack asks of the runtime: now ready.
 hotpath.publish(resolve=resolve, call=call, construct_by_ref=construct_by_ref, hooks=HOOKS)

@@ -176,8 +176,7 @@ class Plan:
         ``func`` does."""
         global _twin_builtins
         if _twin_builtins is _UNMADE:
-            speedups = _native.speedups
-            _twin_builtins = None if speedups is None else speedups.mirror_builtins(vars(builtins), {_names.TWIN: True})
+            _twin_builtins = _native.runtime.mirror_builtins(vars(builtins), {_names.TWIN: True})
         if _twin_builtins is None or getattr(func, "__builtins__", None) is not vars(builtins):  # (its own: left alone)
             return
         code = func.__code__
@@ -186,7 +185,7 @@ class Plan:
             module = _names.switch_module(code)
             _switch_modules.set(code, module)
         if self.runs_module(module):
-            _native.speedups.set_builtins(twin, _twin_builtins)
+            _native.runtime.set_builtins(twin, _twin_builtins)
 
     def _make_twin(self, func: FunctionType) -> FunctionType | None:
         code = func.__code__
@@ -236,8 +235,8 @@ def _twin_from(twin_code: CodeType, func: FunctionType, builtins: dict[str, Any]
     twin.__qualname__ = func.__qualname__
     if _version_like is not None:  # (3.13 versions only what MAKE_FUNCTION makes)
         _version_like(twin, func)
-    if builtins is not None:  # (the mirror: only where _speedups made it)
-        _native.speedups.set_builtins(twin, builtins)
+    if builtins is not None:  # (the mirror: only where the runtime made one)
+        _native.runtime.set_builtins(twin, builtins)
     return twin
 
 
@@ -245,7 +244,7 @@ switch_before_twin: Callable[[FunctionType], None] | None = None
 """Set by the lazy import hook (``lazy_mode``) once it arms functions to be switched at their
 first call: a twin is then made from the switched code, as for a module switched at import."""
 
-_version_like = None if _native.speedups is None else _native.speedups.version_like
+_version_like = _native.runtime.version_like
 _UNMADE: Any = object()
 _twin_builtins: dict[str, Any] | None = _UNMADE  # see Plan._skip_the_question
 _switch_modules: WeakIdCache[str] = WeakIdCache()  # switched code -> the module its switch asks about

@@ -249,7 +249,7 @@ def _call_site(function: Any) -> Any:
     if type(function) is not FunctionType:
         return function
     if Special is None:
-        Special = _PureSpecial if _native.speedups is None else _native.speedups.Special
+        Special = _native.runtime.accelerated("Special", _PureSpecial)
     return Special(function)
 
 
@@ -290,5 +290,5 @@ def _attribute_loads() -> frozenset[int]:
 
 
 Special: Any = None
-"""``_speedups.Special``, or ``_PureSpecial``: chosen as the first stand-in is made (loading
+"""The runtime's ``Special`` (``_PureSpecial`` in Python): chosen as the first stand-in is made (loading
 the C accelerators at start-up would cost a process that never activates a context)."""
