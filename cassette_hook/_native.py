@@ -205,7 +205,10 @@ def choose() -> Runtime:
         except ImportError as exc:
             chosen = Python(f"the C accelerator is not built or failed to import ({exc})")
         else:
-            chosen = C(module, f"the C accelerator is built ({module.__file__})")
+            if getattr(module, "__file__", None) is None:  # (a checkout's _speedups/: sources only)
+                chosen = Python("the C accelerator is not built (its sources' directory imported as a namespace)")
+            else:
+                chosen = C(module, f"the C accelerator is built ({module.__file__})")
     _debug.note("runtime", f"{chosen.name} implementation: {chosen.why}")
     return chosen
 

@@ -62,6 +62,18 @@ def test_a_directory_of_sources_named_like_an_extension_is_not_taken_for_it(tmp_
     assert _native.optional("ch_unbuilt_speedups") is None
 
 
+def test_the_runtime_is_not_chosen_from_a_directory_of_sources(monkeypatch):
+    # (the same, for the chooser: such a namespace has no __file__ and none of the functions)
+    import importlib
+    import types
+
+    real = importlib.import_module
+    monkeypatch.setattr(_native, "PURE_PYTHON", False)
+    monkeypatch.setattr(importlib, "import_module", lambda name, package=None: types.ModuleType(
+        "cassette_hook._speedups") if name == "._speedups" else real(name, package))
+    assert _native.choose().name == "Python"
+
+
 @needs_c
 def test_a_second_instance_of_the_accelerator_is_refused_with_import_error(tmp_path):
     # Its state is read through one static pointer (docs/internals.md, "The C hot path"):
