@@ -32,6 +32,7 @@ import threading
 from typing import Any, Sequence, TextIO, cast
 
 from .._saferepr import SafeRepr
+from .._locks import rlock
 from ._base import Output, ReportingContext, choice, expand, patterns, positive_number, yes_no
 from ._names import ModuleFilter, module_and_qualname, name_of
 
@@ -94,7 +95,7 @@ class TraceContext(ReportingContext):
         self.reprs = reprs
         self.abbreviate = SafeRepr(width, user=reprs == "user")
         self._threads = threading.local()
-        self._lock = threading.RLock()  # re-entrant: a report written by a signal handler (_process._on_sigterm)
+        self._lock = rlock()  # re-entrant: a report written by a signal handler (_process._on_sigterm)
         self._home = threading.current_thread()  # (a thread object: idents are reused)
         self._owned = isinstance(output, (str, os.PathLike))
         self._closed = False
@@ -168,7 +169,7 @@ class TraceContext(ReportingContext):
         """A forked child's trace goes on in a file of its own (see
         :meth:`ReportingContext.separate`); a stream is shared with the parent."""
         super().separate()
-        self._lock = threading.RLock()  # the fork may have copied it held by another thread
+        self._lock = rlock()  # the fork may have copied it held by another thread
         if self._owned and not self._closed and self._stream is not None:
             try:
                 self._stream.close()  # line-buffered: nothing of the parent's is left in it
