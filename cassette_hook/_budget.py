@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import threading
 
 from . import _native
+from ._locks import rlock
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ class _RecursionBudget:
     it (docs/internals.md, "The recursion-limit budget")."""
 
     def __init__(self) -> None:
-        self._lock = threading.RLock()  # reentrant: code run under ``headroom`` may push a context
+        self._lock = rlock()  # reentrant: code run under ``headroom`` may push a context
         self._users = 0
         self._saved = 0
 

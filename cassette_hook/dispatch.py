@@ -23,13 +23,13 @@ import functools
 import gc
 import itertools
 import sys
-import threading
 import types
 import typing
 import weakref
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
+from ._locks import rlock
 from ._native import runtime as _runtime
 from ._own import is_own_frame
 from ._weakid import anchor, unanchor
@@ -597,7 +597,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         # Methods registered before a name their annotations use was defined (3.14+), with
         # their self_type: made methods when dispatch first needs them (_settle).
         self._pending: tuple[tuple[Callable[..., Any], type | None], ...] = ()
-        self._lock = threading.RLock()  # reentrant: matching may run user code (getattr, ABC hooks)
+        self._lock = rlock()  # reentrant: matching may run user code (getattr, ABC hooks)
         self._forget()
         _every_generic.add(self)
 

@@ -20,7 +20,6 @@ on lists of ``bytecode`` items; see ``docs/passes.md``.
 
 from __future__ import annotations
 
-import threading
 from types import CodeType, FunctionType
 from typing import Any, Callable, Iterator, MutableSequence, Sequence
 
@@ -28,6 +27,7 @@ from bytecode import Bytecode, ControlFlowGraph, Instr, Label
 from bytecode.instr import UNSET, CellVar, FreeVar, SetLineno, TryBegin, TryEnd
 
 from . import rewrite
+from ._locks import rlock
 from ._weakid import WeakIdCache
 from .rewrite import UnsupportedCode, _names
 from .importhook import dual_code
@@ -65,7 +65,7 @@ class Pass:
         self.transform = transform
         # id(code) -> (checked body, stack size, code given) or the failure: the pass's memo.
         self._results: WeakIdCache[_Result | _Failure] = WeakIdCache()
-        self._lock = threading.RLock()  # two threads entering one function run the pass once
+        self._lock = rlock()  # two threads entering one function run the pass once
 
     def __repr__(self) -> str:
         name = getattr(self.transform, "__qualname__", None) or repr(self.transform)

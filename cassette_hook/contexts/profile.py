@@ -26,6 +26,7 @@ from time import perf_counter_ns
 from typing import Any, Iterable, TextIO
 
 from . import _reports
+from .._locks import rlock
 from ._base import Output, ReportingContext, choice, expand, path, per_process, text_output, whole_number, yes_no
 from ._calltree import FunctionStats, Node, Recording, ThreadTree, dump, function_stats, load
 from ._names import location_of, name_of
@@ -94,7 +95,7 @@ class ProfileContext(ReportingContext, Recording):
         self._trees: list[ThreadTree] = []
         self._locations: dict[str, tuple[str, int]] = {}
         self._threads = threading.local()
-        self._lock = threading.RLock()  # re-entrant: a report written by a signal handler (_process._on_sigterm)
+        self._lock = rlock()  # re-entrant: a report written by a signal handler (_process._on_sigterm)
         if _on_collection not in gc.callbacks:
             gc.callbacks.append(_on_collection)
         _profiles.add(self)
@@ -169,7 +170,7 @@ class ProfileContext(ReportingContext, Recording):
         child's table adds up to the time of the calls it made."""
         super().separate()
         self.files = {key: None if file is None else per_process(file) for key, file in self.files.items()}
-        self._lock = threading.RLock()  # the fork may have copied it held by another thread
+        self._lock = rlock()  # the fork may have copied it held by another thread
         stack = getattr(self._threads, "stack", None)
         self._trees = []
         self._threads = threading.local()

@@ -36,6 +36,7 @@ import threading
 import time
 from typing import Any, Sequence, TextIO, cast
 
+from .._locks import rlock
 from .._saferepr import SafeRepr
 from . import _timeline
 from ._base import Output, ReportingContext, choice, expand, path, patterns, per_process, positive_number, yes_no
@@ -149,7 +150,7 @@ class TraceContext(ReportingContext):
         self.reprs = reprs
         self.abbreviate = SafeRepr(width, user=reprs == "user")
         self._threads = threading.local()
-        self._lock = threading.RLock()  # re-entrant: a report written by a signal handler (_process._on_sigterm)
+        self._lock = rlock()  # re-entrant: a report written by a signal handler (_process._on_sigterm)
         self._home = threading.current_thread()  # (a thread object: idents are reused)
         self._owned = isinstance(output, (str, os.PathLike))
         self._closed = False
@@ -369,7 +370,7 @@ class TraceContext(ReportingContext):
         :meth:`ReportingContext.separate`), as does its timeline; a stream is shared with
         the parent.  What the parent held back or recorded is the parent's to write."""
         super().separate()
-        self._lock = threading.RLock()  # the fork may have copied it held by another thread
+        self._lock = rlock()  # the fork may have copied it held by another thread
         if self.timeline is not None:
             self.timeline = per_process(self.timeline)
         self._recorded = []

@@ -37,12 +37,12 @@ most of the cost of a cold import of a package with many closures (``docs/intern
 from __future__ import annotations
 
 import gc
-import threading
 import time
 import warnings
 import weakref
 from types import CodeType, FunctionType
 
+from .._locks import rlock
 from .. import context_stack, _debug, _native, rewrite
 from ..runtime import standins
 from . import code_cache, switch
@@ -53,7 +53,7 @@ TYPE_CHECKING = False  # (typing's would import typing at every start, as import
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-_switching = threading.RLock()  # another thread activating, or first-calling a module being switched, waits for it
+_switching = rlock()  # another thread activating, or first-calling a module being switched, waits for it
 _UNLOADED = object()
 _watch: Any = _UNLOADED  # the function watcher: ``_watch.c``, or None where there is none
 
@@ -147,7 +147,7 @@ def _same_functions(cached: tuple[CodeType, ...], light: list[CodeType]) -> bool
 
 
 _waiting: list[LightModule] = []  # each module imported light, until switched
-_waiting_lock = threading.RLock()  # re-entrant: an entry may die in a collection while it is held
+_waiting_lock = rlock()  # re-entrant: an entry may die in a collection while it is held
 
 
 def wait_for_context(module: LightModule) -> None:

@@ -19,10 +19,10 @@ from __future__ import annotations
 import atexit
 import builtins
 import functools
-import threading
 import weakref
 from types import FunctionType, ModuleType
 
+from .._locks import rlock
 from .. import context_stack, _native
 from .._own import strip_traceback
 from ..rewrite import _names
@@ -31,7 +31,7 @@ TYPE_CHECKING = False  # (typing's would import typing at every start: see the p
 if TYPE_CHECKING:
     from typing import Any, Callable
 
-_lock = threading.RLock()  # re-entrant: an activity watcher may push a context
+_lock = rlock()  # re-entrant: an activity watcher may push a context
 # The live entries, and those whose context counts operators as calls: weak references
 # that a C callback drops as each entry dies (``set.discard``; on the C path
 # ``_speedups.entry_gone``, which also turns off a flag whose set it empties).  No Python

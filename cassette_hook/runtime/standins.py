@@ -49,10 +49,10 @@ from __future__ import annotations
 
 import functools
 import sys
-import threading
 import weakref
 from types import FunctionType, MethodType, ModuleType
 
+from .._locks import rlock
 from . import hotpath
 from .. import _native
 from .._own import RUNS_ON, is_own_module, strip_traceback
@@ -72,7 +72,7 @@ SLOT_METHODS = frozenset({f"__{name}__" for name in (
 """Special methods that CPython's type slots call unbound, with the instance first (the
 others it binds first, which a stand-in cannot tell from an attribute read)."""
 
-_lock = threading.Lock()
+_lock = rlock()
 # Tables by id with weak references, as ``_weakid.WeakIdCache`` keeps, written out: that
 # module imports ``typing``, and this one is loaded at every start (through ``lazy_mode``).
 _scanned: dict[int, tuple[weakref.ref[ModuleType], int]] = {}  # id(module) -> (it, len(vars) when scanned)
