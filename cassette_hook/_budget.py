@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 
 from . import _native
-from ._locks import rlock
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
@@ -53,7 +53,12 @@ class _RecursionBudget:
     it (docs/internals.md, "The recursion-limit budget")."""
 
     def __init__(self) -> None:
-        self._lock = rlock()  # reentrant: code run under ``headroom`` may push a context
+        # Reentrant: code run under ``headroom`` may push a context.  A C lock, not
+        # ``_locks.rlock``'s: ``release`` may run where the program's recursion is at its
+        # limit, where ``rlock``'s Python ``__enter__`` (3.14+) would raise RecursionError
+        # and leave the raise held; so on 3.14 an interrupt just as this lock is taken can
+        # leave it held (docs/internals.md, "Known limitations").
+        self._lock = threading.RLock()
         self._users = 0
         self._saved = 0
 

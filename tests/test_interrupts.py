@@ -33,6 +33,7 @@ import cassette_hook as ch
 from cassette_hook import _native, context_stack
 from cassette_hook.importhook import lazy_mode, switch
 from cassette_hook.runtime import standins
+from cassette_hook import _budget as recursion_budget_module
 from cassette_hook._budget import recursion_budget
 from cassette_hook.rewrite import _names
 from test_importhook import tree, write  # noqa: F401  # (the fixture)
@@ -297,11 +298,28 @@ def test_an_interrupt_anywhere_in_the_runtime_reaches_the_program_and_leaves_no_
                 damaged.append((at, where, damage))
                 while ch.current_context() is not None:  # (repaired, to see the next event's own damage)
                     ch.current_context().__exit__(None, None, None)
+                while recursion_budget._lock._is_owned():  # type: ignore[attr-defined]  # (RLock's)
+                    recursion_budget._lock.release()
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
     assert at > 50  # (the workload runs that many events of ours)
-    assert [entry for entry in damaged if not in_python_exit(entry[1])] == [], "\n".join(map(str, damaged))
+    assert [entry for entry in damaged if not (in_python_exit(entry[1]) or in_budget_entry(entry[1]))] == [], \
+        "\n".join(map(str, damaged))
+
+
+def in_budget_entry(where: str) -> bool:
+    """Is ``where`` the one place left where an interrupt can leave a lock of ours held: on
+    3.14, the signal check after the recursion budget's C lock is taken by its ``with``
+    (the ``c_return`` of ``RLock.__enter__``), which cannot be ``_locks.rlock``'s since the
+    budget is released where the program's recursion is at its limit (docs/internals.md,
+    "Known limitations")?  (Before 3.14 no such event exists: ``BEFORE_WITH`` calls no C
+    function.)"""
+    place, _, event = where.partition(" ")
+    filename, _, line = place.partition(":")
+    source = inspect.getsourcelines(recursion_budget_module)[0]
+    return (filename == "_budget.py" and event.endswith("(c_return)")
+            and source[int(line) - 1].strip() == "with self._lock:")
 
 
 def in_python_exit(where: str) -> bool:
