@@ -57,13 +57,19 @@ def optional(name: str) -> Any:
     built or the pure-Python versions are asked for.  In a source checkout where
     ``_speedups`` is not built, the directory of its C sources (``cassette_hook/_speedups/``)
     imports as a namespace package of the same name: that is not the extension either."""
-    if PURE_PYTHON:
-        return None
+    return None if PURE_PYTHON else _extension(name)[0]
+
+
+def _extension(name: str) -> tuple[Any, str]:
+    """The built extension module ``name`` and what it is ("is built (path)"), or None
+    and why not."""
     try:
         module = importlib.import_module(name, __package__)
-    except ImportError:
-        return None
-    return None if getattr(module, "__file__", None) is None else module
+    except ImportError as exc:
+        return None, f"is not built or failed to import ({exc})"
+    if getattr(module, "__file__", None) is None:  # (a checkout's directory of sources)
+        return None, "is not built (its sources' directory imported as a namespace)"
+    return module, f"is built ({module.__file__})"
 
 
 class Python:
@@ -200,15 +206,9 @@ def choose() -> Runtime:
     if PURE_PYTHON:
         chosen = Python(f"{ENVIRONMENT_VARIABLE} is set")
     else:
-        try:
-            module = importlib.import_module("._speedups", __package__)
-        except ImportError as exc:
-            chosen = Python(f"the C accelerator is not built or failed to import ({exc})")
-        else:
-            if getattr(module, "__file__", None) is None:  # (a checkout's _speedups/: sources only)
-                chosen = Python("the C accelerator is not built (its sources' directory imported as a namespace)")
-            else:
-                chosen = C(module, f"the C accelerator is built ({module.__file__})")
+        module, why = _extension("._speedups")
+        why = f"the C accelerator {why}"
+        chosen = Python(why) if module is None else C(module, why)
     _debug.note("runtime", f"{chosen.name} implementation: {chosen.why}")
     return chosen
 

@@ -208,7 +208,8 @@ def counted(module: Any) -> int:
 
 
 LOCKS = (switch._lock, recursion_budget._lock, standins._lock, lazy_mode._switching, lazy_mode._waiting_lock)
-"""The locks of ours that entering and leaving a context takes (``_locks.rlock``'s)."""
+"""The locks of ours that entering and leaving a context takes (``_locks.rlock``'s, and
+the recursion budget's C lock: see ``in_budget_entry``)."""
 
 
 def state() -> tuple[Any, ...]:
