@@ -22,6 +22,13 @@ after none on 3.13.
 (called inline: no signal check as it returns) and the C acquisition's own signal check
 falls inside that frame's ``try``, which gives back what it took.  Before 3.14 it gives a
 plain ``threading.RLock``, safe there and a frame cheaper.
+
+A lock's ``with`` block, and any ``try`` that puts state back, must also not hold a loop
+whose back edge CPython 3.13 and 3.14 leave out of the exception table (a filtered
+comprehension, ``any(genexp)`` on 3.14, a loop ending in an ``if``): an interrupt at that
+back edge's signal check leaves the frame without ``__exit__`` or ``finally``.  Such a
+loop lives in a function of its own, called from the block (docs/internals.md, "Loops
+under a with block on 3.13 and 3.14"; ``tests/test_interrupts.py`` checks the package).
 """
 
 from __future__ import annotations

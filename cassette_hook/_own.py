@@ -58,16 +58,21 @@ def strip_traceback(exc: BaseException) -> None:
     cannot (no room left on the stack for its calls), the traceback stays as it is: the
     exception goes on, which is what matters.
     """
-    try:
-        head = tb = exc.__traceback__
-        while tb is not None and tb.tb_frame.f_code.co_filename.startswith(DIRECTORY):
-            tb = tb.tb_next
+    try:  # (the loop in a function of its own: see _locks)
+        head = exc.__traceback__
+        tb = _past_own(head)
         if tb is not head:
             if _HANDLED_APART:
                 _handled_traceback()(exc, tb)
             exc.__traceback__ = tb
     except Exception:  # (at the recursion limit, where 3.10 counts C calls too) the traceback stays
         pass
+
+
+def _past_own(tb: TracebackType | None) -> TracebackType | None:
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(DIRECTORY):
+        tb = tb.tb_next
+    return tb
 
 
 # 3.10 keeps the handled exception's traceback apart from ``__traceback__``, and a bare

@@ -806,7 +806,7 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
     def unregister(self, func: Callable[..., Any]) -> None:
         """Remove every method registered with ``func``."""
         with self._lock:
-            gone = [m for m in self._methods if m.registered == func]
+            gone = list(m for m in self._methods if m.registered == func)  # (not a comprehension: see _locks)
             waiting = tuple(p for p in self._pending if p[0] != func)
             if not gone and len(waiting) == len(self._pending):
                 raise ValueError(f"{self.name}: cannot unregister {_describe(func)}: it is not registered")
@@ -866,8 +866,8 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         """
         self._settle()
         with self._lock:
-            candidates = [m for m in self._methods_for(first_type)
-                          if m.params and m.params[0].could_match_type(first_type)]
+            candidates = list(m for m in self._methods_for(first_type)  # (not a comprehension: see _locks)
+                              if m.params and m.params[0].could_match_type(first_type))
         if len(candidates) != 1:
             return None
         method = candidates[0]
@@ -908,11 +908,13 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         answer = self._first.get(first_type)
         if answer is None:
             self._settle()
-            with self._lock:
-                answer = self._first[first_type] = any(
-                    p is not None and p.could_match_type(first_type)
-                    for p in (m.pattern(0) for m in self._methods_for(first_type)))
+            with self._lock:  # (the loop in a function of its own: see _locks)
+                answer = self._first[first_type] = self._could_apply(first_type)
         return answer
+
+    def _could_apply(self, first_type: type) -> bool:
+        return any(p is not None and p.could_match_type(first_type)
+                   for p in (m.pattern(0) for m in self._methods_for(first_type)))
 
     def methods(self) -> list[Callable[..., Any]]:
         """The registered methods, not the default."""

@@ -117,10 +117,10 @@ def _profiles(parser: argparse.ArgumentParser, options: argparse.Namespace, rema
     if options.timeline is not None:
         parser.error("--timeline: for timelines; these are profile dumps")
     files = {key: getattr(options, key) for key in PROFILE_REPORTS if getattr(options, key) is not None}
+    reports = [(key, file) for key, file in [("output", options.output), *files.items()] if file is not None]
     try:  # (before the work of merging, which a report that cannot be written would waste)
-        for key, file in [("output", options.output), *files.items()]:
-            if file is not None:
-                check_writable(file, f"cannot write --{key} {file!r}", key)
+        for key, file in reports:
+            check_writable(file, f"cannot write --{key} {file!r}", key)
     except ReportPathError as exc:
         parser.error(str(exc))
     try:

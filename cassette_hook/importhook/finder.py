@@ -193,17 +193,22 @@ def _spec_from_others(me: object, fullname: str, path: Sequence[str] | None,
     if fullname in asking:
         return None
     asking.add(fullname)
-    try:
-        for finder in list(sys.meta_path):
-            if finder is me or isinstance(finder, SwitchingFinder):
-                continue
-            find_spec = getattr(finder, "find_spec", None)
-            spec: ModuleSpec | None = None if find_spec is None else find_spec(fullname, path, target)
-            if spec is not None:
-                return spec
-        return None
+    try:  # (the loop in a function of its own: see _locks)
+        return _first_spec(me, fullname, path, target)
     finally:
         asking.discard(fullname)
+
+
+def _first_spec(me: object, fullname: str, path: Sequence[str] | None,
+                target: ModuleType | None) -> ModuleSpec | None:
+    for finder in list(sys.meta_path):
+        if finder is me or isinstance(finder, SwitchingFinder):
+            continue
+        find_spec = getattr(finder, "find_spec", None)
+        spec: ModuleSpec | None = None if find_spec is None else find_spec(fullname, path, target)
+        if spec is not None:
+            return spec
+    return None
 
 
 def _keep_importing(fullname: str) -> None:

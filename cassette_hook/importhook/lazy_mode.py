@@ -167,7 +167,7 @@ def switched(modules: list[LightModule]) -> None:
     """``modules`` (from :func:`waiting`) no longer wait."""
     done = {id(module) for module in modules}
     with _waiting_lock:
-        _waiting[:] = [module for module in _waiting if id(module) not in done]
+        _waiting[:] = list(module for module in _waiting if id(module) not in done)  # (not a comprehension: _locks)
 
 
 def switch_waiting() -> None:

@@ -100,21 +100,27 @@ def reach(func: FunctionType, module: str) -> None:
         owner = None
     if owner is not None and _scanned.get(id(owner), (None, -1))[1] == len(namespace) or not _reachable(module):
         return
-    with _lock:  # (two threads may make twins of the module's functions at once)
-        if owner is not None:
-            _scanned[id(owner)] = (weakref.ref(owner, functools.partial(_forget, _scanned, id(owner))), len(namespace))
-        classes = [cls for cls in _classes(namespace, module) if id(cls) not in _classes_reached]
-        found = [(cls, name, plain, stand_in) for cls in classes
-                 for name, plain in list(vars(cls).items()) if _settable(cls, name)
-                 for stand_in in [_stand_in(name, plain)] if stand_in is not None]
-        for cls in classes:
-            _classes_reached[id(cls)] = weakref.ref(cls, functools.partial(_forget, _classes_reached, id(cls)))
-        for cls, name, plain, stand_in in found:
-            if not _in or _put(cls, name, stand_in):
-                _stand_ins.append((weakref.ref(cls), name, plain, stand_in))
-    if found:
+    with _lock:  # (two threads may make twins of the module's functions at once; the loops in a function: _locks)
+        any_found = _reach(namespace, module, owner)
+    if any_found:
         for callback in _when_tracking:
             callback()
+
+
+def _reach(namespace: dict[str, Any], module: str, owner: ModuleType | None) -> bool:
+    """``reach``'s work, under its lock: did it find methods to stand in for?"""
+    if owner is not None:
+        _scanned[id(owner)] = (weakref.ref(owner, functools.partial(_forget, _scanned, id(owner))), len(namespace))
+    classes = [cls for cls in _classes(namespace, module) if id(cls) not in _classes_reached]
+    found = [(cls, name, plain, stand_in) for cls in classes
+             for name, plain in list(vars(cls).items()) if _settable(cls, name)
+             for stand_in in [_stand_in(name, plain)] if stand_in is not None]
+    for cls in classes:
+        _classes_reached[id(cls)] = weakref.ref(cls, functools.partial(_forget, _classes_reached, id(cls)))
+    for cls, name, plain, stand_in in found:
+        if not _in or _put(cls, name, stand_in):
+            _stand_ins.append((weakref.ref(cls), name, plain, stand_in))
+    return bool(found)
 
 
 def _put(cls: type, name: str, value: object) -> bool:
