@@ -14,6 +14,7 @@ import sys
 import threading
 
 from . import _native
+from ._locks import give_back, held_levels
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
@@ -56,8 +57,9 @@ class _RecursionBudget:
         # Reentrant: code run under ``headroom`` may push a context.  A C lock, not
         # ``_locks.rlock``'s: ``release`` may run where the program's recursion is at its
         # limit, where ``rlock``'s Python ``__enter__`` (3.14+) would raise RecursionError
-        # and leave the raise held; so on 3.14 an interrupt just as this lock is taken can
-        # leave it held (docs/internals.md, "Known limitations").
+        # and leave the raise held.  So each ``with`` over it sits in a ``try`` of its
+        # method's own frame whose ``except`` gives back what an interrupt as the ``with``
+        # is entered left taken (``_locks.give_back``).
         self._lock = threading.RLock()
         self._users = 0
         self._saved = 0
@@ -66,23 +68,33 @@ class _RecursionBudget:
         """Raise the limit for ``entry`` (the bottom of a stack), which records that it holds
         the raise (``entry.raises_limit``) in the same step as the count: an interrupt in here
         leaves either nothing done or both, and :meth:`release` undoes exactly what was done."""
-        with self._lock:
-            if self._users == 0:
-                self._saved = sys.getrecursionlimit()
-                # One line, the call last: no signal check or line event between the three.
-                self._users = 1; entry.raises_limit = True; sys.setrecursionlimit(self._raised(self._saved))  # noqa: E702
-            else:
-                self._users += 1; entry.raises_limit = True  # noqa: E702
+        levels = held_levels(self._lock)
+        try:
+            with self._lock:
+                if self._users == 0:
+                    self._saved = sys.getrecursionlimit()
+                    # One line, the call last: no signal check or line event between the three.
+                    self._users = 1; entry.raises_limit = True; sys.setrecursionlimit(self._raised(self._saved))  # noqa: E702
+                else:
+                    self._users += 1; entry.raises_limit = True  # noqa: E702
+        except BaseException:
+            give_back(self._lock, levels)
+            raise
 
     def release(self, entry: Entry) -> None:
         """Give back ``entry``'s raise, if it holds one (so it may be called again, and for an
         entry whose :meth:`acquire` an interrupt cut short)."""
-        with self._lock:
-            if entry.raises_limit and self._users == 1:
-                # As in acquire: the count, the record and the limit in one step.
-                self._users = 0; entry.raises_limit = False; sys.setrecursionlimit(self._saved)  # noqa: E702
-            elif entry.raises_limit:
-                self._users -= 1; entry.raises_limit = False  # noqa: E702
+        levels = held_levels(self._lock)
+        try:
+            with self._lock:
+                if entry.raises_limit and self._users == 1:
+                    # As in acquire: the count, the record and the limit in one step.
+                    self._users = 0; entry.raises_limit = False; sys.setrecursionlimit(self._saved)  # noqa: E702
+                elif entry.raises_limit:
+                    self._users -= 1; entry.raises_limit = False  # noqa: E702
+        except BaseException:
+            give_back(self._lock, levels)
+            raise
 
     def _raised(self, limit: int) -> int:
         """The real limit while a context is active, for the program's ``limit``: FACTOR
@@ -100,16 +112,26 @@ class _RecursionBudget:
 
     def limit(self) -> int:
         """The recursion limit as the program set it (what overdubbed code reads)."""
-        with self._lock:
-            return self._saved if self._users else sys.getrecursionlimit()
+        levels = held_levels(self._lock)
+        try:
+            with self._lock:
+                return self._saved if self._users else sys.getrecursionlimit()
+        except BaseException:
+            give_back(self._lock, levels)
+            raise
 
     def set_limit(self, limit: int) -> None:
         """Set the program's limit; while raised, the real one stays higher (``_raised``)."""
-        with self._lock:
-            if self._users:
-                sys.setrecursionlimit(self._raised(limit)); self._saved = limit  # noqa: E702  # (validates limit as the builtin does)
-            else:
-                sys.setrecursionlimit(limit)
+        levels = held_levels(self._lock)
+        try:
+            with self._lock:
+                if self._users:
+                    sys.setrecursionlimit(self._raised(limit)); self._saved = limit  # noqa: E702  # (validates limit as the builtin does)
+                else:
+                    sys.setrecursionlimit(limit)
+        except BaseException:
+            give_back(self._lock, levels)
+            raise
 
     @contextlib.contextmanager
     def headroom(self, frames: int) -> Iterator[None]:
@@ -120,13 +142,18 @@ class _RecursionBudget:
         must not fail for want of stack the program never asked for.  The lock keeps
         ``acquire``/``release`` from saving or restoring the raised limit meanwhile.
         """
-        with self._lock:
-            limit = sys.getrecursionlimit()
-            try:  # (the raise inside: an interrupt just after it still restores the limit)
-                sys.setrecursionlimit(limit + frames)
-                yield
-            finally:
-                sys.setrecursionlimit(limit)
+        levels = held_levels(self._lock)
+        try:
+            with self._lock:
+                limit = sys.getrecursionlimit()
+                try:  # (the raise inside: an interrupt just after it still restores the limit)
+                    sys.setrecursionlimit(limit + frames)
+                    yield
+                finally:
+                    sys.setrecursionlimit(limit)
+        except BaseException:
+            give_back(self._lock, levels)
+            raise
 
 
 recursion_budget = _RecursionBudget()

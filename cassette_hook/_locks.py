@@ -33,9 +33,14 @@ under a with block on 3.13 and 3.14"; ``tests/test_interrupts.py`` checks the pa
 
 from __future__ import annotations
 
+import operator
 import sys
 import threading
 from _thread import RLock as _CRLock
+
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
+if TYPE_CHECKING:
+    from typing import Callable
 
 
 class InterruptSafeRLock(_CRLock):  # type: ignore[misc]  # (final in typeshed; CPython lets it be subclassed)
@@ -62,6 +67,26 @@ class InterruptSafeRLock(_CRLock):  # type: ignore[misc]  # (final in typeshed; 
             if self._recursion_count() > count:  # type: ignore[attr-defined]
                 self.release()
             raise
+
+
+held_levels: Callable[[threading.RLock], int] = operator.methodcaller(
+    "_recursion_count" if sys.version_info >= (3, 11) else "_is_owned")
+"""How many levels of ``lock`` this thread holds: a C call, no Python frame.  (3.10's
+RLock does not count, and its ``with`` needs no :func:`give_back`: whether it is held.)"""
+
+
+def give_back(lock: threading.RLock, levels: int) -> None:
+    """In the ``except BaseException:`` of a ``try`` around ``with lock:``: give back the
+    level the ``with`` took if the exception came as it was entered (on 3.14, at the
+    signal check after the C ``__enter__``, outside the block), ``levels`` being
+    :data:`held_levels` before the ``try``.
+
+    For a C lock that must be entered where a Python ``__enter__`` cannot run (the
+    recursion budget's, released where the program's recursion is at its limit): the
+    ``try`` is in the caller's own frame, so taking the lock adds no frame, and the
+    ``except`` runs only after the one interrupt."""
+    if held_levels(lock) > levels:
+        lock.release()
 
 
 def rlock() -> threading.RLock:
