@@ -87,11 +87,15 @@ class Progress:
 
     DELAY = 1.5  # seconds of rewriting before the line appears
     PAUSE = 1.0  # a gap this long between two rewrites starts the count again
+    NOTICE = 2.0  # seconds of rewriting that no cache keeps before :meth:`not_cached` says so
 
     def __init__(self) -> None:
-        self.started = self.last = float("-inf")
+        self.started = self.last = self.begun = float("-inf")
         self.modules = 0
         self.shown = False
+        self.took = 0.0  # the last rewrite's seconds, until :meth:`not_cached` counts them
+        self.uncached = 0.0
+        self.noticed = False
 
     def begin(self, module: str) -> None:
         """``module`` is about to be rewritten."""
@@ -99,7 +103,7 @@ class Progress:
         if now - self.last > self.PAUSE:
             self.started, self.modules = now, 0
         self.modules += 1
-        self.last = now
+        self.last = self.begun = now
         if now - self.started >= self.DELAY and _on_terminal():
             line = (f"cassette_hook: instrumenting, module {self.modules} in {now - self.started:.0f} s "
                     f"(cached for the next run): {module}")
@@ -108,8 +112,21 @@ class Progress:
     def end(self) -> None:
         """The module named by :meth:`begin` is rewritten (or failed to be)."""
         self.last = time.perf_counter()
+        self.took = self.last - self.begun
         if self.shown:
             self.shown = not _write("\r\x1b[K")
+
+    def not_cached(self, why: str, way_out: str) -> None:
+        """What the last rewrite made cannot be cached (``why``).  Where that is so, every run
+        pays the cold start again, and the status line (a terminal's only) is the one sign:
+        once such rewriting has taken :attr:`NOTICE` seconds in this process, say so, once,
+        on stderr whatever it is, with ``way_out`` (docs/importhook.md, "The code cache")."""
+        self.uncached += self.took
+        self.took = 0.0
+        if self.uncached >= self.NOTICE and not self.noticed:
+            self.noticed = True
+            say("cache", f"{self.uncached:.1f} s of this run went to instrumenting code that cannot be cached "
+                         f"({why}), and every run will take it again; {way_out}")
 
 
 progress = Progress()

@@ -306,6 +306,32 @@ def test_the_progress_line_fits_on_one_row_of_the_terminal(slow_start, monkeypat
     assert shown[0] == "cassette_hook: instrumenting, module 1 \x1b[K"  # 39 characters, then erase to the end
 
 
+def test_a_cold_start_that_cannot_be_cached_says_so_once_with_the_way_out(slow_start, monkeypatch):
+    # (docs/importhook.md, "The code cache": every run would pay it again)
+    monkeypatch.setattr(_debug.Progress, "NOTICE", 0.0)
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    first = _stderr_of_first_import(slow_start, monkeypatch, "uncached_a", tty=False)
+    second = _stderr_of_first_import(slow_start, monkeypatch, "uncached_b", tty=False)
+
+    assert re.fullmatch(r"cassette_hook: cache: \d+\.\d s of this run went to instrumenting code that cannot be "
+                        r"cached \(sys\.dont_write_bytecode is set: PYTHONDONTWRITEBYTECODE or -B\), and every run "
+                        r"will take it again; unset it to have it cached beside CPython's \.pyc files\n", first)
+    assert second == ""
+
+
+def test_an_unwritable_cache_says_where_to_cache_instead(slow_start, monkeypatch):
+    monkeypatch.setattr(_debug.Progress, "NOTICE", 0.0)
+    monkeypatch.setattr(code_cache, "_write", lambda path, data, mode: "not writable (Permission denied)")
+    said = _stderr_of_first_import(slow_start, monkeypatch, "unwritable_a", tty=False)
+
+    assert "is not writable (Permission denied)" in said and "PYTHONPYCACHEPREFIX" in said
+
+
+def test_a_cold_start_too_short_to_matter_says_nothing_of_the_cache(slow_start, monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert _stderr_of_first_import(slow_start, monkeypatch, "uncached_c", tty=False) == ""  # (NOTICE: 2 s)
+
+
 # -- ``--debug runtime``: which implementation of the runtime runs, and why ---------------
 
 RUNS_A_CONTEXT = "import cassette_hook as ch\nwith ch.NullContext():\n    len([])\n"

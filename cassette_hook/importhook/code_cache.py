@@ -38,7 +38,7 @@ import threading
 from importlib.util import MAGIC_NUMBER, cache_from_source
 from types import CodeType
 
-from .. import __version__
+from .. import __version__, _debug
 from ..rewrite import _names
 
 FORMAT = b"cassette_hook pyc 6\n"
@@ -243,16 +243,27 @@ def write(path: str, code: CodeType | tuple[CodeType, ...], basis: Basis | None,
     is impossible (a read-only tree, ``sys.dont_write_bytecode``), as CPython does for its
     own files, or where there is no basis (CPython kept no ``.pyc`` for the source, so there
     is nothing to know the code is still CPython's by).  Returns what happened, in words,
-    for ``--debug import``."""
+    for ``--debug import``; where the cause would hold at every run, the cold start's
+    notice hears it too (``_debug.Progress.not_cached``)."""
     if sys.dont_write_bytecode:
+        _debug.progress.not_cached("sys.dont_write_bytecode is set: PYTHONDONTWRITEBYTECODE or -B",
+                                   "unset it to have it cached beside CPython's .pyc files")
         return "not written (sys.dont_write_bytecode)"
     if basis is None:
+        _debug.progress.not_cached("CPython keeps no .pyc of its own for the sources",
+                                   f"let CPython write its .pyc files ({_WRITABLE})")
         return "not written (CPython wrote no .pyc of its own for it to mirror)"
     try:
         data = marshal.dumps(code)
     except ValueError as exc:  # a constant marshal cannot write
         return f"not written ({exc})"
-    return _write(path, key(basis, module, options, kind) + data, basis.stat.st_mode)
+    written = _write(path, key(basis, module, options, kind) + data, basis.stat.st_mode)
+    if written.startswith("not writable"):
+        _debug.progress.not_cached(f"{path!r} is {written}", f"cache it elsewhere ({_WRITABLE})")
+    return written
+
+
+_WRITABLE = "PYTHONPYCACHEPREFIX set to a writable directory puts both caches there"
 
 
 def _write(path: str, data: bytes, mode: int) -> str:
