@@ -282,6 +282,15 @@ def test_timeline_names_each_threads_track(tmp_path):
     assert nested_within_their_callers(events)
 
 
+def test_timeline_names_the_process_by_its_program_and_leaves_the_id_to_the_viewer(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["/srv/app/primes.py", "3000"])
+    file = tmp_path / "timeline.json"
+    trace(square, 2, timeline=str(file))
+    data = json.loads(file.read_text(encoding="utf-8"))
+    assert [(e["pid"], e["args"]["name"]) for e in data["traceEvents"] if e["name"] == "process_name"] == [
+        (os.getpid(), "primes.py")]
+
+
 def test_timeline_stops_at_its_cap_and_says_how_many_calls_it_left_out(tmp_path):
     file = tmp_path / "timeline.json"
     trace(squares, 5, timeline=str(file), events=3)

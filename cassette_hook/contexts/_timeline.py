@@ -39,9 +39,10 @@ class Clock:
 
 
 def process_label() -> str:
-    """What the viewer calls this process: its program and its id."""
-    argv0 = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
-    return f"{argv0} (pid {os.getpid()})"
+    """What the viewer calls this process: its program.  Not its id too: the viewers show
+    the events' ``pid`` beside the name (speedscope showed ``primes.py (pid 4242) (pid
+    4242)``, seen in formats/check_formats.py's screenshot)."""
+    return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python"
 
 
 def document(events: list[dict[str, Any]], left_out: int, limit: int | None) -> dict[str, Any]:
