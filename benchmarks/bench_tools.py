@@ -11,7 +11,7 @@ cached dispatch through ``ch.prehook`` with ``functools.singledispatch``.  Rows 
 package is missing or does not run on this Python are skipped with a note.
 
     PYTHONPATH=. python benchmarks/bench_tools.py [--quick] [--workloads fib,go]
-        [--rows null,count,cprofile] [--rounds N] [--json out.json]
+        [--rows null,count,cprofile] [--rounds N] [--json out.json] [--cpu]
 
 Only cassette_hook's public API is used, so the script measures whatever the package's
 hot path is at the time.
@@ -333,7 +333,11 @@ def main() -> None:
     ap.add_argument("--rows", help=f"comma-separated rows (default: all): {','.join(ROWS)},dispatch")
     ap.add_argument("--rounds", type=int, help="measured rounds per workload (default 11; --quick 3)")
     ap.add_argument("--json", metavar="FILE", help="also write samples (ns), call counts and ratios here")
+    ap.add_argument("--cpu", action="store_true",
+                    help="time by the process's CPU time, not the wall clock (a shared, loaded machine)")
     args = ap.parse_args()
+    if args.cpu:
+        harness.use_cpu_time()
     names = args.workloads.split(",") if args.workloads else list(WORKLOADS)
     rows = args.rows.split(",") if args.rows else [*ROWS, "dispatch"]
     unknown = [r for r in rows if r not in ROWS and r != "dispatch"]

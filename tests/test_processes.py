@@ -32,6 +32,31 @@ def write(tmp_path: Path, name: str, source: str) -> Path:
     return path
 
 
+# How a program starts its multiprocessing children: "default" makes no set_start_method or
+# get_context call, so it takes the platform's default (Linux: fork before 3.14, forkserver
+# from 3.14; docs/processes.md, "--subprocesses").
+START_METHODS = ["default", "fork", "spawn", "forkserver"]
+DEFAULT_START_METHOD = "forkserver" if sys.version_info >= (3, 14) else "fork"
+
+
+def start_with(method: str) -> str:
+    """The expression a program's children are started from: the module or a context."""
+    return "multiprocessing" if method == "default" else f"multiprocessing.get_context({method!r})"
+
+
+def test_the_default_start_method_is_the_one_the_tests_expect(tmp_path):
+    # The "default" parameter below exercises forkserver on 3.14+ and fork before; were
+    # the default something else, those tests would not test what they say.
+    write(tmp_path, "prog.py", """
+        import multiprocessing
+        if __name__ == "__main__":
+            print(multiprocessing.get_start_method())
+    """)
+    result = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env_for(tmp_path), capture_output=True,
+                            text=True, timeout=60)
+    assert result.stdout == f"{DEFAULT_START_METHOD}\n", result.stderr
+
+
 def test_install_from_env_installs_the_hook_and_activates_contexts(tmp_path):
     write(tmp_path, "worker.py", WORK)
     write(tmp_path, "prog.py", """
@@ -82,7 +107,7 @@ def test_sitecustomize_instruments_a_plain_python_child(tmp_path):
     assert result.stdout == "True 6\n", result.stderr
 
 
-@pytest.mark.parametrize("how", ["subprocess", "spawn", "fork"])
+@pytest.mark.parametrize("how", ["subprocess", *START_METHODS])
 def test_subprocesses_option_carries_contexts_into_children(tmp_path, how):
     write(tmp_path, "worker.py", WORK)
     write(tmp_path, "prog.py", f"""
@@ -97,7 +122,7 @@ def test_subprocesses_option_carries_contexts_into_children(tmp_path, how):
             if {how!r} == "subprocess":
                 subprocess.run([sys.executable, "-c", "import worker; worker.work(5)"], check=True)
             else:
-                process = multiprocessing.get_context({how!r}).Process(target=child)
+                process = {start_with(how)}.Process(target=child)
                 process.start()
                 process.join()
                 assert process.exitcode == 0
@@ -124,7 +149,7 @@ def run_with_subprocesses(tmp_path: Path, *args: str) -> subprocess.CompletedPro
                           env=env_for(tmp_path), capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("how", ["spawn", "forkserver"])
+@pytest.mark.parametrize("how", START_METHODS)
 def test_only_the_processes_that_run_the_programs_code_write_reports(tmp_path, how):
     # multiprocessing's resource tracker and forkserver are Python children too, running
     # none of the program's code: they write nothing.  A forkserver's child reports.
@@ -137,7 +162,7 @@ def test_only_the_processes_that_run_the_programs_code_write_reports(tmp_path, h
             worker.work(5)
 
         if __name__ == "__main__":
-            process = multiprocessing.get_context({how!r}).Process(target=child)
+            process = {start_with(how)}.Process(target=child)
             process.start()
             process.join()
             assert process.exitcode == 0
@@ -205,6 +230,40 @@ def test_install_from_env_gives_a_forked_child_a_report_of_its_own(tmp_path, for
     parent, child = (tmp_path / f"prof.{parent_pid}.txt").read_text(), (tmp_path / f"prof.{child_pid}.txt").read_text()
     assert re.search(r"^ +2 .* builtins\.abs$", parent, re.M)  # before_fork and in_parent
     assert re.search(r"^ +1 .* builtins\.abs$", child, re.M)  # in_child's: before_fork's is the parent's
+
+
+@pytest.mark.parametrize("method", START_METHODS)
+def test_install_from_env_gives_each_multiprocessing_child_a_report_of_its_own(tmp_path, method):
+    # A sitecustomize instruments every process: the child (forked, spawned, or forked by
+    # the forkserver) writes its own prof.{pid}.txt of its own calls; the resource tracker
+    # and the forkserver, which run none of the program's code, write none
+    # (docs/processes.md, "sitecustomize.py and install_from_env").
+    write(tmp_path, "worker.py", FORKING_WORK)
+    write(tmp_path, "sitecustomize.py", "import cassette_hook\ncassette_hook.install_from_env()\n")
+    write(tmp_path, "prog.py", f"""
+        import multiprocessing, os
+        import worker
+
+        if __name__ == "__main__":
+            worker.before_fork()
+            process = {start_with(method)}.Process(target=worker.in_child)
+            process.start()
+            process.join()
+            assert process.exitcode == 0
+            worker.in_parent()
+            print(os.getpid(), process.pid)
+    """)
+    env = env_for(tmp_path, CASSETTE_HOOK_INCLUDE="worker", CASSETTE_HOOK_CONTEXT="profile",
+                  CASSETTE_HOOK_OUTPUT=str(tmp_path / "prof.{pid}.txt"))
+    result = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    parent_pid, child_pid = result.stdout.split()
+    reports = sorted(p.name for p in tmp_path.glob("prof.*.txt"))
+    assert reports == sorted([f"prof.{parent_pid}.txt", f"prof.{child_pid}.txt"])
+    parent, child = (tmp_path / f"prof.{parent_pid}.txt").read_text(), (tmp_path / f"prof.{child_pid}.txt").read_text()
+    assert re.search(r"^ +2 .* builtins\.abs$", parent, re.M)  # before_fork and in_parent
+    assert re.search(r"^ +1 .* builtins\.abs$", child, re.M)  # in_child's
 
 
 @pytest.mark.parametrize("spec", ["trace", "profile"])
@@ -358,7 +417,7 @@ def test_a_forked_childs_profile_is_of_its_own_calls_on_its_own_clock(tmp_path, 
         assert "multiprocessing.context.BaseContext.get_context" not in report  # the parent's call
 
 
-@pytest.mark.parametrize("method", ["spawn", "fork", "forkserver"])
+@pytest.mark.parametrize("method", START_METHODS)
 def test_every_pool_worker_that_ran_program_code_writes_its_report_when_the_pool_is_terminated(tmp_path, method):
     # `with Pool() as pool:` ends with terminate(): SIGTERM to each worker, which used to
     # lose their reports (docs/processes.md, "Forked children").
@@ -368,7 +427,7 @@ def test_every_pool_worker_that_ran_program_code_writes_its_report_when_the_pool
         import worker
 
         if __name__ == "__main__":
-            with multiprocessing.get_context({method!r}).Pool(2) as pool:
+            with {start_with(method)}.Pool(2) as pool:
                 print(sum(pool.map(worker.work, range(40))))
     """)
     result = run_with_subprocesses(tmp_path, "--context", "profile", "--output", "prof.txt", "prog.py")
@@ -404,7 +463,7 @@ def test_sigterm_that_comes_as_the_main_thread_blocks_still_ends_the_process_wit
     assert re.search(r"^ +1 .* builtins\.abs$", (tmp_path / "prof.txt").read_text(), re.M)
 
 
-@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+@pytest.mark.parametrize("method", ["default", "spawn", "forkserver"])
 def test_a_pool_workers_main_script_is_instrumented_as_mp_main(tmp_path, method):
     # The children run the script again as __mp_main__ (with runpy, not an import):
     # `work` defined there is instrumented as in the parent's __main__.
@@ -415,7 +474,7 @@ def test_a_pool_workers_main_script_is_instrumented_as_mp_main(tmp_path, method)
             return sum(abs(-i) for i in range(n))
 
         if __name__ == "__main__":
-            with multiprocessing.get_context({method!r}).Pool(2) as pool:
+            with {start_with(method)}.Pool(2) as pool:
                 print(sum(pool.map(work, range(40))))
     """)
     result = run_with_subprocesses(tmp_path, "--context", "profile", "--output", "prof.txt", "prog.py")
