@@ -54,8 +54,8 @@ class Plan:
     """Per context class: which overloads exist, and the twins its contexts run."""
 
     __slots__ = ("fast", "enters", "prehook", "posthook", "raisehook", "overdub", "execute", "fallback", "prehook_call",
-                 "posthook_call", "raisehook_call", "overdub_call", "operators", "twins", "direct_twins", "named", "sparse",
-                 "named_table", "named_methods",
+                 "posthook_call", "raisehook_call", "overdub_call", "operators", "twins", "direct_twins", "named",
+                 "sparse", "named_table", "named_methods",
                  "constructions", "constructors", "_in_scope", "_primitives", "_codes", "_modules", "shared",
                  "ctx_type", "pass_", "__weakref__")
 
@@ -91,7 +91,8 @@ class Plan:
         self.sparse = named_objects is not None
         # Operator sites cost a call each; a context that observes nothing has no use for
         # them, nor a sparse one that names no operator (or a Python dunder C may call).
-        self.operators = bool(ctx_type.operators) and not self.fast and (named_objects is None or _names_operators(named_objects))
+        self.operators = (bool(ctx_type.operators) and not self.fast
+                          and (named_objects is None or _names_operators(named_objects)))
         # A prehook is all there is to run around a call (a counting or recording context):
         # the twins' call sites hand ``callsites.enter`` the callee and its arguments, which
         # runs the prehook and gives back the twin for the site's own frame to call, inlined
