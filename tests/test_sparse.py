@@ -9,9 +9,11 @@ call.  Tests run on the C and the pure-Python path (tox's ``py3XX`` and ``py3XX-
 from __future__ import annotations
 
 import operator
+import runpy
 import sys
 import time
 import typing
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -338,3 +340,20 @@ def test_a_mock_registered_while_its_context_runs_replaces_the_next_call() -> No
         return before, during, _named(1)
 
     assert ch.overdub(Mocking(), run) == (2, "mocked", 2)
+
+
+# -- the examples ------------------------------------------------------------------------------
+
+_EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_the_freeze_time_example_freezes_the_clock_inside_the_context_only(capsys: Any) -> None:
+    runpy.run_path(str(_EXAMPLES / "freeze_time.py"), run_name="__main__")
+    frozen = "(1700000000.0, 1700000000.0, 42.0)"
+    assert capsys.readouterr().out == f"({frozen}, {frozen})\nTrue\n"
+
+
+def test_the_watch_open_example_sees_every_open_and_nothing_else(capsys: Any) -> None:
+    runpy.run_path(str(_EXAMPLES / "watch_open.py"), run_name="__main__")
+    assert capsys.readouterr().out.splitlines() == [
+        "HELLO", "('open', 'notes.txt', 'w')", "('open', 'notes.txt', 'r')", "('open', 'notes.txt', 0)"]
