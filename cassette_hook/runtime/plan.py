@@ -199,6 +199,8 @@ class Plan:
             return None
         twin = None if id(func) in self.named else self.twin(func)
         self.direct_twins.set(func, None if twin is None else self.twins.values[id(func)])
+        if self.named is _EVERY_CALLEE:  # (staled by another thread meanwhile: not entered)
+            self.direct_twins.set(func, None)
         return twin
 
     def _skip_the_question(self, twin: FunctionType, func: FunctionType) -> None:
@@ -307,7 +309,8 @@ gc.callbacks.append(_drop_twins_before_full_collections)
 def plan_for(ctx: Context) -> Plan:
     """The plan of ``ctx``'s class, pass and hooks switch.  Remade after an overload was
     registered or removed (``generics.changes``); contexts already active keep the plan
-    they started with until they are re-entered."""
+    they started with until they are re-entered, staled (``Plan.stale``) so that the change
+    applies to their next call."""
     global _changes
     if _changes != generics.changes:
         _plans.clear()
