@@ -251,7 +251,8 @@ def test_an_overload_on_a_base_context_class_names_its_callee_for_subclasses() -
     assert ch.overdub(Derived(), lambda: (_named(1), _also_named(1))) == ("base", 3)
 
 
-@pytest.mark.parametrize("pattern", ["Is of two", "union of Is"])
+@pytest.mark.parametrize("pattern", ["Is of two", pytest.param("union of Is", marks=pytest.mark.skipif(
+    sys.version_info < (3, 11), reason="3.10's typing.Union takes types only: no union of Is[...] to write"))])
 def test_an_overload_naming_a_union_of_callees_applies_to_each(pattern: str) -> None:
     class Union(ch.Context):
         pass
