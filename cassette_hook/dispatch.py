@@ -885,19 +885,18 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
         The hot path calls a callee the overloads of a context do not name (their second
         argument is the callee) without asking dispatch.
         """
-        named: set[int] = set()
+        named = self.objects_named(first_type, 1)
+        return None if named is None else frozenset(named)
+
+    def objects_named(self, first_type: type, position: int) -> dict[int, object] | None:
+        """The objects (by id) that the methods able to take a first argument of exact type
+        ``first_type`` name at ``position`` with ``Is[...]``, when that is all they take
+        there; None when such a method takes a class, Any or a Parametric there.  (A hook's
+        callee is its second argument, a posthook's or raisehook's its third.)"""
         self._settle()
         with self._lock:
             methods = self._methods_for(first_type)
-        for m in methods:
-            first, second = m.pattern(0), m.pattern(1)
-            if first is None or second is None or not first.could_match_type(first_type):
-                continue
-            members = second.members if isinstance(second, _Union) else (second,)
-            if not all(isinstance(p, Is) for p in members):
-                return None
-            named.update(id(o) for o in second.named_objects())
-        return frozenset(named)
+        return _objects_named(methods, first_type, position)
 
     def has_methods_for(self, first_type: type) -> bool:
         """Could a non-default method apply when the first argument's exact type is ``first_type``?
@@ -929,6 +928,20 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
 
     def __repr__(self) -> str:
         return f"<Generic {self.name} with {len(self._methods)} method(s)>"
+
+
+def _objects_named(methods: Iterable[_Method], first_type: type, position: int) -> dict[int, object] | None:
+    """``Generic.objects_named`` over ``methods`` (a loop of its own: see ``_locks``)."""
+    named: dict[int, object] = {}
+    for m in methods:
+        first, at = m.pattern(0), m.pattern(position)
+        if first is None or at is None or not first.could_match_type(first_type):
+            continue
+        members = at.members if isinstance(at, _Union) else (at,)
+        if not all(isinstance(p, Is) for p in members):
+            return None
+        named.update((id(o), o) for o in at.named_objects())
+    return named
 
 
 _serials = itertools.count()  # keys of Generic._entries, in the order registered

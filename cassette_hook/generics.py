@@ -172,9 +172,16 @@ changes = 0
 made before the last change is stale."""
 
 
+on_change: list[Callable[[], None]] = []
+"""Called after each such change: ``runtime.plan`` stales the plans of active contexts
+that call some callees directly, so that the change applies at their next call."""
+
+
 def _changed() -> None:
     global changes
     changes += 1
+    for callback in on_change:
+        callback()
 
 
 _LEADING = {"posthook": ("ctx", "out", "f"), "raisehook": ("ctx", "exc", "f")}

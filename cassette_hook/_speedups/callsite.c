@@ -56,6 +56,45 @@ make_site(PyObject *entry, PyObject *f)
     return function;
 }
 
+/* Under a plan that is not fast, may a call of f (not a Python function or class) be
+ * presented as a callee the plan's overloads name: 1, or 0 for a callee no overload of a
+ * sparse plan names (it runs what it runs under a fast plan), -1 on error.
+ * runtime.callsites._may_be_named in C: one look-up by address in plan.named_table. */
+static int
+named_callee(PyObject *plan, PyObject *f)
+{
+    SpeedupsState *const st = state;
+    PyObject *table = SLOT(plan, st->plan_named_table), *key = f;
+    if (table == NULL || table == Py_None) {
+        return 1; /* not sparse: every such callee goes through the hooks */
+    }
+    int methods = SLOT(plan, st->plan_named_methods) == Py_True;
+    if (Py_TYPE(f) == &PyMethod_Type) {
+        key = PyMethod_GET_FUNCTION(f); /* presented as its function */
+        if (!PyFunction_Check(key)) {
+            return 1;
+        }
+    }
+    else if (is_builtin(f)) {
+        PyObject *self = PyCFunction_GET_SELF(f);
+        if (methods && (self == NULL || !PyModule_CheckExact(self))) {
+            return 1; /* presented as its method descriptor, which may be named */
+        }
+    }
+    else if (Py_TYPE(f) == st->method_wrapper_type) {
+        if (methods) {
+            return 1;
+        }
+    }
+    else if (Py_TYPE(f) != &PyMethodDescr_Type && Py_TYPE(f) != &PyWrapperDescr_Type) {
+        return 1; /* a callable instance, a partial: left to the hooks */
+    }
+    if (by_id(table, key) != NULL) {
+        return 1;
+    }
+    return PyErr_Occurred() ? -1 : 0;
+}
+
 /* What a call site may call in place of f without running hooks: 1 and a new reference
  * in *run (a direct twin, or what runtime.callsites._resolve_direct makes of f), 0 when the call
  * must be overdubbed (runtime.callsites.site), -1 on error.  sole: the caller's reference to f is
@@ -82,10 +121,15 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
     if (plan == NULL) {
         return -1;
     }
-    if (SLOT(plan, st->plan_fast) != Py_True && !PyFunction_Check(f) && !PyType_Check(f)) { /* only these may be direct */
-        return 0;
+    if (SLOT(plan, st->plan_fast) != Py_True && !PyFunction_Check(f) && !PyType_Check(f)) {
+        /* only these may be direct, or under a sparse plan a callee no overload names */
+        int named = named_callee(plan, f);
+        if (named != 0) {
+            return named < 0 ? -1 : 0;
+        }
     }
-    /* (from here on the plan is fast, or f a Python function or class) */
+    /* (from here on the plan is fast, or f a Python function or class, or a callee a
+     * sparse plan's overloads do not name) */
     if ((is_builtin(f) && !has_indirect_name(f))
         || (Py_TYPE(f) == &PyMethodDescr_Type /* (unbound, from a method site) */
             && !indirect_name(((PyMethodDescrObject *)f)->d_method->ml_name))) {

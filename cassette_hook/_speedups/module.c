@@ -160,6 +160,8 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || slot_offset((PyTypeObject *)entry, "below", &state->entry_below) < 0
         || slot_offset((PyTypeObject *)entry, "direct_twins", &state->entry_direct_twins) < 0
         || slot_offset((PyTypeObject *)plan, "fast", &state->plan_fast) < 0
+        || slot_offset((PyTypeObject *)plan, "named_table", &state->plan_named_table) < 0
+        || slot_offset((PyTypeObject *)plan, "named_methods", &state->plan_named_methods) < 0
         || slot_offset((PyTypeObject *)plan, "enters", &state->plan_enters) < 0
         || slot_offset((PyTypeObject *)plan, "fallback", &state->plan_fallback) < 0
         || slot_offset((PyTypeObject *)plan, "prehook_call", &state->plan_prehook_call) < 0

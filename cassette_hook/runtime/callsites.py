@@ -24,7 +24,8 @@ where it is :func:`site`'s closure), and so does ``call``.
 from __future__ import annotations
 
 import functools
-from types import BuiltinFunctionType, FunctionType, MethodDescriptorType, MethodType
+from types import (BuiltinFunctionType, FunctionType, MethodDescriptorType, MethodType, MethodWrapperType, ModuleType,
+                   WrapperDescriptorType)
 from typing import Any, Callable
 
 from .. import context_stack, _native, _own, generics, rewrite
@@ -74,11 +75,19 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
     """``resolve`` past the table of direct twins: what the call site may call in place
     of ``f`` without running hooks (methods, classes, primitives under a fast plan), or
     None: the call must go through :func:`site`."""
-    if not plan.fast:  # a plan whose overloads name their callees: Plan.direct_twin
-        if type(f) is FunctionType:
-            return plan.direct_twin(f)
-        return callees.direct_constructor(plan, f) if isinstance(f, type) else None
     kind = type(f)
+    if not plan.fast:  # a plan whose overloads name their callees: Plan.direct_twin
+        if kind is FunctionType:
+            return plan.direct_twin(f)
+        if isinstance(f, type):
+            run = callees.direct_constructor(plan, f)
+            if run is not None or not plan.sparse or id(f) in plan.named:
+                return run
+        elif not plan.sparse or _may_be_named(plan, f):
+            return None
+        elif kind is MethodType:  # (its function entered in the table, as a fast plan's twins are)
+            plan.direct_twin(f.__func__)
+        # (a callee no overload of a sparse plan names: what a fast plan runs)
     if kind is MethodType:  # (first: the commonest callee here, made afresh by each call)
         return callees.runnable(plan, f) or f
     constructor = plan.constructors.values.get(id(f))
@@ -96,6 +105,24 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
         # found among the constructors; else ``dict(...)`` came here at every call.
         plan.direct_twins.set(f, (run, None, None, None))
     return run
+
+
+def _may_be_named(plan: Plan, f: Any) -> bool:
+    """Under a sparse plan, may a call of ``f`` (not a function or class) be presented as
+    a callee its overloads name (``Plan.named``)?  A bound method is presented as its
+    function; C code bound to an object as its method descriptor, when the plan names
+    any such (``Plan.named_methods``); any other callable, a callable instance or a
+    ``partial``, is left to the hooks."""
+    kind = type(f)
+    if kind is MethodType:
+        return type(f.__func__) is not FunctionType or id(f.__func__) in plan.named
+    if kind is BuiltinFunctionType or kind is _CMethodType:
+        return id(f) in plan.named or plan.named_methods and type(f.__self__) is not ModuleType
+    if kind is MethodDescriptorType or kind is WrapperDescriptorType:
+        return id(f) in plan.named
+    if kind is MethodWrapperType:
+        return id(f) in plan.named or plan.named_methods
+    return True
 
 
 def callable_for(f: Any) -> Any:

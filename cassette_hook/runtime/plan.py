@@ -22,7 +22,8 @@ import builtins
 import gc
 import warnings
 import weakref
-from types import CodeType, FunctionType
+from types import (BuiltinMethodType, ClassMethodDescriptorType, CodeType, FunctionType, MethodDescriptorType,
+                   MethodWrapperType, ModuleType, WrapperDescriptorType)
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import hotpath, standins
@@ -54,6 +55,7 @@ class Plan:
 
     __slots__ = ("fast", "enters", "prehook", "posthook", "raisehook", "overdub", "execute", "fallback", "prehook_call",
                  "posthook_call", "raisehook_call", "overdub_call", "operators", "twins", "direct_twins", "named",
+                 "sparse", "named_table", "named_methods",
                  "constructions", "constructors", "_in_scope", "_primitives", "_codes", "_modules", "shared",
                  "ctx_type", "pass_", "__weakref__")
 
@@ -79,24 +81,44 @@ class Plan:
         hooks = self.prehook or self.posthook or self.raisehook
         self.fast = not (hooks or self.overdub or self.execute or self.fallback
                          or getattr(ctx_type, "tags_values", False))
-        # Operator sites cost a call each; a context that observes nothing has no use for them.
-        self.operators = bool(ctx_type.operators) and not self.fast
+        # The callees the overloads of every generic name (``Is[...]``), or None: some
+        # overload takes a class, Any or a pattern as its callee (or the context tags values).
+        named_objects = (None if self.fast or getattr(ctx_type, "tags_values", False)
+                         else _callees_named(ctx_type))
+        # A *sparse* plan: each of its overloads and hooks names its callees, so a call of any
+        # other callee runs what it runs under a fast plan, and only the named ones go through
+        # the hooks and dispatch (``callsites._resolve_direct``; ``direct_run`` in C).
+        self.sparse = named_objects is not None
+        # Operator sites cost a call each; a context that observes nothing has no use for
+        # them, nor a sparse one that names no operator (or a Python dunder C may call).
+        self.operators = (bool(ctx_type.operators) and not self.fast
+                          and (named_objects is None or _names_operators(named_objects)))
         # A prehook is all there is to run around a call (a counting or recording context):
         # the twins' call sites hand ``callsites.enter`` the callee and its arguments, which
         # runs the prehook and gives back the twin for the site's own frame to call, inlined
         # (a ``Site`` would call it from C, in an evaluation loop of its own).  Not with a
-        # pass: its twins are the pass's rewrite.
+        # pass: its twins are the pass's rewrite; nor a sparse plan's: most of its calls
+        # run no prehook, and its call sites resolve (an entering site copies its arguments).
         self.enters = (self.prehook and not (self.posthook or self.raisehook or self.overdub or self.execute
                                              or self.fallback or getattr(ctx_type, "tags_values", False))
-                       and pass_ is None)
+                       and pass_ is None and not self.sparse)
         # With no hooks, and overloads that name their callees (``Is[...]``: forward-mode AD's
         # rules, mocks), a call of any other Python function only runs its twin: call
-        # sites call it directly, as under a fast plan (``direct_twin``).
+        # sites call it directly, as under a fast plan (``direct_twin``).  (A fallback
+        # overload that takes any callee still leaves Python functions direct: it runs for
+        # callees with no body only.)
         overdubs = generics.overdub.second_arguments_named(ctx_type)
         executes = generics.execute.second_arguments_named(ctx_type)
-        direct = not (self.fast or hooks) and overdubs is not None and executes is not None
+        direct = self.sparse or not (self.fast or hooks) and overdubs is not None and executes is not None
         # ids of the callees those overloads name: never called directly.
-        self.named = overdubs | executes if direct else frozenset()  # type: ignore[operator]  # direct: both sets
+        self.named = (frozenset(named_objects) if named_objects is not None
+                      else overdubs | executes if direct else frozenset())  # type: ignore[operator]  # direct: both sets
+        # The named callees by id, for the C hot path's look-up by address (``by_id``), under
+        # a sparse plan; else None.  ``named_methods``: one of them is C code that a call
+        # presents by a method descriptor (``items.append`` as ``list.append``), so every
+        # builtin bound to an object goes through the hooks.
+        self.named_table = named_objects
+        self.named_methods = named_objects is not None and _names_c_methods(named_objects)
         # id(function) -> (twin, and the code, defaults and keyword defaults it was made
         # from): a twin is only good while the function still has those.  The hot path
         # reads ``twins.values`` directly.
@@ -120,6 +142,19 @@ class Plan:
         self._modules: dict[str, bool] = {}  # runs_module's answers
         self.ctx_type, self.pass_ = ctx_type, pass_
         _every_plan.add(self)
+
+    def stale(self) -> None:
+        """An overload was registered or removed: what this plan found about which
+        callees its overloads name no longer holds, so until its contexts are entered
+        again (with a new plan) every call they make that it would have made directly
+        goes through the hooks and dispatch (as the calls of a plan with hooks always
+        did), and the change applies at the next call.  A fast plan is left as it is: a
+        context that overloaded nothing when entered keeps calling twins directly."""
+        if self.direct_twins is None or self.fast:
+            return
+        self.named = _EVERY_CALLEE  # (first: a look-up under way finds it named)
+        self.sparse, self.named_table = False, None
+        self.direct_twins.clear()
 
     def runs_module(self, module: str) -> bool:
         """May code of ``module`` run rewritten (the import hook's switch asks, per call)?"""
@@ -164,6 +199,8 @@ class Plan:
             return None
         twin = None if id(func) in self.named else self.twin(func)
         self.direct_twins.set(func, None if twin is None else self.twins.values[id(func)])
+        if self.named is _EVERY_CALLEE:  # (staled by another thread meanwhile: not entered)
+            self.direct_twins.set(func, None)
         return twin
 
     def _skip_the_question(self, twin: FunctionType, func: FunctionType) -> None:
@@ -272,7 +309,8 @@ gc.callbacks.append(_drop_twins_before_full_collections)
 def plan_for(ctx: Context) -> Plan:
     """The plan of ``ctx``'s class, pass and hooks switch.  Remade after an overload was
     registered or removed (``generics.changes``); contexts already active keep the plan
-    they started with until they are re-entered."""
+    they started with until they are re-entered, staled (``Plan.stale``) so that the change
+    applies to their next call."""
     global _changes
     if _changes != generics.changes:
         _plans.clear()
@@ -285,6 +323,60 @@ def plan_for(ctx: Context) -> Plan:
 
 
 _changes = -1  # generics.changes when _plans was last emptied
+
+
+# The generics whose overloads a sparse plan asks about, and the position of the callee
+# among each one's arguments (a posthook's and a raisehook's follow the result or exception).
+_CALLEE_AT = ((generics.prehook, 1), (generics.posthook, 2), (generics.raisehook, 2), (generics.overdub, 1),
+              (generics.execute, 1), (generics.fallback, 1))
+_OPERATORS = frozenset(map(id, _names.OPERATORS))
+_C_METHODS = (BuiltinMethodType, MethodDescriptorType, WrapperDescriptorType, MethodWrapperType,
+              ClassMethodDescriptorType)
+
+
+class _EveryCallee(frozenset[int]):
+    """The ``named`` of a stale plan: every callee is named."""
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+
+_EVERY_CALLEE = _EveryCallee()
+
+
+def _stale_plans() -> None:
+    for plan in list(_every_plan):
+        plan.stale()
+
+
+generics.on_change.append(_stale_plans)
+
+
+def _callees_named(ctx_type: type) -> dict[int, object] | None:
+    """The callees (by id) that the overloads and hooks for ``ctx_type`` name, when each of
+    them names its callee with ``Is[...]``; else None."""
+    named: dict[int, object] = {}
+    for generic, position in _CALLEE_AT:
+        if generic.has_methods_for(ctx_type):
+            objects = generic.objects_named(ctx_type, position)
+            if objects is None:
+                return None
+            named.update(objects)
+    return named
+
+
+def _names_operators(named: dict[int, object]) -> bool:
+    """Does a sparse plan need operator sites: is a named callee an operator, or a Python
+    function named as a special method (which an operator's body may run)?"""
+    return any(key in _OPERATORS or type(obj) is FunctionType and obj.__name__.startswith("__")
+               for key, obj in named.items())
+
+
+def _names_c_methods(named: dict[int, object]) -> bool:
+    """Is a named callee C code bound to or looked up on an object (a call presents
+    ``items.append`` as ``list.append``), rather than a module's function?"""
+    return any(isinstance(obj, _C_METHODS) and not isinstance(getattr(obj, "__self__", None), ModuleType)
+               for obj in named.values())
 
 
 def _module_of(func: FunctionType) -> str:

@@ -1,0 +1,180 @@
+"""What a context pays for overloads that name their callees (``Is[...]``: a mock, a watch)
+on a program that never calls them, against a context that overloads nothing; and what a
+matched identity overload costs per call against a counting prehook. Ratios come from one
+interleaved run (see harness.py).
+
+Variants, each the workload's ``run()``:
+    plain     as compiled
+    null      under a context that overloads nothing
+    is        under a context whose one overload is ``overdub(ctx, f: Is[time.time])``
+              (never met: the workloads do not call ``time.time``)
+    watch     under a context whose one hook is ``prehook(ctx, f: Is[open], ...)`` (never met)
+    count     under a counting prehook (``operators = False``): a hook at every call
+
+First through ``ch.overdub`` on the workloads, then (unless ``--no-hooked``) through
+``with ctx:`` over a copy of them loaded through the import hook (``ch.install``). Last,
+per call: a loop of calls of one Python function under ``count`` and under an identity
+overload that names it (``overdub(ctx, f: Is[g], x): return ch.recurse(ctx, f, x)``).
+
+    PYTHONPATH=. python benchmarks/bench_sparse.py [--quick] [--workloads fib,oo_sim] [--no-hooked]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import common
+import harness
+import workloads
+from common import ch
+
+HERE = Path(__file__).resolve().parent
+HOOKED = "chb_sparse_hooked"
+
+
+class Is(ch.Context):
+    """Mocks ``time.time``, which the workloads never call."""
+
+
+@ch.overdub.register
+def _frozen(ctx: Is, f: ch.Is[time.time]) -> float:
+    return 1e6
+
+
+class Watch(ch.Context):
+    """Watches ``open``, which the workloads never call."""
+
+
+@ch.prehook.register
+def _watched(ctx: Watch, f: ch.Is[open], *args: Any, **kwargs: Any) -> None:
+    ctx.metadata.append(args)
+
+
+CONTEXTS = {"null": common.Null, "is": Is, "watch": Watch, "count": common.Count}
+
+
+def _context(name: str) -> ch.Context:
+    return CONTEXTS[name](metadata=[0] if name == "count" else [])
+
+
+def overdub_variants(run: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"plain": run}
+    for name in CONTEXTS:
+        out[name] = lambda name=name: ch.overdub(_context(name), run)
+    return out
+
+
+def hooked_variants(plain: Any, hooked: Any) -> dict[str, Any]:
+    def under(name: str) -> Any:
+        def go() -> Any:
+            with _context(name):
+                return hooked()
+        return go
+
+    return {"plain": plain, **{name: under(name) for name in CONTEXTS}}
+
+
+def load_hooked(names: list[str]) -> dict[str, ModuleType]:
+    """The workloads copied into a package loaded through the import hook."""
+    root = Path(tempfile.mkdtemp(prefix="bench_sparse_"))
+    pkg = root / HOOKED
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    for name in names:
+        shutil.copyfile(HERE / "workloads" / f"{name}.py", pkg / f"{name}.py")
+    sys.path.insert(0, str(root))
+    ch.install(include=[HOOKED])
+    return {name: importlib.import_module(f"{HOOKED}.{name}") for name in names}
+
+
+def report(title: str, results: list[harness.Result]) -> None:
+    names = [n for n in CONTEXTS]
+    rows = [[r.name] + [f"{r.ratio(v):.2f}" for v in names] + [f"{r.ratio('is') / r.ratio('null'):.2f}",
+                                                                 f"{r.ratio('watch') / r.ratio('null'):.2f}"]
+            for r in results]
+    rows.append(["geomean"] + [f"{harness.geomean(r.ratio(v) for r in results):.2f}" for v in names]
+                + [f"{harness.geomean(r.ratio('is') / r.ratio('null') for r in results):.2f}",
+                   f"{harness.geomean(r.ratio('watch') / r.ratio('null') for r in results):.2f}"])
+    print(f"\n{title}")
+    print(harness.table(["workload"] + [f"{v}/plain" for v in names] + ["is/null", "watch/null"], rows))
+
+
+def _g(x: int) -> int:
+    return x
+
+
+def _loop() -> int:
+    total = 0
+    for i in range(20_000):
+        total += _g(i)
+    return total
+
+
+class Identity(ch.Context):
+    operators = False
+
+
+@ch.overdub.register
+def _identity(ctx: Identity, f: ch.Is[_g], x: int) -> int:
+    return ch.recurse(ctx, f, x)  # type: ignore[no-any-return]
+
+
+def per_call(rounds: int) -> None:
+    variants = {"plain": _loop,
+                "count": lambda: ch.overdub(common.Count(metadata=[0]), _loop),
+                "identity": lambda: ch.overdub(Identity(), _loop)}
+    expected = _loop()
+    assert all(v() == expected for v in variants.values())
+    res = harness.measure("calls", variants, rounds=rounds, warmup=2)
+    print("\nper matched call (a loop of 20,000 calls of one function): ns a call over plain")
+    print(harness.table(["variant", "ns/call over plain"],
+                        [[v, f"{(res.median(v) - res.median('plain')) / 20_000:.0f}"] for v in ("count", "identity")]))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer rounds")
+    ap.add_argument("--workloads", help="comma-separated names (default: the project's own)")
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--no-hooked", action="store_true", help="skip the import-hook half")
+    args = ap.parse_args()
+    if ch is None:
+        raise SystemExit(common.no_package_note())
+    names = args.workloads.split(",") if args.workloads else list(workloads.OWN)
+    rounds = args.rounds or (5 if args.quick else 15)
+    budget = (10.0 if args.quick else 60.0) / max(1, len(names))
+    print(f"Python {sys.version.split()[0]} ({ch._native.runtime.name} path), {rounds} rounds")
+    mods = workloads.load(names)
+    results = []
+    for mod in mods:
+        vs = overdub_variants(mod.run)
+        expected = mod.run()
+        for name, v in vs.items():
+            if v() != expected:
+                print(f"!! {mod.NAME}: {name} returned another result", file=sys.stderr)
+        results.append(harness.measure(mod.NAME, vs, rounds=rounds, warmup=1, budget_s=budget))
+    report("through ch.overdub (ratio to plain; is/null, watch/null: ratio to the null context)", results)
+    if not args.no_hooked:
+        hooked = load_hooked([m.__name__.rsplit(".", 1)[1] for m in mods])
+        results = []
+        for mod in mods:
+            vs = hooked_variants(mod.run, hooked[mod.__name__.rsplit(".", 1)[1]].run)
+            expected = mod.run()
+            for name, v in vs.items():
+                if v() != expected:
+                    print(f"!! {mod.NAME}: hooked {name} returned another result", file=sys.stderr)
+            results.append(harness.measure(mod.NAME, vs, rounds=rounds, warmup=1, budget_s=budget))
+        report("through `with ctx:` over import-hooked code", results)
+    per_call(rounds)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,364 @@
+"""Sparse plans: a context each of whose overloads and hooks names its callee with
+``Is[...]`` (a mock of ``time.time``, a prehook that watches ``open``) runs, for every
+other callee, what a context that overloads nothing runs (docs/internals.md, "The hot
+path"; docs/performance.md, "Overloads that name their callees").  What runs and which
+hooks see what must be what the same context written with an unconstrained callee gives;
+an overload registered or removed while such a context is active applies at the next
+call.  Tests run on the C and the pure-Python path (tox's ``py3XX`` and ``py3XX-pure``)."""
+
+from __future__ import annotations
+
+import operator
+import runpy
+import sys
+import time
+import typing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import cassette_hook as ch
+from cassette_hook import context_stack
+
+
+def _plan(ctx: ch.Context) -> Any:
+    return context_stack.plan_of(ctx)
+
+
+def _named(x: int) -> int:
+    return x + 1
+
+
+def _also_named(x: int) -> int:
+    return x + 2
+
+
+def _depth_of_program_frames(n: int) -> int:
+    """Recurse ``n`` deep, then count how many frames below are this function's before
+    the first frame of other code."""
+    if n:
+        return _depth_of_program_frames(n - 1)
+    frame, count = sys._getframe(), 0
+    while frame is not None and frame.f_code.co_name == "_depth_of_program_frames":  # (the twin's code)
+        count, frame = count + 1, frame.f_back
+    return count
+
+
+class Widget:
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def grown(self, by: int) -> Widget:
+        return Widget(self.size + by)
+
+    def __add__(self, other: Widget) -> Widget:
+        return Widget(self.size + other.size)
+
+
+def _program() -> Any:
+    """Calls of every kind: functions, methods, classes, builtins and their methods,
+    operators, callbacks from C, a generator, an exception."""
+    items: list[int] = []
+    for i in range(5):
+        items.append(_named(i) * 2)
+    w = Widget(1).grown(2) + Widget(len(items))
+    key = sorted(items, key=lambda v: -v)
+    gen = sum(x for x in map(_also_named, items) if x % 2)
+    try:
+        int("x")
+    except ValueError as exc:
+        err = type(exc).__name__
+    return items, w.size, key, gen, err, max(items), str(w.size).upper(), time.time() > 0
+
+
+def _shown(args: tuple[Any, ...]) -> str:
+    """The arguments a hook saw, as they were then (an object of the program's by its class)."""
+    plain = (int, str, list, tuple, float)
+    return repr(tuple(a if isinstance(a, plain) else type(a).__name__ for a in args))
+
+
+# -- which plans are sparse ------------------------------------------------------------------
+
+_SHAPES = ["prehook", "posthook", "raisehook", "overdub", "execute", "fallback"]
+
+
+def _register(generic: str, ctx_type: type, callee: Any, log: list[Any]) -> Any:
+    """An overload of ``generic`` for ``ctx_type`` that names ``callee``, and logs."""
+    if generic == "prehook":
+        def method(ctx, f, *args, **kwargs):
+            log.append(("pre", _shown(args)))
+    elif generic in ("posthook", "raisehook"):
+        def method(ctx, out, f, *args, **kwargs):
+            log.append((generic, _shown(args)))
+    elif generic == "fallback":
+        def method(ctx, f, *args, **kwargs):
+            log.append(("fallback", _shown(args)))
+            return f(*args, **kwargs)
+    else:
+        def method(ctx, f, *args, **kwargs):
+            log.append((generic, _shown(args)))
+            return ch.recurse(ctx, f, *args, **kwargs) if generic == "overdub" else ch.OverdubInstead
+    position = 2 if generic in ("posthook", "raisehook") else 1
+    names = list(method.__code__.co_varnames[:position + 1])
+    method.__annotations__ = {names[0]: ctx_type, names[position]: ch.Is[callee]}
+    getattr(ch, generic).register(method)
+    return method
+
+
+@pytest.mark.parametrize("generic", _SHAPES)
+def test_a_context_whose_overloads_all_name_their_callee_has_a_sparse_plan(generic: str) -> None:
+    ctx_type = type(f"Names{generic}", (ch.Context,), {})
+    method = _register(generic, ctx_type, len, [])
+    try:
+        plan = _plan(ctx_type())
+        assert plan.sparse and not plan.fast and not plan.enters
+    finally:
+        getattr(ch, generic).unregister(method)
+
+
+def test_an_overload_with_an_unconstrained_callee_keeps_the_plan_general() -> None:
+    class Both(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Both, f: ch.Is[len], *args):
+        return 0
+
+    @ch.prehook.register
+    def _(ctx: Both, f, *args, **kwargs):
+        pass
+
+    assert not _plan(Both()).sparse
+
+
+def test_a_sparse_plan_sees_operators_only_where_it_names_one() -> None:
+    class NamesLen(ch.Context):
+        pass
+
+    class NamesAdd(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: NamesLen, f: ch.Is[len], x):
+        return 0
+
+    @ch.overdub.register
+    def _(ctx: NamesAdd, f: ch.Is[operator.add], a, b):
+        return 0
+
+    assert not _plan(NamesLen()).operators
+    assert _plan(NamesAdd()).operators
+    assert ch.overdub(NamesAdd(), lambda a, b: a + b, 1, 2) == 0
+
+
+def test_an_overload_naming_a_special_method_keeps_the_operators() -> None:
+    class NamesDunder(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: NamesDunder, f: ch.Is[Widget.__add__], a, b):
+        return "added"
+
+    assert _plan(NamesDunder()).operators
+    assert ch.overdub(NamesDunder(), lambda: Widget(1) + Widget(2)) == "added"
+
+
+# -- a callee no overload names runs as under a context that overloads nothing ----------------
+
+@pytest.mark.parametrize("generic", _SHAPES)
+def test_a_callee_no_overload_names_is_called_by_its_callers_frame(generic: str) -> None:
+    """150 deep (past the C path's budget of Sites): the frames below are what they are
+    under a context that overloads nothing (the program's, but for 3.10's pure-Python
+    ``call``, a frame of ours there under any context)."""
+    ctx_type = type(f"Deep{generic}", (ch.Context,), {})
+    method = _register(generic, ctx_type, len, [])
+    try:
+        null = ch.overdub(ch.context("Null")(), _depth_of_program_frames, 150)
+        assert ch.overdub(ctx_type(), _depth_of_program_frames, 150) == null
+        assert null == 151 or sys.version_info < (3, 11)
+    finally:
+        getattr(ch, generic).unregister(method)
+
+
+# -- differential: the same context written with an unconstrained callee -----------------------
+
+def _general_twin(generic: str, ctx_type: type, callee: Any, log: list[Any]) -> None:
+    """``_register``'s overload written for any callee, testing it in its body."""
+    if generic == "prehook":
+        def method(ctx, f, *args, **kwargs):
+            if f is callee:
+                log.append(("pre", _shown(args)))
+    elif generic in ("posthook", "raisehook"):
+        def method(ctx, out, f, *args, **kwargs):
+            if f is callee:
+                log.append((generic, _shown(args)))
+    elif generic == "fallback":
+        def method(ctx, f, *args, **kwargs):
+            if f is callee:
+                log.append(("fallback", _shown(args)))
+            return f(*args, **kwargs)
+    else:
+        def method(ctx, f, *args, **kwargs):
+            if f is callee:
+                log.append((generic, _shown(args)))
+            return ch.recurse(ctx, f, *args, **kwargs) if generic == "overdub" else ch.OverdubInstead
+    method.__annotations__ = {method.__code__.co_varnames[0]: ctx_type}
+    getattr(ch, generic).register(method)
+
+
+@pytest.mark.parametrize("callee", [len, _named, Widget, Widget.grown, list.append, str.upper],
+                         ids=["builtin", "function", "class", "method", "builtin-method", "method-descriptor"])
+@pytest.mark.parametrize("generic", _SHAPES)
+def test_a_sparse_context_runs_and_sees_what_its_general_twin_does(generic: str, callee: Any) -> None:
+    sparse_log: list[Any] = []
+    general_log: list[Any] = []
+    sparse_type = type("Sparse", (ch.Context,), {"operators": False})
+    general_type = type("General", (ch.Context,), {"operators": False})
+    _register(generic, sparse_type, callee, sparse_log)
+    _general_twin(generic, general_type, callee, general_log)
+    assert _plan(sparse_type()).sparse and not _plan(general_type()).sparse
+    plain = _program()
+    assert ch.overdub(sparse_type(), _program) == plain
+    assert ch.overdub(general_type(), _program) == plain
+    assert sparse_log == general_log
+
+
+def test_a_mock_named_callee_is_replaced_at_every_alias() -> None:
+    class Frozen(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Frozen, f: ch.Is[time.time]):
+        return 1e6
+
+    from time import time as now
+
+    def run():
+        return time.time(), now(), len("ab"), _named(1)
+
+    assert ch.overdub(Frozen(), run) == (1e6, 1e6, 2, 2)
+
+
+def test_an_overload_on_a_base_context_class_names_its_callee_for_subclasses() -> None:
+    class Base(ch.Context):
+        pass
+
+    class Derived(Base):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Base, f: ch.Is[_named], x):
+        return "base"
+
+    assert _plan(Derived()).sparse
+    assert ch.overdub(Derived(), lambda: (_named(1), _also_named(1))) == ("base", 3)
+
+
+@pytest.mark.parametrize("pattern", ["Is of two", pytest.param("union of Is", marks=pytest.mark.skipif(
+    sys.version_info < (3, 11), reason="3.10's typing.Union takes types only: no union of Is[...] to write"))])
+def test_an_overload_naming_a_union_of_callees_applies_to_each(pattern: str) -> None:
+    class Union(ch.Context):
+        pass
+
+    named = ch.Is[_named, len] if pattern == "Is of two" else typing.Union[ch.Is[_named], ch.Is[len]]
+
+    def method(ctx, f, *args):
+        return "named"
+
+    method.__annotations__ = {"ctx": Union, "f": named}
+    ch.overdub.register(method)
+    assert _plan(Union()).sparse
+    assert ch.overdub(Union(), lambda: (_named(1), len("a"), _also_named(1), abs(-1))) == ("named", "named", 3, 1)
+
+
+def test_a_prehook_naming_a_builtin_method_sees_its_calls_and_only_theirs() -> None:
+    seen: list[Any] = []
+
+    class WatchAppend(ch.Context):
+        pass
+
+    @ch.prehook.register
+    def _(ctx: WatchAppend, f: ch.Is[list.append], *args):
+        seen.append(_shown(args))
+
+    def run():
+        items: list[int] = []
+        items.append(1)
+        items.extend([2])
+        return str(items).upper()
+
+    assert ch.overdub(WatchAppend(), run) == "[1, 2]"
+    assert seen == ["([], 1)"]
+
+
+# -- registering and unregistering while a sparse context is active ----------------------------
+
+@pytest.mark.parametrize("generic", _SHAPES)
+def test_an_overload_registered_while_a_sparse_context_runs_applies_at_the_next_call(generic: str) -> None:
+    ctx_type = type(f"Later{generic}", (ch.Context,), {})
+    log: list[Any] = []
+    first = _register(generic, ctx_type, abs, [])
+    later: list[Any] = []
+
+    def run():
+        before = (_named(1), len("ab"))
+        later.append(_register(generic, ctx_type, _named, log))
+        later.append(_register(generic, ctx_type, len, log))
+        during = (_named(1), len("ab"))
+        for method in later:
+            getattr(ch, generic).unregister(method)
+        after = (_named(1), len("ab"))
+        return before, during, after
+
+    try:
+        assert ch.overdub(ctx_type(), run) == ((2, 2),) * 3
+    finally:
+        getattr(ch, generic).unregister(first)
+    expected = {"prehook": "pre", "fallback": "fallback"}.get(generic, generic)
+    if generic == "fallback":  # (a fallback runs for a callee with no Python body: len)
+        assert log == [(expected, "('ab',)")]
+    elif generic == "raisehook":  # (no call raised)
+        assert log == []
+    else:
+        assert log == [(expected, "(1,)"), (expected, "('ab',)")]
+
+
+class Mocking(ch.Context):
+    pass
+
+
+def test_a_mock_registered_while_its_context_runs_replaces_the_next_call() -> None:
+    @ch.overdub.register
+    def _(ctx: Mocking, f: ch.Is[abs], x):
+        return "abs"
+
+    def run():
+        before = _named(1)
+
+        @ch.overdub.register
+        def mock(ctx: Mocking, f: ch.Is[_named], x):
+            return "mocked"
+
+        during = _named(1)
+        ch.overdub.unregister(mock)
+        return before, during, _named(1)
+
+    assert ch.overdub(Mocking(), run) == (2, "mocked", 2)
+
+
+# -- the examples ------------------------------------------------------------------------------
+
+_EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def test_the_freeze_time_example_freezes_the_clock_inside_the_context_only(capsys: Any) -> None:
+    runpy.run_path(str(_EXAMPLES / "freeze_time.py"), run_name="__main__")
+    frozen = "(1700000000.0, 1700000000.0, 42.0)"
+    assert capsys.readouterr().out == f"({frozen}, {frozen})\nTrue\n"
+
+
+def test_the_watch_open_example_sees_every_open_and_nothing_else(capsys: Any) -> None:
+    runpy.run_path(str(_EXAMPLES / "watch_open.py"), run_name="__main__")
+    assert capsys.readouterr().out.splitlines() == [
+        "HELLO", "('open', 'notes.txt', 'w')", "('open', 'notes.txt', 'r')", "('open', 'notes.txt', 0)"]
