@@ -8,7 +8,8 @@ loaded (``tests/test_structure.py`` checks both).  The C implementation is the e
 without it, or with ``CASSETTE_HOOK_PURE_PYTHON=1``, or if it fails to import, the
 pure-Python one runs: the reference versions, defined in the modules that use them.
 Under ``--debug runtime`` the choice and its reason are said (once ``--debug`` is read), as coverage.py's
-``Core`` says which tracer it took.
+``Core`` says which tracer it took; ``python -m cassette_hook --version`` says it too, with
+which of the C accelerators (:data:`ACCELERATORS`) load (:func:`accelerators`).
 
 The variable is read once, here, so that all modules agree.  The profile's own extension
 (``contexts/_recording.c``) is loaded through :func:`optional` too, by
@@ -50,6 +51,11 @@ ACCELERATED = frozenset({
 """What the C implementation provides in place of a Python definition of the same role
 (:meth:`Python.accelerated` / :meth:`C.accelerated`): each name is handed to
 ``accelerated`` by the module that defines the Python version."""
+
+
+ACCELERATORS = ("._speedups", ".contexts._recording", ".importhook._watch")
+"""Every C accelerator, by module (relative to the package): the runtime's, the profile's
+hooks, the lazy import hook's function watcher (3.12+: before, it refuses to import)."""
 
 
 def optional(name: str) -> Any:
@@ -200,17 +206,50 @@ def _method_sites(method_site: Callable[[str], Any]) -> Callable[[str], tuple[ob
     return functools.cache(lambda name: (method_site(name),))
 
 
+def _speedups() -> tuple[Any, str]:
+    """``_speedups``, or None where the pure-Python runtime runs, and why."""
+    if PURE_PYTHON:
+        return None, f"{ENVIRONMENT_VARIABLE} is set"
+    module, why = _extension("._speedups")
+    return module, f"the C accelerator {why}"
+
+
 def choose() -> Runtime:
     """The implementation this process runs, and why (said under ``--debug runtime``)."""
-    chosen: Python
-    if PURE_PYTHON:
-        chosen = Python(f"{ENVIRONMENT_VARIABLE} is set")
-    else:
-        module, why = _extension("._speedups")
-        why = f"the C accelerator {why}"
-        chosen = Python(why) if module is None else C(module, why)
+    module, why = _speedups()
+    chosen = Python(why) if module is None else C(module, why)
     _debug.note("runtime", f"{chosen.name} implementation: {chosen.why}")
     return chosen
+
+
+def accelerators() -> str:
+    """Which C accelerators this process loads, as ``python -m cassette_hook --version``
+    says it: so that a user can tell a silent fallback to the pure-Python path (an
+    extension that was not built, or fails to import) from the accelerated one.  Where the
+    runtime is pure Python, why (what ``--debug runtime`` says); then the ones that load,
+    then the ones that do not, each with why."""
+    module, why = _speedups()
+    if PURE_PYTHON:  # (no accelerator is loaded: ``optional`` gives None for each)
+        return f"pure-Python runtime: {why}"
+    parts = [] if module is not None else [f"pure-Python runtime: {why}"]
+    loaded: list[str] = []
+    missing: list[str] = []
+    for name in ACCELERATORS:
+        short = name.rpartition(".")[2]
+        if name == "._speedups":
+            if module is not None:
+                loaded.append(short)
+            continue
+        extension, extension_why = _extension(name)
+        if extension is None:
+            missing.append(f"{short} {extension_why}")
+        else:
+            loaded.append(short)
+    if loaded:
+        parts.append(f"C accelerators: {', '.join(loaded)}")
+    if missing:
+        parts.append(f"not loaded: {'; '.join(missing)}")
+    return "; ".join(parts)
 
 
 runtime: Runtime  # chosen when a module of the runtime first asks (by :func:`__getattr__`)

@@ -131,7 +131,7 @@ def _transformed(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType
 def _run(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType) -> _Result | _Failure:
     try:
         base = dual_code.plain_body(code) if _names.is_switched(code) else code
-        given = Bytecode.from_code(base, conserve_exception_block_stackdepth=True)
+        given = family.decode(base)
         given[:] = family.plain_forms(list(given))  # (what 3.13 would give it: see rewrite._family)
     except rewrite.RESOURCE_ERRORS:
         raise

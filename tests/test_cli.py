@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import re
 import signal
 import subprocess
@@ -276,10 +277,47 @@ def test_list_contexts_names_the_built_in_ones(tmp_path):
     assert [line.split()[0] for line in result.stdout.splitlines()][:3] == ["null", "profile", "trace"]
 
 
-def test_version_and_help(tmp_path):
-    assert run("--version", cwd=tmp_path).stdout.strip() == f"cassette_hook {ch.__version__}"
+def test_help_names_the_options(tmp_path):
     help_text = run("--help", cwd=tmp_path).stdout
-    assert "--include" in help_text and "--context" in help_text and "-m" in help_text
+    assert "--include" in help_text and "--context" in help_text and "-m" in help_text and "--version" in help_text
+
+
+def _version(tmp_path: Path, *args: str, code: str | None = None, **env: str) -> str:
+    """What ``--version`` prints, with ``env`` (and without CASSETTE_HOOK_PURE_PYTHON unless
+    given), by the command line or, with ``code`` run first, by ``main``."""
+    environ = {key: value for key, value in os.environ.items() if key != "CASSETTE_HOOK_PURE_PYTHON"}
+    environ.update(PYTHONPATH=os.pathsep.join(sys.path), **env)
+    command = ["-m", "cassette_hook", "--version", *args] if code is None else [
+        "-c", f"{code}\nfrom cassette_hook.cli.main import main\nraise SystemExit(main(['--version']))"]
+    result = subprocess.run([sys.executable, *command], cwd=tmp_path, capture_output=True, text=True,
+                            env=environ, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+PYTHON = f"CPython {platform.python_version()}"
+
+
+@pytest.mark.skipif(not os.environ.get("CASSETTE_HOOK_REQUIRE_SPEEDUPS"), reason="the C accelerators are built")
+def test_version_names_the_c_accelerators_that_load(tmp_path):
+    """(docs/cli.md) The function watcher needs 3.12: before, it says so."""
+    if sys.version_info >= (3, 12):
+        expected = "C accelerators: _speedups, _recording, _watch"
+    else:
+        expected = ("C accelerators: _speedups, _recording; not loaded: _watch is not built or failed to import "
+                    "(cassette_hook.importhook._watch needs CPython 3.12's function watchers)")
+    assert _version(tmp_path) == f"cassette_hook {ch.__version__} ({PYTHON}; {expected})"
+
+
+def test_version_says_the_runtime_is_pure_python_where_the_environment_asks_for_it(tmp_path):
+    assert _version(tmp_path, "prog.py", CASSETTE_HOOK_PURE_PYTHON="1") == (
+        f"cassette_hook {ch.__version__} ({PYTHON}; pure-Python runtime: CASSETTE_HOOK_PURE_PYTHON is set)")
+
+
+def test_version_says_the_runtime_is_pure_python_where_the_accelerator_fails_to_import(tmp_path):
+    said = _version(tmp_path, code="import sys\nsys.modules['cassette_hook._speedups'] = None  # (import halted)")
+    assert said.startswith(f"cassette_hook {ch.__version__} ({PYTHON}; pure-Python runtime: the C accelerator "
+                           "is not built or failed to import (import of cassette_hook._speedups halted")
 
 
 BARE = [["-c", "pass"], ["-c", ""], ["-c", "x = 1\nprint(x)"], ["-m", "pkg.mod"], ["prog.py"], [""], ["dir with space"]]

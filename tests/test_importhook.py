@@ -18,6 +18,7 @@ import types
 import textwrap
 import threading
 import traceback
+import warnings
 import zipfile
 from importlib.abc import MetaPathFinder
 from pathlib import Path
@@ -132,6 +133,43 @@ def test_an_inlined_all_stays_inline_in_the_plain_body_and_is_a_call_under_a_con
     with seen:
         assert inline_all.f([1, 0]) is False
     assert "all" in seen.metadata
+
+
+TEMPLATES = """
+def width():
+    return 4
+
+def f(x):
+    return t'{abs(x)!r:>{width()}}-{x}'
+
+AT_IMPORT = t'{width()!s:<{width()}}'
+"""
+
+
+def _template(template):
+    return template.strings, [(i.value, i.expression, i.conversion, i.format_spec) for i in template.interpolations]
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="template strings (PEP 750) are 3.14's")
+def test_a_module_with_template_strings_is_switched_and_gives_the_plain_templates(tree):
+    """bytecode's misread BUILD_INTERPOLATION (docs/internals.md, "CPython 3.14") is fixed
+    for the import hook's switched code too: the module body and its functions."""
+    write(tree, "templates_x.py", TEMPLATES)
+    ch.install(include=["templates_x"], lazy=False)
+    seen = Seen([])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no "cannot rewrite")
+        with seen:
+            import templates_x
+        assert seen.metadata == ["width", "width"]  # (the module body's calls)
+        assert instrumented(templates_x.f)
+        plain = _template(templates_x.f(-3))
+        with seen:
+            assert _template(templates_x.f(-3)) == plain
+    assert seen.metadata[2:] == ["abs", "width"]
+    assert _template(templates_x.AT_IMPORT) == (("", ""), [(4, "width()", "s", "<4")])
+    plain_body = dual_code.plain_body(templates_x.f.__code__)
+    assert "BUILD_INTERPOLATION" in {i.opname for i in dis.get_instructions(plain_body)}
 
 
 def test_module_not_included_is_loaded_as_compiled(tree):

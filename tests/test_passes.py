@@ -111,6 +111,26 @@ AS_313 = {"LOAD_FAST_BORROW": "LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW": 
           "LOAD_SMALL_INT": "LOAD_CONST"}
 
 
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="template strings (PEP 750) are 3.14's")
+def test_a_pass_is_given_a_template_strings_interpolations_with_their_compiled_arguments():
+    """BUILD_INTERPOLATION's argument as CPython encodes it (docs/passes.md): the pass's
+    body assembles back into the plain template."""
+    namespace = {"abs": abs}
+    exec("def g(x, w):\n    return t'{abs(x)!r:>{w}}{x}{x!a:3}'\n", namespace)  # (a SyntaxError before 3.14)
+    g, got = namespace["g"], []
+
+    def look(ctx_type, func, code):
+        got.append([arg for name, arg in instructions(code) if name == "BUILD_INTERPOLATION"])
+        return code
+
+    ctx = Seen([], pass_=ch.Pass(look))
+    template, plain = ch.overdub(ctx, g, -2, 4), g(-2, 4)
+    assert got == [[11, 2, 15]]  # (2: no spec, no conversion; bit 0: a spec; conversion << 2)
+    assert [(i.value, i.conversion, i.format_spec) for i in template.interpolations] == [
+        (i.value, i.conversion, i.format_spec) for i in plain.interpolations]
+    assert "abs" in ctx.metadata
+
+
 def test_pass_sees_the_original_bytecode_of_the_function():
     got = []
 

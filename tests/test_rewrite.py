@@ -4,6 +4,7 @@ and that the result is the plain program's.  Each shape runs on every CPython ve
 import asyncio
 import operator
 import sys
+import warnings
 
 import pytest
 
@@ -304,9 +305,16 @@ def test_an_annotate_function_is_never_rewritten_and_the_calls_of_annotations_ar
     assert one not in ctx.metadata
 
 
-def _template_string_function():
-    namespace = {"one": one}
-    exec("def g(x):\n    return t'{one()}-{x!r:>4}'\n", namespace)  # (a SyntaxError to parse before 3.14)
+# Every shape of BUILD_INTERPOLATION's argument (docs/internals.md, "CPython 3.14"): no
+# conversion, each conversion, with and without a format spec, a spec with nested fields
+# (themselves calls), ``=``, and calls in the interpolated expressions.
+TEMPLATE = ("def g(x, width):\n"
+            "    return t'a{one(x)}b{x!r:>{width}}c{x!s}{x!a:^{two()}}{x:}{x=}{Box([x]).get(0)!r:{one()}}'\n")
+
+
+def _template_string_function(source=TEMPLATE):
+    namespace = {"one": one, "two": two, "Box": Box}
+    exec(source, namespace)  # (a SyntaxError to parse before 3.14)
     return namespace["g"]
 
 
@@ -315,14 +323,16 @@ def _interpolations(template):
 
 
 @pytest.mark.skipif(sys.version_info < (3, 14), reason="template strings (PEP 750) are 3.14's")
-def test_a_template_string_with_interpolations_runs_as_compiled_with_a_warning_that_says_why():
-    """bytecode 0.19 cannot read BUILD_INTERPOLATION's argument (docs/internals.md, "Known
-    limitations"): such a function runs unrewritten, giving the plain template."""
+@pytest.mark.parametrize("ctx_type", [Calls, CallsAndOperators])
+def test_a_template_string_with_interpolations_gives_the_plain_template_and_its_calls_are_seen(ctx_type):
     g = _template_string_function()
-    with pytest.warns(RuntimeWarning, match=r"cannot rewrite g .*the bytecode package cannot read it"):
-        template = ch.overdub(Calls(metadata=[]), g, 5)
-    plain = g(5)
+    ctx = ctx_type(metadata=[])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no "cannot rewrite g": it is rewritten)
+        template = ch.overdub(ctx, g, "é", 3)
+    plain = g("é", 3)
     assert template.strings == plain.strings and _interpolations(template) == _interpolations(plain)
+    assert [f for f in ctx.metadata if f in (one, two, Box)] == [one, two, Box, one]
 
 
 @pytest.mark.skipif(sys.version_info < (3, 14), reason="template strings (PEP 750) are 3.14's")

@@ -50,6 +50,7 @@ class _Options:
         self.subprocesses = False
         self.debug: list[str] = []
         self.list_contexts = False
+        self.version = False
         self.module: str | None = None
         self.code: str | None = None
         self.script: str | None = None
@@ -88,7 +89,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="say on stderr what cassette_hook decides; 'import': for each import, whether "
                              "it was rewritten, why, and what the code cache did (repeatable)")
     parser.add_argument("--list-contexts", action="store_true", help="list the contexts --context can name and exit")
-    parser.add_argument("--version", action="version", version=f"cassette_hook {__version__}")
+    parser.add_argument("--version", action="store_true",
+                        help="show the version, the Python, and which C accelerators load (or why the "
+                             "pure-Python runtime runs), and exit")
     parser.add_argument("-m", dest="module", metavar="module", help="run a library module as a script")
     parser.add_argument("-c", dest="code", metavar="code", help="run a program passed in as a string")
     parser.add_argument("script", nargs="?",
@@ -134,6 +137,18 @@ def _parse(own: list[str]) -> _Options:
     return options
 
 
+def _version() -> str:
+    """``cassette_hook 0.1.0 (CPython 3.14.10; C accelerators: _speedups, _recording, _watch)``:
+    the accelerators that load, or why the pure-Python runtime runs (``_native.accelerators``),
+    which a user cannot otherwise tell (the fallback is silent: docs/cli.md)."""
+    import platform
+
+    from .. import _native
+
+    python = f"{platform.python_implementation()} {platform.python_version()}"
+    return f"cassette_hook {__version__} ({python}; {_native.accelerators()})"
+
+
 def _usage_error(message: str) -> NoReturn:
     """Usage, then ``message``, on stderr; exit status 2 (the parser's own errors)."""
     _parser().error(message)
@@ -147,6 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return combine.main(args[1:])
     own, program_args = _split(args)
     options = _parse(own)
+    if options.version:
+        print(_version())
+        return 0
     if options.list_contexts:
         _list_contexts()
         return 0

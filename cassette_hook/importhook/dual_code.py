@@ -63,7 +63,7 @@ def plain_body(code: CodeType) -> CodeType:
 
     The plain body's nested functions stay switchable, as :func:`switched` made them.
     """
-    bc = Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+    bc = decode(code)
     items = list(bc)
     start = next(index for index, item in enumerate(items)
                  if isinstance(item, Instr) and item.name == "LOAD_GLOBAL" and global_name(item) == ACTIVE)

@@ -13,7 +13,7 @@ from types import CodeType
 from typing import TYPE_CHECKING, Protocol, Sequence
 
 if TYPE_CHECKING:
-    from bytecode import ConcreteBytecode, Instr, Label
+    from bytecode import Bytecode, ConcreteBytecode, Instr, Label
 
     from . import Hooks
     from ._instr import Location
@@ -30,6 +30,11 @@ class Family(Protocol):
     pass may have moved before the assignment must become ``LOAD_FAST_CHECK``."""
 
     # -- what the rewriting reads ---------------------------------------------------------
+
+    def decode(self, code: CodeType) -> Bytecode:
+        """``code`` as ``bytecode`` instructions, with the exception handlers' stack depths
+        as compiled; where ``bytecode`` misreads an instruction of the version (3.14's
+        ``BUILD_INTERPOLATION``), that instruction as the version's module fixes it."""
 
     def plain_forms(self, items: list[Item]) -> list[Item]:
         """``items`` (a decoded body) in the forms the rewriting and the passes read: the

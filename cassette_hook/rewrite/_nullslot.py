@@ -29,7 +29,7 @@ import operator
 from types import CodeType
 from typing import TYPE_CHECKING, Sequence, cast
 
-from bytecode import BinaryOp, Compare, ConcreteBytecode, Instr, Label
+from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, Instr, Label
 
 from ._instr import Location, arg_of, flagged_name
 from ._operators import UNARY, binary_op, compare_op
@@ -50,6 +50,9 @@ class NullSlotFamily:
     loads_trust_binding = False
 
     # -- version details -------------------------------------------------------------
+
+    def decode(self, code: CodeType) -> Bytecode:
+        return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
 
     def plain_forms(self, items: list[Item]) -> list[Item]:
         return items  # (3.11-3.13 compile nothing the rewriting reads otherwise)

@@ -16,7 +16,7 @@ import struct
 from types import CodeType
 from typing import TYPE_CHECKING, Any, Sequence
 
-from bytecode import Compare, ConcreteBytecode, ConcreteInstr, Instr, Label
+from bytecode import Bytecode, Compare, ConcreteBytecode, ConcreteInstr, Instr, Label
 
 from ._instr import Location, arg_of
 from ._markers import nooverdub
@@ -126,6 +126,9 @@ class _Py310:
 
     rewrite_calls = staticmethod(_rewrite_calls)
     operator_site = staticmethod(_operator_site)
+
+    def decode(self, code: CodeType) -> Bytecode:
+        return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
 
     def plain_forms(self, items: list[Item]) -> list[Item]:
         return items

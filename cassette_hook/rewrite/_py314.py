@@ -1,13 +1,15 @@
 """CPython 3.14: borrowed loads, ``LOAD_SMALL_INT``, ``CALL_FUNCTION_EX`` with a slot for
-its keyword arguments, subscripts as ``BINARY_OP``, and ``all``/``any``/``tuple`` of a
-generator expression compiled inline (see docs/internals.md, "CPython 3.14")."""
+its keyword arguments, subscripts as ``BINARY_OP``, ``all``/``any``/``tuple`` of a
+generator expression compiled inline, and template strings' ``BUILD_INTERPOLATION``,
+whose argument ``bytecode`` misreads (see docs/internals.md, "CPython 3.14")."""
 
 from __future__ import annotations
 
 import operator
+from types import CodeType
 from typing import TYPE_CHECKING, cast
 
-from bytecode import BinaryOp, Instr, Label
+from bytecode import BinaryOp, Bytecode, ConcreteBytecode, ConcreteInstr, Instr, Label
 
 from ._instr import Location, arg_of
 from ._py313 import _Py313
@@ -22,9 +24,54 @@ _UNBORROWED = {"LOAD_FAST_BORROW": "LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORR
 _NAME_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FROM_DICT_OR_GLOBALS"})
 
 
+# BUILD_INTERPOLATION's argument, as CPython 3.14 encodes it (codegen.c): how many values it
+# takes (2, or 3 with a format spec: bit 0) and the conversion (0 none, 1 !s, 2 !r, 3 !a)
+# shifted by 2.  bytecode 0.19 reads it as 3.13's CONVERT_VALUE argument shifted by 1 after
+# a flag bit: (bit 0, FormatValue(oparg >> 1)), which fails for most arguments (FormatValue
+# has no 0, 4, 5, 6 or 7) and for the rest names the wrong conversion; it encodes no
+# such pair back (an int is asserted) and its stack effect of the pair fails.
+_INTERPOLATION = "BUILD_INTERPOLATION"
+_READABLE = 2  # an argument bytecode decodes, (False, FormatValue.STR), with bit 0 set as needed
+
+
+class _Interpolation(Instr):
+    """``BUILD_INTERPOLATION`` with its argument as CPython encodes it, an int: what
+    ``bytecode`` assembles as it is (an int argument is copied into the code) and counts
+    the stack effect of (CPython's own ``dis.stack_effect``, and bit 0 for what it takes),
+    but its ``Instr`` refuses (it wants the pair it misreads)."""
+
+    __slots__ = ()
+
+    def _check_arg(self, name: str, opcode: int, arg: object) -> None:
+        if name == _INTERPOLATION:
+            if not (type(arg) is int and 0 <= arg < 16):
+                raise TypeError(f"{_INTERPOLATION}'s argument is CPython's int (0-15), not {arg!r}")
+            return
+        super()._check_arg(name, opcode, arg)  # (set() to another instruction)
+
+
 class _Py314(_Py313):
     for_iter_exit: tuple[str, ...] = ("END_FOR",)  # an exhausted FOR_ITER lands on the POP_ITER after it
     inlined: tuple[object, ...] = (all, any, tuple)  # the builtins whose call of a genexp the compiler inlines
+
+    def decode(self, code: CodeType) -> Bytecode:
+        """As ``bytecode`` decodes it, but each ``BUILD_INTERPOLATION`` keeps its argument
+        as compiled (an :class:`_Interpolation`): it is decoded from a stand-in argument
+        ``bytecode`` reads, then given its own back, in the order they come."""
+        concrete = ConcreteBytecode.from_code(code)
+        compiled: list[int] = []
+        for instr in concrete:
+            if isinstance(instr, ConcreteInstr) and instr.name == _INTERPOLATION:
+                compiled.append(instr.arg)
+                instr.arg = _READABLE | (instr.arg & 1)
+        bc = concrete.to_bytecode(conserve_exception_block_stackdepth=True)
+        if compiled:
+            args = iter(compiled)
+            for index, item in enumerate(bc):
+                if isinstance(item, Instr) and item.name == _INTERPOLATION:
+                    bc[index] = _Interpolation(_INTERPOLATION, next(args), location=item.location)
+            assert next(args, None) is None, f"{code.co_name}: an interpolation was lost in decoding"
+        return bc
 
     def plain_forms(self, items: list[Item]) -> list[Item]:
         """Borrowed loads as plain ones, and ``LOAD_SMALL_INT`` as ``LOAD_CONST``: a

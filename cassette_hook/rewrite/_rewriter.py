@@ -25,13 +25,13 @@ __all__ = ["assemble", "decode", "deepest_copy", "rewritten"]
 
 
 def decode(code: CodeType) -> Bytecode:
-    """``code`` as ``bytecode`` instructions, with the exception handlers' stack depths.
+    """``code`` as ``bytecode`` instructions, with the exception handlers' stack depths
+    (``Family.decode``).
 
-    Raises ``UnsupportedCode`` for code the ``bytecode`` package cannot read (3.14's
-    template strings with interpolations, in 0.19: see docs/internals.md, "Known
-    limitations")."""
+    Raises ``UnsupportedCode`` for code the ``bytecode`` package cannot read (see
+    docs/internals.md, "One CPython 3.13 shape the bytecode package cannot read")."""
     try:
-        return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+        return family.decode(code)
     except RESOURCE_ERRORS:
         raise
     except Exception as exc:
