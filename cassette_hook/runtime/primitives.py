@@ -167,10 +167,10 @@ def _namespaced(frame: FrameType, args: tuple[Any, ...]) -> Any:
 
 
 # The compiler flags a ``from __future__ import`` sets (``annotations``, ``barry_as_FLUFL``
-# ...; not CO_NESTED, which every nested function has and which no longer changes anything).
+# ...; not nested_scopes' CO_NESTED, which every nested function has: it changes nothing).
 _FUTURE_FLAGS = functools.reduce(
     operator.or_, (getattr(__future__, name).compiler_flag for name in __future__.all_feature_names)
-) & ~__future__.CO_NESTED
+) & ~__future__.nested_scopes.compiler_flag
 _CALLERS: dict[int, Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]] = {}
 
 
