@@ -32,7 +32,8 @@ log file; on a mismatch the script prints the tests that differ and the logs' ta
 
 Run it through tox (``python -m tox run -e peers``): it installs packages into the
 environment it runs in, so outside a virtual environment it refuses to install (see
-``--no-install``). Standard library only; CPython 3.10-3.13.
+``--no-install``). Standard library only; CPython 3.10-3.15 (3.14 and 3.15 in the Debian
+sid root: ``.ci/in-sid-root 3.14 --peers ARGS``).
 """
 
 from __future__ import annotations

@@ -493,6 +493,35 @@ def test_eval_and_exec_without_namespaces_use_the_users_frame():
         assert ch.overdub(ctx, g, 21) == 42
 
 
+# Source that eval, exec and compile compile, and what it shows of the ``__future__``
+# imports it was compiled with: exec's function's annotations (strings under
+# ``annotations``), eval's code flags, compile's function's annotations.
+_FUTURE_PROBE = """
+def probe():
+    namespace = {}
+    exec("def f(x: int) -> str: pass", namespace)
+    compiled = {}
+    exec(compile("def f(x: int) -> str: pass", "<probe>", "exec"), compiled)
+    flags = eval("(lambda: 0).__code__.co_flags")
+    return namespace["f"].__annotations__, compiled["f"].__annotations__, bool(flags & ANNOTATIONS)
+"""
+
+
+@pytest.mark.parametrize("future", [0, __import__("__future__").annotations.compiler_flag],
+                         ids=["plain module", "module with from __future__ import annotations"])
+def test_eval_exec_and_compile_of_source_get_the_users_future_imports_not_cassette_hooks(future):
+    # (cassette_hook's own modules import annotations from __future__: source compiled from
+    # one of their frames got it, docs/peers.md finding 10; the C and the pure path)
+    namespace = {"ANNOTATIONS": __import__("__future__").annotations.compiler_flag}
+    exec(compile(_FUTURE_PROBE, "<user>", "exec", flags=future, dont_inherit=True), namespace)
+    probe = namespace["probe"]
+    plain = probe()
+    assert plain == (({"x": "int", "return": "str"},) * 2 + (True,) if future
+                     else ({"x": int, "return": str},) * 2 + (False,))
+    for ctx in (Null(), Seen(metadata=[])):
+        assert ch.overdub(ctx, probe) == plain
+
+
 def test_sys_getframe_sees_user_frames_only():
     def inner():
         return sys._getframe(0).f_code.co_name, sys._getframe(1).f_code.co_name

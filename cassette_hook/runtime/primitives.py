@@ -20,6 +20,7 @@ the frame-sensitive ones need no help; see ``callsites.callable_for``.
 
 from __future__ import annotations
 
+import __future__
 import functools
 import itertools
 import operator
@@ -165,6 +166,47 @@ def _namespaced(frame: FrameType, args: tuple[Any, ...]) -> Any:
     return (args[0], frame.f_globals, _locals_of(frame)) if len(args) == 1 else _NOT_MINE
 
 
+# The compiler flags a ``from __future__ import`` sets (``annotations``, ``barry_as_FLUFL``
+# ...; not nested_scopes' CO_NESTED, which every nested function has: it changes nothing).
+_FUTURE_FLAGS = functools.reduce(
+    operator.or_, (getattr(__future__, name).compiler_flag for name in __future__.all_feature_names)
+) & ~__future__.nested_scopes.compiler_flag
+_CALLERS: dict[int, Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]] = {}
+
+
+def _caller_with_future(flags: int) -> Callable[[Any, tuple[Any, ...], dict[str, Any]], Any]:
+    """``call(f, args, kwargs)``, calling ``f`` from a frame whose code has the ``__future__``
+    flags ``flags`` (made once per set of flags; its file is this one: a frame of ours)."""
+    call = _CALLERS.get(flags)
+    if call is None:
+        source = "def call(f, args, kwargs):\n    return f(*args, **kwargs)\n"
+        namespace: dict[str, Any] = {}
+        exec(compile(source, __file__, "exec", flags=flags, dont_inherit=True), namespace)
+        call = _CALLERS.setdefault(flags, namespace["call"])
+    return call
+
+
+def _compiling(namespaced: bool) -> Handler:
+    """``compile``, and ``eval``/``exec`` (``namespaced``: with the user's namespaces where the
+    call left them out).  Given source, each compiles it with the ``from __future__``
+    imports of the frame that calls it (CPython reads them off the calling frame's code):
+    called from one of ours, the source would get ours (``annotations``: under a context
+    with a hook, ``exec("def f(x: int): ...")`` made ``f.__annotations__`` strings, and on
+    3.14 hid the ``NameError`` of an undefined name).  So the builtin is called from a frame
+    with the user's."""
+
+    def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        frame = user_frame()
+        call = _caller_with_future(frame.f_code.co_flags & _FUTURE_FLAGS)
+        if namespaced and not kwargs:
+            given = _namespaced(frame, args)
+            if given is not _NOT_MINE:
+                return call(f, given, {})
+        return call(f, args, kwargs)
+
+    return handler
+
+
 def _super(frame: FrameType) -> Any:
     code = frame.f_code
     if code.co_argcount == 0:
@@ -200,8 +242,7 @@ _FRAME_SENSITIVE: dict[Any, Handler] = {
     locals: _no_args(_locals_of), vars: _no_args(_locals_of),
     dir: _no_args(lambda frame: sorted(_locals_of(frame))),
     globals: _no_args(lambda frame: frame.f_globals), super: _no_args(_super),
-    eval: _on_user_frame(lambda frame, args: eval(*n) if (n := _namespaced(frame, args)) is not _NOT_MINE else n),
-    exec: _on_user_frame(lambda frame, args: exec(*n) if (n := _namespaced(frame, args)) is not _NOT_MINE else n),
+    eval: _compiling(namespaced=True), exec: _compiling(namespaced=True), compile: _compiling(namespaced=False),
     sys._getframe: _on_user_frame(_getframe), warnings.warn: _warn,
 }
 if sys.version_info >= (3, 12):
