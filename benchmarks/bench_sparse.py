@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Callable
 
 import common
 import harness
@@ -153,26 +153,25 @@ def main() -> None:
     budget = (10.0 if args.quick else 60.0) / max(1, len(names))
     print(f"Python {sys.version.split()[0]} ({ch._native.runtime.name} path), {rounds} rounds")
     mods = workloads.load(names)
-    results = []
-    for mod in mods:
-        vs = overdub_variants(mod.run)
-        expected = mod.run()
-        for name, v in vs.items():
-            if v() != expected:
-                print(f"!! {mod.NAME}: {name} returned another result", file=sys.stderr)
-        results.append(harness.measure(mod.NAME, vs, rounds=rounds, warmup=1, budget_s=budget))
-    report("through ch.overdub (ratio to plain; is/null, watch/null: ratio to the null context)", results)
-    if not args.no_hooked:
-        hooked = load_hooked([m.__name__.rsplit(".", 1)[1] for m in mods])
+
+    def measured(variants_of: Callable[[Any], dict[str, Callable[[], Any]]]) -> list[Any]:
+        """Each workload's variants, checked to give its plain result, then measured."""
         results = []
         for mod in mods:
-            vs = hooked_variants(mod.run, hooked[mod.__name__.rsplit(".", 1)[1]].run)
+            vs = variants_of(mod)
             expected = mod.run()
             for name, v in vs.items():
                 if v() != expected:
-                    print(f"!! {mod.NAME}: hooked {name} returned another result", file=sys.stderr)
+                    print(f"!! {mod.NAME}: {name} returned another result", file=sys.stderr)
             results.append(harness.measure(mod.NAME, vs, rounds=rounds, warmup=1, budget_s=budget))
-        report("through `with ctx:` over import-hooked code", results)
+        return results
+
+    report("through ch.overdub (ratio to plain; is/null, watch/null: ratio to the null context)",
+           measured(lambda mod: overdub_variants(mod.run)))
+    if not args.no_hooked:
+        hooked = load_hooked([m.__name__.rsplit(".", 1)[1] for m in mods])
+        report("through `with ctx:` over import-hooked code",
+               measured(lambda mod: hooked_variants(mod.run, hooked[mod.__name__.rsplit(".", 1)[1]].run)))
     per_call(rounds)
 
 

@@ -210,6 +210,20 @@ def in_parent():
 """
 
 
+def parent_and_child_reports(tmp_path):
+    """Run ``prog.py`` (which prints its id and its child's) with ``install_from_env``
+    profiling ``worker``: exactly the two processes' reports exist; their texts."""
+    env = env_for(tmp_path, CASSETTE_HOOK_INCLUDE="worker", CASSETTE_HOOK_CONTEXT="profile",
+                  CASSETTE_HOOK_OUTPUT=str(tmp_path / "prof.{pid}.txt"))
+    result = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    parent_pid, child_pid = result.stdout.split()
+    reports = sorted(p.name for p in tmp_path.glob("prof.*.txt"))
+    assert reports == sorted([f"prof.{parent_pid}.txt", f"prof.{child_pid}.txt"])
+    return (tmp_path / f"prof.{parent_pid}.txt").read_text(), (tmp_path / f"prof.{child_pid}.txt").read_text()
+
+
 @pytest.mark.parametrize("fork", [
     "child = os.fork()\nif child == 0:\n    worker.in_child()\n    sys.exit(0)\nos.waitpid(child, 0)",
     "import multiprocessing\nprocess = multiprocessing.get_context('fork').Process(target=worker.in_child)\n"
@@ -219,15 +233,7 @@ def test_install_from_env_gives_a_forked_child_a_report_of_its_own(tmp_path, for
     # A server and its forks, each its own prof.{pid}.txt: {pid} is the writer's id.
     write(tmp_path, "worker.py", FORKING_WORK)
     write(tmp_path, "prog.py", FORKING.format(fork=fork))
-    env = env_for(tmp_path, CASSETTE_HOOK_INCLUDE="worker", CASSETTE_HOOK_CONTEXT="profile",
-                  CASSETTE_HOOK_OUTPUT=str(tmp_path / "prof.{pid}.txt"))
-    result = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr
-    parent_pid, child_pid = result.stdout.split()
-    reports = sorted(p.name for p in tmp_path.glob("prof.*.txt"))
-    assert reports == sorted([f"prof.{parent_pid}.txt", f"prof.{child_pid}.txt"])
-    parent, child = (tmp_path / f"prof.{parent_pid}.txt").read_text(), (tmp_path / f"prof.{child_pid}.txt").read_text()
+    parent, child = parent_and_child_reports(tmp_path)
     assert re.search(r"^ +2 .* builtins\.abs$", parent, re.M)  # before_fork and in_parent
     assert re.search(r"^ +1 .* builtins\.abs$", child, re.M)  # in_child's: before_fork's is the parent's
 
@@ -253,15 +259,7 @@ def test_install_from_env_gives_each_multiprocessing_child_a_report_of_its_own(t
             worker.in_parent()
             print(os.getpid(), process.pid)
     """)
-    env = env_for(tmp_path, CASSETTE_HOOK_INCLUDE="worker", CASSETTE_HOOK_CONTEXT="profile",
-                  CASSETTE_HOOK_OUTPUT=str(tmp_path / "prof.{pid}.txt"))
-    result = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr
-    parent_pid, child_pid = result.stdout.split()
-    reports = sorted(p.name for p in tmp_path.glob("prof.*.txt"))
-    assert reports == sorted([f"prof.{parent_pid}.txt", f"prof.{child_pid}.txt"])
-    parent, child = (tmp_path / f"prof.{parent_pid}.txt").read_text(), (tmp_path / f"prof.{child_pid}.txt").read_text()
+    parent, child = parent_and_child_reports(tmp_path)
     assert re.search(r"^ +2 .* builtins\.abs$", parent, re.M)  # before_fork and in_parent
     assert re.search(r"^ +1 .* builtins\.abs$", child, re.M)  # in_child's
 
