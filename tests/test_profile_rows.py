@@ -162,11 +162,14 @@ def test_an_import_s_tracebacks_and_warnings_are_as_plain(tmp_path):
 
         def main():
             import warns
-            for name in ("boom", "missing_module"):
-                try:
-                    __import__(name)
-                except Exception:
-                    traceback.print_exc(file=sys.stdout)
+            try:
+                import boom
+            except ValueError:
+                traceback.print_exc(file=sys.stdout)
+            try:
+                import missing_module
+            except ImportError:
+                traceback.print_exc(file=sys.stdout)
 
         main()
         """))
