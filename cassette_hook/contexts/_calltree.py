@@ -125,6 +125,43 @@ class ThreadTree:
         return sum(c.total for c in list(self.root.children.values()))
 
 
+OWN = "<cassette_hook>"
+"""The name of the node of a call of cassette_hook's own functions (the import hook's
+loader, a wrapper of ours that a call site calls): a placeholder that :func:`without_own`
+takes out of the tree, so that no report has a row of ours (docs/contexts.md, "What the
+times include")."""
+
+
+def without_own(trees: list[ThreadTree]) -> list[ThreadTree]:
+    """Copies of ``trees`` with each :data:`OWN` node replaced by its children, merged into
+    its parent's (same name, same node: calls and times added).  Its own time becomes
+    its caller's self time, as the time of a C function that makes no call site is."""
+    copies = []
+    for tree in trees:
+        copy = ThreadTree(tree.name)
+        _merge_children(tree.root, copy.root)
+        copies.append(copy)
+    return copies
+
+
+def _merge_children(source: Node, target: Node) -> None:
+    """Add copies of ``source``'s children (an :data:`OWN` one's children in its place) to
+    ``target``'s, iteratively: a tree as deep as a recursion must not hit the limit."""
+    work = [(source, target)]
+    while work:
+        old, new = work.pop()
+        for child in list(old.children.values()):
+            if child.name == OWN:
+                work.append((child, new))
+                continue
+            into = new.children.get(child.name)
+            if into is None:
+                into = new.children[child.name] = Node(child.name)
+            into.calls += child.calls
+            into.total += child.total
+            work.append((child, into))
+
+
 def events(root: Node) -> Iterator[tuple[bool, Node]]:
     """Depth-first ``(True, node)`` on entering each node below ``root`` and ``(False,
     node)`` on leaving it.  Children are listed when entered, so a thread still adding

@@ -20,15 +20,19 @@ from __future__ import annotations
 import gc
 import json
 import os
+import sys
 import threading
 import weakref
 from time import perf_counter_ns
-from typing import Any, Iterable, TextIO
+from types import FrameType, FunctionType
+from typing import Any, Callable, Iterable, TextIO
 
 from . import _reports
 from .._locks import rlock
+from .. import context_stack
+from .._own import PACKAGE, RUNS_ON, is_own_frame, is_own_module
 from ._base import Output, ReportingContext, choice, expand, path, per_process, text_output, whole_number, yes_no
-from ._calltree import FunctionStats, Node, Recording, ThreadTree, dump, function_stats, load
+from ._calltree import OWN, FunctionStats, Node, Recording, ThreadTree, dump, function_stats, load, without_own
 from ._names import location_of, name_of
 
 
@@ -36,6 +40,7 @@ GARBAGE_COLLECTION = "<garbage collection>"
 """The row of the collector's pauses (see :meth:`ProfileContext._collection`)."""
 
 _profiles: weakref.WeakSet[ProfileContext] = weakref.WeakSet()
+_OWN_PREFIX = PACKAGE + "."
 
 
 def _on_collection(phase: str, info: dict[str, int]) -> None:
@@ -47,6 +52,114 @@ def _on_collection(phase: str, info: dict[str, int]) -> None:
         return
     for profile in list(_profiles):
         profile._collection(phase)
+
+
+def _import_started(module: Any, frame: FrameType | None) -> list[tuple[ProfileContext, Node]] | None:
+    """An import of ``module`` starts in this thread (``importlib._bootstrap._find_and_load``,
+    see :func:`_watch_imports`), made by code whose frame is ``frame``: each profile that
+    is timing calls here starts a call of ``<import module>``.  The imports cassette_hook's
+    own code makes (to rewrite, to write a report) are not the program's, and have no row."""
+    if type(module) is not str or is_own_module(module) or module.partition(".")[0] in RUNS_ON:
+        return None
+    while frame is not None and frame.f_code.co_filename.startswith(_IMPORTLIB):
+        frame = frame.f_back  # (to the importer: importlib's own functions import parents, fromlists)
+    if _made_by_us(frame):
+        return None
+    started = None
+    for profile in list(_profiles):
+        node = profile._import_started(module, frame)
+        if node is not None:
+            if started is None:
+                started = []
+            started.append((profile, node))
+    return started
+
+
+def _made_by_us(frame: FrameType | None) -> bool:
+    """Is the first frame at or above ``frame`` (an importer's) that is neither the
+    standard library's (importlib's included) nor of a package cassette_hook runs on
+    (``_own.RUNS_ON``) one of ours?  (Our code imports through those too: ``sysconfig`` when it asks where libraries
+    live, ``xml.sax.saxutils``'s own imports when a flame graph is drawn, ``bytecode``'s
+    submodules.)  A program's script is ``__main__``, not the standard library's, even
+    when ``-m`` runs a module of it."""
+    while frame is not None and _passed_through(frame):
+        frame = frame.f_back
+    return frame is not None and is_own_frame(frame)
+
+
+def _passed_through(frame: FrameType) -> bool:
+    if frame.f_code.co_filename.startswith(_IMPORTLIB):
+        return True
+    name = frame.f_globals.get("__name__")
+    return type(name) is str and name.partition(".")[0] in _PASSED_THROUGH
+
+
+_PASSED_THROUGH = frozenset(sys.stdlib_module_names) | frozenset(RUNS_ON)
+
+
+def _instrumented(frame: FrameType | None) -> bool:
+    """Is ``frame``'s code of a module the import hook instruments?"""
+    from ..importhook.finder import installed
+
+    patterns = installed()
+    if frame is None or patterns is None:
+        return False
+    name, file = frame.f_globals.get("__name__"), frame.f_code.co_filename
+    return type(name) is str and patterns.matches(name, None if file.startswith("<") else file)  # ("<string>": -c)
+
+
+def _import_ended(started: list[tuple[ProfileContext, Node]]) -> None:
+    """The import that :func:`_import_started` timed has ended (or failed)."""
+    for profile, node in started:
+        profile._import_ended(node)
+
+
+_IMPORTLIB = "<frozen importlib._bootstrap"  # (and _bootstrap_external)
+
+
+def _watch_imports() -> None:
+    """Make ``importlib._bootstrap._find_and_load`` tell the profiles when an import starts
+    and ends, once per process (docs/contexts.md, "Imports").
+
+    Every import of a module not yet in ``sys.modules`` goes through it, by name: CPython's
+    ``import`` statement looks it up on the module at each import (where ``-X importtime``
+    times it), and importlib's Python functions (``import_module``, ``__import__``, the
+    import of a parent package) through the module's globals.  The wrapper is made to sit
+    among importlib's frames as one of them: its code's file name is importlib's, so that
+    CPython takes it out of an import error's traceback with importlib's own frames, and
+    ``warnings`` skips it, with them, to find a warning's ``stacklevel`` (else a warning of
+    a module's body would be the wrapper's, and not shown where the importer's is).  Its
+    ``__module__`` stays ours: cassette_hook never instruments it, and a call site that
+    calls it (a rewritten ``importlib.import_module``) sees a call of ours
+    (``_calltree.OWN``), the import's row then under the caller."""
+    bootstrap: Any = sys.modules["_frozen_importlib"]  # (the module CPython's import statement calls)
+    original = bootstrap._find_and_load
+    if hasattr(original, "__cassette_hook_wraps__"):
+        return
+    wrapper = _timing_imports(original, sys._getframe)
+    code = wrapper.__code__.replace(co_filename=original.__code__.co_filename)
+    disguised = FunctionType(code, wrapper.__globals__, original.__name__, None, wrapper.__closure__)
+    disguised.__qualname__ = original.__qualname__
+    disguised.__doc__ = original.__doc__
+    disguised.__wrapped__ = disguised.__cassette_hook_wraps__ = original  # type: ignore[attr-defined]
+    bootstrap._find_and_load = disguised
+
+
+def _timing_imports(original: Callable[..., Any], getframe: Callable[[int], FrameType]) -> Callable[..., Any]:
+    """``original`` (importlib's ``_find_and_load``), timed as ``<import name>``; see
+    :func:`_watch_imports`.  (Frame 1 is the importer's: CPython's ``import`` statement
+    calls it from C, which makes no frame.)"""
+
+    def _find_and_load(*args: Any, **kwargs: Any) -> Any:
+        started = None
+        try:  # (started inside: an interrupt as it returns leaves no call of an import running)
+            started = _import_started(args[0] if args else kwargs.get("name"), getframe(1))
+            return original(*args, **kwargs)
+        finally:
+            if started is not None:
+                _import_ended(started)
+
+    return _find_and_load
 
 
 class ProfileContext(ReportingContext, Recording):
@@ -94,10 +207,12 @@ class ProfileContext(ReportingContext, Recording):
         self.title = "cassette_hook profile"
         self._trees: list[ThreadTree] = []
         self._locations: dict[str, tuple[str, int]] = {}
+        self._own_calls = False  # a call of a function of ours was seen (see _calltree.OWN)
         self._threads = threading.local()
         self._lock = rlock()  # re-entrant: a report written by a signal handler (_process._on_sigterm)
         if _on_collection not in gc.callbacks:
             gc.callbacks.append(_on_collection)
+        _watch_imports()
         _profiles.add(self)
 
     prehook = Recording.prehook  # (named here, so that the class registers them as its hooks)
@@ -121,10 +236,13 @@ class ProfileContext(ReportingContext, Recording):
         ``parent`` already keys another node by it, or the node keeps a qualname key of
         another module (see ``_recording.c``)."""
         name = name_of(f)
+        if name.startswith(_OWN_PREFIX):  # (a function of ours: see _calltree.OWN)
+            name = OWN
+            self._own_calls = True
         node = parent.children.get(name)
         if node is None:
             node = parent.children[name] = Node(name)
-            if name not in self._locations:
+            if name not in self._locations and name != OWN:
                 location = location_of(f)
                 if location is not None:
                     self._locations[name] = location
@@ -158,6 +276,49 @@ class ProfileContext(ReportingContext, Recording):
                 stack.pop()
                 node.total += perf_counter_ns() - node.start
                 node.calls += 1
+
+    def _import_started(self, module: str, importer: FrameType | None) -> Node | None:
+        """An import of ``module`` starts in this thread, made by the code of ``importer``:
+        if this profile times calls here, a call of ``<import module>`` starts, by the
+        running call, and is returned, so that its module's body and the imports it makes
+        are its calls and not the importer's (docs/contexts.md, "Imports").  It times
+        calls inside a profiled call, and at the top of a thread where it is active for
+        the imports of code the import hook instruments (a script's body run by the
+        command line; not ``multiprocessing``'s resource tracker, which runs none of the
+        program's code and must observe nothing)."""
+        stack = getattr(self._threads, "stack", None)
+        if stack is None or len(stack) == 1:
+            if not (_instrumented(importer) and self._active_here()):
+                return None
+            stack = self._thread_stack()
+        name = f"<import {module}>"
+        parent = stack[-1]
+        node = parent.children.get(name)
+        if node is None:
+            node = parent.children[name] = Node(name)
+        stack.append(node)
+        node.start = perf_counter_ns()
+        return node
+
+    def _import_ended(self, node: Node) -> None:
+        """The import whose call :meth:`_import_started` started has ended: counted and
+        timed, if it is still the running call (a fork meanwhile starts the child's records
+        afresh: see :meth:`separate`)."""
+        end = perf_counter_ns()
+        stack = getattr(self._threads, "stack", None)
+        if stack and stack[-1] is node:
+            stack.pop()
+            node.total += end - node.start
+            node.calls += 1
+
+    def _active_here(self) -> bool:
+        """Is this profile on the running thread's (or task's) stack of contexts?"""
+        entry = context_stack.top()
+        while entry is not None:
+            if entry.ctx is self or getattr(entry.ctx, "_threads", None) is self._threads:  # (or a copy)
+                return True
+            entry = entry.below
+        return False
 
     def separate(self) -> None:
         """A forked child's profile: its files get its process id too (see
@@ -209,8 +370,11 @@ class ProfileContext(ReportingContext, Recording):
         return [t.name for t in self._trees_now()]
 
     def _trees_now(self) -> list[ThreadTree]:
+        """The trees, without the nodes of calls of cassette_hook's own functions (a copy
+        of them, if there are any: see ``_calltree.OWN``)."""
         with self._lock:
-            return list(self._trees)
+            trees = list(self._trees)
+        return without_own(trees) if self._own_calls else trees
 
     def dump(self, file: str | os.PathLike[str]) -> None:
         """Save the raw data as JSON, for :meth:`merge` (``{pid}`` becomes the process id)."""
