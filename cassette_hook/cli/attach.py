@@ -144,7 +144,13 @@ def _check_options(options: argparse.Namespace) -> int:
         except _specs.SpecError as exc:
             raise AttachError(f"--context: {exc}", EXIT_USAGE) from None
     options.context = [trace_inside(spec, options.include) for spec in options.context]
+    # (directories are the user's, relative to this directory, not the target's)
+    options.include, options.exclude = _absolute(options.include), _absolute(options.exclude)
     return int(options.pid)
+
+
+def _absolute(patterns: list[str]) -> list[str]:
+    return [os.path.abspath(p) if os.sep in p or "/" in p or p in (".", "..") else p for p in patterns]
 
 
 def _check_python() -> None:
@@ -239,6 +245,9 @@ def _run(pid: int, directory: str, call: str, request: dict[str, Any], timeout: 
     try:
         sys.remote_exec(pid, script)  # type: ignore[attr-defined,unused-ignore]  # (3.14)
     except (RuntimeError, OSError) as exc:
+        import shutil
+
+        shutil.rmtree(directory, ignore_errors=True)
         raise AttachError(_why_not(pid, exc)) from None
     return _poll(pid, status, request["claim"], timeout, claim)
 
