@@ -55,7 +55,7 @@ def make(spec: str, output: str | None = None) -> Context:
     own construction raises (a bad option value, say) as it is.
     """
     target, options = parse(spec)
-    found = _load(target)
+    found = load(target)
     if isinstance(found, Context):
         if options:
             raise SpecError(f"{target!r} is a context instance: it takes no options")
@@ -73,7 +73,8 @@ def make(spec: str, output: str | None = None) -> Context:
     return found()
 
 
-def _load(target: str) -> Any:
+def load(target: str) -> Any:
+    """What ``target`` (a spec's ``NAME`` or ``module:attr``) names, loaded."""
     if ":" in target:
         module_name, _, attr = target.partition(":")
         _check_before_importing(target, module_name, attr)

@@ -71,19 +71,25 @@ class Entry:
 
 _made_watchers: list[Callable[[Entry], None]] = []
 _settle: Callable[[], None] = lambda: None  # noqa: E731  # (set by the watcher of the flags: switch)
+_retired: Callable[[Entry], None] = lambda entry: None  # noqa: E731  # (likewise)
 
 
-def watch_entries(made: Callable[[Entry], None], settle: Callable[[], None] | None = None) -> None:
+def watch_entries(made: Callable[[Entry], None], settle: Callable[[], None] | None = None,
+                  retired: Callable[[Entry], None] | None = None) -> None:
     """Call ``made(entry)`` as each entry of any stack is made, before its context's body
     runs, and ``settle()``, if given, after each pop.  The import hook's runtime switch
     (``switch``) and its light modules (``lazy_mode``) watch, from above: an entry lives as
     long as something holds it, a copied ``contextvars.Context`` or a task, not just while
     a ``with`` block is open, so ``switch`` follows each with a weak reference, and
-    ``settle`` turns off what no live entry needs any more."""
-    global _settle
+    ``settle`` turns off what no live entry needs any more.  ``retired(entry)``, if given,
+    is called for each entry of a whole-program stack that another replaced
+    (:func:`_rebase`): no code reads it any more, though it may live on (below)."""
+    global _settle, _retired
     _made_watchers.append(made)
     if settle is not None:
         _settle = settle
+    if retired is not None:
+        _retired = retired
 
 
 def _made(entry: Entry) -> Entry:
@@ -432,6 +438,7 @@ def pop_whole_program(contexts: Iterable[Context]) -> None:
         else:
             raise RuntimeError(f"cannot deactivate {_named(ctx)}: it is not a whole-program context")
     _rebase()
+    _settle()
 
 
 def _rebase() -> None:
@@ -458,6 +465,19 @@ def _rebase() -> None:
         bottom.raises_limit, was.raises_limit = was.raises_limit, False  # (the raise moves to the new bottom)
     active, _bottom = new, bottom
     _rebound()
+    _retire(was)
+
+
+def _retire(entry: Entry | None) -> None:
+    """Tell the watchers that the whole-program stack ``entry`` tops is read no more.  It
+    may live on: the old variable stays, holding it as its default, in every
+    ``contextvars.Context`` that set it -- on the pure-Python path, that of each thread
+    where a hook ran (``callees.run_popped`` puts the stack back by value) -- and no
+    context of it must seem active for that (``switch.active``: the lazy hook would never
+    give idle code back its compiled code after ``attach``)."""
+    while entry is not None:
+        _retired(entry)
+        entry = entry.below
 
 
 def _moved(stack: Entry | None, old_bottom: Entry | None, new_bottom: Entry | None) -> Entry | None:

@@ -156,6 +156,21 @@ def test_threads_see_no_whole_program_context_once_it_is_deactivated(whole_progr
     assert ch.current_context() is None
 
 
+def test_whole_program_contexts_that_ran_hooks_are_live_nowhere_once_deactivated():
+    # (On the pure-Python path, a hook running popped sets the stack's variable in this
+    # thread, which keeps the old whole-program entry alive: it must not count as active,
+    # or the lazy hook never gives idle code its compiled code back -- what attach relies
+    # on: docs/cli.md, "Attaching to a running process".)  Both paths.
+    from cassette_hook.importhook import switch
+
+    ctx, work = Seen(metadata=[]), instrumented_work()
+    context_stack.push_whole_program([ctx])
+    work(3)
+    context_stack.pop_whole_program([ctx])
+    live = [ref() for ref in list(switch._live)]
+    assert ctx.metadata and not [entry for entry in live if entry is not None and entry.ctx is ctx]
+
+
 def test_deactivating_a_context_that_is_not_whole_program_is_an_error():
     with pytest.raises(RuntimeError, match="is not a whole-program context"):
         context_stack.pop_whole_program([Seen(metadata=[])])

@@ -4,6 +4,7 @@
                             [--output FILE] [--subprocesses] [--debug CATEGORY[,CATEGORY]]
                             (script.py | dir | app.zip | -m module | -c code) [args...]
     python -m cassette_hook combine FILE... [options]      (see ``combine``)
+    python -m cassette_hook attach PID --context SPEC... [options]   (see ``attach``)
 
 The program sees what it would see under ``python``: ``sys.argv``, ``sys.path[0]``,
 ``__main__``, ``__file__``, the frames below its first one; its exit status,
@@ -25,6 +26,7 @@ import types
 
 from .. import __version__, _debug
 from . import reexec
+from .options import trace_inside
 
 # (What the program's run needs is imported where it runs: in the interpreter this one is
 # replaced by, or, where it is not, in _run_here.  This one only reads the command line.)
@@ -160,6 +162,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from . import combine
 
         return combine.main(args[1:])
+    if args and args[0] == "attach":  # (likewise: python -m cassette_hook -- attach)
+        from . import attach
+
+        return attach.main(args[1:])
     own, program_args = _split(args)
     options = _parse(own)
     if options.version:
@@ -179,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         _usage_error(f"--debug: {exc}")
     include = options.include or [_default_include(options)]
-    options.context = [_trace_inside(spec, options.include) for spec in options.context]
+    options.context = [trace_inside(spec, options.include) for spec in options.context]
     interpreter = reexec.interpreter_options() if argv is None else None
     if interpreter is not None:
         _exec_program(options, include, program_args, interpreter)  # (returns only if exec failed)
@@ -247,19 +253,6 @@ def _read_script(path: str) -> bytes:
     except OSError as exc:
         print(f"{sys.executable}: can't open file {path!r}: [Errno {exc.errno}] {exc.strerror}", file=sys.stderr)
         sys.exit(2)
-
-
-def _trace_inside(spec: str, include: list[str]) -> str:
-    """``spec``, but for the built-in ``trace`` given no ``libraries=`` option, with
-    ``libraries=`` the module patterns of ``--include``: a user who asked for a library to
-    be instrumented wants to see inside it, where the trace would show each call of it as
-    one line (docs/cli.md, "What is instrumented").  Directories are left out: the
-    trace's patterns are module names.  Other contexts are given their spec as it is."""
-    modules = [p for p in include if not (os.sep in p or "/" in p or p in (".", ".."))]
-    name, *pairs = spec.split(",")
-    if not modules or name.strip() != "trace" or any(pair.partition("=")[0].strip() == "libraries" for pair in pairs):
-        return spec
-    return f"{spec},libraries={'+'.join(modules)}"
 
 
 def _default_include(options: _Options) -> str:

@@ -588,10 +588,7 @@ def instrument(obj: T) -> T:
     when it runs later, all get it.  Objects of cassette_hook itself are refused.
     """
     if isinstance(obj, ModuleType):
-        _refuse_own(obj.__name__, obj)
-        for value in list(vars(obj).values()):
-            if getattr(value, "__module__", None) == obj.__name__ and isinstance(value, (type, FunctionType)):
-                _instrument_member(value, set())
+        _instrument_module(obj, track=False)
     elif isinstance(obj, (type, FunctionType, MethodType, staticmethod, classmethod, property)):
         _instrument_member(obj, set())
     else:
@@ -599,31 +596,46 @@ def instrument(obj: T) -> T:
     return obj
 
 
-def _instrument_member(obj: Any, seen: set[int]) -> None:
+def instrument_until_idle(module: ModuleType) -> None:
+    """:func:`instrument` ``module``, its functions tracked as those an activation switches
+    in a light module are (``lazy_mode.track``): given their compiled code back when the
+    process goes idle, and switched again by the next activation.  For ``attach``, which
+    instruments a running program for a while and leaves it as it was."""
+    _instrument_module(module, track=True)
+
+
+def _instrument_module(module: ModuleType, track: bool) -> None:
+    _refuse_own(module.__name__, module)
+    for value in list(vars(module).values()):
+        if getattr(value, "__module__", None) == module.__name__ and isinstance(value, (type, FunctionType)):
+            _instrument_member(value, set(), track)
+
+
+def _instrument_member(obj: Any, seen: set[int], track: bool = False) -> None:
     if id(obj) in seen:
         return
     seen.add(id(obj))
     if isinstance(obj, (MethodType, staticmethod, classmethod)):
-        _instrument_member(obj.__func__, seen)
+        _instrument_member(obj.__func__, seen, track)
     elif isinstance(obj, property):
         for accessor in (obj.fget, obj.fset, obj.fdel):
             if accessor is not None:
-                _instrument_member(accessor, seen)
+                _instrument_member(accessor, seen, track)
     elif isinstance(obj, FunctionType):
-        _instrument_function(obj)
+        _instrument_function(obj, track)
     elif isinstance(obj, type):
         _refuse_own(obj.__module__, obj)
         for value in list(vars(obj).values()):
             if isinstance(value, type) and not value.__qualname__.startswith(obj.__qualname__ + "."):
                 continue  # a class merely referenced from this one
             if isinstance(value, (type, FunctionType, staticmethod, classmethod, property)):
-                _instrument_member(value, seen)
+                _instrument_member(value, seen, track)
 
 
 _switched_codes: dict[int, tuple[CodeType, CodeType]] = {}  # id(plain) -> (plain, switched)
 
 
-def _instrument_function(func: FunctionType) -> None:
+def _instrument_function(func: FunctionType, track: bool = False) -> None:
     module = func.__module__ if isinstance(func.__module__, str) else "?"
     _refuse_own(module, func)
     code = func.__code__
@@ -633,6 +645,8 @@ def _instrument_function(func: FunctionType) -> None:
     if known is None:
         known = _switched_codes[id(code)] = (code, switch_or_warn(code, module))
     lazy_mode.set_code(func, known[1])
+    if track and known[1] is not code:
+        lazy_mode.track(func, code, known[1])
     switch.keep_at_shutdown(func)  # its globals: a module's, or any dict exec gave it
 
 

@@ -355,6 +355,27 @@ _idle_since: float | None = None  # when the last live entry went
 _last_idle: float | None = None  # how long the process then stayed idle (None: it has not been yet)
 
 
+def track(function: FunctionType, light: CodeType, switched: CodeType) -> None:
+    """Track ``function``, given ``switched`` in place of its ``light`` code by
+    ``finder.instrument_until_idle``, as the activations' functions are: its compiled
+    code back while idle, its switched code again at the next activation (without a
+    function watcher, what ``light`` makes meanwhile too)."""
+    _watch_activity()
+    _switched_by_activations.append((weakref.ref(function), light, switched))
+    _switched_of[id(light)] = (light, switched)
+
+
+def give_back() -> None:
+    """Give the tracked functions their compiled code now, if no context is active: where
+    a program is left as it was (``attach``), rather than when the idle spells say it pays
+    (which may be never: contexts that came and went fast)."""
+    global _restored
+    with _switching:
+        if not switch.active() and not _restored and (_switched_by_activations or standins.tracked()):
+            _restored = True
+            _timed(_restore)
+
+
 def _busy() -> None:
     global _last_idle, _restored
     standins.busy()

@@ -113,7 +113,20 @@ def _follow(variable: Any, top: Callable[[], context_stack.Entry | None]) -> Non
 
 
 context_stack.follow(_follow)
-context_stack.watch_entries(entry_made, settle)
+def entry_retired(entry: context_stack.Entry) -> None:
+    """A whole-program entry that its stack's variable no longer holds (though the old
+    variable may keep it alive: ``context_stack._retire``) is live no more."""
+    with _lock:
+        _forget(entry)
+
+
+def _forget(entry: context_stack.Entry) -> None:
+    for live in (_live, _live_operators):
+        for ref in [ref for ref in live if ref() is entry]:
+            live.discard(ref)
+
+
+context_stack.watch_entries(entry_made, settle, entry_retired)
 
 
 def enter(module: str) -> bool:
