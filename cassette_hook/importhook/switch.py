@@ -113,6 +113,8 @@ def _follow(variable: Any, top: Callable[[], context_stack.Entry | None]) -> Non
 
 
 context_stack.follow(_follow)
+
+
 def entry_retired(entry: context_stack.Entry) -> None:
     """A whole-program entry that its stack's variable no longer holds (though the old
     variable may keep it alive: ``context_stack._retire``) is live no more."""
