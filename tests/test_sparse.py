@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 import runpy
 import sys
+import threading
 import time
 import typing
 from pathlib import Path
@@ -20,6 +21,7 @@ import pytest
 
 import cassette_hook as ch
 from cassette_hook import context_stack
+from cassette_hook.runtime import callees, callsites
 
 
 def _plan(ctx: ch.Context) -> Any:
@@ -362,3 +364,70 @@ def test_the_watch_open_example_sees_every_open_and_nothing_else(capsys: Any) ->
     runpy.run_path(str(_EXAMPLES / "watch_open.py"), run_name="__main__")
     assert capsys.readouterr().out.splitlines() == [
         "HELLO", "('open', 'notes.txt', 'w')", "('open', 'notes.txt', 'r')", "('open', 'notes.txt', 0)"]
+
+
+# -- a registration while another thread resolves a callee -------------------------------------
+
+def _registering_meanwhile(monkeypatch: Any, module: Any, name: str, register: Any) -> None:
+    """Make ``module.name`` (a step of resolving a callee) run ``register`` in another
+    thread, once, before it returns: the interleaving where a registration lands while a
+    call site works out what a callee runs."""
+    original = getattr(module, name)
+    done: list[bool] = []
+
+    def step(*args: Any) -> Any:
+        out = original(*args)
+        if not done:
+            done.append(True)
+            thread = threading.Thread(target=register)
+            thread.start()
+            thread.join()
+        return out
+
+    monkeypatch.setattr(module, name, step)
+
+
+class _Built:
+    def __init__(self) -> None:
+        self.x = 1
+
+
+class _BuiltByC(dict):  # type: ignore[type-arg]  # (constructed by C: no Python __new__ or __init__)
+    pass
+
+
+class Resolving(ch.Context):
+    pass
+
+
+@pytest.mark.parametrize("cls, module, step", [(_Built, callees, "runnable"), (_BuiltByC, callsites, "callable_for")],
+                         ids=["python-init", "constructed-by-c"])
+def test_an_overload_registered_while_a_class_is_resolved_applies_at_the_next_call(
+        monkeypatch: Any, cls: type, module: Any, step: str) -> None:
+    """The class's answer, worked out before the registration, is not kept in the plan's
+    table of direct twins (docs/internals.md, "The hot path": a registration stales the
+    plans in use)."""
+    @ch.overdub.register
+    def first(ctx: Resolving, f: ch.Is[abs], x):
+        return "abs"
+
+    methods = [first]
+
+    def register() -> None:
+        def mock(ctx, f, *args):
+            return "mocked"
+
+        mock.__annotations__ = {"ctx": Resolving, "f": ch.Is[cls]}
+        ch.overdub.register(mock)
+        methods.append(mock)
+
+    _registering_meanwhile(monkeypatch, module, step, register)
+
+    def run():
+        return type(cls()).__name__, cls()
+
+    try:
+        assert ch.overdub(Resolving(), run) == (cls.__name__, "mocked")
+    finally:
+        for method in methods:
+            ch.overdub.unregister(method)

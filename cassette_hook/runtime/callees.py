@@ -261,7 +261,7 @@ def direct_constructor(plan: Plan, cls: type) -> Callable[..., Any] | None:
     constructor = None
     if id(cls) not in plan.named and runnable(plan, cls) is not None:
         constructor = plan.constructors.values.get(id(cls))
-    plan.direct_twins.set(cls, None if constructor is None else (constructor, None, None, None))  # type: ignore[arg-type]  # a Twin of a class
+    plan.enter_direct(cls, None if constructor is None else (constructor, None, None, None))  # type: ignore[arg-type]  # a Twin of a class
     return constructor
 
 

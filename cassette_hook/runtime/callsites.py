@@ -103,7 +103,7 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
         # A class constructed by C (``dict``, ``zip``): the plan's answer for good, so it goes
         # into the table the hot path reads first, as a class with a Python ``__init__`` is
         # found among the constructors; else ``dict(...)`` came here at every call.
-        plan.direct_twins.set(f, (run, None, None, None))
+        plan.enter_direct(f, (run, None, None, None))
     return run
 
 

@@ -198,10 +198,21 @@ class Plan:
         if self.direct_twins is None:
             return None
         twin = None if id(func) in self.named else self.twin(func)
-        self.direct_twins.set(func, None if twin is None else self.twins.values[id(func)])
-        if self.named is _EVERY_CALLEE:  # (staled by another thread meanwhile: not entered)
-            self.direct_twins.set(func, None)
+        self.enter_direct(func, None if twin is None else self.twins.values[id(func)])
         return twin
+
+    def enter_direct(self, obj: FunctionType | type, found: Twin | None) -> None:
+        """Enter what ``resolve`` finds for ``obj`` in ``direct_twins``, unless another
+        thread staled the plan while it was being worked out: the answer was given for the
+        overloads before that registration, and entered now it would outlive the emptying
+        of the table and skip the new overload at every later call.  Stored, then checked:
+        ``stale`` marks the plan before it empties the table, so a registration either
+        empties the table after this store or is seen here and the entry undone (checked,
+        then stored, a whole ``stale`` could run between the two)."""
+        assert self.direct_twins is not None
+        self.direct_twins.set(obj, found)
+        if self.named is _EVERY_CALLEE and found is not None:
+            self.direct_twins.set(obj, None)
 
     def _skip_the_question(self, twin: FunctionType, func: FunctionType) -> None:
         """Let the twin of a switched function run its rewritten body without asking whether
