@@ -431,3 +431,123 @@ def test_an_overload_registered_while_a_class_is_resolved_applies_at_the_next_ca
     finally:
         for method in methods:
             ch.overdub.unregister(method)
+
+
+# -- a named callee's overload, resolved once --------------------------------------------------
+
+class _Number(int):
+    pass
+
+
+def _overloads_of(ctx_type: type) -> dict[int, Any]:
+    overloads = _plan(ctx_type()).overloads
+    assert overloads is not None
+    return overloads  # type: ignore[no-any-return]
+
+
+def test_a_named_callees_overload_is_resolved_at_its_first_call_only() -> None:
+    """docs/internals.md, "The hot path": the plan keeps, per named callee, the overload
+    every call of it runs, so later calls skip dispatch."""
+    class Once(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def identity(ctx: Once, f: ch.Is[_named], *args):
+        return ch.recurse(ctx, f, *args)
+
+    ctx = Once()
+    assert ch.overdub(ctx, lambda: (_named(1), _named(2))) == (2, 3)
+    resolved = _overloads_of(Once)[id(_named)]
+    assert resolved in ch.overdub.running_methods() and resolved.__qualname__ == identity.__qualname__
+
+
+@pytest.mark.parametrize("argument, expected", [(1, "int"), (_Number(1), "int"), ("a", "a!"), (1.5, "float")],
+                         ids=["matching", "subclass", "other-type", "other-overload"])
+def test_an_overload_constraining_later_arguments_applies_where_their_types_match(argument: Any,
+                                                                                  expected: str) -> None:
+    """Resolved once for the callee, checked per call by the later arguments' types (a
+    ``dispatch.Guard``); two overloads of one callee are dispatched per call."""
+    def shout(x: Any) -> str:
+        return f"{x}!"
+
+    class Typed(ch.Context):
+        pass
+
+    class TwoTyped(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Typed, f: ch.Is[shout], x: int):
+        return "int"
+
+    @ch.overdub.register
+    def _(ctx: TwoTyped, f: ch.Is[shout], x: int):
+        return "int"
+
+    @ch.overdub.register
+    def _(ctx: TwoTyped, f: ch.Is[shout], x: float):
+        return "float"
+
+    one = ch.overdub(Typed(), lambda: [shout(argument) for _ in range(3)])
+    two = ch.overdub(TwoTyped(), lambda: [shout(argument) for _ in range(3)])
+    assert one == [expected if expected != "float" else "1.5!"] * 3
+    assert two == [expected] * 3
+
+
+def test_an_overload_applies_only_to_calls_of_the_lengths_it_takes() -> None:
+    def either(a: Any, b: Any = 0, *rest: Any) -> Any:
+        return a, b, rest
+
+    class Lengths(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Lengths, f: ch.Is[either], a: int, b: int):
+        return "two"
+
+    assert ch.overdub(Lengths(), lambda: (either(1, 2), either(1), either(1, 2, 3), either(1, 2))) == (
+        "two", (1, 0, ()), (1, 2, (3,)), "two")
+
+
+def test_an_execute_overload_naming_its_callee_is_resolved_once_too() -> None:
+    class Executes(ch.Context):
+        pass
+
+    @ch.execute.register
+    def _(ctx: Executes, f: ch.Is[_named], x: int):
+        return "executed"
+
+    assert ch.overdub(Executes(), lambda: (_named(1), _named("a") if False else _named(2), _also_named(1))) == (
+        "executed", "executed", 3)
+
+
+@pytest.mark.parametrize("change", ["register", "unregister"])
+def test_a_change_after_a_callees_overload_was_resolved_applies_at_the_next_call(change: str) -> None:
+    class Changing(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def general(ctx: Changing, f: ch.Is[_named], *args):
+        return "general"
+
+    def specific(ctx, f, x):
+        return "specific"
+
+    specific.__annotations__ = {"ctx": Changing, "f": ch.Is[_named], "x": int}
+    if change == "unregister":
+        ch.overdub.register(specific)
+
+    def run():
+        first = _named(1)
+        if change == "register":
+            ch.overdub.register(specific)
+        else:
+            ch.overdub.unregister(specific)
+        return first, _named(1)
+
+    expected = ("general", "specific") if change == "register" else ("specific", "general")
+    try:
+        assert ch.overdub(Changing(), run) == expected
+    finally:
+        if change == "register":
+            ch.overdub.unregister(specific)

@@ -55,7 +55,7 @@ class Plan:
 
     __slots__ = ("fast", "enters", "prehook", "posthook", "raisehook", "overdub", "execute", "fallback", "prehook_call",
                  "posthook_call", "raisehook_call", "overdub_call", "operators", "twins", "direct_twins", "named",
-                 "sparse", "named_table", "named_methods",
+                 "sparse", "named_table", "named_methods", "overloads",
                  "constructions", "constructors", "_in_scope", "_primitives", "_codes", "_modules", "shared",
                  "ctx_type", "pass_", "__weakref__")
 
@@ -119,6 +119,13 @@ class Plan:
         # builtin bound to an object goes through the hooks.
         self.named_table = named_objects
         self.named_methods = named_objects is not None and _names_c_methods(named_objects)
+        # Under a sparse plan with overloads: id(named callee) -> the ``overdub`` or
+        # ``execute`` method every call of it runs, None when none applies (its body runs),
+        # or False when dispatch decides per call (an overload constrains the other
+        # arguments too); filled at a callee's first call (``callsites.overload_by_callee``),
+        # so that a matched overload costs its call, not a dispatch.  Else None.
+        self.overloads: dict[int, Any] | None = (
+            {} if named_objects is not None and (self.overdub or self.execute) else None)
         # id(function) -> (twin, and the code, defaults and keyword defaults it was made
         # from): a twin is only good while the function still has those.  The hot path
         # reads ``twins.values`` directly.
@@ -154,6 +161,7 @@ class Plan:
             return
         self.named = _EVERY_CALLEE  # (first: a look-up under way finds it named)
         self.sparse, self.named_table = False, None
+        self.overloads = None  # (replaced, not emptied: a fill under way stores into the old one)
         self.direct_twins.clear()
 
     def runs_module(self, module: str) -> bool:
