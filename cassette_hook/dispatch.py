@@ -34,7 +34,7 @@ from ._native import runtime as _runtime
 from ._own import is_own_frame
 from ._weakid import anchor, unanchor
 
-__all__ = ["AmbiguityError", "Generic", "Guard", "Is", "NoMethodError", "Parametric", "Pattern", "generation"]
+__all__ = ["AmbiguityError", "Generic", "Is", "NoMethodError", "Parametric", "Pattern", "generation"]
 
 generation: int = 0
 """Bumped by every register/unregister on any Generic: callers that cache plans built
