@@ -898,6 +898,17 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
             methods = self._methods_for(first_type)
         return _objects_named(methods, first_type, position)
 
+    def callees_named(self, first_type: type, position: int) -> tuple[dict[int, object], tuple[type, ...]] | None:
+        """``objects_named``, with classes too: the objects (by id) that the methods able
+        to take a first argument of exact type ``first_type`` name at ``position`` with
+        ``Is[...]``, and the classes they take there (``f: SomeType``: any instance), when
+        that is all they take there; None when such a method takes Any or a Parametric
+        there."""
+        self._settle()
+        with self._lock:
+            methods = self._methods_for(first_type)
+        return _callees_named(methods, first_type, position)
+
     def callee_guard(self, first_type: type, position: int, obj: object) -> Guard | bool | None:
         """What the methods make of calls whose first argument's exact type is
         ``first_type`` and whose argument at ``position`` is ``obj``, whatever the others:
@@ -1013,6 +1024,25 @@ def _callee_guard(methods: Iterable[_Method], first_type: type, position: int, o
         return False
     classes = tuple(None if p is ANY else p.cls for p in later)  # type: ignore[attr-defined]  # a _Class
     return Guard(m.func, m.required, len(m.params), m.varargs is not None, classes)
+
+
+def _callees_named(methods: Iterable[_Method], first_type: type,
+                   position: int) -> tuple[dict[int, object], tuple[type, ...]] | None:
+    """``Generic.callees_named`` over ``methods`` (a loop of its own: see ``_locks``)."""
+    named: dict[int, object] = {}
+    classes: list[type] = []
+    for m in methods:
+        first, at = m.pattern(0), m.pattern(position)
+        if first is None or at is None or not first.could_match_type(first_type):
+            continue
+        for p in at.members if isinstance(at, _Union) else (at,):
+            if isinstance(p, Is):
+                named.update((id(o), o) for o in p.named_objects())
+            elif type(p) is _Class:
+                classes.append(p.cls)
+            else:
+                return None
+    return named, tuple(dict.fromkeys(classes))
 
 
 _serials = itertools.count()  # keys of Generic._entries, in the order registered

@@ -13,6 +13,7 @@ import runpy
 import sys
 import threading
 import time
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -551,3 +552,114 @@ def test_a_change_after_a_callees_overload_was_resolved_applies_at_the_next_call
     finally:
         if change == "register":
             ch.overdub.unregister(specific)
+
+
+# -- overloads that take their callee by class ---------------------------------------------------
+
+class Tool:
+    """A callable object: an overload may take every tool as its callee (``f: Tool``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, x: int) -> str:
+        return f"{self.name}({x})"
+
+
+class SubTool(Tool):
+    pass
+
+
+class NotATool:
+    def __call__(self, x: int) -> int:
+        return x
+
+
+def _tools() -> Any:
+    return Tool("a")(1), SubTool("b")(2), NotATool()(3), _named(4), len("ab")
+
+
+class ByClass(ch.Context):
+    pass
+
+
+@ch.overdub.register
+def _by_class(ctx: ByClass, f: Tool, x):
+    return f"overloaded {f.name}"
+
+
+def test_a_context_whose_overloads_take_their_callee_by_class_has_a_sparse_plan() -> None:
+    assert _plan(ByClass()).sparse
+
+
+def test_an_overload_taking_its_callee_by_class_applies_to_its_instances_and_subclasses_only() -> None:
+    assert ch.overdub(ByClass(), _tools) == ("overloaded a", "overloaded b", 3, 5, 2)
+
+
+def test_a_callee_not_of_the_class_an_overload_takes_is_called_by_its_callers_frame() -> None:
+    null = ch.overdub(ch.context("Null")(), _depth_of_program_frames, 150)
+    assert ch.overdub(ByClass(), _depth_of_program_frames, 150) == null
+
+
+@pytest.mark.parametrize("generic", _SHAPES)
+def test_a_hook_taking_builtin_functions_by_class_sees_what_its_general_twin_does(generic: str) -> None:
+    """``f: types.BuiltinFunctionType``: every builtin function presented as the callee
+    (``items.append(x)`` is presented as ``list.append``, a method descriptor)."""
+    sparse_log: list[Any] = []
+    general_log: list[Any] = []
+    sparse_type = type("SparseByClass", (ch.Context,), {"operators": False})
+    general_type = type("GeneralByClass", (ch.Context,), {"operators": False})
+    method = _register(generic, sparse_type, len, sparse_log)
+    position = 2 if generic in ("posthook", "raisehook") else 1
+    method.__annotations__[method.__code__.co_varnames[position]] = types.BuiltinFunctionType
+    getattr(ch, generic).unregister(method)
+    getattr(ch, generic).register(method)
+
+    def general(ctx, *rest, **kwargs):
+        f, args = rest[position - 1], rest[position:]
+        if generic in ("prehook", "posthook", "raisehook"):
+            if isinstance(f, types.BuiltinFunctionType):
+                sparse_like = {"prehook": "pre"}.get(generic, generic)
+                general_log.append((sparse_like, _shown(args)))
+            return None
+        if isinstance(f, types.BuiltinFunctionType):
+            general_log.append((generic, _shown(args)))
+        if generic == "fallback":
+            return f(*args, **kwargs)
+        return ch.recurse(ctx, f, *args, **kwargs) if generic == "overdub" else ch.OverdubInstead
+
+    general.__annotations__ = {"ctx": general_type}
+    getattr(ch, generic).register(general)
+    try:
+        assert _plan(sparse_type()).sparse and not _plan(general_type()).sparse
+        plain = _program()
+        assert ch.overdub(sparse_type(), _program) == plain
+        assert ch.overdub(general_type(), _program) == plain
+        assert sparse_log == general_log and (sparse_log or generic == "raisehook")
+    finally:
+        getattr(ch, generic).unregister(method)
+        getattr(ch, generic).unregister(general)
+
+
+class LaterByClass(ch.Context):
+    pass
+
+
+def test_an_overload_taking_its_callee_by_class_registered_while_its_context_runs_applies_at_the_next_call() -> None:
+    @ch.overdub.register
+    def _(ctx: LaterByClass, f: ch.Is[abs], x):
+        return "abs"
+
+    def run():
+        before = _tools()
+
+        @ch.overdub.register
+        def by_class(ctx: LaterByClass, f: Tool, x):
+            return "later"
+
+        during = _tools()
+        ch.overdub.unregister(by_class)
+        return before, during, _tools()
+
+    plain = ("a(1)", "b(2)", 3, 5, 2)
+    assert ch.overdub(LaterByClass(), run) == (plain, ("later", "later", 3, 5, 2), plain)

@@ -59,7 +59,8 @@ make_site(PyObject *entry, PyObject *f)
 /* Under a plan that is not fast, may a call of f (not a Python function or class) be
  * presented as a callee the plan's overloads name: 1, or 0 for a callee no overload of a
  * sparse plan names (it runs what it runs under a fast plan), -1 on error.
- * runtime.callsites._may_be_named in C: one look-up by address in plan.named_table. */
+ * runtime.callsites._may_be_named in C: one look-up by address in plan.named_table, and
+ * when some overload takes its callee by class, a check of the callee's type. */
 static int
 named_callee(PyObject *plan, PyObject *f)
 {
@@ -92,7 +93,15 @@ named_callee(PyObject *plan, PyObject *f)
     if (by_id(table, key) != NULL) {
         return 1;
     }
-    return PyErr_Occurred() ? -1 : 0;
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    PyObject *classes = SLOT(plan, st->plan_named_classes); /* (plan.names: an instance of a class named) */
+    if (classes != NULL && PyTuple_CheckExact(classes) && PyTuple_GET_SIZE(classes) > 0) {
+        int is = PyObject_IsSubclass((PyObject *)Py_TYPE(key), classes);
+        return is < 0 ? -1 : is > 0;
+    }
+    return 0;
 }
 
 /* What a call site may call in place of f without running hooks: 1 and a new reference

@@ -163,6 +163,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || slot_offset((PyTypeObject *)plan, "named_table", &state->plan_named_table) < 0
         || slot_offset((PyTypeObject *)plan, "named_methods", &state->plan_named_methods) < 0
         || slot_offset((PyTypeObject *)plan, "overloads", &state->plan_overloads) < 0
+        || slot_offset((PyTypeObject *)plan, "named_classes", &state->plan_named_classes) < 0
         || slot_offset((PyTypeObject *)plan, "enters", &state->plan_enters) < 0
         || slot_offset((PyTypeObject *)plan, "fallback", &state->plan_fallback) < 0
         || slot_offset((PyTypeObject *)plan, "prehook_call", &state->plan_prehook_call) < 0

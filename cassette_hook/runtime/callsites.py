@@ -82,7 +82,7 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
             return plan.direct_twin(f)
         if isinstance(f, type):
             run = callees.direct_constructor(plan, f)
-            if run is not None or not plan.sparse or id(f) in plan.named:
+            if run is not None or not plan.sparse or plan.names(f):
                 return run
         elif not plan.sparse or _may_be_named(plan, f):
             return None
@@ -116,13 +116,13 @@ def _may_be_named(plan: Plan, f: Any) -> bool:
     ``partial``, is left to the hooks."""
     kind = type(f)
     if kind is MethodType:
-        return type(f.__func__) is not FunctionType or id(f.__func__) in plan.named
+        return type(f.__func__) is not FunctionType or plan.names(f.__func__)
     if kind is BuiltinFunctionType or kind is _CMethodType:
-        return id(f) in plan.named or plan.named_methods and type(f.__self__) is not ModuleType
+        return plan.names(f) or plan.named_methods and type(f.__self__) is not ModuleType
     if kind is MethodDescriptorType or kind is WrapperDescriptorType:
-        return id(f) in plan.named
+        return plan.names(f)
     if kind is MethodWrapperType:
-        return id(f) in plan.named or plan.named_methods
+        return plan.names(f) or plan.named_methods
     return True
 
 
@@ -346,8 +346,8 @@ def overload_by_callee(plan: Plan, call: tuple[Any, ...]) -> Any:
     overloads, ctx_type, callee = plan.overloads, type(call[0]), call[1]
     if overloads is None:  # (staled meanwhile)
         return False
-    if id(callee) not in plan.named:
-        return None
+    if id(callee) not in plan.named:  # (one an overload takes by its class: dispatch decides, not entered)
+        return False if plan.names(callee) else None
     by_overdub = generics.overdub.callee_guard(ctx_type, 1, callee)
     by_execute = generics.execute.callee_guard(ctx_type, 1, callee)
     if by_overdub is True or by_overdub is None and by_execute in (True, None):
