@@ -8,6 +8,7 @@ call.  Tests run on the C and the pure-Python path (tox's ``py3XX`` and ``py3XX-
 
 from __future__ import annotations
 
+import functools
 import operator
 import runpy
 import sys
@@ -663,3 +664,19 @@ def test_an_overload_taking_its_callee_by_class_registered_while_its_context_run
 
     plain = ("a(1)", "b(2)", 3, 5, 2)
     assert ch.overdub(LaterByClass(), run) == (plain, ("later", "later", 3, 5, 2), plain)
+
+
+def test_callable_objects_no_overload_names_run_their_bodies_under_a_mock() -> None:
+    """A callable instance or a partial goes to the hooks under a sparse plan (nothing
+    cheap says what it presents), where no overload applies to it."""
+    class MocksNamed(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: MocksNamed, f: ch.Is[_named], x):
+        return "mocked"
+
+    def run():
+        return [(NotATool()(3), functools.partial(_also_named, 1)(), _named(1)) for _ in range(3)]
+
+    assert ch.overdub(MocksNamed(), run) == [(3, 3, "mocked")] * 3

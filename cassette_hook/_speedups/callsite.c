@@ -546,6 +546,13 @@ overload_by_callee(PyObject *plan, PyObject *const *call, Py_ssize_t n)
         return NULL;
     }
     else {
+        PyObject *named = SLOT(plan, st->plan_named_table), *classes = SLOT(plan, st->plan_named_classes);
+        if (named != NULL && PyDict_CheckExact(named) && classes != NULL && PyTuple_CheckExact(classes)
+            && PyTuple_GET_SIZE(classes) == 0) { /* (a callable instance, a partial: named by none) */
+            if (by_id(named, call[1]) == NULL) {
+                return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+            }
+        }
         PyObject *tuple = as_tuple(call, n);
         if (tuple == NULL) {
             return NULL;
