@@ -396,6 +396,8 @@ def _callees_named(ctx_type: type) -> tuple[dict[int, object], tuple[type, ...]]
                 return None
             named.update(found[0])
             classes.update(dict.fromkeys(found[1]))
+    if classes and issubclass(FunctionType, tuple(classes)):
+        return None  # (every Python function named, ``f: types.FunctionType``: nothing to save; kept general)
     return named, tuple(classes)
 
 
