@@ -898,6 +898,34 @@ class Generic(functools.partial):  # type: ignore[type-arg]  # results vary by m
             methods = self._methods_for(first_type)
         return _objects_named(methods, first_type, position)
 
+    def callees_named(self, first_type: type, position: int) -> tuple[dict[int, object], tuple[type, ...]] | None:
+        """``objects_named``, with classes too: the objects (by id) that the methods able
+        to take a first argument of exact type ``first_type`` name at ``position`` with
+        ``Is[...]``, and the classes they take there (``f: SomeType``: any instance), when
+        that is all they take there; None when such a method takes Any or a Parametric
+        there."""
+        self._settle()
+        with self._lock:
+            methods = self._methods_for(first_type)
+        return _callees_named(methods, first_type, position)
+
+    def callee_guard(self, first_type: type, position: int, obj: object) -> Guard | bool | None:
+        """What the methods make of calls whose first argument's exact type is
+        ``first_type`` and whose argument at ``position`` is ``obj``, whatever the others:
+        None when no method may apply to such a call (the default runs); True when each
+        that may apply is decided by the first argument's type and takes anything after
+        ``position``, so every such call gets one method; a :class:`Guard` when one method
+        only may apply, whose other parameters are classes or Any, so that whether it does
+        is a check of the call's length and its later arguments' types; else False.
+
+        The hot path then resolves the overload of a callee that a context's overloads
+        name once, not at every call (``runtime.callsites.overload_by_callee``).
+        """
+        self._settle()
+        with self._lock:
+            methods = self._methods_for(first_type)
+        return _callee_guard(methods, first_type, position, obj)
+
     def has_methods_for(self, first_type: type) -> bool:
         """Could a non-default method apply when the first argument's exact type is ``first_type``?
 
@@ -942,6 +970,79 @@ def _objects_named(methods: Iterable[_Method], first_type: type, position: int) 
             return None
         named.update((id(o), o) for o in at.named_objects())
     return named
+
+
+class Guard(tuple):  # type: ignore[type-arg]  # (func, required, nparams, varargs, classes): read by C
+    """The one method calls with a given first type and object at a given position may
+    run (``Generic.callee_guard``), and what decides whether it does: a call of ``n``
+    positional arguments with ``required <= n`` (and ``n <= nparams`` unless ``varargs``)
+    whose argument at each later position is an instance of the class at that position
+    in ``classes`` (one per parameter after ``position``, then the ``*args``' one; None:
+    any).  A tuple, which the C hot path reads by index."""
+
+    __slots__ = ()
+
+    def __new__(cls, func: Callable[..., Any], required: int, nparams: int, varargs: bool,
+                classes: tuple[type | None, ...]) -> Guard:
+        return super().__new__(cls, (func, required, nparams, varargs, classes))
+
+    def admits(self, args: tuple[object, ...], position: int) -> bool:
+        """Does the method apply to ``args``, whose first ``position + 1`` it takes?"""
+        _, required, nparams, varargs, classes = self
+        n = len(args)
+        if n < required or n > nparams and not varargs:
+            return False
+        last = len(classes) - 1
+        return all(cls is None or issubclass(type(a), cls)
+                   for cls, a in zip((classes[min(i, last)] for i in range(n - position - 1)), args[position + 1:]))
+
+
+def _callee_guard(methods: Iterable[_Method], first_type: type, position: int, obj: object) -> Guard | bool | None:
+    """``Generic.callee_guard`` over ``methods`` (a loop of its own: see ``_locks``)."""
+    candidates: list[_Method] = []
+    for m in methods:
+        first, at = m.pattern(0), m.pattern(position)
+        if first is None or at is None or not first.could_match_type(first_type):
+            continue  # (applies to no such call)
+        if any(isinstance(p, Parametric) for p in (at.members if isinstance(at, _Union) else (at,))):
+            return False  # (matches by an attribute, which may change)
+        if not at.matches(obj):
+            continue
+        if not (first is ANY or type(first) is _Class and issubclass(first_type, first.cls)):
+            return False
+        candidates.append(m)
+    if not candidates:
+        return None
+    if all(m.required <= position + 1 and m.varargs is ANY and all(p is ANY for p in m.params[position + 1:])
+           for m in candidates):
+        return True
+    if len(candidates) > 1:
+        return False
+    m = candidates[0]
+    later = (*m.params[position + 1:], m.varargs if m.varargs is not None else ANY)
+    if not all(p is ANY or type(p) is _Class for p in later):
+        return False
+    classes = tuple(None if p is ANY else p.cls for p in later)  # type: ignore[attr-defined]  # a _Class
+    return Guard(m.func, m.required, len(m.params), m.varargs is not None, classes)
+
+
+def _callees_named(methods: Iterable[_Method], first_type: type,
+                   position: int) -> tuple[dict[int, object], tuple[type, ...]] | None:
+    """``Generic.callees_named`` over ``methods`` (a loop of its own: see ``_locks``)."""
+    named: dict[int, object] = {}
+    classes: list[type] = []
+    for m in methods:
+        first, at = m.pattern(0), m.pattern(position)
+        if first is None or at is None or not first.could_match_type(first_type):
+            continue
+        for p in at.members if isinstance(at, _Union) else (at,):
+            if isinstance(p, Is):
+                named.update((id(o), o) for o in p.named_objects())
+            elif type(p) is _Class:
+                classes.append(p.cls)
+            else:
+                return None
+    return named, tuple(dict.fromkeys(classes))
 
 
 _serials = itertools.count()  # keys of Generic._entries, in the order registered

@@ -8,10 +8,13 @@ call.  Tests run on the C and the pure-Python path (tox's ``py3XX`` and ``py3XX-
 
 from __future__ import annotations
 
+import functools
 import operator
 import runpy
 import sys
+import threading
 import time
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -20,6 +23,7 @@ import pytest
 
 import cassette_hook as ch
 from cassette_hook import context_stack
+from cassette_hook.runtime import callees, callsites
 
 
 def _plan(ctx: ch.Context) -> Any:
@@ -362,3 +366,317 @@ def test_the_watch_open_example_sees_every_open_and_nothing_else(capsys: Any) ->
     runpy.run_path(str(_EXAMPLES / "watch_open.py"), run_name="__main__")
     assert capsys.readouterr().out.splitlines() == [
         "HELLO", "('open', 'notes.txt', 'w')", "('open', 'notes.txt', 'r')", "('open', 'notes.txt', 0)"]
+
+
+# -- a registration while another thread resolves a callee -------------------------------------
+
+def _registering_meanwhile(monkeypatch: Any, module: Any, name: str, register: Any) -> None:
+    """Make ``module.name`` (a step of resolving a callee) run ``register`` in another
+    thread, once, before it returns: the interleaving where a registration lands while a
+    call site works out what a callee runs."""
+    original = getattr(module, name)
+    done: list[bool] = []
+
+    def step(*args: Any) -> Any:
+        out = original(*args)
+        if not done:
+            done.append(True)
+            thread = threading.Thread(target=register)
+            thread.start()
+            thread.join()
+        return out
+
+    monkeypatch.setattr(module, name, step)
+
+
+class _Built:
+    def __init__(self) -> None:
+        self.x = 1
+
+
+class _BuiltByC(dict):  # type: ignore[type-arg]  # (constructed by C: no Python __new__ or __init__)
+    pass
+
+
+class Resolving(ch.Context):
+    pass
+
+
+@pytest.mark.parametrize("cls, module, step", [(_Built, callees, "runnable"), (_BuiltByC, callsites, "callable_for")],
+                         ids=["python-init", "constructed-by-c"])
+def test_an_overload_registered_while_a_class_is_resolved_applies_at_the_next_call(
+        monkeypatch: Any, cls: type, module: Any, step: str) -> None:
+    """The class's answer, worked out before the registration, is not kept in the plan's
+    table of direct twins (docs/internals.md, "The hot path": a registration stales the
+    plans in use)."""
+    @ch.overdub.register
+    def first(ctx: Resolving, f: ch.Is[abs], x):
+        return "abs"
+
+    methods = [first]
+
+    def register() -> None:
+        def mock(ctx, f, *args):
+            return "mocked"
+
+        mock.__annotations__ = {"ctx": Resolving, "f": ch.Is[cls]}
+        ch.overdub.register(mock)
+        methods.append(mock)
+
+    _registering_meanwhile(monkeypatch, module, step, register)
+
+    def run():
+        return type(cls()).__name__, cls()
+
+    try:
+        assert ch.overdub(Resolving(), run) == (cls.__name__, "mocked")
+    finally:
+        for method in methods:
+            ch.overdub.unregister(method)
+
+
+# -- a named callee's overload, resolved once --------------------------------------------------
+
+class _Number(int):
+    pass
+
+
+def _overloads_of(ctx_type: type) -> dict[int, Any]:
+    overloads = _plan(ctx_type()).overloads
+    assert overloads is not None
+    return overloads  # type: ignore[no-any-return]
+
+
+def test_a_named_callees_overload_is_resolved_at_its_first_call_only() -> None:
+    """docs/internals.md, "The hot path": the plan keeps, per named callee, the overload
+    every call of it runs, so later calls skip dispatch."""
+    class Once(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def identity(ctx: Once, f: ch.Is[_named], *args):
+        return ch.recurse(ctx, f, *args)
+
+    ctx = Once()
+    assert ch.overdub(ctx, lambda: (_named(1), _named(2))) == (2, 3)
+    resolved = _overloads_of(Once)[id(_named)]
+    assert resolved in ch.overdub.running_methods() and resolved.__qualname__ == identity.__qualname__
+
+
+@pytest.mark.parametrize("argument, expected", [(1, "int"), (_Number(1), "int"), ("a", "a!"), (1.5, "float")],
+                         ids=["matching", "subclass", "other-type", "other-overload"])
+def test_an_overload_constraining_later_arguments_applies_where_their_types_match(argument: Any,
+                                                                                  expected: str) -> None:
+    """Resolved once for the callee, checked per call by the later arguments' types (a
+    ``dispatch.Guard``); two overloads of one callee are dispatched per call."""
+    def shout(x: Any) -> str:
+        return f"{x}!"
+
+    class Typed(ch.Context):
+        pass
+
+    class TwoTyped(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Typed, f: ch.Is[shout], x: int):
+        return "int"
+
+    @ch.overdub.register
+    def _(ctx: TwoTyped, f: ch.Is[shout], x: int):
+        return "int"
+
+    @ch.overdub.register
+    def _(ctx: TwoTyped, f: ch.Is[shout], x: float):
+        return "float"
+
+    one = ch.overdub(Typed(), lambda: [shout(argument) for _ in range(3)])
+    two = ch.overdub(TwoTyped(), lambda: [shout(argument) for _ in range(3)])
+    assert one == [expected if expected != "float" else "1.5!"] * 3
+    assert two == [expected] * 3
+
+
+def test_an_overload_applies_only_to_calls_of_the_lengths_it_takes() -> None:
+    def either(a: Any, b: Any = 0, *rest: Any) -> Any:
+        return a, b, rest
+
+    class Lengths(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Lengths, f: ch.Is[either], a: int, b: int):
+        return "two"
+
+    assert ch.overdub(Lengths(), lambda: (either(1, 2), either(1), either(1, 2, 3), either(1, 2))) == (
+        "two", (1, 0, ()), (1, 2, (3,)), "two")
+
+
+def test_an_execute_overload_naming_its_callee_is_resolved_once_too() -> None:
+    class Executes(ch.Context):
+        pass
+
+    @ch.execute.register
+    def _(ctx: Executes, f: ch.Is[_named], x: int):
+        return "executed"
+
+    assert ch.overdub(Executes(), lambda: (_named(1), _named("a") if False else _named(2), _also_named(1))) == (
+        "executed", "executed", 3)
+
+
+@pytest.mark.parametrize("change", ["register", "unregister"])
+def test_a_change_after_a_callees_overload_was_resolved_applies_at_the_next_call(change: str) -> None:
+    class Changing(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def general(ctx: Changing, f: ch.Is[_named], *args):
+        return "general"
+
+    def specific(ctx, f, x):
+        return "specific"
+
+    specific.__annotations__ = {"ctx": Changing, "f": ch.Is[_named], "x": int}
+    if change == "unregister":
+        ch.overdub.register(specific)
+
+    def run():
+        first = _named(1)
+        if change == "register":
+            ch.overdub.register(specific)
+        else:
+            ch.overdub.unregister(specific)
+        return first, _named(1)
+
+    expected = ("general", "specific") if change == "register" else ("specific", "general")
+    try:
+        assert ch.overdub(Changing(), run) == expected
+    finally:
+        if change == "register":
+            ch.overdub.unregister(specific)
+
+
+# -- overloads that take their callee by class ---------------------------------------------------
+
+class Tool:
+    """A callable object: an overload may take every tool as its callee (``f: Tool``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __call__(self, x: int) -> str:
+        return f"{self.name}({x})"
+
+
+class SubTool(Tool):
+    pass
+
+
+class NotATool:
+    def __call__(self, x: int) -> int:
+        return x
+
+
+def _tools() -> Any:
+    return Tool("a")(1), SubTool("b")(2), NotATool()(3), _named(4), len("ab")
+
+
+class ByClass(ch.Context):
+    pass
+
+
+@ch.overdub.register
+def _by_class(ctx: ByClass, f: Tool, x):
+    return f"overloaded {f.name}"
+
+
+def test_a_context_whose_overloads_take_their_callee_by_class_has_a_sparse_plan() -> None:
+    assert _plan(ByClass()).sparse
+
+
+def test_an_overload_taking_its_callee_by_class_applies_to_its_instances_and_subclasses_only() -> None:
+    assert ch.overdub(ByClass(), _tools) == ("overloaded a", "overloaded b", 3, 5, 2)
+
+
+def test_a_callee_not_of_the_class_an_overload_takes_is_called_by_its_callers_frame() -> None:
+    null = ch.overdub(ch.context("Null")(), _depth_of_program_frames, 150)
+    assert ch.overdub(ByClass(), _depth_of_program_frames, 150) == null
+
+
+@pytest.mark.parametrize("generic", _SHAPES)
+def test_a_hook_taking_builtin_functions_by_class_sees_what_its_general_twin_does(generic: str) -> None:
+    """``f: types.BuiltinFunctionType``: every builtin function presented as the callee
+    (``items.append(x)`` is presented as ``list.append``, a method descriptor)."""
+    sparse_log: list[Any] = []
+    general_log: list[Any] = []
+    sparse_type = type("SparseByClass", (ch.Context,), {"operators": False})
+    general_type = type("GeneralByClass", (ch.Context,), {"operators": False})
+    method = _register(generic, sparse_type, len, sparse_log)
+    position = 2 if generic in ("posthook", "raisehook") else 1
+    method.__annotations__[method.__code__.co_varnames[position]] = types.BuiltinFunctionType
+    getattr(ch, generic).unregister(method)
+    getattr(ch, generic).register(method)
+
+    def general(ctx, *rest, **kwargs):
+        f, args = rest[position - 1], rest[position:]
+        if generic in ("prehook", "posthook", "raisehook"):
+            if isinstance(f, types.BuiltinFunctionType):
+                sparse_like = {"prehook": "pre"}.get(generic, generic)
+                general_log.append((sparse_like, _shown(args)))
+            return None
+        if isinstance(f, types.BuiltinFunctionType):
+            general_log.append((generic, _shown(args)))
+        if generic == "fallback":
+            return f(*args, **kwargs)
+        return ch.recurse(ctx, f, *args, **kwargs) if generic == "overdub" else ch.OverdubInstead
+
+    general.__annotations__ = {"ctx": general_type}
+    getattr(ch, generic).register(general)
+    try:
+        assert _plan(sparse_type()).sparse and not _plan(general_type()).sparse
+        plain = _program()
+        assert ch.overdub(sparse_type(), _program) == plain
+        assert ch.overdub(general_type(), _program) == plain
+        assert sparse_log == general_log and (sparse_log or generic == "raisehook")
+    finally:
+        getattr(ch, generic).unregister(method)
+        getattr(ch, generic).unregister(general)
+
+
+class LaterByClass(ch.Context):
+    pass
+
+
+def test_an_overload_taking_its_callee_by_class_registered_while_its_context_runs_applies_at_the_next_call() -> None:
+    @ch.overdub.register
+    def _(ctx: LaterByClass, f: ch.Is[abs], x):
+        return "abs"
+
+    def run():
+        before = _tools()
+
+        @ch.overdub.register
+        def by_class(ctx: LaterByClass, f: Tool, x):
+            return "later"
+
+        during = _tools()
+        ch.overdub.unregister(by_class)
+        return before, during, _tools()
+
+    plain = ("a(1)", "b(2)", 3, 5, 2)
+    assert ch.overdub(LaterByClass(), run) == (plain, ("later", "later", 3, 5, 2), plain)
+
+
+def test_callable_objects_no_overload_names_run_their_bodies_under_a_mock() -> None:
+    """A callable instance or a partial goes to the hooks under a sparse plan (nothing
+    cheap says what it presents), where no overload applies to it."""
+    class MocksNamed(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: MocksNamed, f: ch.Is[_named], x):
+        return "mocked"
+
+    def run():
+        return [(NotATool()(3), functools.partial(_also_named, 1)(), _named(1)) for _ in range(3)]
+
+    assert ch.overdub(MocksNamed(), run) == [(3, 3, "mocked")] * 3

@@ -59,7 +59,8 @@ make_site(PyObject *entry, PyObject *f)
 /* Under a plan that is not fast, may a call of f (not a Python function or class) be
  * presented as a callee the plan's overloads name: 1, or 0 for a callee no overload of a
  * sparse plan names (it runs what it runs under a fast plan), -1 on error.
- * runtime.callsites._may_be_named in C: one look-up by address in plan.named_table. */
+ * runtime.callsites._may_be_named in C: one look-up by address in plan.named_table, and
+ * when some overload takes its callee by class, a check of the callee's type. */
 static int
 named_callee(PyObject *plan, PyObject *f)
 {
@@ -92,7 +93,15 @@ named_callee(PyObject *plan, PyObject *f)
     if (by_id(table, key) != NULL) {
         return 1;
     }
-    return PyErr_Occurred() ? -1 : 0;
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    PyObject *classes = SLOT(plan, st->plan_named_classes); /* (plan.names: an instance of a class named) */
+    if (classes != NULL && PyTuple_CheckExact(classes) && PyTuple_GET_SIZE(classes) > 0) {
+        int is = PyObject_IsSubclass((PyObject *)Py_TYPE(key), classes);
+        return is < 0 ? -1 : is > 0;
+    }
+    return 0;
 }
 
 /* What a call site may call in place of f without running hooks: 1 and a new reference
@@ -484,6 +493,90 @@ overloaded(PyObject *entry, int ask, PyObject *const *call, Py_ssize_t nargs, Py
     return out;
 }
 
+/* dispatch.Guard.admits(call, 1): does the one method a named callee may run apply to this
+ * call of n positional arguments (its length, and the types of those after the callee)?
+ * 1, 0, or -1 on error. */
+static int
+guard_admits(PyObject *guard, PyObject *const *call, Py_ssize_t n)
+{
+    PyObject *classes = PyTuple_GET_SIZE(guard) == 5 ? PyTuple_GET_ITEM(guard, 4) : NULL;
+    if (classes == NULL || !PyTuple_CheckExact(classes) || PyTuple_GET_SIZE(classes) == 0) {
+        PyErr_SetString(PyExc_TypeError, "cassette_hook: a Guard is (func, required, nparams, varargs, classes)");
+        return -1;
+    }
+    Py_ssize_t required = PyLong_AsSsize_t(PyTuple_GET_ITEM(guard, 1));
+    Py_ssize_t nparams = PyLong_AsSsize_t(PyTuple_GET_ITEM(guard, 2));
+    if ((required == -1 || nparams == -1) && PyErr_Occurred()) {
+        return -1;
+    }
+    if (n < required || (n > nparams && PyTuple_GET_ITEM(guard, 3) != Py_True)) {
+        return 0;
+    }
+    Py_ssize_t last = PyTuple_GET_SIZE(classes) - 1;
+    for (Py_ssize_t i = 2; i < n; i++) {
+        PyObject *cls = PyTuple_GET_ITEM(classes, Py_MIN(i - 2, last));
+        if (cls != Py_None) {
+            int is = PyObject_IsSubclass((PyObject *)Py_TYPE(call[i]), cls);
+            if (is <= 0) {
+                return is;
+            }
+        }
+    }
+    return 1;
+}
+
+/* The overload every call of call[1] runs under plan, when the callee alone decides it
+ * (plan.overloads, which runtime.callsites.overload_by_callee fills at a named callee's first
+ * call, a Guard's method when it applies to this call): a new reference to the method, or
+ * to None when none applies (the callee's body runs); NULL without an error when dispatch
+ * decides per call, with one on error. */
+static PyObject *
+overload_by_callee(PyObject *plan, PyObject *const *call, Py_ssize_t n)
+{
+    SpeedupsState *const st = state;
+    PyObject *table = SLOT(plan, st->plan_overloads);
+    if (table == NULL || table == Py_None) {
+        return NULL; /* not sparse (or staled): dispatch */
+    }
+    PyObject *found = by_id(table, call[1]);
+    if (found != NULL) {
+        Py_INCREF(found);
+    }
+    else if (PyErr_Occurred()) {
+        return NULL;
+    }
+    else {
+        PyObject *named = SLOT(plan, st->plan_named_table), *classes = SLOT(plan, st->plan_named_classes);
+        if (named != NULL && PyDict_CheckExact(named) && classes != NULL && PyTuple_CheckExact(classes)
+            && PyTuple_GET_SIZE(classes) == 0) { /* (a callable instance, a partial: named by none) */
+            if (by_id(named, call[1]) == NULL) {
+                return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+            }
+        }
+        PyObject *tuple = as_tuple(call, n);
+        if (tuple == NULL) {
+            return NULL;
+        }
+        PyObject *args[2] = {plan, tuple};
+        found = PyObject_Vectorcall(st->overload_by_callee, args, 2, NULL);
+        Py_DECREF(tuple);
+        if (found == NULL) {
+            return NULL;
+        }
+    }
+    if (found == Py_False) {
+        Py_DECREF(found);
+        return NULL;
+    }
+    if (Py_TYPE(found) == (PyTypeObject *)st->guard_type) { /* the method, if the later arguments' types admit it */
+        int admits = guard_admits(found, call, n);
+        PyObject *method = admits > 0 ? Py_NewRef(PyTuple_GET_ITEM(found, 0)) : admits == 0 ? Py_NewRef(Py_None) : NULL;
+        Py_DECREF(found);
+        return method;
+    }
+    return found;
+}
+
 /* stack: [ctx, <ctx, then the result>, callee, positional arguments..., keyword values...] */
 static PyObject *
 overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs, PyObject *kwnames)
@@ -508,7 +601,16 @@ overdubbed(PyObject *entry, PyObject *callee, PyObject **stack, Py_ssize_t nargs
     int ask = overload != NULL && overload != Py_None ? 0 /* the one overload of every call: no dispatch */
             : (SLOT(plan, st->plan_overdub) == Py_True ? ASK_OVERDUB : 0)
               | (SLOT(plan, st->plan_execute) == Py_True ? ASK_EXECUTE : 0);
-    if (ask) {
+    PyObject *decided = ask ? overload_by_callee(plan, stack + 1, nargs + 2) : NULL;
+    if (decided != NULL) { /* (a named callee's overload, found without dispatch) */
+        out = decided == Py_None ? Py_NewRef(st->overdub_instead)
+                                 : run_popped(entry, decided, stack + 1, nargs + 2, kwnames);
+        Py_DECREF(decided);
+    }
+    else if (PyErr_Occurred()) {
+        out = NULL;
+    }
+    else if (ask) {
         out = overloaded(entry, ask, stack + 1, nargs + 2, kwnames);
     }
     else {

@@ -162,6 +162,8 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || slot_offset((PyTypeObject *)plan, "fast", &state->plan_fast) < 0
         || slot_offset((PyTypeObject *)plan, "named_table", &state->plan_named_table) < 0
         || slot_offset((PyTypeObject *)plan, "named_methods", &state->plan_named_methods) < 0
+        || slot_offset((PyTypeObject *)plan, "overloads", &state->plan_overloads) < 0
+        || slot_offset((PyTypeObject *)plan, "named_classes", &state->plan_named_classes) < 0
         || slot_offset((PyTypeObject *)plan, "enters", &state->plan_enters) < 0
         || slot_offset((PyTypeObject *)plan, "fallback", &state->plan_fallback) < 0
         || slot_offset((PyTypeObject *)plan, "prehook_call", &state->plan_prehook_call) < 0
@@ -183,7 +185,9 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
     Py_XSETREF(state->id_table_type, (PyTypeObject *)Py_NewRef(id_table));
     Py_XSETREF(state->entry_type, (PyTypeObject *)Py_NewRef(entry));
     Py_XSETREF(state->plan_type, (PyTypeObject *)Py_NewRef(plan));
-    if (keep(kwargs, "resolve_direct", &state->resolve_direct) < 0 || keep(kwargs, "site_closure", &state->site_code) < 0 || keep(kwargs, "call_primitive", &state->call_primitive) < 0
+    if (keep(kwargs, "resolve_direct", &state->resolve_direct) < 0
+        || keep(kwargs, "overload_by_callee", &state->overload_by_callee) < 0
+        || keep(kwargs, "guard_type", &state->guard_type) < 0 || keep(kwargs, "site_closure", &state->site_code) < 0 || keep(kwargs, "call_primitive", &state->call_primitive) < 0
         || keep(kwargs, "special", &state->special) < 0 || keep(kwargs, "preparers", &state->preparers) < 0 || keep(kwargs, "indirect_names", &state->indirect_names) < 0
         || keep(kwargs, "indirect_callers", &state->indirect_callers) < 0
         || keep(kwargs, "present", &state->present) < 0 || keep(kwargs, "overdub_default", &state->overload_defaults[0]) < 0
@@ -332,6 +336,7 @@ static PyMethodDef unconfigured_def = {"unconfigured", (PyCFunction)(void (*)(vo
  * -- object_new, mirrored, method_wrapper_type, the twin memo's entries -- are not.) */
 #define STATE_OBJECTS(X)                                                                                              \
     X(active) X(pop_function) X(entry_type) X(plan_type) X(id_table_type) X(resolve_direct) X(site_code)             \
+    X(overload_by_callee) X(guard_type)                                                                               \
     X(site_globals) X(site_qualname) X(call_primitive) X(special) X(preparers) X(indirect_names) X(indirect_callers) \
     X(present) X(overload_dispatchers[0]) X(overload_dispatchers[1]) X(overload_defaults[0])                         \
     X(overload_defaults[1]) X(fallback_dispatcher) X(fallback_default) X(plain_operators) X(c_operands) X(runnable)  \
@@ -452,7 +457,7 @@ module_exec(PyObject *module)
     }
     st->method_wrapper_type = Py_TYPE(probe); /* a static type: lives as long as the interpreter */
     Py_DECREF(probe);
-    PyObject **delegates[] = {&st->resolve_direct, &st->call_primitive, &st->present, &st->runnable,
+    PyObject **delegates[] = {&st->resolve_direct, &st->overload_by_callee, &st->call_primitive, &st->present, &st->runnable,
                               &st->without_body, &st->python_call_ex, &st->operator_body, &st->seen_below,
                               &st->construct};
     for (size_t i = 0; i < sizeof(delegates) / sizeof(delegates[0]); i++) {

@@ -73,10 +73,13 @@ typedef struct {
     Py_ssize_t entry_ctx, entry_plan, entry_below, entry_direct_twins;
     Py_ssize_t plan_fast, plan_enters, plan_fallback, plan_prehook_call, plan_posthook_call, plan_raisehook_call,
         plan_overdub_call, plan_overdub, plan_execute, plan_twins, plan_operators, plan_constructors,
-        plan_constructions, plan_modules, plan_shared, plan_named_table, plan_named_methods;
+        plan_constructions, plan_modules, plan_shared, plan_named_table, plan_named_classes, plan_named_methods,
+        plan_overloads;
 
     /* -- the Python functions the hot path delegates to (configure) -- */
     PyObject *resolve_direct;     /* (plan, f) -> what to call past the table of direct twins, or None */
+    PyObject *overload_by_callee; /* (plan, call) -> a named callee's overload, entered in plan.overloads */
+    PyObject *guard_type;         /* dispatch.Guard: such an overload, when the later arguments' types decide */
     PyObject *site_code, *site_globals, *site_qualname; /* runtime.callsites.site's closure, to make here */
     int site_entry_first;         /* its free variables are (entry, f), not (f, entry) */
     PyObject *call_primitive;     /* (f, args, kwargs): a primitive that needs emulating */

@@ -259,9 +259,9 @@ def direct_constructor(plan: Plan, cls: type) -> Callable[..., Any] | None:
     if plan.direct_twins is None:
         return None
     constructor = None
-    if id(cls) not in plan.named and runnable(plan, cls) is not None:
+    if not plan.names(cls) and runnable(plan, cls) is not None:
         constructor = plan.constructors.values.get(id(cls))
-    plan.direct_twins.set(cls, None if constructor is None else (constructor, None, None, None))  # type: ignore[arg-type]  # a Twin of a class
+    plan.enter_direct(cls, None if constructor is None else (constructor, None, None, None))  # type: ignore[arg-type]  # a Twin of a class
     return constructor
 
 

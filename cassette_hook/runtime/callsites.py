@@ -31,6 +31,7 @@ from typing import Any, Callable
 from .. import context_stack, _native, _own, generics, rewrite
 from . import hotpath, callees, operators, primitives
 from .._weakid import WeakIdCache
+from ..dispatch import Guard
 from ..generics import OverdubInstead
 from .plan import Plan, plan_for
 
@@ -81,7 +82,7 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
             return plan.direct_twin(f)
         if isinstance(f, type):
             run = callees.direct_constructor(plan, f)
-            if run is not None or not plan.sparse or id(f) in plan.named:
+            if run is not None or not plan.sparse or plan.names(f):
                 return run
         elif not plan.sparse or _may_be_named(plan, f):
             return None
@@ -103,7 +104,7 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
         # A class constructed by C (``dict``, ``zip``): the plan's answer for good, so it goes
         # into the table the hot path reads first, as a class with a Python ``__init__`` is
         # found among the constructors; else ``dict(...)`` came here at every call.
-        plan.direct_twins.set(f, (run, None, None, None))
+        plan.enter_direct(f, (run, None, None, None))
     return run
 
 
@@ -115,13 +116,13 @@ def _may_be_named(plan: Plan, f: Any) -> bool:
     ``partial``, is left to the hooks."""
     kind = type(f)
     if kind is MethodType:
-        return type(f.__func__) is not FunctionType or id(f.__func__) in plan.named
+        return type(f.__func__) is not FunctionType or plan.names(f.__func__)
     if kind is BuiltinFunctionType or kind is _CMethodType:
-        return id(f) in plan.named or plan.named_methods and type(f.__self__) is not ModuleType
+        return plan.names(f) or plan.named_methods and type(f.__self__) is not ModuleType
     if kind is MethodDescriptorType or kind is WrapperDescriptorType:
-        return id(f) in plan.named
+        return plan.names(f)
     if kind is MethodWrapperType:
-        return id(f) in plan.named or plan.named_methods
+        return plan.names(f) or plan.named_methods
     return True
 
 
@@ -297,7 +298,15 @@ def _hook(entry: context_stack.Entry, hook: Any, call: tuple[Any, ...], kwargs: 
 
 def _overloaded(entry: context_stack.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """What an ``overdub`` or ``execute`` overload makes of the call, or ``OverdubInstead``."""
-    method = entry.plan.overdub_call or overload_of((entry.ctx, f, *args))
+    plan = entry.plan
+    method: Any = plan.overdub_call
+    if method is None:
+        call = (entry.ctx, f, *args)
+        overloads = plan.overloads
+        method = False if overloads is None else overloads.get(id(f), _UNKNOWN)
+        if method is _UNKNOWN:
+            method = overload_by_callee(plan, call)
+        method = overload_of(call) if method is False else _guarded(method, call)
     if method is None:
         return OverdubInstead
     below, held = entry.below, _get_active()  # callees.run_popped, one frame less per level
@@ -324,6 +333,42 @@ def overload_of(call: tuple[Any, ...]) -> Any:
     return method
 
 
+def overload_by_callee(plan: Plan, call: tuple[Any, ...]) -> Any:
+    """``overload_of(call)`` under a sparse plan, decided for every call of the callee
+    (``call[1]``) at its first: the method, when every call gets it; None, when none
+    applies (the callee's body runs); a ``dispatch.Guard``, when one method only may apply
+    and the types of the later arguments say whether it does (``_guarded``); else False
+    (dispatch decides per call).  Entered in ``Plan.overloads``, where later calls find
+    it without dispatch.  A callee no overload names gets None, not entered (every
+    overload of a sparse plan names its callee, so dispatch would find none; the table
+    holds named callees only, which registration keeps alive, so an id in it is never
+    another object's).  Both paths ask this at a named callee's first call."""
+    overloads, ctx_type, callee = plan.overloads, type(call[0]), call[1]
+    if overloads is None:  # (staled meanwhile)
+        return False
+    if id(callee) not in plan.named:  # (one an overload takes by its class: dispatch decides, not entered)
+        return False if plan.names(callee) else None
+    by_overdub = generics.overdub.callee_guard(ctx_type, 1, callee)
+    by_execute = generics.execute.callee_guard(ctx_type, 1, callee)
+    if by_overdub is True or by_overdub is None and by_execute in (True, None):
+        decided = overload_of(call)  # (overdub's, for every call; else execute's, or none)
+    elif by_overdub is None and type(by_execute) is Guard or type(by_overdub) is Guard and by_execute is None:
+        decided = by_overdub or by_execute  # (when it does not apply, the other has none)
+    else:
+        decided = False
+    overloads[id(callee)] = decided  # (if staled meanwhile, a table no call reads any more)
+    return decided
+
+
+def _guarded(decided: Any, call: tuple[Any, ...]) -> Any:
+    """The method ``overload_by_callee``'s answer gives ``call``: a guard's method when it
+    applies, else None."""
+    if type(decided) is Guard:
+        return decided[0] if decided.admits(call, 1) else None
+    return decided
+
+
+_UNKNOWN: Any = object()
 _OVERDUBBED_CODE = next(c for c in site.__code__.co_consts if getattr(c, "co_name", None) == "overdubbed")
 _default_overdub = generics.overdub.default
 _default_execute = generics.execute.default
@@ -352,6 +397,7 @@ def present(f: Any, args: tuple[Any, ...]) -> tuple[Any, tuple[Any, ...]]:
 # to; in Python, the functions above.
 _runtime.configure(
     entry_type=context_stack.Entry, plan_type=Plan, id_table_type=WeakIdCache, resolve_direct=_resolve_direct,
+    overload_by_callee=overload_by_callee, guard_type=Guard,
     site_closure=site(None, None),  # type: ignore[arg-type]  # a sample: C makes the others alike
     call_primitive=primitives.call_primitive, special=primitives.SPECIAL, preparers=primitives.PREPARERS,
     indirect_names=_INDIRECT_NAMES, indirect_callers=_indirect_callers,

@@ -55,7 +55,7 @@ class Plan:
 
     __slots__ = ("fast", "enters", "prehook", "posthook", "raisehook", "overdub", "execute", "fallback", "prehook_call",
                  "posthook_call", "raisehook_call", "overdub_call", "operators", "twins", "direct_twins", "named",
-                 "sparse", "named_table", "named_methods",
+                 "sparse", "named_table", "named_classes", "named_methods", "overloads",
                  "constructions", "constructors", "_in_scope", "_primitives", "_codes", "_modules", "shared",
                  "ctx_type", "pass_", "__weakref__")
 
@@ -81,10 +81,12 @@ class Plan:
         hooks = self.prehook or self.posthook or self.raisehook
         self.fast = not (hooks or self.overdub or self.execute or self.fallback
                          or getattr(ctx_type, "tags_values", False))
-        # The callees the overloads of every generic name (``Is[...]``), or None: some
-        # overload takes a class, Any or a pattern as its callee (or the context tags values).
-        named_objects = (None if self.fast or getattr(ctx_type, "tags_values", False)
+        # The callees the overloads of every generic name (``Is[...]``), and the classes
+        # they take as their callee (``f: SomeType``), or None: some overload takes Any or
+        # a pattern as its callee (or the context tags values).
+        named_callees = (None if self.fast or getattr(ctx_type, "tags_values", False)
                          else _callees_named(ctx_type))
+        named_objects, named_classes = named_callees if named_callees is not None else (None, ())
         # A *sparse* plan: each of its overloads and hooks names its callees, so a call of any
         # other callee runs what it runs under a fast plan, and only the named ones go through
         # the hooks and dispatch (``callsites._resolve_direct``; ``direct_run`` in C).
@@ -92,7 +94,7 @@ class Plan:
         # Operator sites cost a call each; a context that observes nothing has no use for
         # them, nor a sparse one that names no operator (or a Python dunder C may call).
         self.operators = (bool(ctx_type.operators) and not self.fast
-                          and (named_objects is None or _names_operators(named_objects)))
+                          and (named_objects is None or _names_operators(named_objects, named_classes)))
         # A prehook is all there is to run around a call (a counting or recording context):
         # the twins' call sites hand ``callsites.enter`` the callee and its arguments, which
         # runs the prehook and gives back the twin for the site's own frame to call, inlined
@@ -118,7 +120,19 @@ class Plan:
         # presents by a method descriptor (``items.append`` as ``list.append``), so every
         # builtin bound to an object goes through the hooks.
         self.named_table = named_objects
-        self.named_methods = named_objects is not None and _names_c_methods(named_objects)
+        # The classes the overloads take as their callee: a callee that is an instance of
+        # one of them is named too (as dispatch decides it: ``issubclass(type(f), cls)``),
+        # asked once per function or class (entered in ``direct_twins``), per call for
+        # others (``names``; C: ``named_callee``).
+        self.named_classes = named_classes
+        self.named_methods = named_objects is not None and _names_c_methods(named_objects, named_classes)
+        # Under a sparse plan with overloads: id(named callee) -> the ``overdub`` or
+        # ``execute`` method every call of it runs, None when none applies (its body runs),
+        # or False when dispatch decides per call (an overload constrains the other
+        # arguments too); filled at a callee's first call (``callsites.overload_by_callee``),
+        # so that a matched overload costs its call, not a dispatch.  Else None.
+        self.overloads: dict[int, Any] | None = (
+            {} if named_objects is not None and (self.overdub or self.execute) else None)
         # id(function) -> (twin, and the code, defaults and keyword defaults it was made
         # from): a twin is only good while the function still has those.  The hot path
         # reads ``twins.values`` directly.
@@ -153,7 +167,8 @@ class Plan:
         if self.direct_twins is None or self.fast:
             return
         self.named = _EVERY_CALLEE  # (first: a look-up under way finds it named)
-        self.sparse, self.named_table = False, None
+        self.sparse, self.named_table, self.named_classes = False, None, ()
+        self.overloads = None  # (replaced, not emptied: a fill under way stores into the old one)
         self.direct_twins.clear()
 
     def runs_module(self, module: str) -> bool:
@@ -197,11 +212,27 @@ class Plan:
         names it), or it has none.  Entered in ``direct_twins`` either way."""
         if self.direct_twins is None:
             return None
-        twin = None if id(func) in self.named else self.twin(func)
-        self.direct_twins.set(func, None if twin is None else self.twins.values[id(func)])
-        if self.named is _EVERY_CALLEE:  # (staled by another thread meanwhile: not entered)
-            self.direct_twins.set(func, None)
+        twin = None if self.names(func) else self.twin(func)
+        self.enter_direct(func, None if twin is None else self.twins.values[id(func)])
         return twin
+
+    def names(self, callee: object) -> bool:
+        """May an overload of this plan apply to calls presenting ``callee``: named by
+        ``Is[...]``, or an instance of a class an overload takes as its callee?"""
+        return id(callee) in self.named or bool(self.named_classes) and issubclass(type(callee), self.named_classes)
+
+    def enter_direct(self, obj: FunctionType | type, found: Twin | None) -> None:
+        """Enter what ``resolve`` finds for ``obj`` in ``direct_twins``, unless another
+        thread staled the plan while it was being worked out: the answer was given for the
+        overloads before that registration, and entered now it would outlive the emptying
+        of the table and skip the new overload at every later call.  Stored, then checked:
+        ``stale`` marks the plan before it empties the table, so a registration either
+        empties the table after this store or is seen here and the entry undone (checked,
+        then stored, a whole ``stale`` could run between the two)."""
+        assert self.direct_twins is not None
+        self.direct_twins.set(obj, found)
+        if self.named is _EVERY_CALLEE and found is not None:
+            self.direct_twins.set(obj, None)
 
     def _skip_the_question(self, twin: FunctionType, func: FunctionType) -> None:
         """Let the twin of a switched function run its rewritten body without asking whether
@@ -352,31 +383,41 @@ def _stale_plans() -> None:
 generics.on_change.append(_stale_plans)
 
 
-def _callees_named(ctx_type: type) -> dict[int, object] | None:
-    """The callees (by id) that the overloads and hooks for ``ctx_type`` name, when each of
-    them names its callee with ``Is[...]``; else None."""
+def _callees_named(ctx_type: type) -> tuple[dict[int, object], tuple[type, ...]] | None:
+    """The callees (by id) that the overloads and hooks for ``ctx_type`` name, and the
+    classes they take as their callee, when each of them names its callee with ``Is[...]``
+    or a class; else None."""
     named: dict[int, object] = {}
+    classes: dict[type, None] = {}
     for generic, position in _CALLEE_AT:
         if generic.has_methods_for(ctx_type):
-            objects = generic.objects_named(ctx_type, position)
-            if objects is None:
+            found = generic.callees_named(ctx_type, position)
+            if found is None:
                 return None
-            named.update(objects)
-    return named
+            named.update(found[0])
+            classes.update(dict.fromkeys(found[1]))
+    if classes and issubclass(FunctionType, tuple(classes)):
+        return None  # (every Python function named, ``f: types.FunctionType``: nothing to save; kept general)
+    return named, tuple(classes)
 
 
-def _names_operators(named: dict[int, object]) -> bool:
+def _names_operators(named: dict[int, object], classes: tuple[type, ...]) -> bool:
     """Does a sparse plan need operator sites: is a named callee an operator, or a Python
-    function named as a special method (which an operator's body may run)?"""
-    return any(key in _OPERATORS or type(obj) is FunctionType and obj.__name__.startswith("__")
-               for key, obj in named.items())
+    function named as a special method (which an operator's body may run)?  Or may one be,
+    an instance of a named class?"""
+    return (any(key in _OPERATORS or type(obj) is FunctionType and obj.__name__.startswith("__")
+                for key, obj in named.items())
+            or bool(classes) and (issubclass(FunctionType, classes)
+                                  or any(issubclass(type(op), classes) for op in _names.OPERATORS)))
 
 
-def _names_c_methods(named: dict[int, object]) -> bool:
+def _names_c_methods(named: dict[int, object], classes: tuple[type, ...]) -> bool:
     """Is a named callee C code bound to or looked up on an object (a call presents
-    ``items.append`` as ``list.append``), rather than a module's function?"""
-    return any(isinstance(obj, _C_METHODS) and not isinstance(getattr(obj, "__self__", None), ModuleType)
-               for obj in named.values())
+    ``items.append`` as ``list.append``), rather than a module's function?  Or may one be,
+    an instance of a named class?"""
+    return (any(isinstance(obj, _C_METHODS) and not isinstance(getattr(obj, "__self__", None), ModuleType)
+                for obj in named.values())
+            or bool(classes) and any(issubclass(kind, classes) for kind in _C_METHODS))
 
 
 def _module_of(func: FunctionType) -> str:
