@@ -151,6 +151,15 @@ def test_the_top_level_imports_of_a_script_are_rows_at_the_root(tmp_path):
     assert [line.rsplit(" ", 1)[0] for line in stacks] == ["<import_heavy>", "<import_heavy>;heavy.work"]
 
 
+def test_a_module_run_with_dash_m_under_the_profile_runs_and_is_profiled(tmp_path):
+    """The interpreter imports ``runpy`` for ``-m`` with no Python frame running: the
+    wrapper that times imports has no importer's frame then, and must not fail."""
+    (tmp_path / "mainmod.py").write_text("def work():\n    return 1\n\nprint(work())\n")
+    run = run_cli(tmp_path, "--output", "table.txt", "--context", "profile", "-m", "mainmod")
+    assert run.stdout == "1\n"
+    assert "__main__.work" in (tmp_path / "table.txt").read_text()
+
+
 def test_an_import_s_tracebacks_and_warnings_are_as_plain(tmp_path):
     """The wrapper that times imports sits among importlib's frames, which CPython takes
     out of tracebacks and ``warnings`` skips."""

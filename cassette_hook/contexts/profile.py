@@ -147,13 +147,15 @@ def _watch_imports() -> None:
 
 def _timing_imports(original: Callable[..., Any], getframe: Callable[[int], FrameType]) -> Callable[..., Any]:
     """``original`` (importlib's ``_find_and_load``), timed as ``<import name>``; see
-    :func:`_watch_imports`.  (Frame 1 is the importer's: CPython's ``import`` statement
-    calls it from C, which makes no frame.)"""
+    :func:`_watch_imports`.  (The frame below the wrapper's is the importer's: CPython's
+    ``import`` statement calls it from C, which makes no frame; there is none when the
+    interpreter itself imports with no Python code running, as it imports ``runpy`` for
+    ``-m``, where ``sys._getframe(1)`` would raise.)"""
 
     def _find_and_load(*args: Any, **kwargs: Any) -> Any:
         started = None
         try:  # (started inside: an interrupt as it returns leaves no call of an import running)
-            started = _import_started(args[0] if args else kwargs.get("name"), getframe(1))
+            started = _import_started(args[0] if args else kwargs.get("name"), getframe(0).f_back)
             return original(*args, **kwargs)
         finally:
             if started is not None:
