@@ -90,9 +90,12 @@ def server(tmp_path):
     running.process.wait()
 
 
-def attach(*args: object, cwd: Path) -> subprocess.Popen[str]:
+def attach(*args: object, cwd: Path, sigint_ignored: bool = False) -> subprocess.Popen[str]:
+    """The attacher, started; with ``sigint_ignored``, as a shell without job control starts
+    a command in the background (``cmd &`` in a script): SIGINT ignored, inherited."""
     return subprocess.Popen([sys.executable, "-m", "cassette_hook", "attach", *map(str, args)], cwd=cwd,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None)
 
 
 def attached(attacher: subprocess.Popen[str]) -> str:
@@ -139,6 +142,18 @@ def test_attach_until_signal_sees_every_call_of_the_window(tmp_path, server):
     assert status == 0, err
     assert calls_of((tmp_path / "prof.txt").read_text(), "srvmod.answer") == 7
     assert server.ask("4") == "17"
+
+
+@needs_remote_exec
+def test_sigint_ends_the_window_of_an_attacher_started_with_sigint_ignored(tmp_path, server):
+    attacher = attach(server.pid, "--context", "profile", "--until-signal", "--output", "prof.txt", cwd=tmp_path,
+                      sigint_ignored=True)
+    attached(attacher)
+    server.ask("3")
+    attacher.send_signal(signal.SIGINT)
+    status, err = ended(attacher)
+    assert status == 0, err
+    assert calls_of((tmp_path / "prof.txt").read_text(), "srvmod.answer") == 1
 
 
 @needs_remote_exec

@@ -128,6 +128,18 @@ def test_a_module_body_s_calls_are_the_calls_of_its_import(tree):  # noqa: F811
     assert node(ctx, test, "<import heavy>", "heavy.work").calls == 3
 
 
+def test_a_profile_whose_rows_are_only_imports_that_made_no_call_observed_nothing():
+    """A ``forkserver`` preloads the program's main module, and so imports its modules,
+    and runs none of the program's calls: no report (docs/processes.md)."""
+    ctx = ch.contexts.ProfileContext()
+    tree = _calltree.ThreadTree("main")
+    imported = tree.root.children["<import worker>"] = _calltree.Node("<import worker>")
+    ctx._trees.append(tree)
+    assert ctx.observed_nothing()
+    imported.children["worker.setup"] = _calltree.Node("worker.setup")
+    assert not ctx.observed_nothing()
+
+
 def test_nested_imports_nest(tree):  # noqa: F811
     write(tree, "outer.py", "import inner\n")
     write(tree, "inner.py", "def work():\n    return 1\n\nwork()\n")

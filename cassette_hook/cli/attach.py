@@ -170,7 +170,11 @@ def _attach(pid: int, options: argparse.Namespace) -> int:
 
     _check_process(pid)
     # SIGTERM ends the window as SIGINT does, from now on (also while attaching: a
-    # service manager's stop must not leave the target instrumented).
+    # service manager's stop must not leave the target instrumented).  SIGINT's handler is
+    # set too: a command started in the background by a shell without job control (a
+    # script's `cmd &`, CI runners) inherits SIGINT ignored, and Python then leaves it so,
+    # where `--until-signal` promises that SIGINT ends the window.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     directory = tempfile.mkdtemp(prefix="cassette_hook-attach-")
     _give_to_owner(directory, pid)

@@ -108,6 +108,18 @@ def _instrumented(frame: FrameType | None) -> bool:
     return type(name) is str and patterns.matches(name, None if file.startswith("<") else file)  # ("<string>": -c)
 
 
+def _holds_a_call(node: Node) -> bool:
+    """Is there a call of a function under ``node``, not only rows of the profile's own
+    (``<import module>``, ``<garbage collection>``)?"""
+    pending = list(node.children.values())
+    while pending:
+        child = pending.pop()
+        if child.name != GARBAGE_COLLECTION and not child.name.startswith("<import "):
+            return True
+        pending.extend(child.children.values())
+    return False
+
+
 def _import_ended(started: list[tuple[ProfileContext, Node]]) -> None:
     """The import that :func:`_import_started` timed has ended (or failed)."""
     for profile, node in started:
@@ -364,8 +376,10 @@ class ProfileContext(ReportingContext, Recording):
         return function_stats(self._trees_now(), self._locations)
 
     def observed_nothing(self) -> bool:
-        """No call was made under the profile (see :meth:`ReportingContext.observed_nothing`)."""
-        return not any(tree.root.children for tree in self._trees_now())
+        """No call was made under the profile (see :meth:`ReportingContext.observed_nothing`):
+        its rows are at most imports (and collections during them) that made no call, as in
+        a ``forkserver`` that preloads the program's main module (docs/contexts.md, "Imports")."""
+        return not any(_holds_a_call(tree.root) for tree in self._trees_now())
 
     def threads(self) -> list[str]:
         """The names of the threads that made calls, in the order they started."""
