@@ -93,9 +93,9 @@ def server(tmp_path):
 def attach(*args: object, cwd: Path, sigint_ignored: bool = False) -> subprocess.Popen[str]:
     """The attacher, started; with ``sigint_ignored``, as a shell without job control starts
     a command in the background (``cmd &`` in a script): SIGINT ignored, inherited."""
+    ignore_sigint = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None
     return subprocess.Popen([sys.executable, "-m", "cassette_hook", "attach", *map(str, args)], cwd=cwd,
-                            stderr=subprocess.PIPE, text=True,
-                            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if sigint_ignored else None)
+                            stderr=subprocess.PIPE, text=True, preexec_fn=ignore_sigint)
 
 
 def attached(attacher: subprocess.Popen[str]) -> str:

@@ -132,9 +132,9 @@ def test_a_profile_whose_rows_are_only_imports_that_made_no_call_observed_nothin
     """A ``forkserver`` preloads the program's main module, and so imports its modules,
     and runs none of the program's calls: no report (docs/processes.md)."""
     ctx = ch.contexts.ProfileContext()
-    tree = _calltree.ThreadTree("main")
-    imported = tree.root.children["<import worker>"] = _calltree.Node("<import worker>")
-    ctx._trees.append(tree)
+    thread = _calltree.ThreadTree("main")
+    imported = thread.root.children["<import worker>"] = _calltree.Node("<import worker>")
+    ctx._trees.append(thread)
     assert ctx.observed_nothing()
     imported.children["worker.setup"] = _calltree.Node("worker.setup")
     assert not ctx.observed_nothing()
