@@ -482,7 +482,12 @@ def _retire(entry: Entry | None) -> None:
 
 def _moved(stack: Entry | None, old_bottom: Entry | None, new_bottom: Entry | None) -> Entry | None:
     """``stack`` with the entries above ``old_bottom`` moved onto ``new_bottom``; a stack
-    not built on ``old_bottom`` (inside a hook of a whole-program context) stays as it is."""
+    not built on ``old_bottom`` (inside a hook of a whole-program context) stays as it is.
+
+    Each moved entry is replaced by a copy, which the ``with`` block's pop will pop: the
+    copy takes over what the original's pop would undo (its raise of the recursion limit,
+    its count in its tag's depth), and the original, which the old variable still holds in
+    this thread, is retired, as the old whole-program entries are (``_retire``)."""
     above: list[Entry] = []
     entry = stack
     while entry is not old_bottom:
@@ -491,5 +496,13 @@ def _moved(stack: Entry | None, old_bottom: Entry | None, new_bottom: Entry | No
         above.append(entry)
         entry = entry.below
     for entry in reversed(above):
-        new_bottom = _made(Entry(entry.ctx, new_bottom, entry.raises_limit))
+        new_bottom = _made(_taken_over(entry, new_bottom))
+        _retired(entry)
     return new_bottom
+
+
+def _taken_over(entry: Entry, below: Entry | None) -> Entry:
+    """A copy of ``entry`` on ``below`` that holds what ``entry`` held, which holds nothing more."""
+    copy = Entry(entry.ctx, below, entry.raises_limit)
+    copy.tagged, entry.raises_limit, entry.tagged = entry.tagged, False, False
+    return copy

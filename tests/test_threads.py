@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import gc
 import contextvars
 import ctypes
 import ctypes.util
@@ -25,6 +26,7 @@ import pytest
 
 import cassette_hook as ch
 from cassette_hook import context_stack
+from cassette_hook.importhook import switch
 
 pytest_plugins = ["pytester"]
 
@@ -233,6 +235,28 @@ def test_the_recursion_limit_comes_back_when_whole_program_contexts_and_with_blo
         context_stack.push_whole_program([outer])
     context_stack.pop_whole_program([outer])
     assert sys.getrecursionlimit() == limit
+
+
+def test_a_with_block_open_when_whole_program_contexts_come_and_go_leaves_the_process_idle():
+    # The block's entry is moved onto the new whole-program stack as a copy; the original,
+    # which the old stack variable still holds in this thread, must not count as live.
+    outer = Seen(metadata=[])
+    with Seen(metadata=[]):
+        context_stack.push_whole_program([outer])
+    context_stack.pop_whole_program([outer])
+    gc.collect()
+    assert not switch.active()
+
+
+def test_a_tagged_with_block_open_when_whole_program_contexts_are_activated_leaves_its_tag_extent():
+    outer = Seen(metadata=[])
+    tagged = ch.enabletagging(Seen(metadata=[]), len)
+    try:
+        with tagged:
+            context_stack.push_whole_program([outer])
+    finally:
+        context_stack.pop_whole_program([outer])
+    assert tagged.tag.depth == 0
 
 
 # -- whole programs: the command line and the pytest plugin ----------------------------
