@@ -198,3 +198,23 @@ def test_an_import_s_tracebacks_and_warnings_are_as_plain(tmp_path):
     profiled_run = run_cli(tmp_path, "--output", "table.txt", "--context", "profile", "prog.py")
     assert "DeprecationWarning: old" in plain.stderr
     assert (profiled_run.stdout, profiled_run.stderr) == (plain.stdout, plain.stderr)
+
+
+def test_a_module_body_imported_under_a_profile_has_the_frames_below_it_it_has_plain(tmp_path):
+    """Where the profile's C hooks are built, the wrapper that times imports is C and makes
+    no frame; the pure-Python path's is one more importlib frame (docs/internals.md,
+    "cassette_hook's frames are visible")."""
+    (tmp_path / "walks.py").write_text(textwrap.dedent("""\
+        import sys
+        frame, below = sys._getframe().f_back, []
+        while frame.f_code.co_name != "main":
+            below.append((frame.f_code.co_filename, frame.f_code.co_name))
+            frame = frame.f_back
+        print(below)
+        """))
+    (tmp_path / "prog.py").write_text("def main():\n    import walks\n\nmain()\n")
+    plain = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, capture_output=True, text=True, check=True)
+    profiled_run = run_cli(tmp_path, "--output", "table.txt", "--context", "profile", "prog.py")
+    plain_below, profiled_below = eval(plain.stdout), eval(profiled_run.stdout)
+    wrapper = [] if _calltree.ImportTimer is not None else [("<frozen importlib._bootstrap>", "_find_and_load")]
+    assert profiled_below == plain_below + wrapper

@@ -97,6 +97,9 @@ if TYPE_CHECKING:
 else:
     NodeFields = PyNodeFields if _recording is None else _recording.Node
     Recording = PyRecording if _recording is None else _recording.Recording
+ImportTimer = None if _recording is None else _recording.ImportTimer
+"""The C wrapper of importlib's ``_find_and_load`` that times imports with no frame, or
+None, where ``profile._watch_imports`` makes its Python one."""
 
 
 Node = NodeFields

@@ -342,6 +342,197 @@ static PyTypeObject RecordingType = {
     .tp_methods = recording_methods,
 };
 
+/* -- ImportTimer: importlib's _find_and_load, timed as <import name> without a frame ---- */
+
+/* ImportTimer(find_and_load, started, ended) stands for importlib._bootstrap._find_and_load
+ * (profile._watch_imports): a call runs started(name, frame) -- frame being the running
+ * Python frame, the importer's or importlib's -- then find_and_load, then, if started
+ * returned something other than None, ended(that), whether the import returned or raised.
+ * The pure-Python path does the same with a Python function, which is one more frame
+ * among importlib's while a module's body runs; being C, this one adds none, so code that
+ * walks its stack during an import sees what it sees plainly (docs/contexts.md,
+ * "Imports").  No signal check falls between its steps: what an interrupt cuts short is
+ * the Python they call, and ended still runs if started had begun a row. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *wrapped, *started, *ended;
+    vectorcallfunc vectorcall;
+} ImportTimer;
+
+static PyObject *str_name;
+
+/* The module name of a _find_and_load(name, import_) call, or None (borrowed). */
+static PyObject *
+imported_name(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    if (nargs > 0) {
+        return args[0];
+    }
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        if (PyUnicode_Compare(PyTuple_GET_ITEM(kwnames, i), str_name) == 0) {
+            return args[nargs + i];
+        }
+    }
+    return Py_None;
+}
+
+static PyObject *
+raised_exception(void)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    return PyErr_GetRaisedException();
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (traceback != NULL) {
+        PyException_SetTraceback(value, traceback);
+    }
+    Py_XDECREF(type);
+    Py_XDECREF(traceback);
+    return value;
+#endif
+}
+
+static void
+raise_again(PyObject *exc)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(exc);
+#else
+    PyErr_Restore(Py_NewRef(Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
+#endif
+}
+
+static PyObject *
+import_timer_call(ImportTimer *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *frame = (PyObject *)PyEval_GetFrame(); /* borrowed; NULL when no Python code runs */
+    PyObject *token = PyObject_CallFunctionObjArgs(self->started, imported_name(args, nargs, kwnames),
+                                                   frame != NULL ? frame : Py_None, NULL);
+    if (token == NULL) {
+        return NULL;
+    }
+    PyObject *out = PyObject_Vectorcall(self->wrapped, args, nargsf, kwnames);
+    if (token != Py_None) {
+        PyObject *raised = out == NULL ? raised_exception() : NULL;
+        PyObject *done = PyObject_CallOneArg(self->ended, token);
+        if (done == NULL) { /* as a Python `finally` would: this exception goes on, chained */
+            Py_CLEAR(out);
+            if (raised != NULL) {
+                PyObject *exc = raised_exception();
+                PyException_SetContext(exc, raised); /* (steals raised) */
+                raise_again(exc);
+            }
+        }
+        else {
+            Py_DECREF(done);
+            if (raised != NULL) {
+                raise_again(raised);
+            }
+        }
+    }
+    Py_DECREF(token);
+    return out;
+}
+
+static PyObject *
+import_timer_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *wrapped, *started, *ended;
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "ImportTimer() takes no keyword arguments");
+        return NULL;
+    }
+    if (!PyArg_UnpackTuple(args, "ImportTimer", 3, 3, &wrapped, &started, &ended)) {
+        return NULL;
+    }
+    if (!PyCallable_Check(wrapped) || !PyCallable_Check(started) || !PyCallable_Check(ended)) {
+        PyErr_SetString(PyExc_TypeError, "ImportTimer(find_and_load, started, ended) takes three callables");
+        return NULL;
+    }
+    ImportTimer *self = (ImportTimer *)type->tp_alloc(type, 0);
+    if (self == NULL) {
+        return NULL;
+    }
+    self->wrapped = Py_NewRef(wrapped);
+    self->started = Py_NewRef(started);
+    self->ended = Py_NewRef(ended);
+    self->vectorcall = (vectorcallfunc)import_timer_call;
+    return (PyObject *)self;
+}
+
+/* Attributes it does not have are the wrapped function's (__name__, __qualname__,
+ * __module__, __doc__), as they would be of a functools.wraps wrapper. */
+static PyObject *
+import_timer_getattro(ImportTimer *self, PyObject *name)
+{
+    PyObject *found = PyObject_GenericGetAttr((PyObject *)self, name);
+    if (found == NULL && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        PyErr_Clear();
+        found = PyObject_GetAttr(self->wrapped, name);
+    }
+    return found;
+}
+
+static PyObject *
+import_timer_repr(ImportTimer *self)
+{
+    return PyUnicode_FromFormat("<cassette_hook's timed %R>", self->wrapped);
+}
+
+static int
+import_timer_traverse(ImportTimer *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->wrapped);
+    Py_VISIT(self->started);
+    Py_VISIT(self->ended);
+    return 0;
+}
+
+static int
+import_timer_clear(ImportTimer *self)
+{
+    Py_CLEAR(self->wrapped);
+    Py_CLEAR(self->started);
+    Py_CLEAR(self->ended);
+    return 0;
+}
+
+static void
+import_timer_dealloc(ImportTimer *self)
+{
+    PyObject_GC_UnTrack(self);
+    import_timer_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMemberDef import_timer_members[] = {
+    {"__wrapped__", T_OBJECT_EX, offsetof(ImportTimer, wrapped), READONLY, "importlib's _find_and_load."},
+    {"__cassette_hook_wraps__", T_OBJECT_EX, offsetof(ImportTimer, wrapped), READONLY,
+     "The same: marks importlib's _find_and_load as timed already."},
+    {NULL},
+};
+
+static PyTypeObject ImportTimerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cassette_hook.contexts._recording.ImportTimer",
+    .tp_doc = "ImportTimer(find_and_load, started, ended): importlib's _find_and_load, timed for the profiles.",
+    .tp_basicsize = sizeof(ImportTimer),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(ImportTimer, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = import_timer_new,
+    .tp_getattro = (getattrofunc)import_timer_getattro,
+    .tp_repr = (reprfunc)import_timer_repr,
+    .tp_traverse = (traverseproc)import_timer_traverse,
+    .tp_clear = (inquiry)import_timer_clear,
+    .tp_dealloc = (destructor)import_timer_dealloc,
+    .tp_members = import_timer_members,
+};
+
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "cassette_hook.contexts._recording",
@@ -355,13 +546,14 @@ PyInit__recording(void)
     str_thread_stack = PyUnicode_InternFromString("_thread_stack");
     str_child = PyUnicode_InternFromString("_child");
     str_module = PyUnicode_InternFromString("__module__");
-    if (str_thread_stack == NULL || str_child == NULL || str_module == NULL) {
+    str_name = PyUnicode_InternFromString("name");
+    if (str_thread_stack == NULL || str_child == NULL || str_module == NULL || str_name == NULL) {
         return NULL;
     }
     /* object.__new__, so that object.__new__(cls) -- how a context is copied -- works for
      * a subclass, as it does for any context. */
     RecordingType.tp_new = PyBaseObject_Type.tp_new;
-    if (PyType_Ready(&NodeType) < 0 || PyType_Ready(&RecordingType) < 0) {
+    if (PyType_Ready(&NodeType) < 0 || PyType_Ready(&RecordingType) < 0 || PyType_Ready(&ImportTimerType) < 0) {
         return NULL;
     }
     PyObject *module = PyModule_Create(&module_def);
@@ -369,7 +561,8 @@ PyInit__recording(void)
         return NULL;
     }
     if (PyModule_AddObjectRef(module, "Node", (PyObject *)&NodeType) < 0
-        || PyModule_AddObjectRef(module, "Recording", (PyObject *)&RecordingType) < 0) {
+        || PyModule_AddObjectRef(module, "Recording", (PyObject *)&RecordingType) < 0
+        || PyModule_AddObjectRef(module, "ImportTimer", (PyObject *)&ImportTimerType) < 0) {
         Py_DECREF(module);
         return NULL;
     }

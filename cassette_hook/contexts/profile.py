@@ -32,7 +32,8 @@ from .._locks import rlock
 from .. import context_stack
 from .._own import PACKAGE, RUNS_ON, is_own_frame, is_own_module
 from ._base import Output, ReportingContext, choice, expand, path, per_process, text_output, whole_number, yes_no
-from ._calltree import OWN, FunctionStats, Node, Recording, ThreadTree, dump, function_stats, load, without_own
+from ._calltree import (OWN, FunctionStats, ImportTimer, Node, Recording, ThreadTree, dump, function_stats, load,
+                        without_own)
 from ._names import location_of, name_of
 
 
@@ -136,17 +137,23 @@ def _watch_imports() -> None:
     Every import of a module not yet in ``sys.modules`` goes through it, by name: CPython's
     ``import`` statement looks it up on the module at each import (where ``-X importtime``
     times it), and importlib's Python functions (``import_module``, ``__import__``, the
-    import of a parent package) through the module's globals.  The wrapper is made to sit
-    among importlib's frames as one of them: its code's file name is importlib's, so that
-    CPython takes it out of an import error's traceback with importlib's own frames, and
-    ``warnings`` skips it, with them, to find a warning's ``stacklevel`` (else a warning of
-    a module's body would be the wrapper's, and not shown where the importer's is).  Its
-    ``__module__`` stays ours: cassette_hook never instruments it, and a call site that
-    calls it (a rewritten ``importlib.import_module``) sees a call of ours
-    (``_calltree.OWN``), the import's row then under the caller."""
+    import of a parent package) through the module's globals.
+
+    Where the profile's C hooks are built, the wrapper is C (``_calltree.ImportTimer``),
+    which makes no frame.  The pure-Python one is a frame among importlib's while a
+    module's body runs, made to sit there as one of them: its code's file name is
+    importlib's, so that CPython takes it out of an import error's traceback with
+    importlib's own frames, and ``warnings`` skips it, with them, to find a warning's
+    ``stacklevel`` (else a warning of a module's body would be the wrapper's, and not
+    shown where the importer's is).  Its ``__module__`` stays ours: cassette_hook never
+    instruments it, and a call site that calls it (a rewritten ``importlib.import_module``)
+    sees a call of ours (``_calltree.OWN``), the import's row then under the caller."""
     bootstrap: Any = sys.modules["_frozen_importlib"]  # (the module CPython's import statement calls)
     original = bootstrap._find_and_load
     if hasattr(original, "__cassette_hook_wraps__"):
+        return
+    if ImportTimer is not None:
+        bootstrap._find_and_load = ImportTimer(original, _import_started, _import_ended)
         return
     wrapper = _timing_imports(original, sys._getframe)
     code = wrapper.__code__.replace(co_filename=original.__code__.co_filename)
