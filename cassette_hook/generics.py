@@ -164,6 +164,11 @@ class OverdubGeneric(ContextGeneric):
             return out if not default or ctx.tag is None else ctx.tag.leave(out)  # no wrapper outlives its context
         except BaseException as exc:  # (the caller's traceback: without this frame and ours below it)
             strip_traceback(exc)
+            # A traceback the program keeps (``sys.last_exc``, a list of errors) keeps this
+            # frame too, as the frames of the calls below it: not the stack's entries, which
+            # would count as live for as long (``switch.active``).
+            top = held = None
+            entry = inside = below = None  # type: ignore[assignment]  # noqa: F841
             raise
 
 

@@ -13,7 +13,10 @@ import gc
 import weakref
 from typing import Any
 
+import pytest
+
 import cassette_hook as ch
+from cassette_hook.importhook import switch
 
 
 def g(x: int) -> int:
@@ -196,3 +199,26 @@ def test_an_overload_on_an_abstract_context_class_applies_to_its_virtual_subclas
         assert ch.overdub(Virtual(), f, 1) == 0
     finally:
         ch.overdub.unregister(replaced)
+
+
+def _fails() -> None:
+    raise ValueError("kept")
+
+
+class _Watching(ch.Context):
+    def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("context_class", [ch.NullContext, _Watching], ids=["null", "prehook"])
+def test_an_exception_kept_after_a_call_under_a_context_keeps_no_entry_live(context_class: type) -> None:
+    # A traceback keeps its frames, and ch.overdub's frame with them: the program may keep
+    # it (sys.last_exc, a list of errors), and the process must go idle all the same.
+    gc.collect()
+    live_before = len(switch._live)
+    try:
+        ch.overdub(context_class(), _fails)
+    except ValueError as exc:
+        kept = exc
+    gc.collect()
+    assert len(switch._live) == live_before and kept.__traceback__ is not None
