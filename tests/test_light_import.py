@@ -136,11 +136,16 @@ def test_naming_a_context_looks_entry_points_up(tmp_path):
 
 
 SITE_FREE = ["pass", "x = 1", "import os\nfrom os import path as p", "x = y", '"""docstring"""\nA = 1\nB = A']
-WITH_SITES = ["f()", "x + 1", "a.b()", "def f(): pass", "class C: pass", "for x in y: pass", "[x for x in y]",
+# Tables of constants and packages' __init__: displays and attribute reads, no call.
+TABLES = ["__all__ = ['a', 'b', 'c', 'd']", "x = (y, 1)", "x = {1, y}", "x = {1, 2, 3, 4}", "x = {y: 1}",
+          "x = {'a': 1, 'b': y}", "x = [*y]", "x = {*y}", "x = {**y, 'a': 1}", "import os\nx = os.path.sep",
+          "M = {" + ", ".join(f"'k{i}': ('v', {i})" for i in range(40)) + "}",
+          "M = {" + ", ".join(f"'k{i}': v" for i in range(40)) + "}"]
+WITH_SITES = ["f()", "x + 1", "__all__ = a.__all__ + b.__all__", "x = [f()]", "x = {y: f()}", "a.b()", "def f(): pass", "class C: pass", "for x in y: pass", "[x for x in y]",
               "x = y[0]", "x = -y", "x = y < z", "x = y in z", "y[0] = 1", "del y[0]", "lambda: 0"]
 
 
-@pytest.mark.parametrize("source", SITE_FREE)
+@pytest.mark.parametrize("source", SITE_FREE + TABLES)
 def test_code_said_to_need_no_rewriting_comes_out_of_the_switcher_as_it_went_in(source):
     code = compile(source, "<site-free>", "exec")
     assert _names.nothing_to_rewrite(code)
@@ -171,6 +176,20 @@ def test_a_module_with_nothing_to_rewrite_is_imported_as_compiled(tmp_path, monk
     finally:
         ch.uninstall()
         sys.modules.pop("light_consts", None)
+
+
+def test_a_table_of_constants_is_imported_under_a_context_without_the_rewriter(tmp_path):
+    # Such a module comes out of the rewriter unchanged, so no cache file is kept for it:
+    # were it handed to the rewriter, every run would pay for that (docs/importhook.md,
+    # "The code cache").
+    (tmp_path / "table_mod.py").write_text("import os\n__all__ = ['NAMES']\nNAMES = {"
+                                           + ", ".join(f"'k{i}': ('v', {i}, os.sep)" for i in range(40)) + "}\n")
+    out = python("-X", "importtime", "-m", "cassette_hook", "--include", "table_mod", "--context", "null",
+                 "-c", "import table_mod", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    imported = imported_by_importtime(out.stderr)
+    assert "table_mod" in imported
+    assert not imported & {"bytecode", "cassette_hook.importhook.dual_code"}
 
 
 def test_installing_name_patterns_does_not_look_for_the_library_directories():

@@ -111,10 +111,18 @@ def switch_module(code: CodeType) -> str:
     raise ValueError(f"{code.co_name} is not a switched code object")
 
 
-# Instructions the rewriter never touches, in any version: names, constants, imports.
+# Instructions the rewriter never touches, in any version: names, constants, imports,
+# attribute reads, and the displays that build lists, tuples, sets and dicts. The displays
+# are what tables of constants (``pygments.lexers._mapping``, docutils' language modules)
+# and packages' ``__init__`` (``__all__ = [...]``) are made of: without them such a module
+# went to the rewriter at every import only to come out unchanged, with no cache file kept
+# for it -- importing ``bytecode`` and rewriting, 30 ms a run for pygments' tables
+# (docs/performance.md, "Real programs").
 _SITE_FREE = frozenset({"CACHE", "EXTENDED_ARG", "NOP", "RESUME", "LOAD_CONST", "RETURN_VALUE", "RETURN_CONST",
                         "POP_TOP", "LOAD_NAME", "STORE_NAME", "LOAD_FAST", "STORE_FAST", "IMPORT_NAME",
-                        "IMPORT_FROM", "LOAD_SMALL_INT", "LOAD_FAST_BORROW",  # (3.14+)
+                        "IMPORT_FROM", "LOAD_ATTR", "BUILD_LIST", "BUILD_TUPLE", "BUILD_SET", "BUILD_MAP",
+                        "BUILD_CONST_KEY_MAP", "LIST_EXTEND", "SET_UPDATE", "DICT_UPDATE", "MAP_ADD",
+                        "LOAD_SMALL_INT", "LOAD_FAST_BORROW",  # (3.14+)
                         "LOAD_COMMON_CONSTANT"})  # (3.15: None, True, False, and the like)
 
 
