@@ -4,11 +4,13 @@ starting a program: what only options, overdubbing or rewriting need waits for t
 
 from __future__ import annotations
 
+import dis
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import CodeType
 
 import pytest
 
@@ -152,6 +154,26 @@ def test_code_said_to_need_no_rewriting_comes_out_of_the_switcher_as_it_went_in(
     out = dual_code.switched(code, "m")
     assert not _names.is_switched(out)
     assert out.co_code == code.co_code
+
+
+def test_the_module_a_switched_body_asks_about_is_read_past_extended_arguments():
+    # 300 constants before the switch's own: loading the module's name needs an EXTENDED_ARG,
+    # which the reading (the raw bytecode, not dis) must apply.
+    body = "".join(f"    a{i} = {i}.5 + g{i}\n" for i in range(300))
+    module = dual_code.switched(compile(f"def f():\n{body}", "<many>", "exec"), "pkg.many")
+    f = next(c for c in module.co_consts if isinstance(c, CodeType) and c.co_name == "f")
+    before_question = []
+    for instruction in dis.get_instructions(f):
+        before_question.append(instruction.opname)
+        if instruction.argval == "pkg.many":
+            break
+    assert "EXTENDED_ARG" in before_question
+    assert _names.switch_module(f) == "pkg.many"
+
+
+def test_a_body_that_is_not_switched_has_no_module_to_ask_about():
+    with pytest.raises(ValueError, match="f is not a switched code object"):
+        _names.switch_module(compile("def f(): return g", "<plain>", "exec").co_consts[0])
 
 
 @pytest.mark.parametrize("source", WITH_SITES)
