@@ -258,7 +258,8 @@ def make_yaml(d: Path, quick: bool) -> list[str]:
     out = ["defaults: &defaults", "  retries: 3", "  timeout: 2.5", "  enabled: yes", "records:"]
     for i in range(400 if quick else 1_600):
         out += [f"  - id: {i}", f"    name: \"record {i}\"", "    <<: *defaults",
-                f"    owner: {{name: user{i % 37}, email: 'user{i % 37}@example.org', admin: {str(i % 5 == 0).lower()}}}",
+                f"    owner: {{name: user{i % 37}, email: 'user{i % 37}@example.org', "
+                f"admin: {str(i % 5 == 0).lower()}}}",
                 f"    tags: [{', '.join(rnd.choice(['a', 'b', 'ccc', 'dd', 'e-f']) for _ in range(i % 6 + 1))}]",
                 f"    created: 2026-11-{i % 28 + 1:02d}", f"    ratio: {rnd.random():.6f}",
                 "    notes: |", f"      line one of record {i}", "      line two: with a colon", ""]
@@ -429,7 +430,8 @@ def main() -> None:
             cols[k].append(x)
         results[prog.name].update(best=b, ratios=ratios, cold=cold.get(prog.name))
         c = cold.get(prog.name)
-        rows.append([prog.name, f"{b['plain']:.2f}", *(f"{ratios[k]:.2f}" for k in ("null", "profile", "cProfile", "p/c")),
+        rows.append([prog.name, f"{b['plain']:.2f}",
+                     *(f"{ratios[k]:.2f}" for k in ("null", "profile", "cProfile", "p/c")),
                      f"{c['plain']:.2f}" if c else "-", f"{c['null']:.2f}" if c else "-",
                      f"{ratios['cold']:.2f}" if c else "-"])
     rows.append(["geomean", "", *(f"{harness.geomean(cols[k]):.2f}" for k in ("null", "profile", "cProfile", "p/c")),

@@ -143,7 +143,8 @@ TABLES = ["__all__ = ['a', 'b', 'c', 'd']", "x = (y, 1)", "x = {1, y}", "x = {1,
           "x = {'a': 1, 'b': y}", "x = [*y]", "x = {*y}", "x = {**y, 'a': 1}", "import os\nx = os.path.sep",
           "M = {" + ", ".join(f"'k{i}': ('v', {i})" for i in range(40)) + "}",
           "M = {" + ", ".join(f"'k{i}': v" for i in range(40)) + "}"]
-WITH_SITES = ["f()", "x + 1", "__all__ = a.__all__ + b.__all__", "x = [f()]", "x = {y: f()}", "a.b()", "def f(): pass", "class C: pass", "for x in y: pass", "[x for x in y]",
+WITH_SITES = ["f()", "x + 1", "__all__ = a.__all__ + b.__all__", "x = [f()]", "x = {y: f()}",
+              "a.b()", "def f(): pass", "class C: pass", "for x in y: pass", "[x for x in y]",
               "x = y[0]", "x = -y", "x = y < z", "x = y in z", "y[0] = 1", "del y[0]", "lambda: 0"]
 
 
