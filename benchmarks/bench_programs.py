@@ -28,8 +28,9 @@ cassette_hook's code cache, so the counted runs are warm):
 ``PROG`` is a script (in a temporary directory ``DIR``, with its input) or ``-m module``
 with its arguments. ``--include`` names the package that does the work (and the script's
 directory): without it the command line instruments only the script's directory or the
-``-m`` module's top package (docs/cli.md, "What is instrumented"), and a script's library
-would run plain. Times are the CPU time of the child (``getrusage(RUSAGE_CHILDREN)``
+``-m`` module's top package at import (docs/cli.md, "What is instrumented"), and the
+library's functions, which the context still enters, would be rewritten at every run
+rather than read from the code cache. Times are the CPU time of the child (``getrusage(RUSAGE_CHILDREN)``
 deltas), best of ``--rounds``. Every run's standard output and exit status are compared
 with the plain run's: a program that behaves differently under a context is reported.
 
