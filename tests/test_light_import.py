@@ -4,11 +4,13 @@ starting a program: what only options, overdubbing or rewriting need waits for t
 
 from __future__ import annotations
 
+import dis
 import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import CodeType
 
 import pytest
 
@@ -136,17 +138,43 @@ def test_naming_a_context_looks_entry_points_up(tmp_path):
 
 
 SITE_FREE = ["pass", "x = 1", "import os\nfrom os import path as p", "x = y", '"""docstring"""\nA = 1\nB = A']
-WITH_SITES = ["f()", "x + 1", "a.b()", "def f(): pass", "class C: pass", "for x in y: pass", "[x for x in y]",
+# Tables of constants and packages' __init__: displays and attribute reads, no call.
+TABLES = ["__all__ = ['a', 'b', 'c', 'd']", "x = (y, 1)", "x = {1, y}", "x = {1, 2, 3, 4}", "x = {y: 1}",
+          "x = {'a': 1, 'b': y}", "x = [*y]", "x = {*y}", "x = {**y, 'a': 1}", "import os\nx = os.path.sep",
+          "M = {" + ", ".join(f"'k{i}': ('v', {i})" for i in range(40)) + "}",
+          "M = {" + ", ".join(f"'k{i}': v" for i in range(40)) + "}"]
+WITH_SITES = ["f()", "x + 1", "__all__ = a.__all__ + b.__all__", "x = [f()]", "x = {y: f()}",
+              "a.b()", "def f(): pass", "class C: pass", "for x in y: pass", "[x for x in y]",
               "x = y[0]", "x = -y", "x = y < z", "x = y in z", "y[0] = 1", "del y[0]", "lambda: 0"]
 
 
-@pytest.mark.parametrize("source", SITE_FREE)
+@pytest.mark.parametrize("source", SITE_FREE + TABLES)
 def test_code_said_to_need_no_rewriting_comes_out_of_the_switcher_as_it_went_in(source):
     code = compile(source, "<site-free>", "exec")
     assert _names.nothing_to_rewrite(code)
     out = dual_code.switched(code, "m")
     assert not _names.is_switched(out)
     assert out.co_code == code.co_code
+
+
+def test_the_module_a_switched_body_asks_about_is_read_past_extended_arguments():
+    # 300 constants before the switch's own: loading the module's name needs an EXTENDED_ARG,
+    # which the reading (the raw bytecode, not dis) must apply.
+    body = "".join(f"    a{i} = {i}.5 + g{i}\n" for i in range(300))
+    module = dual_code.switched(compile(f"def f():\n{body}", "<many>", "exec"), "pkg.many")
+    f = next(c for c in module.co_consts if isinstance(c, CodeType) and c.co_name == "f")
+    before_question = []
+    for instruction in dis.get_instructions(f):
+        before_question.append(instruction.opname)
+        if instruction.argval == "pkg.many":
+            break
+    assert "EXTENDED_ARG" in before_question
+    assert _names.switch_module(f) == "pkg.many"
+
+
+def test_a_body_that_is_not_switched_has_no_module_to_ask_about():
+    with pytest.raises(ValueError, match="f is not a switched code object"):
+        _names.switch_module(compile("def f(): return g", "<plain>", "exec").co_consts[0])
 
 
 @pytest.mark.parametrize("source", WITH_SITES)
@@ -171,6 +199,20 @@ def test_a_module_with_nothing_to_rewrite_is_imported_as_compiled(tmp_path, monk
     finally:
         ch.uninstall()
         sys.modules.pop("light_consts", None)
+
+
+def test_a_table_of_constants_is_imported_under_a_context_without_the_rewriter(tmp_path):
+    # Such a module comes out of the rewriter unchanged, so no cache file is kept for it:
+    # were it handed to the rewriter, every run would pay for that (docs/importhook.md,
+    # "The code cache").
+    (tmp_path / "table_mod.py").write_text("import os\n__all__ = ['NAMES']\nNAMES = {"
+                                           + ", ".join(f"'k{i}': ('v', {i}, os.sep)" for i in range(40)) + "}\n")
+    out = python("-X", "importtime", "-m", "cassette_hook", "--include", "table_mod", "--context", "null",
+                 "-c", "import table_mod", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    imported = imported_by_importtime(out.stderr)
+    assert "table_mod" in imported
+    assert not imported & {"bytecode", "cassette_hook.importhook.dual_code"}
 
 
 def test_installing_name_patterns_does_not_look_for_the_library_directories():

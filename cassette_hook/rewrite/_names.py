@@ -8,6 +8,7 @@ is needed only when something is rewritten.
 from __future__ import annotations
 
 import operator as _operator
+import sys as _sys
 from types import CodeType
 
 from .. import _native
@@ -99,22 +100,43 @@ def is_switched(code: CodeType) -> bool:
 
 
 def switch_module(code: CodeType) -> str:
-    """The module a switched body's question names (the constant passed to ``ENTER``)."""
-    from dis import get_instructions
+    """The module a switched body's question names (the constant passed to ``ENTER``).
 
-    asking = False
-    for instruction in get_instructions(code):
-        if instruction.opname == "LOAD_GLOBAL" and instruction.argval == ENTER:
+    Read from the raw bytecode, up to the question, which opens the body: ``dis`` would
+    first find the labels and line starts of the whole body, in Python, and a twin is made
+    for every switched function a program calls (sympy: 1,949 of them in one run, 0.5 s
+    through ``dis`` against 4 ms so; docs/performance.md, "Real programs")."""
+    from opcode import opmap
+
+    load_global, load_const, extended = opmap["LOAD_GLOBAL"], opmap["LOAD_CONST"], opmap["EXTENDED_ARG"]
+    shift = 0 if _sys.version_info < (3, 11) else 1  # (3.11+: LOAD_GLOBAL's low bit says "push NULL")
+    raw, names, consts = code.co_code, code.co_names, code.co_consts
+    asking, arg = False, 0
+    for i in range(0, len(raw), 2):  # (3.11+'s inline caches are CACHE, opcode 0: neither of the two)
+        op, arg = raw[i], arg | raw[i + 1]
+        if op == extended:
+            arg <<= 8
+            continue
+        if op == load_global and names[arg >> shift] == ENTER:
             asking = True
-        elif asking and instruction.opname == "LOAD_CONST" and isinstance(instruction.argval, str):
-            return instruction.argval
+        elif asking and op == load_const and isinstance(consts[arg], str):
+            return str(consts[arg])
+        arg = 0
     raise ValueError(f"{code.co_name} is not a switched code object")
 
 
-# Instructions the rewriter never touches, in any version: names, constants, imports.
+# Instructions the rewriter never touches, in any version: names, constants, imports,
+# attribute reads, and the displays that build lists, tuples, sets and dicts. The displays
+# are what tables of constants (``pygments.lexers._mapping``, docutils' language modules)
+# and packages' ``__init__`` (``__all__ = [...]``) are made of: without them such a module
+# went to the rewriter at every import only to come out unchanged, with no cache file kept
+# for it -- importing ``bytecode`` and rewriting, 30 ms a run for pygments' tables
+# (docs/performance.md, "Real programs").
 _SITE_FREE = frozenset({"CACHE", "EXTENDED_ARG", "NOP", "RESUME", "LOAD_CONST", "RETURN_VALUE", "RETURN_CONST",
                         "POP_TOP", "LOAD_NAME", "STORE_NAME", "LOAD_FAST", "STORE_FAST", "IMPORT_NAME",
-                        "IMPORT_FROM", "LOAD_SMALL_INT", "LOAD_FAST_BORROW",  # (3.14+)
+                        "IMPORT_FROM", "LOAD_ATTR", "BUILD_LIST", "BUILD_TUPLE", "BUILD_SET", "BUILD_MAP",
+                        "BUILD_CONST_KEY_MAP", "LIST_EXTEND", "SET_UPDATE", "DICT_UPDATE", "MAP_ADD",
+                        "LOAD_SMALL_INT", "LOAD_FAST_BORROW",  # (3.14+)
                         "LOAD_COMMON_CONSTANT"})  # (3.15: None, True, False, and the like)
 
 
