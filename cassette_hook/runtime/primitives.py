@@ -21,7 +21,7 @@ the frame-sensitive ones need no help; see ``callsites.callable_for``.
 from __future__ import annotations
 
 import __future__
-import _signal
+import _signal  # type: ignore[import-not-found]  # (signal.signal is its Python wrapper)
 import _thread
 import atexit
 import contextvars
