@@ -296,6 +296,14 @@ def split(value: str | None, separator: str = ",") -> list[str]:
     return [part.strip() for part in (value or "").split(separator) if part.strip()]
 
 
+def reports_only_if_observed() -> None:
+    """Write no report for a context that observed nothing, as in any process
+    ``install_from_env`` instruments (a child of ``--subprocesses`` whose script the
+    command line's way runs: ``cli.reexec.exec_script_child``)."""
+    global _reports_if_empty
+    _reports_if_empty = False
+
+
 def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
     """Instrument this process as the environment says; for a ``sitecustomize.py``.
 

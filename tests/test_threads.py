@@ -592,12 +592,27 @@ def test_the_profile_counts_each_call_the_standard_library_and_c_make_of_the_pro
 
 
 def test_the_profile_counts_every_thread_that_ran_the_programs_code(tmp_path, path):
-    write(tmp_path, "prog.py", CALLBACKS)
+    write(tmp_path, "prog.py", """
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        both = threading.Barrier(2)  # (so that each of the pool's two threads runs a worker)
+
+        def worker(x):
+            if x < 2:
+                both.wait()
+
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(worker, range(4)))
+        thread = threading.Thread(target=worker, args=(2,))
+        thread.start()
+        thread.join()
+    """)
     result = run_cli_on(tmp_path, path, "--context", "profile,operators=no", "--output", "prof.txt", "prog.py")
     assert result.returncode == 0, result.stderr
-    ran = int(result.stdout.split()[-1])  # main, the pool's, the thread, asyncio's executor's
-    header = (tmp_path / "prof.txt").read_text().splitlines()[0]
-    assert re.search(rf" in {ran} threads,", header), (header, ran)
+    table = (tmp_path / "prof.txt").read_text()
+    # main, the pool's two, the thread: each called `worker`, whose body makes no call
+    assert " in 4 threads," in table.splitlines()[0] and profiled_calls(table, "__main__.worker") == 5, table
 
 
 HANDED_BACK = """
