@@ -87,6 +87,31 @@ def _instrument_mp_main() -> None:
             finder.instrument(main)
 
     spawn._fixup_main_from_path = _wrapper(_fixup_main_from_path, fixup)  # type: ignore[attr-defined]
+    _enter_as_a_call_site(code)
+
+
+def _enter_as_a_call_site(code: str) -> None:
+    """Have the child's entry into ``multiprocessing`` called as a call site, so that the
+    child runs overdubbed from there on, as a *fork* child does (it goes on in the
+    overdubbed call that forked it): the worker loop's calls of the program's functions
+    (a pool's ``work``) are then calls the contexts see.  The ``-c`` code that makes the
+    call is ``python``'s, compiled without the hook: in a *spawn* child it calls
+    ``spawn.spawn_main``, which gets a ``partial`` of ``hotpath.call``; a forkserver
+    calls ``forkserver._serve_one`` in each child it forks, which gets one (the
+    forkserver's own loop runs as compiled, and it observes nothing of its own)."""
+    from functools import partial
+
+    from .runtime import hotpath
+
+    if "from multiprocessing.spawn import" in code:
+        from multiprocessing import spawn
+
+        spawn.spawn_main = partial(hotpath.call, spawn.spawn_main)
+    elif "from multiprocessing.forkserver import" in code:
+        from multiprocessing import forkserver
+
+        serve_one = forkserver._serve_one  # type: ignore[attr-defined]  # (private: not in typeshed)
+        forkserver._serve_one = partial(hotpath.call, serve_one)  # type: ignore[attr-defined]
 
 
 def _forked() -> None:
@@ -269,6 +294,14 @@ def write_report(ctx: context_stack.Context) -> None:
 
 def split(value: str | None, separator: str = ",") -> list[str]:
     return [part.strip() for part in (value or "").split(separator) if part.strip()]
+
+
+def reports_only_if_observed() -> None:
+    """Write no report for a context that observed nothing, as in any process
+    ``install_from_env`` instruments (a child of ``--subprocesses`` whose script the
+    command line's way runs: ``cli.reexec.exec_script_child``)."""
+    global _reports_if_empty
+    _reports_if_empty = False
 
 
 def install_from_env(environ: Mapping[str, str] | None = None) -> bool:

@@ -480,3 +480,60 @@ def test_a_pool_workers_main_script_is_instrumented_as_mp_main(tmp_path, method)
     workers = [p.read_text() for p in tmp_path.glob("prof.*.txt")]
     calls = [int(m[1]) for report in workers for m in re.finditer(r"^ +(\d+) .* builtins\.abs$", report, re.M)]
     assert sum(calls) == sum(range(40)), workers
+
+
+@pytest.mark.parametrize("where", ["script", "module"])
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_a_pools_workers_reports_add_up_to_every_call_of_its_function(tmp_path, method, where):
+    # The worker loop (multiprocessing's) calls `work`: a call each worker's report counts
+    # (docs/processes.md, "Pools"), on the path the tox env runs (CASSETTE_HOOK_PURE_PYTHON).
+    write(tmp_path, "jobs.py", "def work(n):\n    return n + 1\n")
+    defined = "from jobs import work" if where == "module" else "def work(n): return n + 1"
+    write(tmp_path, "prog.py", f"""
+        import multiprocessing
+        {defined}
+
+        if __name__ == "__main__":
+            pool = {start_with(method)}.Pool(2)
+            print(sum(pool.map(work, range(40))))
+            pool.close()
+            pool.join()
+    """)
+    pure = {k: v for k, v in os.environ.items() if k == "CASSETTE_HOOK_PURE_PYTHON"}
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context", "profile",
+                             "--output", "prof.txt", "prog.py"], cwd=tmp_path, env=env_for(tmp_path, **pure),
+                            capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout) == (0, "820\n"), result.stderr
+    workers = [p.read_text() for p in tmp_path.glob("prof.*.txt")]
+    calls = [int(m[1]) for report in workers
+             for m in re.finditer(r"^ +(\d+) .* (?:__main__|__mp_main__|jobs)\.work$", report, re.M)]
+    assert sum(calls) == 40, workers
+
+
+CHILD_SCRIPT = """
+import sys
+
+def f(n):
+    return n + 1
+
+print(__name__, __file__, sys.argv, sys.path[0], f(1), "switched:", "__cassette_hook_enter__" in f.__code__.co_names)
+"""
+
+
+def test_a_child_running_a_script_of_the_program_runs_it_switched_as_the_command_line_runs_its_own(tmp_path):
+    # (docs/processes.md, "--subprocesses"; on the path the tox env runs)
+    write(tmp_path, "child.py", CHILD_SCRIPT)
+    write(tmp_path, "prog.py", """
+        import subprocess, sys
+        print(subprocess.run([sys.executable, "child.py", "a1"], capture_output=True, text=True).stdout, end="")
+    """)
+    pure = {k: v for k, v in os.environ.items() if k == "CASSETTE_HOOK_PURE_PYTHON"}
+    plain = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env_for(tmp_path, **pure),
+                           capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context", "profile",
+                             "--output", "prof.txt", "prog.py"], cwd=tmp_path, env=env_for(tmp_path, **pure),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == plain.stdout.replace("switched: False", "switched: True"), (result.stdout, plain.stdout)
+    children = [p.read_text() for p in tmp_path.glob("prof.*.txt")]
+    assert len(children) == 1 and re.search(r"^ +1 .* __main__\.f$", children[0], re.M), children

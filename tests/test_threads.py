@@ -4,6 +4,7 @@ per thread and nest above them."""
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import collections
 import gc
@@ -318,7 +319,7 @@ def test_the_command_lines_profile_counts_the_calls_of_every_thread(tmp_path):
                      "prog.py")
     assert result.returncode == 0, result.stderr
     table = (tmp_path / "table.txt").read_text()
-    # (a thread's target is called by threading, which is not instrumented: its calls are seen)
+    # (a thread's bootstrap is a call site: its target, threading's, and the calls inside are seen)
     assert re.search(r"^ +6 .* jobs\.work$", table, re.M)  # in_thread, 3 in_pool, in_to_thread, in_executor
     assert re.search(r"^ +17 .* builtins\.abs$", table, re.M)  # 2 + 1+2+3 + 4 + 5
     names = [p["name"] for p in json.loads((tmp_path / "prof.json").read_text())["profiles"]]
@@ -525,3 +526,145 @@ def test_the_profiles_raw_dump_is_whole_when_a_thread_records_a_new_function_mea
     finally:
         sys.settrace(None)
     assert ch.ProfileContext.merge([tmp_path / "raw.json"]).stats()["builtins.abs"].calls == 2
+
+
+# -- calls that the standard library or C makes of the program's functions ----------------
+# (docs/contexts.md, "Threads": a callback handed to a thread, the event loop, atexit or a
+# signal is called as a call site when it runs; on both paths: ``path``)
+
+CALLBACKS = """
+import asyncio, atexit, os, signal, threading
+from concurrent.futures import ThreadPoolExecutor
+
+calls = {}
+threads = set()
+
+def count(name):
+    calls[name] = calls.get(name, 0) + 1
+    threads.add(threading.current_thread())  # (the objects: idents are reused)
+
+both = threading.Barrier(2)  # (so that each of the pool's two threads runs a worker)
+
+def worker(x):
+    count("worker")
+    if x < 2:
+        both.wait()
+    return x * x
+
+def in_thread(x):
+    count("in_thread")
+
+def to_thread(x):
+    count("to_thread")
+
+def in_executor(x):
+    count("in_executor")
+
+def soon(x):
+    count("soon")
+
+def on_signal(signum, frame):
+    count("on_signal")
+
+def on_exit():
+    count("on_exit")
+    print(sorted(calls.items()), len(threads))
+
+async def main():
+    loop = asyncio.get_running_loop()
+    await asyncio.to_thread(to_thread, 1)
+    await loop.run_in_executor(None, in_executor, 2)
+    loop.call_soon(soon, 3)
+    await asyncio.sleep(0)
+
+with ThreadPoolExecutor(2) as pool:
+    assert sum(pool.map(worker, range(8))) == 140
+thread = threading.Thread(target=in_thread, args=(1,))
+thread.start()
+thread.join()
+asyncio.run(main())
+signal.signal(signal.SIGUSR1, on_signal)
+os.kill(os.getpid(), signal.SIGUSR1)
+atexit.register(on_exit)
+"""
+
+
+@pytest.fixture(params=["c", "pure"])
+def path(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The runtime the command line's child runs: the C accelerator's or the pure-Python one."""
+    return {"CASSETTE_HOOK_PURE_PYTHON": "1"} if request.param == "pure" else {}
+
+
+def run_cli_on(tmp_path: Path, path: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CASSETTE_HOOK_")}, **path}
+    return subprocess.run([sys.executable, "-m", "cassette_hook", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+def profiled_calls(table: str, function: str) -> int:
+    found = re.search(rf"^ +(\d+) .* {re.escape(function)}$", table, re.M)
+    return int(found.group(1)) if found else 0
+
+
+def test_the_profile_counts_each_call_the_standard_library_and_c_make_of_the_programs_functions(tmp_path, path):
+    write(tmp_path, "prog.py", CALLBACKS)
+    result = run_cli_on(tmp_path, path, "--context", "profile,operators=no", "--output", "prof.txt", "prog.py")
+    assert result.returncode == 0, result.stderr
+    made = dict(ast.literal_eval(result.stdout.rsplit(" ", 1)[0]))  # the program's own count
+    table = (tmp_path / "prof.txt").read_text()
+    assert made == {"worker": 8, "in_thread": 1, "to_thread": 1, "in_executor": 1, "soon": 1, "on_signal": 1,
+                    "on_exit": 1}
+    assert {name: profiled_calls(table, f"__main__.{name}") for name in made} == made
+
+
+def test_the_profile_counts_every_thread_that_ran_the_programs_code(tmp_path, path):
+    write(tmp_path, "prog.py", """
+        import threading
+        from concurrent.futures import ThreadPoolExecutor
+
+        both = threading.Barrier(2)  # (so that each of the pool's two threads runs a worker)
+
+        def worker(x):
+            if x < 2:
+                both.wait()
+
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(worker, range(4)))
+        thread = threading.Thread(target=worker, args=(2,))
+        thread.start()
+        thread.join()
+    """)
+    result = run_cli_on(tmp_path, path, "--context", "profile,operators=no", "--output", "prof.txt", "prog.py")
+    assert result.returncode == 0, result.stderr
+    table = (tmp_path / "prof.txt").read_text()
+    # main, the pool's two, the thread: each called `worker`, whose body makes no call
+    assert " in 4 threads," in table.splitlines()[0] and profiled_calls(table, "__main__.worker") == 5, table
+
+
+HANDED_BACK = """
+import atexit, signal
+
+def handler(signum, frame):
+    pass
+
+def at_exit():
+    print("at exit")
+
+def removed():
+    print("removed: never printed")
+
+print(atexit.register(at_exit) is at_exit)
+atexit.register(removed)
+atexit.unregister(removed)
+previous = signal.signal(signal.SIGUSR1, handler)
+print(signal.getsignal(signal.SIGUSR1) is handler, signal.signal(signal.SIGUSR1, previous) is handler)
+"""
+
+
+def test_atexit_and_signal_give_back_the_programs_own_callbacks_under_a_profile(tmp_path, path):
+    write(tmp_path, "prog.py", HANDED_BACK)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CASSETTE_HOOK_")}
+    plain = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert plain.stdout == "True\nTrue True\nat exit\n", plain.stderr
+    result = run_cli_on(tmp_path, path, "--context", "profile,operators=no", "--output", "prof.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, "")

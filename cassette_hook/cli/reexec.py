@@ -147,7 +147,7 @@ def exec_program(kind: str, target: str, args: Sequence[str], options: Sequence[
         main.update(pyc=pyc)
     pythonpath = os.environ.get("PYTHONPATH")
     run = {**run, "main": main, "orig_argv": list(sys.orig_argv), "pythonpath": pythonpath,
-           "path0": sys.path[0] if sys.path and path0_inserted() else None}
+           "path0": sys.path[0] if sys.path and path0_inserted() and not run.get("child") else None}
     environ = dict(os.environ)
     environ[VARIABLE] = json.dumps(run)
     if (pythonpath or "").split(os.pathsep)[0] != SITE:  # (--subprocesses put it there already)
@@ -158,6 +158,40 @@ def exec_program(kind: str, target: str, args: Sequence[str], options: Sequence[
         os.execve(sys.executable, [sys.executable, *options, *command, *args], environ)
     except OSError:
         _remove_pyc(main.get("pyc"))
+
+
+def exec_script_child(environ: dict[str, str]) -> None:
+    """In a child Python process of ``--subprocesses`` running a script of the program
+    (``subprocess.run([sys.executable, "child.py"])``): ``exec`` ``python`` on it as the
+    command line runs its own script, switched, with the contexts ``install_from_env``
+    would make (``environ``'s ``CASSETTE_HOOK_*``), so that the child's ``__main__`` is
+    instrumented as the command line's is.  Called by ``_site/sitecustomize.py`` before
+    anything else runs in the child (the ``sitecustomize`` it shadows runs once, after
+    the ``exec``).  Returns where it does not apply (not a script, one the patterns leave
+    out, ``-E``/``-I``/``-S``, not POSIX) or where the ``exec`` fails: the child then
+    goes on as before, its modules instrumented and its script not."""
+    from .. import _process
+    from .._process import split
+
+    include = split(environ.get(_process.INCLUDE))
+    if (os.name != "posix" or not sys.executable or sys.flags.no_site or sys.flags.ignore_environment
+            or sys.flags.isolated or _started or not environ.get(_process.SEPARATE) or not include):
+        return
+    argv = list(sys.orig_argv)
+    index = next((i for i in range(1, len(argv)) if not argv[i].startswith("-")
+                  and _options_before_module([*argv[:i], "-m", "_"], ("_",)) is not None), None)
+    if index is None or not os.path.isfile(argv[index]) or argv[index].endswith((".pyc", ".zip")):
+        return  # (-c, -m, stdin, a directory or zip file, a .pyc: left as they were)
+    from ..importhook.finder import Patterns
+
+    script = absolute(argv[index])
+    if not Patterns(include, split(environ.get(_process.EXCLUDE))).matches("__main__", script):
+        return
+    specs = split(environ.get(_process.CONTEXT), ";")
+    run = {"include": include, "exclude": split(environ.get(_process.EXCLUDE)), "context": specs,
+           "output": environ.get(_process.OUTPUT) or None, "debug": split(environ.get(_process.DEBUG)),
+           "eager": bool(environ.get(_process.EAGER)), "subprocesses": True, "warn_include": [], "child": True}
+    exec_program(SCRIPT, argv[index], argv[index + 1:], argv[1:index], run)
 
 
 def _private_directory() -> str:
@@ -216,6 +250,9 @@ def start(description: str) -> None:
         if code is not None:
             _write_pyc(finder.switch_or_warn(code, "__main__"), main["pyc"])
             _at_main_loader(main)
+        if run.get("child"):  # (a child of --subprocesses: as install_from_env would have it)
+            _process.separate(contexts)
+            _process.reports_only_if_observed()
         _process.activate(contexts)
     except BaseException:
         _remove_pyc(main.get("pyc"))

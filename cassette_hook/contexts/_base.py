@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import threading
 from typing import Any, Callable, ClassVar, Iterator, Mapping, TextIO, TypeVar, Union
 
 from ..context_stack import Context
@@ -266,3 +267,21 @@ def text_output(output: Output) -> Iterator[TextIO]:
             yield stream
     else:
         yield output
+
+
+def running_thread() -> threading.Thread:
+    """``threading.current_thread()``, without making a dummy thread of one that
+    ``threading`` is still starting.
+
+    A thread the program starts under a context whose plan reaches into ``threading``
+    runs its bootstrap overdubbed (docs/contexts.md, "Threads"): its first call is seen
+    before ``Thread._bootstrap_inner`` has registered it, where ``current_thread()`` would
+    register a ``_DummyThread`` in its place.  It is then in ``threading._limbo``, and
+    the thread that starts it waits until it is registered; of several threads started
+    at once, the first is taken (the name may then be another's of them).
+    """
+    thread = getattr(threading, "_active", {}).get(threading.get_ident())
+    if isinstance(thread, threading.Thread):
+        return thread
+    starting = [t for t in list(getattr(threading, "_limbo", {})) if isinstance(t, threading.Thread)]
+    return starting[0] if starting else threading.current_thread()

@@ -31,7 +31,8 @@ from . import _reports
 from .._locks import rlock
 from .. import context_stack
 from .._own import PACKAGE, RUNS_ON, is_own_frame, is_own_module
-from ._base import Output, ReportingContext, choice, expand, path, per_process, text_output, whole_number, yes_no
+from ._base import (Output, ReportingContext, choice, expand, path, per_process, running_thread, text_output,
+                    whole_number, yes_no)
 from ._calltree import (OWN, FunctionStats, ImportTimer, Node, Recording, ThreadTree, dump, function_stats, load,
                         without_own)
 from ._names import location_of, name_of
@@ -246,7 +247,7 @@ class ProfileContext(ReportingContext, Recording):
             return self._threads.stack  # type: ignore[no-any-return]
         except AttributeError:
             pass
-        tree = ThreadTree(threading.current_thread().name)
+        tree = ThreadTree(running_thread().name)
         with self._lock:
             self._trees.append(tree)
         self._threads.stack = tree.stack
@@ -357,7 +358,7 @@ class ProfileContext(ReportingContext, Recording):
         self._trees = []
         self._threads = threading.local()
         if stack is not None:  # the forking thread, now the child's only one
-            tree = ThreadTree(threading.current_thread().name)
+            tree = ThreadTree(running_thread().name)
             stack[:] = [tree.root]  # the same list: the C hooks keep it (_recording.c's stack_of)
             tree.stack = stack
             self._trees.append(tree)

@@ -39,7 +39,8 @@ from typing import Any, Sequence, TextIO, cast
 from .._locks import rlock
 from .._saferepr import SafeRepr
 from . import _timeline
-from ._base import Output, ReportingContext, choice, expand, path, patterns, per_process, positive_number, yes_no
+from ._base import (Output, ReportingContext, choice, expand, path, patterns, per_process, positive_number,
+                    running_thread, yes_no)
 from ._names import ModuleFilter, module_and_qualname, name_of
 
 DEFAULT_DEPTH = 10
@@ -415,7 +416,7 @@ class TraceContext(ReportingContext):
     def _state(self) -> _Thread:
         """This thread's calls being shown; made by its first call, and read where it is
         needed as ``self._threads.state``."""
-        thread = threading.current_thread()
+        thread = running_thread()
         state = self._threads.state = _Thread(None if thread is self._home else thread)
         with self._lock:
             self._register(state)
@@ -423,7 +424,7 @@ class TraceContext(ReportingContext):
 
     def _register(self, state: _Thread) -> None:
         self._states.append(state)
-        self._thread_names[state.tid] = threading.current_thread().name
+        self._thread_names[state.tid] = running_thread().name
 
     def _arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         abbreviate = self.abbreviate

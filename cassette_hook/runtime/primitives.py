@@ -21,6 +21,10 @@ the frame-sensitive ones need no help; see ``callsites.callable_for``.
 from __future__ import annotations
 
 import __future__
+import _signal  # type: ignore[import-not-found]  # (signal.signal is its Python wrapper)
+import _thread
+import atexit
+import contextvars
 import functools
 import itertools
 import operator
@@ -329,6 +333,70 @@ _HIGHER_ORDER: dict[Any, Handler] = {
     itertools.accumulate: _Arguments(1, keyword="func", iterates=(0,)),
     re.Pattern.sub: _Arguments(1), re.Pattern.subn: _Arguments(1),
 }
+if sys.version_info >= (3, 13):  # (what threading.Thread.start calls there)
+    _HIGHER_ORDER[_thread.start_joinable_thread] = _Arguments(0, keyword="function")
+
+
+# -- callbacks kept for later: threads, the event loop, atexit, signal handlers ----------
+#
+# Whatever a program's call hands to these runs later, from C, in another thread or at
+# another time: a thread's ``_bootstrap`` (and so ``Thread.run``, a pool's worker loop and
+# the program's functions it calls), a callback of the event loop (``Handle._run`` calls
+# it through ``Context.run``), an ``atexit`` handler, a signal handler.  Wrapped as call
+# sites, they are overdubbed by whatever context is active where and when they run: in a
+# new thread, the whole-program contexts (docs/contexts.md, "Threads").
+
+_HIGHER_ORDER[_thread.start_new_thread] = _Arguments(0)
+_HIGHER_ORDER[contextvars.Context.run] = _Arguments(1)  # (bound, ``ctx.run(f)``: the context comes first)
+
+
+class _Kept(functools.partial):  # type: ignore[type-arg]
+    """A callback that ``atexit`` or ``signal`` keeps, as a call site: equal to the
+    callback itself, so that ``atexit.unregister(f)`` finds it, and given back as the
+    callback where those modules would show it (:func:`_shown`)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return other is self or bool(self.args[0] == other)
+
+    def __hash__(self) -> int:
+        return hash(self.args[0])
+
+
+def _kept(callback: Any) -> Any:
+    if type(callback) in (FunctionType, MethodType, functools.partial):
+        return _Kept(hotpath.call, callback)
+    return callback
+
+
+def _shown(value: Any) -> Any:
+    """What the program handed over, in place of the call site made of it."""
+    return value.args[0] if type(value) is _Kept else value
+
+
+def _atexit_register(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if not args:
+        return f(*args, **kwargs)
+    f(_kept(args[0]), *args[1:], **kwargs)
+    return args[0]  # (what ``register`` returns: ``@atexit.register`` keeps the function)
+
+
+def _signal_signal(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if len(args) == 2 and not kwargs:
+        args = (args[0], _kept(args[1]))
+    return _shown(f(*args, **kwargs))
+
+
+def _signal_getsignal(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return _shown(f(*args, **kwargs))
+
+
+_KEPT: dict[Any, Handler] = {
+    atexit.register: _atexit_register, _signal.signal: _signal_signal, _signal.getsignal: _signal_getsignal,
+}
+
+
 # Builtins that iterate an argument but take no callbacks (not called from the hot path
 # through a wrapper: only contexts with hooks, whose primitives run here, reach into them).
 _CONSUMERS: dict[Any, Handler] = {
@@ -356,17 +424,17 @@ _RECURSION_LIMIT: dict[Any, Handler] = {
 
 # Builtins the user's frame must not call directly (see ``callsites.callable_for``), and
 # their names, which the hot path checks before anything else.
-INDIRECT = {id(f) for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT)}
-INDIRECT_NAMES = frozenset(f.__name__ for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT))
+INDIRECT = {id(f) for f in (*_HIGHER_ORDER, *_KEPT, *_RECURSION_LIMIT)}
+INDIRECT_NAMES = frozenset(f.__name__ for f in (*_HIGHER_ORDER, *_KEPT, *_RECURSION_LIMIT))
 # Of those, the functions of a module (``min``, ``sorted``, ``sys.getrecursionlimit``) and
 # the methods of a class unbound (``list.sort``, as a method site loads it): they live as
 # long as the process, so what a call site calls for each is made once.
-INDIRECT_FUNCTIONS = tuple(f for f in (*_HIGHER_ORDER, *_RECURSION_LIMIT)
+INDIRECT_FUNCTIONS = tuple(f for f in (*_HIGHER_ORDER, *_KEPT, *_RECURSION_LIMIT)
                            if type(f) is MethodDescriptorType
                            or type(f) is BuiltinFunctionType and isinstance(f.__self__, ModuleType))
 SPECIAL: dict[int, Handler] = {
     id(f): handler
-    for f, handler in {**_CONSUMERS, **_FRAME_SENSITIVE, **_HIGHER_ORDER, **_RECURSION_LIMIT}.items()
+    for f, handler in {**_CONSUMERS, **_FRAME_SENSITIVE, **_HIGHER_ORDER, **_KEPT, **_RECURSION_LIMIT}.items()
 }
 # The handlers that only make the arguments: id(f) -> prepare(args, kwargs) -> (args, kwargs).
 PREPARERS = {key: handler.prepare for key, handler in SPECIAL.items() if isinstance(handler, _Arguments)}

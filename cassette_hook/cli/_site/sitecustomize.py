@@ -65,6 +65,10 @@ else:
     try:
         import cassette_hook
 
+        if os.environ.get("CASSETTE_HOOK_SEPARATE"):  # a child of --subprocesses: a script of it runs switched
+            from cassette_hook.cli import reexec
+
+            reexec.exec_script_child(dict(os.environ))  # (returns only where it does not apply)
         cassette_hook.install_from_env()
     except Exception as exc:  # never keep a child from starting
         print(f"cassette_hook: cannot instrument this process: {type(exc).__name__}: {exc}", file=sys.stderr)
