@@ -98,8 +98,10 @@ def _load_special(item: Instr, hooks: Hooks) -> list[Instr]:
 
 def _rewrite_operators(items: list[Item], hooks: Hooks) -> list[Item]:
     out: list[Item] = []
+    names = family.operator_names
     for item in items:
-        if not isinstance(item, Instr) or (replacement := family.operator_site(item, hooks)) is None:
+        if (not isinstance(item, Instr) or item.name not in names
+                or (replacement := family.operator_site(item, hooks)) is None):
             out.append(item)
         elif hooks.operators_on is None:
             out.extend(replacement)
