@@ -517,3 +517,38 @@ def test_yield_from_a_generator_or_coroutine_is_left_to_the_instruction():
 
 async def _await(awaitable):
     return await awaitable
+
+
+@pytest.mark.parametrize("module_name", ["corpus", "json.encoder", "collections", "asyncio.tasks", "argparse",
+                                         "dataclasses", "inspect", "typing", "email.message"])
+def test_operator_sites_are_only_made_of_the_instructions_the_family_names(module_name):
+    """The rewriter asks ``operator_site`` only about the instructions the running family
+    lists in ``operator_names`` (the per-opcode filter of a cold rewrite, docs/internals.md
+    "Where a cold import's time goes"): asked about any other instruction, it must make no
+    site, or that site would be lost.  Checked on both paths' families alike: the family
+    is the running Python's, whichever hot path runs."""
+    import importlib
+    import os
+
+    from bytecode import Instr
+
+    from cassette_hook.rewrite import UnsupportedCode
+    from cassette_hook.rewrite._family import family
+    from cassette_hook.rewrite._names import switched_hooks
+    from cassette_hook.rewrite._rewriter import decode
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    module = importlib.import_module(module_name)
+    hooks = switched_hooks()
+    listed = 0
+    for code in _code_objects(module):
+        try:
+            items = family.plain_forms(list(decode(code)))
+        except UnsupportedCode:  # (shapes the rewriter refuses are tested elsewhere)
+            continue
+        for item in items:
+            if isinstance(item, Instr) and item.name in family.operator_names:
+                listed += 1
+            elif isinstance(item, Instr):
+                assert family.operator_site(item, hooks) is None, (code.co_name, item)
+    assert listed  # (the module has operators, so the filter had both kinds to tell apart)

@@ -47,7 +47,7 @@ from ..rewrite import RESOURCE_ERRORS, rewrite_part
 from ..rewrite._instr import global_name
 from ..rewrite._names import ACTIVE, ENTER, TWIN, is_annotate, is_part, switched_hooks
 from ..rewrite._family import family
-from ..rewrite._rewriter import assemble, decode, rewritten
+from ..rewrite._rewriter import assemble, decode, items_of, rewritten, set_items
 from ..rewrite._stack import Item
 
 # (what the runtime needs to know of switched code is in ``_names``, which does not
@@ -118,7 +118,7 @@ class _Switcher:
         # and its plain half is a copy of the decoding (new labels and handlers, the same
         # other instructions).
         decoded = decode(code)
-        plain = self._plain_items(list(decoded))
+        plain = self._plain_items(items_of(decoded))
         body = rewritten(code, self.hooks, operators=True, nested=self._instrumented_nested, decoded=decoded)
         result = self._plain(code) if not self._sites(body) else self._join(plain, body, code)
         self._done[id(code)] = (code, result)
@@ -186,7 +186,7 @@ class _Switcher:
 
     def _sites(self, body: Bytecode) -> bool:
         """Does the rewritten body call a hook, itself or in a part?"""
-        for item in body:
+        for item in items_of(body):
             if isinstance(item, Instr) and item.name == "LOAD_GLOBAL":
                 if global_name(item).startswith("__cassette_hook_"):
                     return True
@@ -197,7 +197,7 @@ class _Switcher:
     def _join(self, items: list[Item], body: Bytecode, code: CodeType) -> CodeType:
         """The plain ``items`` behind the switch, then ``body``, as one code object (in
         ``body``, which has ``code``'s names and flags)."""
-        rewritten_items = list(body)
+        rewritten_items = items_of(body)
         start, rewritten_start = _prefix_length(items), _prefix_length(rewritten_items)
         # Only one of the two RESUMEs may run, but a try block opened in the prefix (3.12+
         # generators) covers the whole body, so the instrumented body opens its own.
@@ -206,7 +206,7 @@ class _Switcher:
         first = next((i for i in items[start:] if isinstance(i, Instr)), None)
         loc = first.location if first is not None else None  # the first line of the body: no line event of its own
         plain, instrumented = Label(), Label()
-        body[:] = [
+        set_items(body, [
             *items[:start],
             family.load_global(ACTIVE, loc),
             family.jump_if_false(plain, loc),
@@ -220,7 +220,7 @@ class _Switcher:
             *items[start:],
             instrumented,
             *instrumented_body,
-        ]
+        ])
         # The switch needs three slots, at an empty stack; each body what it needed.
         return assemble(body, max(code.co_stacksize + 2, 3), code.co_name)
 

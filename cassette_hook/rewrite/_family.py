@@ -54,6 +54,11 @@ class Family(Protocol):
     def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
         """``instr`` as a call of ``hooks.operator_site(op)``, or None: not an operator."""
 
+    operator_names: frozenset[str]
+    """The names of the instructions :meth:`operator_site` may make a site of; it is not
+    asked about the others (asked of every instruction, it cost a twentieth of a cold
+    import's rewriting, for the few instructions it rewrites)."""
+
     # -- the instructions others assemble -----------------------------------------------
 
     def load_global(self, name: str, loc: Location) -> Instr:

@@ -48,6 +48,8 @@ class NullSlotFamily:
     null_after_callee = False  # 3.13 pushes [callee, NULL]; 3.11 and 3.12 push [NULL, callee]
     for_iter_exit: tuple[str, ...] = ()
     loads_trust_binding = False
+    operator_names = frozenset({"BINARY_OP", "BINARY_SUBSCR", *UNARY, "GET_ITER", "GET_YIELD_FROM_ITER", "COMPARE_OP",
+                                "CONTAINS_OP", "STORE_SUBSCR", "DELETE_SUBSCR"})  # (what :meth:`operator_site` reads)
 
     # -- version details -------------------------------------------------------------
 

@@ -126,6 +126,8 @@ class _Py310:
 
     rewrite_calls = staticmethod(_rewrite_calls)
     operator_site = staticmethod(_operator_site)
+    operator_names = frozenset({*BINARY_310, *UNARY, "GET_ITER", "GET_YIELD_FROM_ITER", "COMPARE_OP", "CONTAINS_OP",
+                                "STORE_SUBSCR", "DELETE_SUBSCR"})
 
     def decode(self, code: CodeType) -> Bytecode:
         return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 class _Py312(NullSlotFamily):
     for_iter_exit: tuple[str, ...] = ("END_FOR",)  # an exhausted FOR_ITER jumps past its END_FOR
     loads_trust_binding = True
+    operator_names = NullSlotFamily.operator_names | {"BINARY_SLICE", "STORE_SLICE", "CALL_INTRINSIC_1"}
 
     def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
         loc = instr.location

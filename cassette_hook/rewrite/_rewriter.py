@@ -21,7 +21,7 @@ from ._stack import Item, stack_depths
 if TYPE_CHECKING:
     from . import Nested
 
-__all__ = ["assemble", "decode", "deepest_copy", "rewritten"]
+__all__ = ["assemble", "decode", "deepest_copy", "items_of", "rewritten", "set_items"]
 
 
 def decode(code: CodeType) -> Bytecode:
@@ -38,13 +38,27 @@ def decode(code: CodeType) -> Bytecode:
         raise UnsupportedCode(f"the bytecode package cannot read it ({type(exc).__name__}: {exc})") from exc
 
 
+def items_of(bc: Bytecode) -> list[Item]:
+    """``bc``'s items, read as the list it is.  ``Bytecode.__iter__`` is a generator that
+    checks, item by item, that try blocks do not nest: reading every body through it was a
+    few percent of a cold rewrite, and ``bytecode`` checks again when it assembles."""
+    return list.copy(bc)
+
+
+def set_items(bc: Bytecode, items: list[Item]) -> None:
+    """``bc``'s items replaced by ``items``, as ``bc[:] = items`` without its check of each
+    item's type: the rewriting only ever puts ``bytecode``'s own kinds of item there (the
+    check was a few percent of a cold rewrite)."""
+    list.__setitem__(bc, slice(None), items)
+
+
 def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
               decoded: Bytecode | None = None, enters: bool = False) -> Bytecode:
     """``code`` decoded (or ``decoded``: its decoding, reused, or what a pass made of it),
     with its sites rewritten, its code constants mapped by ``nested`` and the pass markers
     (``_markers``) replaced."""
     bc = decode(code) if decoded is None else decoded
-    items = family.plain_forms(list(bc))
+    items = family.plain_forms(items_of(bc))
     items = family.rewrite_calls(items, stack_depths(items), hooks, enters)
     if operators:
         items = _rewrite_operators(items, hooks)
@@ -54,7 +68,7 @@ def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
             out += _load_special(item, hooks)
         else:
             out.append(item)
-    bc[:] = out
+    set_items(bc, out)
     # ``bytecode`` numbers locals by first use after the arguments it is given; giving it
     # all of them keeps co_varnames -- and so the order of ``locals()`` -- as compiled.
     bc.argnames = list(code.co_varnames)
@@ -98,8 +112,10 @@ def _load_special(item: Instr, hooks: Hooks) -> list[Instr]:
 
 def _rewrite_operators(items: list[Item], hooks: Hooks) -> list[Item]:
     out: list[Item] = []
+    names = family.operator_names
     for item in items:
-        if not isinstance(item, Instr) or (replacement := family.operator_site(item, hooks)) is None:
+        if (not isinstance(item, Instr) or item.name not in names
+                or (replacement := family.operator_site(item, hooks)) is None):
             out.append(item)
         elif hooks.operators_on is None:
             out.extend(replacement)
