@@ -9,6 +9,9 @@ plans, the tagging classes.
 from __future__ import annotations
 
 import abc
+import os
+import subprocess
+import sys
 import gc
 import weakref
 from typing import Any
@@ -222,3 +225,26 @@ def test_an_exception_kept_after_a_call_under_a_context_keeps_no_entry_live(cont
         kept = exc
     gc.collect()
     assert len(switch._live) == live_before and kept.__traceback__ is not None
+
+
+ONE_WEAK_REFERENCE = """
+import cassette_hook as ch
+
+class Quiet(ch.Context):
+    operators = False  # (its entries are watched by one weak reference, not two)
+
+def f():
+    return 1
+
+for _ in range(3):
+    ch.overdub(Quiet(), f)
+print("ok")
+"""
+
+
+def test_the_end_of_an_entry_watched_by_one_weak_reference_reads_no_freed_memory() -> None:
+    # CPython calls the callback of an object's only weak reference without holding the
+    # reference; the debug allocator overwrites freed memory, so a read of it crashes.
+    done = subprocess.run([sys.executable, "-c", ONE_WEAK_REFERENCE], capture_output=True, text=True,
+                          env={**os.environ, "PYTHONMALLOC": "debug"}, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr

@@ -39,6 +39,10 @@ PyObject *
 entry_gone(PyObject *unused, PyObject *ref)
 {
     PyObject *sets[2] = {state->live_entries, state->live_operator_entries}, *flags[2] = {state->str_active_flag, state->str_operators_flag};
+    /* Held here: CPython calls the callback of an object's only weak reference without a
+     * reference of its own to it (PyObject_ClearWeakRefs), so the first set's discard may
+     * free it before the second set is asked. */
+    Py_INCREF(ref);
     for (int i = 0; i < 2; i++) {
         if (sets[i] == NULL) {
             continue;
@@ -46,9 +50,11 @@ entry_gone(PyObject *unused, PyObject *ref)
         int found = PySet_Discard(sets[i], ref);
         if (found < 0 || (found && PySet_GET_SIZE(sets[i]) == 0 &&
                           PyObject_SetAttr(state->flags_module, flags[i], Py_False) < 0)) {
+            Py_DECREF(ref);
             return NULL;
         }
     }
+    Py_DECREF(ref);
     Py_RETURN_NONE;
 }
 
