@@ -1,0 +1,166 @@
+"""The profile's view of generators and coroutines: each resume of one's frame is a call of
+its function (docs/contexts.md, "Generators and coroutines").
+
+A call site sees the call that makes a generator, which returns at once; what runs its
+body is each ``next()``, ``send``, ``throw``, a ``for`` loop's step, ``yield from`` or
+``await``, none of which is a call site.  Without more, the body's time and the calls it
+makes are charged to whoever iterates it.  cProfile's accounting, which this one
+follows, charges each resume of the frame to the generator's function instead: a call of
+its row under the running call, that ends when the frame yields, returns or raises.
+
+It is told by ``sys.monitoring`` (3.12+), through a tool id of its own, with callbacks
+that push and pop the generator's node on the running thread's stack of every profile
+that counts this way, as ``<garbage collection>`` and ``<import ...>`` rows are pushed
+from Python.  The C and the pure-Python recordings share it: a stack is a list of nodes
+either way.  Only frames of code cassette_hook rewrote are counted (a generator of the
+program's, run under the profile): the other frames' events are disabled at their first
+(``sys.monitoring.DISABLE``), so that a generator of the standard library, whose calls the
+profile does not see either, stays in the time of the call that runs it, as any of its
+code does.  ``PY_UNWIND`` and ``PY_THROW`` cannot be disabled: they are a test of the
+code's flags for frames that are not generators.
+
+3.10 and 3.11 have no ``sys.monitoring``: there the profile gives the caller's view.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from time import perf_counter_ns
+from types import CodeType, FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._calltree import Node
+    from .profile import ProfileContext
+
+AVAILABLE = sys.version_info >= (3, 12)
+"""Can a profile charge a generator's resumes to it here?  (``sys.monitoring``: 3.12+.)"""
+
+_GENERATORS = 0x20 | 0x80 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
+_OURS = "__cassette_hook_"  # the prefix of every name switched code loads (rewrite/_names.py)
+_COMPILED = frozenset({str, bytes, int, float, complex, bool, type(None), type(...), tuple, frozenset, CodeType})
+"""The types of the constants compiled code holds."""
+_TOOL_NAME = "cassette_hook profile"
+_TOOL_IDS = (4, 3)  # the ids no tool of CPython's claims (DEBUGGER 0, COVERAGE 1, PROFILER 2, OPTIMIZER 5)
+
+_profiles: weakref.WeakSet[ProfileContext] = weakref.WeakSet()
+_tool: int | None = None
+
+
+class _Running(threading.local):
+    """Per thread: the generator frames running now that pushed nodes, innermost last, as
+    ``(code, [(stack, node), ...])``."""
+
+    def __init__(self) -> None:
+        self.frames: list[tuple[CodeType, list[tuple[list[Node], Node]]]] = []
+
+
+_running = _Running()
+
+
+def counted(code: CodeType) -> bool:
+    """Is ``code`` a generator's or coroutine's that cassette_hook rewrote?  A twin's code
+    holds the hooks its call sites call among its constants, objects no compiler makes;
+    switched code loads them by names of ours (``rewrite/_names.py``)."""
+    return bool(code.co_flags & _GENERATORS) and (
+        any(type(constant) not in _COMPILED for constant in code.co_consts)
+        or any(name.startswith(_OURS) for name in code.co_names))
+
+
+def watch(profile: ProfileContext) -> bool:
+    """Charge the resumes of generators to them in ``profile``, from now on; False where
+    this cannot be done (3.10, 3.11, or no tool id free), where it gives the caller's view."""
+    global _tool
+    if not AVAILABLE:
+        return False
+    if _tool is None:
+        monitoring: Any = getattr(sys, "monitoring")
+        tool = next((i for i in _TOOL_IDS if monitoring.get_tool(i) is None), None)
+        if tool is None:
+            return False
+        monitoring.use_tool_id(tool, _TOOL_NAME)
+        events = monitoring.events
+        for event, callback in ((events.PY_START, _resumed), (events.PY_RESUME, _resumed),
+                                (events.PY_THROW, _thrown_into), (events.PY_YIELD, _suspended),
+                                (events.PY_RETURN, _suspended), (events.PY_UNWIND, _unwound)):
+            monitoring.register_callback(tool, event, callback)
+        monitoring.set_events(tool, events.PY_START | events.PY_RESUME | events.PY_THROW | events.PY_YIELD
+                              | events.PY_RETURN | events.PY_UNWIND)
+        _tool = tool
+    _profiles.add(profile)
+    return True
+
+
+def _resumed(code: CodeType, offset: int) -> Any:
+    """``PY_START`` or ``PY_RESUME``: a frame starts or resumes (a generator's first
+    ``next()`` is its start; calling a generator function does not start its frame)."""
+    if not counted(code):
+        return _DISABLE
+    _push(code)
+    return None
+
+
+def _thrown_into(code: CodeType, offset: int, exception: BaseException) -> None:
+    """``PY_THROW``: ``throw()`` or ``close()`` resumes a frame with an exception (not to
+    be disabled: tested here)."""
+    if code.co_flags & _GENERATORS and counted(code):
+        _push(code)
+
+
+def _suspended(code: CodeType, offset: int, value: object) -> Any:
+    """``PY_YIELD`` or ``PY_RETURN``: the frame yields or returns."""
+    if not counted(code):
+        return _DISABLE
+    _pop(code)
+    return None
+
+
+def _unwound(code: CodeType, offset: int, exception: BaseException) -> None:
+    """``PY_UNWIND``: the frame ends by an exception (every frame's: not to be disabled)."""
+    if code.co_flags & _GENERATORS:
+        _pop(code)
+
+
+def _push(code: CodeType) -> None:
+    """A call of the generator's function starts, under the running call, in each profile
+    that counts this way and times calls in this thread."""
+    pushed = []
+    name = None
+    for profile in list(_profiles):
+        stack = profile._resuming_stack()
+        if stack is None:
+            continue
+        if name is None:
+            frame: FrameType = sys._getframe(2)  # (the generator's: this, then the callback)
+            name = _name(code, frame)
+        parent = stack[-1]
+        node = profile._generator_node(parent, name, code)
+        stack.append(node)
+        pushed.append((stack, node))
+        node.start = perf_counter_ns()
+    _running.frames.append((code, pushed))
+
+
+def _pop(code: CodeType) -> None:
+    """The call :func:`_push` started ends: counted and timed, if still the running one."""
+    end = perf_counter_ns()
+    frames = _running.frames
+    if not frames or frames[-1][0] is not code:
+        return  # (a frame that was running before the profile began, or that no profile saw start)
+    for stack, node in frames.pop()[1]:
+        if stack and stack[-1] is node:
+            stack.pop()
+            node.total += end - node.start
+            node.calls += 1
+
+
+def _name(code: CodeType, frame: FrameType) -> str:
+    """The generator function's name as ``_names.name_of`` names it: the module its
+    function was made in (its globals' ``__name__``) and the code's qualname."""
+    module = frame.f_globals.get("__name__")
+    return f"{module}.{code.co_qualname}" if type(module) is str and module else code.co_qualname
+
+
+_DISABLE: Any = getattr(sys, "monitoring").DISABLE if AVAILABLE else None
