@@ -123,17 +123,24 @@ def test_a_generator_that_raises_ends_its_call_and_leaves_the_stack_balanced():
                                                       f"{M}.inner": (1, {})})}
 
 
+def cleaning(n):
+    try:
+        yield from range(n)
+    finally:
+        inner(-1)
+
+
 def test_a_generator_closed_early_ends_its_call_and_leaves_the_stack_balanced():
     def program():
-        for _ in gen(5):
+        for _ in cleaning(5):
             break  # (the generator, dropped, is closed: GeneratorExit is thrown into it)
         return inner(0)
 
     ctx = profiled(program)
     assert stack_depth(ctx) == 1
     name = f"{M}.test_a_generator_closed_early_ends_its_call_and_leaves_the_stack_balanced.<locals>.program"
-    if RESUMES_COUNTED:  # made, started (yields once), then closed (thrown into, unwinds)
-        assert tree(ctx) == {name: (1, {f"{M}.gen": (3, {"builtins.range": (1, {}), f"{M}.inner": (1, {})}),
+    if RESUMES_COUNTED:  # made, started (yields once), then closed (thrown into: runs its finally, unwinds)
+        assert tree(ctx) == {name: (1, {f"{M}.cleaning": (3, {"builtins.range": (1, {}), f"{M}.inner": (1, {})}),
                                         f"{M}.inner": (1, {})})}
 
 

@@ -24,6 +24,7 @@ code's flags for frames that are not generators.
 
 from __future__ import annotations
 
+import atexit
 import sys
 import threading
 import weakref
@@ -45,7 +46,9 @@ _COMPILED = frozenset({str, bytes, int, float, complex, bool, type(None), type(.
 _TOOL_NAME = "cassette_hook profile"
 _TOOL_IDS = (4, 3)  # the ids no tool of CPython's claims (DEBUGGER 0, COVERAGE 1, PROFILER 2, OPTIMIZER 5)
 
-_profiles: weakref.WeakSet[ProfileContext] = weakref.WeakSet()
+_profiles: tuple[weakref.ref[ProfileContext], ...] = ()
+"""The profiles that count this way, weakly: a tuple, which the callbacks go through in
+a few nanoseconds where a ``WeakSet``'s iteration costs microseconds."""
 _tool: int | None = None
 
 
@@ -64,15 +67,21 @@ def counted(code: CodeType) -> bool:
     """Is ``code`` a generator's or coroutine's that cassette_hook rewrote?  A twin's code
     holds the hooks its call sites call among its constants, objects no compiler makes;
     switched code loads them by names of ours (``rewrite/_names.py``)."""
-    return bool(code.co_flags & _GENERATORS) and (
-        any(type(constant) not in _COMPILED for constant in code.co_consts)
-        or any(name.startswith(_OURS) for name in code.co_names))
+    if not code.co_flags & _GENERATORS:
+        return False
+    for constant in code.co_consts:  # (loops, not any(): a callback runs this at each event of a generator)
+        if type(constant) not in _COMPILED:
+            return True
+    for name in code.co_names:
+        if name.startswith(_OURS):
+            return True
+    return False
 
 
 def watch(profile: ProfileContext) -> bool:
     """Charge the resumes of generators to them in ``profile``, from now on; False where
     this cannot be done (3.10, 3.11, or no tool id free), where it gives the caller's view."""
-    global _tool
+    global _tool, _profiles
     if not AVAILABLE:
         return False
     if _tool is None:
@@ -89,8 +98,28 @@ def watch(profile: ProfileContext) -> bool:
         monitoring.set_events(tool, events.PY_START | events.PY_RESUME | events.PY_THROW | events.PY_YIELD
                               | events.PY_RETURN | events.PY_UNWIND)
         _tool = tool
-    _profiles.add(profile)
+        atexit.register(_stop)
+    _profiles += (weakref.ref(profile, _forget),)
     return True
+
+
+def _forget(dead: weakref.ref[ProfileContext]) -> None:
+    """A profile is gone: no longer one the callbacks go through."""
+    global _profiles
+    _profiles = tuple(ref for ref in _profiles if ref is not dead)
+
+
+def _stop() -> None:
+    """At exit, before the reports are written: no more events (the interpreter's
+    finalization, which runs frames and unwinds them, would call back into this module
+    as it is torn down).  The generators still running are counted as the calls still
+    running are (``ProfileContext.process_ending``)."""
+    global _tool
+    if _tool is not None:
+        monitoring: Any = getattr(sys, "monitoring")
+        monitoring.set_events(_tool, 0)
+        monitoring.free_tool_id(_tool)
+        _tool = None
 
 
 def _resumed(code: CodeType, offset: int) -> Any:
@@ -105,7 +134,7 @@ def _resumed(code: CodeType, offset: int) -> Any:
 def _thrown_into(code: CodeType, offset: int, exception: BaseException) -> None:
     """``PY_THROW``: ``throw()`` or ``close()`` resumes a frame with an exception (not to
     be disabled: tested here)."""
-    if code.co_flags & _GENERATORS and counted(code):
+    if counted(code):
         _push(code)
 
 
@@ -128,7 +157,10 @@ def _push(code: CodeType) -> None:
     that counts this way and times calls in this thread."""
     pushed = []
     name = None
-    for profile in list(_profiles):
+    for ref in _profiles:
+        profile = ref()
+        if profile is None:
+            continue
         stack = profile._resuming_stack()
         if stack is None:
             continue
