@@ -82,10 +82,10 @@ def watch(profile: ProfileContext) -> bool:
     """Charge the resumes of generators to them in ``profile``, from now on; False where
     this cannot be done (3.10, 3.11, or no tool id free), where it gives the caller's view."""
     global _tool, _profiles
-    if not AVAILABLE:
+    if sys.version_info < (3, 12):
         return False
     if _tool is None:
-        monitoring: Any = getattr(sys, "monitoring")
+        monitoring = sys.monitoring
         tool = next((i for i in _TOOL_IDS if monitoring.get_tool(i) is None), None)
         if tool is None:
             return False
@@ -95,18 +95,23 @@ def watch(profile: ProfileContext) -> bool:
                                 (events.PY_THROW, _thrown_into), (events.PY_YIELD, _suspended),
                                 (events.PY_RETURN, _suspended), (events.PY_UNWIND, _unwound)):
             monitoring.register_callback(tool, event, callback)
-        monitoring.set_events(tool, events.PY_START | events.PY_RESUME | events.PY_THROW | events.PY_YIELD
-                              | events.PY_RETURN | events.PY_UNWIND)
         _tool = tool
         atexit.register(_stop)
+    if not _profiles:
+        events = sys.monitoring.events
+        sys.monitoring.set_events(_tool, events.PY_START | events.PY_RESUME | events.PY_THROW | events.PY_YIELD
+                                  | events.PY_RETURN | events.PY_UNWIND)
     _profiles += (weakref.ref(profile, _forget),)
     return True
 
 
 def _forget(dead: weakref.ref[ProfileContext]) -> None:
-    """A profile is gone: no longer one the callbacks go through."""
+    """A profile is gone: no longer one the callbacks go through; with none left, no
+    events either (they would cost the program for nothing)."""
     global _profiles
     _profiles = tuple(ref for ref in _profiles if ref is not dead)
+    if not _profiles and _tool is not None and sys.version_info >= (3, 12):
+        sys.monitoring.set_events(_tool, 0)
 
 
 def _stop() -> None:
@@ -115,10 +120,9 @@ def _stop() -> None:
     as it is torn down).  The generators still running are counted as the calls still
     running are (``ProfileContext.process_ending``)."""
     global _tool
-    if _tool is not None:
-        monitoring: Any = getattr(sys, "monitoring")
-        monitoring.set_events(_tool, 0)
-        monitoring.free_tool_id(_tool)
+    if _tool is not None and sys.version_info >= (3, 12):
+        sys.monitoring.set_events(_tool, 0)
+        sys.monitoring.free_tool_id(_tool)
         _tool = None
 
 
@@ -161,14 +165,18 @@ def _push(code: CodeType) -> None:
         profile = ref()
         if profile is None:
             continue
-        stack = profile._resuming_stack()
-        if stack is None:
-            continue
+        stack = getattr(profile._threads, "stack", None)
+        if stack is None or len(stack) == 1:  # (else a profiled call runs: the common case, at once)
+            stack = profile._resuming_stack()
+            if stack is None:
+                continue
         if name is None:
             frame: FrameType = sys._getframe(2)  # (the generator's: this, then the callback)
             name = _name(code, frame)
         parent = stack[-1]
-        node = profile._generator_node(parent, name, code)
+        node = parent.children.get(name)
+        if node is None:
+            node = profile._generator_node(parent, name, code)
         stack.append(node)
         pushed.append((stack, node))
         node.start = perf_counter_ns()
@@ -191,8 +199,15 @@ def _pop(code: CodeType) -> None:
 def _name(code: CodeType, frame: FrameType) -> str:
     """The generator function's name as ``_names.name_of`` names it: the module its
     function was made in (its globals' ``__name__``) and the code's qualname."""
+    if sys.version_info >= (3, 11):  # (always: called on 3.12+ only)
+        qualname = code.co_qualname
+    else:
+        qualname = code.co_name
     module = frame.f_globals.get("__name__")
-    return f"{module}.{code.co_qualname}" if type(module) is str and module else code.co_qualname
+    return f"{module}.{qualname}" if type(module) is str and module else qualname
 
 
-_DISABLE: Any = getattr(sys, "monitoring").DISABLE if AVAILABLE else None
+if sys.version_info >= (3, 12):
+    _DISABLE: Any = sys.monitoring.DISABLE
+else:
+    _DISABLE = None
