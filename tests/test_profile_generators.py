@@ -171,6 +171,51 @@ def test_a_generator_thrown_into_counts_the_throw_as_a_resume():
             "generator.close": (1, {f"{M}.catching": (1, {})})}
 
 
+def refusing():
+    yield inner(0)
+    yield inner(1)
+
+
+def test_a_generator_thrown_into_that_does_not_catch_ends_its_call_by_the_exception():
+    def program():
+        g = refusing()
+        next(g)
+        try:
+            g.throw(KeyError)
+        except KeyError:
+            pass
+        return inner(2)
+
+    ctx = profiled(program)
+    assert stack_depth(ctx) == 1
+    name = f"{M}.test_a_generator_thrown_into_that_does_not_catch_ends_its_call_by_the_exception.<locals>.program"
+    if RESUMES_COUNTED:  # made; resumed by next; thrown into, which unwinds it at once
+        assert tree(ctx)[name][1] == {
+            f"{M}.refusing": (1, {}), f"{M}.inner": (1, {}),
+            "builtins.next": (1, {f"{M}.refusing": (1, {f"{M}.inner": (1, {})})}),
+            "generator.throw": (1, {f"{M}.refusing": (1, {})})}
+
+
+def walk(depth):
+    yield inner(depth)
+    if depth:
+        yield from walk(depth - 1)
+
+
+def test_a_recursive_generator_is_a_call_under_each_level_that_delegates_to_it():
+    def program():
+        return list(walk(2))
+
+    ctx = profiled(program)
+    assert stack_depth(ctx) == 1
+    name = f"{M}.test_a_recursive_generator_is_a_call_under_each_level_that_delegates_to_it.<locals>.program"
+    if RESUMES_COUNTED:  # each level: made by the one above, resumed once per item it passes on, and to end
+        innermost = (1 + 1 + 1, {f"{M}.inner": (1, {})})
+        middle = (1 + 2 + 1, {f"{M}.inner": (1, {}), f"{M}.walk": innermost})
+        assert tree(ctx)[name][1] == {f"{M}.walk": (1, {}), "builtins.list": (1, {f"{M}.walk": (
+            3 + 1, {f"{M}.inner": (1, {}), f"{M}.walk": middle})})}
+
+
 def outer():
     yield inner(-1)
     yield from gen(2)

@@ -10,9 +10,10 @@ its row under the running call, that ends when the frame yields, returns or rais
 
 It is told by ``sys.monitoring`` (3.12+), through a tool id of its own, with callbacks
 that push and pop the generator's node on the running thread's stack of every profile
-that counts this way, as ``<garbage collection>`` and ``<import ...>`` rows are pushed
-from Python.  The C and the pure-Python recordings share it: a stack is a list of nodes
-either way.  Only frames of code cassette_hook rewrote are counted (a generator of the
+that counts this way, as ``<garbage collection>`` and ``<import ...>`` rows are pushed.
+The callbacks here are the reference; where ``_recording`` is built its C ones
+(``_recording.c``, "Resumes") are registered instead, the same steps at a fifth of the
+cost.  Only frames of code cassette_hook rewrote are counted (a generator of the
 program's, run under the profile): the other frames' events are disabled at their first
 (``sys.monitoring.DISABLE``), so that a generator of the standard library, whose calls the
 profile does not see either, stays in the time of the call that runs it, as any of its
@@ -31,6 +32,8 @@ import weakref
 from time import perf_counter_ns
 from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any
+
+from ._calltree import _recording
 
 if TYPE_CHECKING:
     from ._calltree import Node
@@ -91,9 +94,12 @@ def watch(profile: ProfileContext) -> bool:
             return False
         monitoring.use_tool_id(tool, _TOOL_NAME)
         events = monitoring.events
-        for event, callback in ((events.PY_START, _resumed), (events.PY_RESUME, _resumed),
-                                (events.PY_THROW, _thrown_into), (events.PY_YIELD, _suspended),
-                                (events.PY_RETURN, _suspended), (events.PY_UNWIND, _unwound)):
+        c: Any = _recording  # (the same callbacks in C, where it is built)
+        callbacks = (_resumed, _thrown_into, _suspended, _unwound) if c is None else (
+            c.resumed, c.thrown_into, c.suspended, c.unwound)
+        for event, callback in ((events.PY_START, callbacks[0]), (events.PY_RESUME, callbacks[0]),
+                                (events.PY_THROW, callbacks[1]), (events.PY_YIELD, callbacks[2]),
+                                (events.PY_RETURN, callbacks[2]), (events.PY_UNWIND, callbacks[3])):
             monitoring.register_callback(tool, event, callback)
         _tool = tool
         atexit.register(_stop)
@@ -102,7 +108,14 @@ def watch(profile: ProfileContext) -> bool:
         sys.monitoring.set_events(_tool, events.PY_START | events.PY_RESUME | events.PY_THROW | events.PY_YIELD
                                   | events.PY_RETURN | events.PY_UNWIND)
     _profiles += (weakref.ref(profile, _forget),)
+    _share()
     return True
+
+
+def _share() -> None:
+    """Tell the C callbacks, where they are the ones registered, which profiles there are."""
+    if _recording is not None and sys.version_info >= (3, 12):
+        _recording.set_resume_profiles(_profiles, sys.monitoring.DISABLE)
 
 
 def _forget(dead: weakref.ref[ProfileContext]) -> None:
@@ -110,6 +123,7 @@ def _forget(dead: weakref.ref[ProfileContext]) -> None:
     events either (they would cost the program for nothing)."""
     global _profiles
     _profiles = tuple(ref for ref in _profiles if ref is not dead)
+    _share()
     if not _profiles and _tool is not None and sys.version_info >= (3, 12):
         sys.monitoring.set_events(_tool, 0)
 

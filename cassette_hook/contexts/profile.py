@@ -326,14 +326,20 @@ class ProfileContext(ReportingContext, Recording):
             stack = self._thread_stack()
         return stack
 
-    def _generator_node(self, parent: Node, name: str, code: Any) -> Node:
+    def _generator_node(self, parent: Node, name: str, code: Any, key: str | None = None,
+                        module: str | None = None) -> Node:
         """The node of the generator function ``name`` (of ``code``) under ``parent``: the
-        node of the call that made it, if ``parent`` made it (see ``_resumes``)."""
+        node of the call that made it, if ``parent`` made it (see ``_resumes``).  ``key``
+        (the code's qualname) and its ``module`` find it from now on, as a function's
+        qualname finds its node (``_child``), for the C callbacks (``_recording.c``)."""
         node = parent.children.get(name)
         if node is None:
             node = parent.children[name] = Node(name)
             if name not in self._locations:
                 self._locations[name] = (code.co_filename, code.co_firstlineno)
+        if key is not None and key not in parent.keyed and node.key_module in (None, module):
+            parent.keyed[key] = node
+            node.key_module = module
         return node
 
     def _import_started(self, module: str, importer: FrameType | None) -> Node | None:
