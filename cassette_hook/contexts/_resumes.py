@@ -39,9 +39,6 @@ if TYPE_CHECKING:
     from ._calltree import Node
     from .profile import ProfileContext
 
-AVAILABLE = sys.version_info >= (3, 12)
-"""Can a profile charge a generator's resumes to it here?  (``sys.monitoring``: 3.12+.)"""
-
 _GENERATORS = 0x20 | 0x80 | 0x200  # CO_GENERATOR, CO_COROUTINE, CO_ASYNC_GENERATOR
 _OURS = "__cassette_hook_"  # the prefix of every name switched code loads (rewrite/_names.py)
 _COMPILED = frozenset({str, bytes, int, float, complex, bool, type(None), type(...), tuple, frozenset, CodeType})
