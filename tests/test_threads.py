@@ -409,7 +409,10 @@ def test_the_profile_loses_no_call_of_many_short_threads(whole_program):
     run_threads(60, lambda: work(3))
     stats = profile.stats()
     assert (stats["builtins.abs"].calls, stats["builtins.sum"].calls, len(profile.threads())) == (180, 60, 60)
-    assert profile.table().startswith(f"{180 + 60 + 60} calls of 3 functions in 60 threads")
+    if sys.version_info >= (3, 12):  # and the generator expression: 4 resumes a thread (docs/contexts.md)
+        assert profile.table().startswith(f"{180 + 60 + 60 + 240} calls of 4 functions in 60 threads")
+    else:
+        assert profile.table().startswith(f"{180 + 60 + 60} calls of 3 functions in 60 threads")
 
 
 def test_the_profile_loses_no_call_when_threads_run_its_hooks_at_the_same_time(whole_program):

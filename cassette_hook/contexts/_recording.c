@@ -15,6 +15,9 @@
  * C type (a builtin function, a method descriptor, a C type) -- in the node's `keyed` table,
  * which ProfileContext._child fills the first time it names a callee.  A callee with no
  * such key, or a key that does not match, is named by _child each time.
+ *
+ * It also holds the sys.monitoring callbacks that make each resume of a generator a call
+ * of its function (3.12+: "Resumes" below), and ImportTimer, the wrapper that times imports.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -533,11 +536,329 @@ static PyTypeObject ImportTimerType = {
     .tp_members = import_timer_members,
 };
 
+/* -- Resumes: a generator's resume as a call of its function (3.12+) ------------------- */
+
+/* The C version of _resumes.py's sys.monitoring callbacks (docs/internals.md, "The
+ * profile's rows: ours taken out, imports added"), which _resumes registers where this
+ * module is built: in Python they cost about 4 us per resume and yield, most of it in the
+ * Python code itself.  Same semantics, step by step: a frame counts if its code is a
+ * generator's or coroutine's that cassette_hook rewrote (counted); a resume pushes the
+ * generator's node on the running thread's stack of each profile in `resume_profiles`
+ * (weak references, set by set_resume_profiles) that times calls there, and records what
+ * it pushed in the thread's running list; a yield, return or unwind pops it.  The
+ * running list is flat, to make no object per resume: the pushed (stack, node) pairs,
+ * then the code, then their number. */
+#if PY_VERSION_HEX >= 0x030C0000
+
+static PyObject *resume_profiles; /* a tuple of weak references to ProfileContexts */
+static PyObject *disable;         /* sys.monitoring.DISABLE */
+static PyObject *str_resuming_stack, *str_generator_node, *str_running_key, *str_ours, *str_dunder_name;
+
+static int
+counted(PyCodeObject *code)
+{
+    if (!(code->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))) {
+        return 0;
+    }
+    PyObject *consts = code->co_consts;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(consts); i++) {
+        PyTypeObject *kind = Py_TYPE(PyTuple_GET_ITEM(consts, i));
+        if (kind != &PyUnicode_Type && kind != &PyBytes_Type && kind != &PyLong_Type && kind != &PyFloat_Type
+            && kind != &PyComplex_Type && kind != &PyBool_Type && kind != Py_TYPE(Py_None)
+            && kind != Py_TYPE(Py_Ellipsis) && kind != &PyTuple_Type && kind != &PyFrozenSet_Type
+            && kind != &PyCode_Type) {
+            return 1; /* an object no compiler makes: a hook of a twin's call sites */
+        }
+    }
+    PyObject *names = code->co_names;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(names); i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        if (PyUnicode_Tailmatch(name, str_ours, 0, PY_SSIZE_T_MAX, -1) == 1) {
+            return 1; /* switched code */
+        }
+    }
+    return 0;
+}
+
+/* The running thread's running list (borrowed), made the first time. */
+static PyObject *
+running_list(void)
+{
+    PyObject *dict = PyThreadState_GetDict();
+    if (dict == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "no thread state dict");
+        return NULL;
+    }
+    PyObject *running = PyDict_GetItemWithError(dict, str_running_key);
+    if (running == NULL && !PyErr_Occurred()) {
+        running = PyList_New(0);
+        if (running == NULL || PyDict_SetItem(dict, str_running_key, running) < 0) {
+            Py_XDECREF(running);
+            return NULL;
+        }
+        Py_DECREF(running); /* the dict holds it */
+    }
+    return running;
+}
+
+/* The profile's stack in this thread if it times calls here (a new reference), else
+ * None: the stack the hooks cached, when a profiled call runs in this thread, else
+ * ProfileContext._resuming_stack(). */
+static PyObject *
+resuming_stack(PyObject *profile)
+{
+    if (PyObject_TypeCheck(profile, &RecordingType)) {
+        Recording *r = (Recording *)profile;
+        if (r->stack != NULL && r->thread == PyThreadState_GetID(PyThreadState_Get())
+            && PyList_GET_SIZE(r->stack) > 1) {
+            return Py_NewRef(r->stack);
+        }
+    }
+    PyObject *stack = PyObject_CallMethodNoArgs(profile, str_resuming_stack);
+    if (stack != NULL && stack != Py_None && (!PyList_CheckExact(stack) || PyList_GET_SIZE(stack) < 1)) {
+        PyErr_SetString(PyExc_TypeError, "_resuming_stack() must return None or a list holding the root");
+        Py_CLEAR(stack);
+    }
+    return stack;
+}
+
+static PyObject *
+weak_target(PyObject *ref) /* a new reference, or None */
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    PyObject *target;
+    if (PyWeakref_GetRef(ref, &target) < 0) {
+        return NULL;
+    }
+    return target == NULL ? Py_NewRef(Py_None) : target;
+#else
+    return Py_NewRef(PyWeakref_GetObject(ref));
+#endif
+}
+
+/* Push the generator's node in each profile; -1 on an error. */
+static int
+push(PyCodeObject *code)
+{
+    PyObject *running = running_list();
+    if (running == NULL) {
+        return -1;
+    }
+    PyObject *module = NULL;
+    Py_ssize_t pushed = 0;
+    PyObject *profiles = Py_NewRef(resume_profiles);
+    int failed = 0;
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(profiles) && !failed; i++) {
+        PyObject *profile = weak_target(PyTuple_GET_ITEM(profiles, i));
+        if (profile == NULL) {
+            failed = 1;
+            break;
+        }
+        PyObject *stack = profile == Py_None ? Py_NewRef(Py_None) : resuming_stack(profile);
+        if (stack == NULL) {
+            failed = 1;
+        }
+        else if (stack != Py_None) {
+            if (module == NULL) {
+                PyObject *globals = PyEval_GetGlobals(); /* the generator's (borrowed) */
+                module = globals == NULL ? NULL : PyDict_GetItemWithError(globals, str_dunder_name);
+                if (module == NULL && PyErr_Occurred()) {
+                    failed = 1;
+                }
+                module = Py_NewRef(module != NULL && PyUnicode_CheckExact(module) && PyUnicode_GET_LENGTH(module) > 0
+                                   ? module : Py_None);
+            }
+            PyObject *parent = PyList_GET_ITEM(stack, PyList_GET_SIZE(stack) - 1);
+            PyObject *node = NULL;
+            if (!failed && PyObject_TypeCheck(parent, &NodeType)) {
+                node = PyDict_GetItemWithError(((Node *)parent)->keyed, code->co_qualname);
+                if (node != NULL) {
+                    PyObject *known = ((Node *)node)->key_module;
+                    if (known == module
+                        || (PyUnicode_CheckExact(known) && PyUnicode_CheckExact(module)
+                            && PyUnicode_Compare(known, module) == 0)) {
+                        Py_INCREF(node);
+                    }
+                    else {
+                        node = NULL;
+                    }
+                }
+                if (node == NULL && !PyErr_Occurred()) {
+                    PyObject *name = module == Py_None ? Py_NewRef(code->co_qualname)
+                                                       : PyUnicode_FromFormat("%U.%U", module, code->co_qualname);
+                    if (name != NULL) {
+                        PyObject *args[] = {profile, parent, name, (PyObject *)code, code->co_qualname, module};
+                        node = PyObject_VectorcallMethod(str_generator_node, args,
+                                                         6 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+                        Py_DECREF(name);
+                        if (node != NULL && !PyObject_TypeCheck(node, &NodeType)) {
+                            PyErr_SetString(PyExc_TypeError, "_generator_node() must return a Node");
+                            Py_CLEAR(node);
+                        }
+                    }
+                }
+            }
+            else if (!failed) {
+                PyErr_SetString(PyExc_TypeError, "a profile's stack holds Nodes only");
+            }
+            if (node == NULL || PyList_Append(stack, node) < 0 || PyList_Append(running, stack) < 0
+                || PyList_Append(running, node) < 0) {
+                failed = 1; /* (what was appended stays: the pops find it as it is) */
+            }
+            else {
+                pushed++;
+                ((Node *)node)->start = now();
+            }
+            Py_XDECREF(node);
+        }
+        Py_XDECREF(stack);
+        Py_DECREF(profile);
+    }
+    Py_DECREF(profiles);
+    Py_XDECREF(module);
+    PyObject *count = PyLong_FromSsize_t(pushed);
+    if (count == NULL || PyList_Append(running, (PyObject *)code) < 0 || PyList_Append(running, count) < 0) {
+        failed = 1;
+    }
+    Py_XDECREF(count);
+    return failed ? -1 : 0;
+}
+
+/* Pop what the push of this frame pushed, counted and timed; -1 on an error. */
+static int
+pop(PyCodeObject *code)
+{
+    long long end = now();
+    PyObject *running = running_list();
+    if (running == NULL) {
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(running);
+    if (n < 2 || PyList_GET_ITEM(running, n - 2) != (PyObject *)code) {
+        return 0; /* a frame that was running before the profile began */
+    }
+    Py_ssize_t pushed = PyLong_AsSsize_t(PyList_GET_ITEM(running, n - 1));
+    if (pushed < 0 || 2 * pushed > n - 2) {
+        return pushed == -1 && PyErr_Occurred() ? -1 : 0;
+    }
+    Py_ssize_t first = n - 2 - 2 * pushed;
+    for (Py_ssize_t i = first; i < n - 2; i += 2) {
+        PyObject *stack = PyList_GET_ITEM(running, i);
+        Node *node = (Node *)PyList_GET_ITEM(running, i + 1);
+        Py_ssize_t depth = PyList_GET_SIZE(stack);
+        if (depth > 0 && PyList_GET_ITEM(stack, depth - 1) == (PyObject *)node) {
+            node->total += end - node->start;
+            node->calls += 1;
+            Py_SET_SIZE((PyVarObject *)stack, depth - 1); /* as ended() pops */
+            Py_DECREF(node);
+        }
+    }
+    return PyList_SetSlice(running, first, n, NULL);
+}
+
+/* A callback's error must not reach the program: it is reported as unraisable. */
+static PyObject *
+callback_done(int failed, PyObject *callback)
+{
+    if (failed) {
+        PyErr_WriteUnraisable(callback);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+resumes_resumed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || !PyCode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "resumed(code, offset)");
+        return NULL;
+    }
+    if (!counted((PyCodeObject *)args[0])) {
+        return Py_NewRef(disable);
+    }
+    return callback_done(push((PyCodeObject *)args[0]) < 0, args[0]);
+}
+
+static PyObject *
+resumes_thrown_into(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || !PyCode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "thrown_into(code, offset, exception)");
+        return NULL;
+    }
+    if (!counted((PyCodeObject *)args[0])) {
+        Py_RETURN_NONE; /* (PY_THROW cannot be disabled) */
+    }
+    return callback_done(push((PyCodeObject *)args[0]) < 0, args[0]);
+}
+
+static PyObject *
+resumes_suspended(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || !PyCode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "suspended(code, offset, value)");
+        return NULL;
+    }
+    if (!counted((PyCodeObject *)args[0])) {
+        return Py_NewRef(disable);
+    }
+    return callback_done(pop((PyCodeObject *)args[0]) < 0, args[0]);
+}
+
+static PyObject *
+resumes_unwound(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || !PyCode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "unwound(code, offset, exception)");
+        return NULL;
+    }
+    if (!(((PyCodeObject *)args[0])->co_flags & (CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR))) {
+        Py_RETURN_NONE; /* (PY_UNWIND cannot be disabled: every frame's) */
+    }
+    return callback_done(pop((PyCodeObject *)args[0]) < 0, args[0]);
+}
+
+static PyObject *
+resumes_set_profiles(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyTuple_CheckExact(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "set_resume_profiles(weak references: tuple, DISABLE)");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args[0]); i++) {
+        if (!PyWeakref_CheckRef(PyTuple_GET_ITEM(args[0], i))) {
+            PyErr_SetString(PyExc_TypeError, "set_resume_profiles() takes weak references to profiles");
+            return NULL;
+        }
+    }
+    Py_XSETREF(resume_profiles, Py_NewRef(args[0]));
+    Py_XSETREF(disable, Py_NewRef(args[1]));
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"resumed", (PyCFunction)(void (*)(void))resumes_resumed, METH_FASTCALL,
+     "resumed(code, offset)\n--\n\nPY_START, PY_RESUME: a counted generator's node is pushed."},
+    {"thrown_into", (PyCFunction)(void (*)(void))resumes_thrown_into, METH_FASTCALL,
+     "thrown_into(code, offset, exception)\n--\n\nPY_THROW: a counted generator's node is pushed."},
+    {"suspended", (PyCFunction)(void (*)(void))resumes_suspended, METH_FASTCALL,
+     "suspended(code, offset, value)\n--\n\nPY_YIELD, PY_RETURN: its node is popped, counted and timed."},
+    {"unwound", (PyCFunction)(void (*)(void))resumes_unwound, METH_FASTCALL,
+     "unwound(code, offset, exception)\n--\n\nPY_UNWIND: its node is popped, counted and timed."},
+    {"set_resume_profiles", (PyCFunction)(void (*)(void))resumes_set_profiles, METH_FASTCALL,
+     "set_resume_profiles(refs, disable)\n--\n\nThe profiles (weak references) the callbacks push on."},
+    {NULL},
+};
+#else
+static PyMethodDef module_methods[] = {{NULL}};
+#endif
+
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "cassette_hook.contexts._recording",
     .m_doc = "ProfileContext's hooks in C (optional; _calltree.py has them in Python).",
     .m_size = -1,
+    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC
@@ -550,6 +871,19 @@ PyInit__recording(void)
     if (str_thread_stack == NULL || str_child == NULL || str_module == NULL || str_name == NULL) {
         return NULL;
     }
+#if PY_VERSION_HEX >= 0x030C0000
+    str_resuming_stack = PyUnicode_InternFromString("_resuming_stack");
+    str_generator_node = PyUnicode_InternFromString("_generator_node");
+    str_running_key = PyUnicode_InternFromString("cassette_hook.contexts._recording.running");
+    str_ours = PyUnicode_InternFromString("__cassette_hook_");
+    str_dunder_name = PyUnicode_InternFromString("__name__");
+    resume_profiles = PyTuple_New(0);
+    disable = Py_NewRef(Py_None);
+    if (str_resuming_stack == NULL || str_generator_node == NULL || str_running_key == NULL || str_ours == NULL
+        || str_dunder_name == NULL || resume_profiles == NULL) {
+        return NULL;
+    }
+#endif
     /* object.__new__, so that object.__new__(cls) -- how a context is copied -- works for
      * a subclass, as it does for any context. */
     RecordingType.tp_new = PyBaseObject_Type.tp_new;

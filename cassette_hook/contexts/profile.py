@@ -27,7 +27,7 @@ from time import perf_counter_ns
 from types import FrameType, FunctionType
 from typing import Any, Callable, Iterable, TextIO
 
-from . import _reports
+from . import _reports, _resumes
 from .._locks import rlock
 from .. import context_stack
 from .._own import PACKAGE, RUNS_ON, is_own_frame, is_own_module
@@ -37,6 +37,9 @@ from ._calltree import (OWN, FunctionStats, ImportTimer, Node, Recording, Thread
                         without_own)
 from ._names import location_of, name_of
 
+
+GENERATOR_VIEWS = ("generator", "caller")
+"""The values of ``ProfileContext``'s ``generators``: whose time a generator's is."""
 
 GARBAGE_COLLECTION = "<garbage collection>"
 """The row of the collector's pauses (see :meth:`ProfileContext._collection`)."""
@@ -209,21 +212,33 @@ class ProfileContext(ReportingContext, Recording):
     A full collection of the garbage collector during a profiled call is a row of its own,
     ``<garbage collection>``, called by the function that was running: its time is not
     that function's self time (docs/contexts.md, "The profile and the garbage collector").
+
+    ``generators``: where a generator's or coroutine's time goes.  ``"generator"`` (the
+    default, cProfile's accounting): each resume of its frame (``next()``, a ``for``
+    loop's step, ``send``, ``throw``, ``await``) is a call of its function, by the call
+    that resumes it, and the calls its body makes are that function's callees.
+    ``"caller"``: only the call that makes it is seen, and its body runs as part of
+    whatever iterates it.  3.10 and 3.11 give the caller's view either way (the other
+    needs ``sys.monitoring``): docs/contexts.md, "Generators and coroutines".
     """
 
     operators = False  # a profile of every a + b, x[i], x < y in every loop is mostly noise, and costs a call each
     option_parsers = {"sort": choice(*_reports.SORT_KEYS), "limit": whole_number, "speedscope": path,
-                      "collapsed": path, "dot": path, "flamegraph": path, "raw": path, "operators": yes_no}
+                      "collapsed": path, "dot": path, "flamegraph": path, "raw": path, "operators": yes_no,
+                      "generators": choice(*GENERATOR_VIEWS)}
 
     def __init__(self, output: Output = None, *, sort: str = "self", limit: int | None = None,
                  speedscope: str | os.PathLike[str] | None = None, collapsed: str | os.PathLike[str] | None = None,
                  dot: str | os.PathLike[str] | None = None, flamegraph: str | os.PathLike[str] | None = None,
                  raw: str | os.PathLike[str] | None = None, operators: bool | None = None,
-                 metadata: Any = None, pass_: Any = None) -> None:
+                 generators: str = "generator", metadata: Any = None, pass_: Any = None) -> None:
         super().__init__(output, operators=operators, metadata=metadata, pass_=pass_)
         if sort not in _reports.SORT_KEYS:
             raise ValueError(f"ProfileContext: sort must be one of {', '.join(_reports.SORT_KEYS)}, not {sort!r}")
-        self.sort, self.limit = sort, limit
+        if generators not in GENERATOR_VIEWS:
+            raise ValueError(f"ProfileContext: generators must be one of {', '.join(GENERATOR_VIEWS)}, "
+                             f"not {generators!r}")
+        self.sort, self.limit, self.generators = sort, limit, generators
         self.files = {"speedscope": speedscope, "collapsed": collapsed, "dot": dot,
                       "flamegraph": flamegraph, "raw": raw}
         self.title = "cassette_hook profile"
@@ -236,6 +251,8 @@ class ProfileContext(ReportingContext, Recording):
             gc.callbacks.append(_on_collection)
         _watch_imports()
         _profiles.add(self)
+        if generators == "generator":
+            _resumes.watch(self)
 
     prehook = Recording.prehook  # (named here, so that the class registers them as its hooks)
     posthook = Recording.posthook
@@ -298,6 +315,33 @@ class ProfileContext(ReportingContext, Recording):
                 stack.pop()
                 node.total += perf_counter_ns() - node.start
                 node.calls += 1
+
+    def _resuming_stack(self) -> list[Node] | None:
+        """The running thread's stack, if this profile times calls here (as for an import:
+        see :meth:`_import_started`), for the call of a generator that resumes
+        (``_resumes``); else None."""
+        stack = getattr(self._threads, "stack", None)
+        if stack is None or len(stack) == 1:
+            if not self._active_here():
+                return None
+            stack = self._thread_stack()
+        return stack
+
+    def _generator_node(self, parent: Node, name: str, code: Any, key: str | None = None,
+                        module: str | None = None) -> Node:
+        """The node of the generator function ``name`` (of ``code``) under ``parent``: the
+        node of the call that made it, if ``parent`` made it (see ``_resumes``).  ``key``
+        (the code's qualname) and its ``module`` find it from now on, as a function's
+        qualname finds its node (``_child``), for the C callbacks (``_recording.c``)."""
+        node = parent.children.get(name)
+        if node is None:
+            node = parent.children[name] = Node(name)
+            if name not in self._locations:
+                self._locations[name] = (code.co_filename, code.co_firstlineno)
+        if key is not None and key not in parent.keyed and node.key_module in (None, module):
+            parent.keyed[key] = node
+            node.key_module = module
+        return node
 
     def _import_started(self, module: str, importer: FrameType | None) -> Node | None:
         """An import of ``module`` starts in this thread, made by the code of ``importer``:
