@@ -19,10 +19,7 @@
  * It also holds the sys.monitoring callbacks that make each resume of a generator a call
  * of its function (3.12+: "Resumes" below), and ImportTimer, the wrapper that times imports.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <structmember.h> /* PyMemberDef (in Python.h from 3.12 on) */
+#include "../_speedups/compat.h" /* Python.h, and the accelerators' per-version helpers (fetch_exception ...) */
 
 static PyObject *str_thread_stack, *str_child, *str_module;
 
@@ -381,34 +378,6 @@ imported_name(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 }
 
 static PyObject *
-raised_exception(void)
-{
-#if PY_VERSION_HEX >= 0x030C0000
-    return PyErr_GetRaisedException();
-#else
-    PyObject *type, *value, *traceback;
-    PyErr_Fetch(&type, &value, &traceback);
-    PyErr_NormalizeException(&type, &value, &traceback);
-    if (traceback != NULL) {
-        PyException_SetTraceback(value, traceback);
-    }
-    Py_XDECREF(type);
-    Py_XDECREF(traceback);
-    return value;
-#endif
-}
-
-static void
-raise_again(PyObject *exc)
-{
-#if PY_VERSION_HEX >= 0x030C0000
-    PyErr_SetRaisedException(exc);
-#else
-    PyErr_Restore(Py_NewRef(Py_TYPE(exc)), exc, PyException_GetTraceback(exc));
-#endif
-}
-
-static PyObject *
 import_timer_call(ImportTimer *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
@@ -420,20 +389,20 @@ import_timer_call(ImportTimer *self, PyObject *const *args, size_t nargsf, PyObj
     }
     PyObject *out = PyObject_Vectorcall(self->wrapped, args, nargsf, kwnames);
     if (token != Py_None) {
-        PyObject *raised = out == NULL ? raised_exception() : NULL;
+        PyObject *raised = out == NULL ? fetch_exception() : NULL;
         PyObject *done = PyObject_CallOneArg(self->ended, token);
         if (done == NULL) { /* as a Python `finally` would: this exception goes on, chained */
             Py_CLEAR(out);
             if (raised != NULL) {
-                PyObject *exc = raised_exception();
+                PyObject *exc = fetch_exception();
                 PyException_SetContext(exc, raised); /* (steals raised) */
-                raise_again(exc);
+                restore_exception(exc);
             }
         }
         else {
             Py_DECREF(done);
             if (raised != NULL) {
-                raise_again(raised);
+                restore_exception(raised);
             }
         }
     }
