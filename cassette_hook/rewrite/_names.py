@@ -8,7 +8,6 @@ is needed only when something is rewritten.
 from __future__ import annotations
 
 import operator as _operator
-import sys as _sys
 from types import CodeType
 
 from .. import _native
@@ -109,7 +108,7 @@ def switch_module(code: CodeType) -> str:
     from opcode import opmap
 
     load_global, load_const, extended = opmap["LOAD_GLOBAL"], opmap["LOAD_CONST"], opmap["EXTENDED_ARG"]
-    shift = 0 if _sys.version_info < (3, 11) else 1  # (3.11+: LOAD_GLOBAL's low bit says "push NULL")
+    shift = _load_global_shift(load_global)
     raw, names, consts = code.co_code, code.co_names, code.co_consts
     asking, arg = False, 0
     for i in range(0, len(raw), 2):  # (3.11+'s inline caches are CACHE, opcode 0: neither of the two)
@@ -123,6 +122,15 @@ def switch_module(code: CodeType) -> str:
             return str(consts[arg])
         arg = 0
     raise ValueError(f"{code.co_name} is not a switched code object")
+
+
+def _load_global_shift(load_global: int) -> int:
+    """How far ``LOAD_GLOBAL``'s argument is shifted past its name's index, as this
+    interpreter compiles it (1 where its low bit says "push NULL" too, 0 where it does
+    not), read from a probe rather than from the version: the call of a global, the
+    probe's first name, sets that bit where there is one."""
+    raw = (lambda: _probe()).__code__.co_code  # type: ignore[name-defined]  # noqa: F821  # (compiled, never run)
+    return next(raw[i + 1] for i in range(0, len(raw), 2) if raw[i] == load_global)
 
 
 # Instructions the rewriter never touches, in any version: names, constants, imports,
