@@ -172,7 +172,10 @@ class C(Python):
         """``recurse`` whose common case (an overload of ``ctx``'s own entry) puts that
         entry back for the call (``_speedups.unpop``) instead of pushing a new one; the
         C side calls it past its budget of C levels only (docs/internals.md, "recurse
-        without a frame")."""
+        without a frame"); ``_speedups.install_recurse`` hands back what ``recurse`` is
+        (the closure, or where a call site would inline it whatever its ``vectorcall``,
+        an object of a C type calling through it, and ``reference`` where ``unpop`` does
+        not apply)."""
         unpop, repop, unpopped = self.module.unpop, self.module.repop, self.module.unpopped
 
         def recurse(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
@@ -195,8 +198,7 @@ class C(Python):
             return out
 
         recurse.__module__, recurse.__qualname__ = reference.__module__, reference.__qualname__  # type: ignore[attr-defined]
-        self.module.install_recurse(recurse)
-        return recurse  # type: ignore[return-value]
+        return self.module.install_recurse(recurse, reference)  # type: ignore[no-any-return]
 
 
 def _method_sites(method_site: Callable[[str], Any]) -> Callable[[str], tuple[object, ...]]:

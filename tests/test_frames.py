@@ -448,3 +448,35 @@ def test_overdub_adds_only_its_own_frame_above_f(context):
     users = ["overdub"] if context == "recurse-overload" else []  # the overload's own frame
     recursing = ["recurse"] if users and not C_PATH else []
     assert between == [*recursing, *users, "__call__"]
+
+
+# --- the frame below a callee that an overload's ``recurse`` runs ----------------------------
+# docs/internals.md ("cassette_hook's frames are visible"): on the C path the callee has the
+# overload's frame below it, with no frame of ours between, however the overload calls
+# ``recurse`` (on 3.11 too, whose ``CALL`` inlines any Python function: "``recurse``
+# without a frame"); without the C hot path ``recurse`` is a Python frame between them.
+# (``f_back``, not ``sys._getframe(1)``: the program's ``sys._getframe`` is emulated in twins
+# and skips the overload's frame and ours alike.)
+
+class FixedArityRecurse(ch.Context):
+    def overdub(self, f, x, /):
+        return ch.recurse(self, f, x)
+
+
+class StarRecurse(ch.Context):
+    def overdub(self, f, /, *args):
+        return ch.recurse(self, f, *args)
+
+
+def name_of_the_frame_below_me(x: int) -> str:
+    return sys._getframe().f_back.f_code.co_name
+
+
+def calls_name_of_the_frame_below_me(x: int) -> str:
+    return name_of_the_frame_below_me(x)
+
+
+@pytest.mark.parametrize("overload", [FixedArityRecurse, StarRecurse], ids=["fixed-arity", "star"])
+def test_the_callee_of_an_overloads_recurse_has_the_overload_frame_below_it(overload):
+    below = ch.overdub(overload(), calls_name_of_the_frame_below_me, 1)
+    assert below == ("overdub" if C_PATH else "recurse")

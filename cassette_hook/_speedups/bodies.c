@@ -8,8 +8,12 @@ static PyObject *bodyless_steps(PyObject *entry, PyObject *plan, PyObject *const
 static PyObject *bodyless_run(PyObject *entry, PyObject *f, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 static PyObject *bodyless_call(Site *self, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 static PyObject *unpop_for(PyObject *ctx, PyObject *f, PyObject **plan_out);
+static PyObject *recurse_in_c(PyObject *func, vectorcallfunc otherwise, PyObject *const *args, size_t nargsf,
+                              PyObject *kwnames);
+#ifndef CH_CALL_INLINES_ANY_FUNCTION
 static PyObject *recurse_deep(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames);
 static PyObject *recurse_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames);
+#endif
 static int init_in_c(PyObject *obj, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwnames);
 static PyObject *construct_by_ref_steps(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
@@ -372,7 +376,46 @@ unpopped(PyObject *module, PyObject *unused)
  * no thread is that deep any more: its recursion then costs no C stack, and shows
  * recurse's frame, as the Python closure of a Site does.  Anything but the common case
  * (an overload of ctx's own entry, unpop's) runs the Python code too.  (The function and
- * its Python vectorcall: state->recurse_function, state->recurse_python.) */
+ * its Python vectorcall: state->recurse_function, state->recurse_python.)
+ *
+ * On 3.11 (CH_CALL_INLINES_ANY_FUNCTION) a call site inlines the function whatever its
+ * vectorcall, so recurse is instead an object of RecurseType below, whose vectorcall runs
+ * recurse_in_c, with no budget: there the Python code is no cheaper in C stack, since its
+ * own call of the body, run(*args), is a CALL_FUNCTION_EX, which 3.11 does not inline. */
+static PyObject *
+recurse_in_c(PyObject *func, vectorcallfunc otherwise, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    SpeedupsState *const st = state;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *plan = NULL, *run = nargs >= 2 ? unpop_for(args[0], args[1], &plan) : Py_NewRef(Py_None);
+    if (run == NULL) {
+        return NULL;
+    }
+    PyObject *out;
+    if (run == Py_None) {
+        out = otherwise(func, args, nargsf, kwnames);
+    }
+    else {
+        out = Py_TYPE(run) != st->entry_type ? PyObject_Vectorcall(run, args + 2, nargs - 2, kwnames)
+                                         : bodyless_steps(run, plan, args, nargs, kwnames); /* (no body) */
+        PyObject *exc = out == NULL ? fetch_exception() : NULL;
+        PyObject *popped_again = repop(NULL, NULL);
+        if (popped_again == NULL) {
+            Py_CLEAR(out);
+            Py_XDECREF(exc);
+        }
+        else {
+            Py_DECREF(popped_again);
+            if (exc != NULL) {
+                restore_exception(exc);
+            }
+        }
+    }
+    Py_DECREF(run);
+    return own_off(out);
+}
+
+#ifndef CH_CALL_INLINES_ANY_FUNCTION
 #define RECURSE_BUDGET 100
 static THREAD_LOCAL int recurses_running; /* twins called from here on this thread, not yet returned */
 
@@ -398,54 +441,165 @@ recurse_deep(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwn
 static PyObject *
 recurse_vectorcall(PyObject *func, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    SpeedupsState *const st = state;
     if (recurses_running >= RECURSE_BUDGET) {
         return recurse_deep(func, args, nargsf, kwnames);
     }
-    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-    PyObject *plan = NULL, *run = nargs >= 2 ? unpop_for(args[0], args[1], &plan) : Py_NewRef(Py_None);
-    if (run == NULL) {
-        return NULL;
-    }
     recurses_running++;
-    PyObject *out;
-    if (run == Py_None) {
-        out = st->recurse_python(func, args, nargsf, kwnames);
-    }
-    else {
-        out = Py_TYPE(run) != st->entry_type ? PyObject_Vectorcall(run, args + 2, nargs - 2, kwnames)
-                                         : bodyless_steps(run, plan, args, nargs, kwnames); /* (no body) */
-        PyObject *exc = out == NULL ? fetch_exception() : NULL;
-        PyObject *popped_again = repop(NULL, NULL);
-        if (popped_again == NULL) {
-            Py_CLEAR(out);
-            Py_XDECREF(exc);
-        }
-        else {
-            Py_DECREF(popped_again);
-            if (exc != NULL) {
-                restore_exception(exc);
-            }
-        }
-    }
+    PyObject *out = recurse_in_c(func, state->recurse_python, args, nargsf, kwnames);
     recurses_running--;
-    Py_DECREF(run);
-    return own_off(out);
+    return out;
 }
 
-/* install_recurse(f): runtime.callees.recurse takes the vectorcall above (once: bodies is loaded once). */
-/* C only: gives runtime.callees.recurse the vectorcall above. */
-PyObject *
-install_recurse(PyObject *module, PyObject *func)
+#else
+/* recurse on 3.11: an object that looks like the Python function it calls through
+ * (its attributes, repr, binding as a method, pickling by name: what users see of
+ * ch.recurse is the function's), and is called through recurse_in_c. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *function;  /* runtime.callees.recurse's Python function (state->recurse_function) */
+    PyObject *reference; /* the Python reference it calls where unpop does not apply */
+    vectorcallfunc vectorcall;
+    PyObject *weakrefs;
+} Recurse;
+
+static PyObject *
+recurse_object_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    if (!PyFunction_Check(func) || state->recurse_function != NULL) {
-        PyErr_SetString(PyExc_TypeError, "install_recurse() takes a Python function, once");
+    PyObject *reference = ((Recurse *)self)->reference; /* (from C, as the function's code would: no frame more) */
+    if (Py_EnterRecursiveCall("")) { /* (a level of the limit, as the function's frame was: see RecurseType) */
         return NULL;
     }
+    PyObject *out = recurse_in_c(reference, ((PyFunctionObject *)reference)->vectorcall, args, nargsf, kwnames);
+    Py_LeaveRecursiveCall();
+    return out;
+}
+
+/* The function's attributes (__name__, __module__, __code__, __annotations__ ...: so
+ * inspect.signature reads the function's), but for what the type itself has. */
+static PyObject *
+recurse_getattro(PyObject *self, PyObject *name)
+{
+    PyObject *found = PyObject_GenericGetAttr(self, name);
+    if (found != NULL || !PyErr_ExceptionMatches(PyExc_AttributeError)) {
+        return found;
+    }
+    PyErr_Clear();
+    return PyObject_GetAttr(((Recurse *)self)->function, name);
+}
+
+/* __doc__, the function's: a descriptor of the type's, as pydoc reads it past getattro. */
+static PyObject *
+recurse_get_doc(PyObject *self, void *unused)
+{
+    return PyObject_GetAttrString(((Recurse *)self)->function, "__doc__");
+}
+
+static int
+recurse_set_doc(PyObject *self, PyObject *value, void *unused)
+{
+    return PyObject_SetAttrString(((Recurse *)self)->function, "__doc__", value);
+}
+
+static PyGetSetDef recurse_getset[] = {
+    {"__doc__", recurse_get_doc, recurse_set_doc, NULL, NULL},
+    {NULL},
+};
+
+static int
+recurse_setattro(PyObject *self, PyObject *name, PyObject *value)
+{
+    return PyObject_SetAttr(((Recurse *)self)->function, name, value);
+}
+
+static PyObject *
+recurse_repr(PyObject *self)
+{
+    PyObject *qualname = PyObject_GetAttrString(((Recurse *)self)->function, "__qualname__");
+    PyObject *out = qualname == NULL ? NULL : PyUnicode_FromFormat("<function %S at %p>", qualname, self);
+    Py_XDECREF(qualname);
+    return out;
+}
+
+/* A method when found on a class, as a function is. */
+static PyObject *
+recurse_descr_get(PyObject *self, PyObject *obj, PyObject *type)
+{
+    return obj == NULL || obj == Py_None ? Py_NewRef(self) : PyMethod_New(self, obj);
+}
+
+/* Pickled by name, as a function is (its module's recurse). */
+/* C only: 3.11's recurse pickles as the function it stands for. */
+static PyObject *
+recurse_reduce(PyObject *self, PyObject *unused)
+{
+    return PyObject_GetAttrString(((Recurse *)self)->function, "__qualname__");
+}
+
+static void
+recurse_dealloc(PyObject *self)
+{
+    if (((Recurse *)self)->weakrefs != NULL) {
+        PyObject_ClearWeakRefs(self);
+    }
+    Py_XDECREF(((Recurse *)self)->function);
+    Py_XDECREF(((Recurse *)self)->reference);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static PyMethodDef recurse_methods[] = {
+    {"__reduce__", recurse_reduce, METH_NOARGS, NULL},
+    {NULL},
+};
+
+static PyTypeObject RecurseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cassette_hook._speedups.Recurse",
+    .tp_doc = "runtime.callees.recurse on CPython 3.11: its Python function, called from C.",
+    .tp_basicsize = sizeof(Recurse),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Recurse, vectorcall),
+    .tp_weaklistoffset = offsetof(Recurse, weakrefs),
+    .tp_dealloc = recurse_dealloc,
+    .tp_getattro = recurse_getattro,
+    .tp_setattro = recurse_setattro,
+    .tp_repr = recurse_repr,
+    .tp_descr_get = recurse_descr_get,
+    .tp_methods = recurse_methods,
+    .tp_getset = recurse_getset,
+};
+#endif
+
+/* install_recurse(f, reference): what runtime.callees.recurse is on the C path (once: bodies
+ * is loaded once): f, its Python code, with the vectorcall above, or on 3.11 a Recurse calling
+ * through f, which calls reference, the Python reference, where unpop does not apply. */
+/* C only: gives runtime.callees.recurse the vectorcall above (on 3.11, is what it is). */
+PyObject *
+install_recurse(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyFunction_Check(args[0]) || !PyFunction_Check(args[1]) || state->recurse_function != NULL) {
+        PyErr_SetString(PyExc_TypeError, "install_recurse() takes two Python functions, once");
+        return NULL;
+    }
+    PyObject *func = args[0];
+#ifdef CH_CALL_INLINES_ANY_FUNCTION
+    Recurse *recurse = PyType_Ready(&RecurseType) < 0 ? NULL : PyObject_New(Recurse, &RecurseType);
+    if (recurse == NULL) {
+        return NULL;
+    }
+    recurse->function = Py_NewRef(func);
+    recurse->reference = Py_NewRef(args[1]);
+    recurse->vectorcall = recurse_object_call;
+    recurse->weakrefs = NULL;
+#endif
     state->recurse_function = Py_NewRef(func);
     state->recurse_python = ((PyFunctionObject *)func)->vectorcall;
+#ifdef CH_CALL_INLINES_ANY_FUNCTION
+    return (PyObject *)recurse;
+#else
     set_recurse_vectorcall(recurse_vectorcall);
-    Py_RETURN_NONE;
+    return Py_NewRef(func);
+#endif
 }
 
 /* What type.__call__ does after __new__ when __init__ is C code (object's, or a builtin

@@ -119,6 +119,14 @@ ch_set_handled_traceback(PyObject *exc, PyObject *tb)
 #endif
 }
 
+/* 3.11's generic CALL inlines any Python function, whatever its vectorcall slot holds (3.10
+ * inlines no call; 3.12+ only a function whose slot is CPython's own), so a vectorcall
+ * given to a Python function is not what a call of it runs there: on 3.11
+ * runtime.callees.recurse is an object of a C type of its own (bodies.c, RecurseType). */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#define CH_CALL_INLINES_ANY_FUNCTION 1
+#endif
+
 /* A Python function's vectorcall replaced, with what specialized call sites check of it
  * reset, so that they let go of the old one. */
 static inline void

@@ -245,7 +245,7 @@ PyObject *no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssi
 PyObject *unpop(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *repop(PyObject *module, PyObject *unused);
 PyObject *unpopped(PyObject *module, PyObject *unused);
-PyObject *install_recurse(PyObject *module, PyObject *func);
+PyObject *install_recurse(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *construct_by_ref(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
 
 /* runtime.callsites.c */
