@@ -504,8 +504,8 @@ guard_admits(PyObject *guard, PyObject *const *call, Py_ssize_t n)
         PyErr_SetString(PyExc_TypeError, "cassette_hook: a Guard is (func, required, nparams, varargs, classes)");
         return -1;
     }
-    Py_ssize_t required = PyLong_AsSsize_t(PyTuple_GET_ITEM(guard, 1));
-    Py_ssize_t nparams = PyLong_AsSsize_t(PyTuple_GET_ITEM(guard, 2));
+    Py_ssize_t required = ch_as_ssize(PyTuple_GET_ITEM(guard, 1));
+    Py_ssize_t nparams = ch_as_ssize(PyTuple_GET_ITEM(guard, 2));
     if ((required == -1 || nparams == -1) && PyErr_Occurred()) {
         return -1;
     }
