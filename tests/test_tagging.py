@@ -499,6 +499,34 @@ def test_primitives_get_untagged_arguments() -> None:
         ("0x1.0000000000000p+0", "a-b")
 
 
+class Recursing(ch.Context):
+    """Its one overload hands ``float.hex`` on to ``recurse``."""
+
+
+@ch.overdub.register
+def _recursing_hex(ctx: Recursing, f: ch.Is[float.hex], x: Any) -> Any:
+    return ch.recurse(ctx, f, x)
+
+
+def test_a_recurse_under_a_tagging_context_after_one_under_its_untagged_original_gives_primitives_untagged_arguments(
+) -> None:
+    """The C path remembers the last context it found untagged, for an overload's
+    ``recurse`` (docs/performance.md, "A matched identity overload at the price of a
+    prehook"): the tagging copy ``enabletagging`` makes of that context is another
+    context, whose ``recurse`` still untags what a primitive gets (both paths)."""
+    plain = Recursing()
+    assert ch.overdub(plain, lambda: float.hex(1.0)) == "0x1.0000000000000p+0"
+    tagged, other = ch.enabletagging(plain, float.hex), ch.enabletagging(Recursing(), float.hex)
+
+    def run() -> str:
+        value = ch.tag(1.0, tagged)
+        ch.istagged(value, other)  # (the last tagging context read is another one)
+        return float.hex(value)
+
+    assert ch.overdub(tagged, run) == "0x1.0000000000000p+0"
+    assert ch.overdub(plain, lambda: float.hex(2.0)) == "0x1.0000000000000p+1"
+
+
 def test_a_fallback_overload_sees_the_tagged_arguments() -> None:
     class Fb(ch.Context):
         def fallback(self, f: ch.Is[len], *args, **kwargs):  # type: ignore[no-untyped-def,valid-type]

@@ -504,8 +504,8 @@ guard_admits(PyObject *guard, PyObject *const *call, Py_ssize_t n)
         PyErr_SetString(PyExc_TypeError, "cassette_hook: a Guard is (func, required, nparams, varargs, classes)");
         return -1;
     }
-    Py_ssize_t required = PyLong_AsSsize_t(PyTuple_GET_ITEM(guard, 1));
-    Py_ssize_t nparams = PyLong_AsSsize_t(PyTuple_GET_ITEM(guard, 2));
+    Py_ssize_t required = ch_as_ssize(PyTuple_GET_ITEM(guard, 1));
+    Py_ssize_t nparams = ch_as_ssize(PyTuple_GET_ITEM(guard, 2));
     if ((required == -1 || nparams == -1) && PyErr_Occurred()) {
         return -1;
     }
@@ -515,7 +515,7 @@ guard_admits(PyObject *guard, PyObject *const *call, Py_ssize_t n)
     Py_ssize_t last = PyTuple_GET_SIZE(classes) - 1;
     for (Py_ssize_t i = 2; i < n; i++) {
         PyObject *cls = PyTuple_GET_ITEM(classes, Py_MIN(i - 2, last));
-        if (cls != Py_None) {
+        if (cls != Py_None && (PyObject *)Py_TYPE(call[i]) != cls) { /* (a class is its own subclass) */
             int is = PyObject_IsSubclass((PyObject *)Py_TYPE(call[i]), cls);
             if (is <= 0) {
                 return is;

@@ -28,6 +28,20 @@
  * the twin tables' version (weakid.c). */
 #define CH_HAVE_DICT_WATCHERS (PY_VERSION_HEX >= 0x030C0000)
 
+/* PyLong_AsSsize_t of a small int without the call (3.12+: an int of one digit is
+ * "compact", its value read inline), for a count a hot path reads per call (a Guard's
+ * arities, runtime.callsite.c); any other object goes through PyLong_AsSsize_t. */
+static inline Py_ssize_t
+ch_as_ssize(PyObject *n)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyLong_CheckExact(n) && PyUnstable_Long_IsCompact((PyLongObject *)n)) {
+        return (Py_ssize_t)PyUnstable_Long_CompactValue((PyLongObject *)n);
+    }
+#endif
+    return PyLong_AsSsize_t(n);
+}
+
 /* A dict's ma_version_tag: changed at every change of what it maps, and no two dicts share
  * one (a process-wide counter).  Deprecated from 3.12 on, for want of users, still kept
  * through 3.13; 3.14 has none (weakid.c watches the tables instead). */

@@ -347,7 +347,7 @@ static PyMethodDef unconfigured_def = {"unconfigured", (PyCFunction)(void (*)(vo
     X(flags_module) X(str_active_flag) X(str_operators_flag) X(mirror) X(pinned) X(recurse_function) X(tag_type)    \
     X(wrapper_classes) X(wrapper_class) X(wrappers) X(tagging_context) X(no_metadata) X(allowed_metadata)           \
     X(allowed_generation) X(dispatch_module) X(check_metadata) X(not_tagging) X(last_tagging_context) X(last_tag)    \
-    X(last_ctx_type) X(last_value_type) X(last_meta_type) X(last_generation)
+    X(last_untagged_context) X(last_ctx_type) X(last_value_type) X(last_meta_type) X(last_generation)
 
 int
 state_traverse(SpeedupsState *st, visitproc visit, void *arg)

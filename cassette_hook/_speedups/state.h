@@ -160,6 +160,7 @@ typedef struct {
     PyObject *check_metadata;     /* (context class, value, metadata): raises if not allowed */
     PyObject *not_tagging;        /* (ctx, what): raises the error for a context without tagging */
     PyObject *last_tagging_context, *last_tag; /* the last context whose tag was read (a weakref), its tag */
+    PyObject *last_untagged_context; /* the last context is_tagging found without a tag (a weakref) */
     PyObject *last_ctx_type, *last_value_type, *last_meta_type, *last_generation; /* metadata_allowed's last yes */
 } SpeedupsState;
 

@@ -31,12 +31,6 @@ twin_memo_watch(PyObject *table)
     return 0;
 }
 
-static inline uint64_t
-dict_version(PyObject *dict)
-{
-    return ch_dict_version_tag(dict);
-}
-
 int
 twin_tables_watch(void)
 {
@@ -59,13 +53,6 @@ twin_table_changed(PyDict_WatchEvent event, PyObject *dict, PyObject *key, PyObj
     return 0;
 }
 
-static inline uint64_t
-dict_version(PyObject *dict)
-{
-    (void)dict;
-    return state->twin_tables_version;
-}
-
 /* Watch table before its version is read for a new entry; 0, or -1 with an error set. */
 static inline int
 twin_memo_watch(PyObject *table)
@@ -82,25 +69,20 @@ twin_tables_watch(void)
 }
 #endif
 
-/* table[id(f)], borrowed, or NULL (with an error set if there was one, or if table is
- * not a dict). */
+/* by_id past its memo (internal.h): table[id(f)], borrowed, or NULL (with an error set if
+ * there was one, or if table is not a dict), remembered. */
 PyObject *
-by_id(PyObject *table, PyObject *f)
+by_id_lookup(PyObject *table, PyObject *f)
 {
     if (!PyDict_CheckExact(table)) {
         PyErr_Format(PyExc_TypeError, "cassette_hook: a table by id is a %.200s, not a dict", Py_TYPE(table)->tp_name);
         return NULL;
     }
-    uintptr_t address = (uintptr_t)f;
-    TwinMemo *memo = &state->twin_memo[((address >> 4) ^ (address >> 12) ^ ((uintptr_t)table >> 4)) & (TWIN_MEMO - 1)];
-    uint64_t version = dict_version(table);
-    if (memo->f == f && memo->table == table && memo->version == version) {
-        return memo->found;
-    }
+    TwinMemo *memo = twin_memo_of(table, f);
     if (twin_memo_watch(table) < 0) {
         return NULL;
     }
-    version = dict_version(table); /* (watched from here on) */
+    uint64_t version = twin_table_version(table); /* (watched from here on) */
     PyObject *key = PyLong_FromVoidPtr(f);
     if (key == NULL) {
         return NULL;
