@@ -417,14 +417,16 @@ def _thread_start(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``Thread.start`` run as a primitive: the target as a call site for the time of the
     run (``Thread.run`` deletes ``_target`` when it returns; a start that fails puts it
     back).  A subclass's own ``run``, which ``threading``'s code calls, is left alone.
-    Read and set in the thread's ``__dict__``: a subclass's ``__setattr__`` is not run."""
-    thread = args[0] if len(args) == 1 and not kwargs else None
-    if not isinstance(thread, threading.Thread) or type(thread).run is not threading.Thread.run:
+    Read and set in the thread's ``__dict__``, and its class asked by ``type``: no code of
+    the program's (a ``__setattr__``, a ``__class__`` property) is run."""
+    thread: Any = args[0] if len(args) == 1 and not kwargs else None
+    if not issubclass(type(thread), threading.Thread) or type(thread).run is not threading.Thread.run:
         return f(*args, **kwargs)
     own: dict[str, Any] = vars(thread)
-    started, target = own.get("_started"), own.get("_target")
+    started: Any = own.get("_started")
+    target = own.get("_target")
     kept = _handed_to_a_thread(target)
-    if kept is target or not isinstance(started, threading.Event) or started.is_set():
+    if kept is target or not issubclass(type(started), threading.Event) or started.is_set():
         return f(*args, **kwargs)  # (not initialised, or started: start's own error)
     own["_target"] = kept
     try:
@@ -434,22 +436,28 @@ def _thread_start(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         raise
 
 
-def _weakref_ref(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+class _FinalizerRef(_Arguments):
     """``weakref.ref(obj, callback)`` where the callback is a ``weakref.finalize``: what
     ``finalize.__init__`` makes, which the garbage collector calls back from C when
     ``obj`` dies, and whose ``__call__`` calls the program's function.  The finalizer is
-    made a call site, so that ``__call__`` runs overdubbed (where the plan recurses into
-    ``weakref``) and its call of the function is seen.  The reference is the finalizer's
-    own (``_registry``'s); ``peek()`` and ``detach()`` still give the function itself.
-    Any other callback is left alone: ``ref.__callback__`` gives it back to the program."""
-    if len(args) == 2 and not kwargs and isinstance(args[1], weakref.finalize):
-        return f(args[0], _Kept(hotpath.call, args[1]))
-    return f(*args, **kwargs)
+    made a call site (a :class:`_Kept`), so that ``__call__`` runs overdubbed (where the
+    plan recurses into ``weakref``) and its call of the function is seen.  The reference
+    is the finalizer's own (``_registry``'s); ``peek()`` and ``detach()`` still give the
+    function itself.  Any other callback is left alone: ``ref.__callback__`` gives it back
+    to the program.  A preparer (an ``_Arguments``), not a handler: the C path calls the
+    builtin itself, with one Python call for ``prepare``, where ``ref`` is common."""
+
+    __slots__ = ()
+
+    def prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if len(args) == 2 and issubclass(type(args[1]), weakref.finalize):  # (no __class__ read)
+            return (args[0], _Kept(hotpath.call, args[1])), kwargs
+        return args, kwargs
 
 
 _KEPT: dict[Any, Handler] = {
     atexit.register: _atexit_register, _signal.signal: _signal_signal, _signal.getsignal: _signal_getsignal,
-    threading.Thread.start: _thread_start, weakref.ref: _weakref_ref,
+    threading.Thread.start: _thread_start, weakref.ref: _FinalizerRef(),
 }
 
 
