@@ -338,7 +338,8 @@ def test_the_command_lines_trace_shows_the_calls_of_a_thread_under_its_name(tmp_
     result = run_cli(tmp_path, "--context", "trace,operators=no,include=jobs", "--output", "trace.txt", "prog.py")
     assert result.returncode == 0, result.stderr
     lines = (tmp_path / "trace.txt").read_text().splitlines()
-    assert lines == ["jobs.in_thread()", "  jobs.work(2) -> 1", "jobs.in_thread -> 1", "[worker] jobs.work(4) -> 6"]
+    assert lines == ["jobs.in_thread()", "  jobs.work(2) -> 1", "jobs.in_thread -> 1",
+                     "[worker] jobs.in_to_thread()", "[worker]   jobs.work(4) -> 6", "[worker] jobs.in_to_thread -> 6"]
 
 
 def test_a_threaded_programs_output_is_the_same_under_the_command_lines_contexts(tmp_path):
@@ -671,3 +672,82 @@ def test_atexit_and_signal_give_back_the_programs_own_callbacks_under_a_profile(
     assert plain.stdout == "True\nTrue True\nat exit\n", plain.stderr
     result = run_cli_on(tmp_path, path, "--context", "profile,operators=no", "--output", "prof.txt", "prog.py")
     assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, "")
+
+
+def run_plain(tmp_path: Path, script: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CASSETTE_HOOK_")}
+    return subprocess.run([sys.executable, script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+
+
+FINALIZED = """
+import gc, weakref
+
+calls = {}
+
+def count(name):
+    calls[name] = calls.get(name, 0) + 1
+
+class Obj:
+    pass
+
+def on_exit():
+    print(sorted(calls.items()))
+
+import atexit
+atexit.register(on_exit)
+obj = Obj()
+weakref.finalize(obj, count, "collected")
+del obj
+gc.collect()
+kept = Obj()
+weakref.finalize(kept, count, "at_exit")
+obj = Obj()
+weakref.finalize(obj, count, "called")()
+other = Obj()
+detached = weakref.finalize(other, count, "detached")
+plain_ref = weakref.ref(other, count)
+print(detached.peek()[1] is count, detached.detach()[1] is count, plain_ref.__callback__ is count)
+"""
+
+
+def test_the_profile_counts_the_calls_a_weakref_finalizer_makes_when_the_garbage_collector_runs_it(tmp_path, path):
+    # (docs/contexts.md, "Threads": the finalizer is made a call site where finalize hands it to weakref.ref)
+    write(tmp_path, "prog.py", FINALIZED)
+    plain = run_plain(tmp_path, "prog.py")
+    assert plain.stdout == "True True True\n[('at_exit', 1), ('called', 1), ('collected', 1)]\n", plain.stderr
+    result = run_cli_on(tmp_path, path, "--context", "profile,operators=no", "--output", "prof.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, "")
+    assert profiled_calls((tmp_path / "prof.txt").read_text(), "__main__.count") == 3  # the program's own count
+
+
+TARGETS = """
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+calls = []
+
+def worker(x):
+    calls.append(threading.current_thread().name)
+    return abs(-x)
+
+with ThreadPoolExecutor(2) as pool:
+    assert sum(pool.map(worker, range(4))) == 6
+thread = threading.Thread(target=worker, args=(3,), name="plain")
+thread.start()
+thread.join()
+print(calls.count("plain"), hasattr(thread, "_target"))
+"""
+
+
+def test_the_trace_shows_a_threads_target_as_a_call_in_that_thread(tmp_path, path):
+    # (docs/contexts.md, "Threads": the trace runs Thread.start as one call, and the
+    # target is made a call site there)
+    write(tmp_path, "prog.py", TARGETS)
+    plain = run_plain(tmp_path, "prog.py")
+    assert plain.stdout == "1 False\n", plain.stderr
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, "")
+    lines = (tmp_path / "trace.txt").read_text().splitlines()
+    # the program's one call in that thread, as a call of its own (not only the calls inside it)
+    assert [line for line in lines if line.startswith("[plain] __main__.worker")] == [
+        "[plain] __main__.worker(3)", "[plain] __main__.worker -> 3"], lines

@@ -188,8 +188,10 @@ plain_builtin(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t
  * The builtin then has the program's frame below it, and so have the callbacks it makes
  * (a generator resumed by next(), a key function).  So has a Python function or class
  * outside the context's scope (a library's, under libraries = False), which no operator
- * or emulation concerns: the fallback overload, else the call itself.  Anything else is
- * runtime.callees.without_body's.  call is [ctx, f, arguments..., keyword values...]. */
+ * concerns: the fallback overload, else the call itself, or runtime.primitives'
+ * emulation for the few it has (threading.Thread.start, which hands the thread's target
+ * over as a call site; weakref.ref).  Anything else is runtime.callees.without_body's.
+ * call is [ctx, f, arguments..., keyword values...]. */
 PyObject *
 no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, PyObject *kwnames)
 {
@@ -231,7 +233,11 @@ no_body(PyObject *entry, PyObject *plan, PyObject *const *call, Py_ssize_t n, Py
     if (taken != 0) {
         return taken < 0 ? NULL : out;
     }
-    return python ? PyObject_Vectorcall(f, args, nargs, kwnames) : run_primitive(f, args, nargs, kwnames);
+    int emulated = python ? has_id(st->special, f) : 1;
+    if (emulated < 0) {
+        return NULL;
+    }
+    return emulated ? run_primitive(f, args, nargs, kwnames) : PyObject_Vectorcall(f, args, nargs, kwnames);
 }
 
 /* What recurse runs for a callee with no Python body (unpop's answer for one):

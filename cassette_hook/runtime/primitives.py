@@ -30,12 +30,14 @@ import itertools
 import operator
 import re
 import sys
+import threading
 import warnings
+import weakref
 from types import BuiltinFunctionType, FrameType, FunctionType, MethodDescriptorType, MethodType, ModuleType
 from typing import Any, Callable, cast
 
 from . import hotpath, operators
-from .. import dispatch, generics
+from .. import context_stack, dispatch, generics
 from .._budget import recursion_budget
 from .._own import is_own_frame, strip_traceback
 
@@ -392,8 +394,70 @@ def _signal_getsignal(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     return _shown(f(*args, **kwargs))
 
 
+# -- threads started by a library's code that runs plain -------------------------------
+#
+# Where a plan runs ``threading`` as a primitive (the trace: ``libraries = False``),
+# ``Thread.start`` is the call site, and the ``start_new_thread`` inside it is not: the
+# thread's bootstrap, ``Thread.run`` and so its target run plain in the new thread,
+# whatever contexts are active there, and the target would not be a call of its own
+# (docs/internals.md, "Callbacks from C").  So ``Thread.start`` run as a primitive makes
+# the target a call site before it starts the thread: the whole-program contexts, which
+# are the new thread's, see the target's call.
+
+def _handed_to_a_thread(callback: Any) -> Any:
+    """``callback``, which code that runs plain will call in another thread, as a call
+    site (a :class:`_Kept`, equal to it); itself where no whole-program context will be
+    active there to see it, or where it is not a Python callback."""
+    if type(callback) not in (FunctionType, MethodType, functools.partial) or not context_stack.whole_program():
+        return callback
+    return _Kept(hotpath.call, callback)
+
+
+def _thread_start(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``Thread.start`` run as a primitive: the target as a call site for the time of the
+    run (``Thread.run`` deletes ``_target`` when it returns; a start that fails puts it
+    back).  A subclass's own ``run``, which ``threading``'s code calls, is left alone.
+    Read and set in the thread's ``__dict__``, and its class asked by ``type``: no code of
+    the program's (a ``__setattr__``, a ``__class__`` property) is run."""
+    thread: Any = args[0] if len(args) == 1 and not kwargs else None
+    if not issubclass(type(thread), threading.Thread) or type(thread).run is not threading.Thread.run:
+        return f(*args, **kwargs)
+    own: dict[str, Any] = vars(thread)
+    started: Any = own.get("_started")
+    target = own.get("_target")
+    kept = _handed_to_a_thread(target)
+    if kept is target or not issubclass(type(started), threading.Event) or started.is_set():
+        return f(*args, **kwargs)  # (not initialised, or started: start's own error)
+    own["_target"] = kept
+    try:
+        return f(*args, **kwargs)
+    except BaseException:
+        own["_target"] = target
+        raise
+
+
+class _FinalizerRef(_Arguments):
+    """``weakref.ref(obj, callback)`` where the callback is a ``weakref.finalize``: what
+    ``finalize.__init__`` makes, which the garbage collector calls back from C when
+    ``obj`` dies, and whose ``__call__`` calls the program's function.  The finalizer is
+    made a call site (a :class:`_Kept`), so that ``__call__`` runs overdubbed (where the
+    plan recurses into ``weakref``) and its call of the function is seen.  The reference
+    is the finalizer's own (``_registry``'s); ``peek()`` and ``detach()`` still give the
+    function itself.  Any other callback is left alone: ``ref.__callback__`` gives it back
+    to the program.  A preparer (an ``_Arguments``), not a handler: the C path calls the
+    builtin itself, with one Python call for ``prepare``, where ``ref`` is common."""
+
+    __slots__ = ()
+
+    def prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        if len(args) == 2 and issubclass(type(args[1]), weakref.finalize):  # (no __class__ read)
+            return (args[0], _Kept(hotpath.call, args[1])), kwargs
+        return args, kwargs
+
+
 _KEPT: dict[Any, Handler] = {
     atexit.register: _atexit_register, _signal.signal: _signal_signal, _signal.getsignal: _signal_getsignal,
+    threading.Thread.start: _thread_start, weakref.ref: _FinalizerRef(),
 }
 
 
@@ -425,7 +489,10 @@ _RECURSION_LIMIT: dict[Any, Handler] = {
 # Builtins the user's frame must not call directly (see ``callsites.callable_for``), and
 # their names, which the hot path checks before anything else.
 INDIRECT = {id(f) for f in (*_HIGHER_ORDER, *_KEPT, *_RECURSION_LIMIT)}
-INDIRECT_NAMES = frozenset(f.__name__ for f in (*_HIGHER_ORDER, *_KEPT, *_RECURSION_LIMIT))
+# (Of builtins only: the hot path asks a builtin callee its name first, and only it; a
+# Python function such as ``Thread.start`` is found by ``id`` in ``INDIRECT``.)
+INDIRECT_NAMES = frozenset(f.__name__ for f in (*_HIGHER_ORDER, *_KEPT, *_RECURSION_LIMIT)
+                           if type(f) is not FunctionType)
 # Of those, the functions of a module (``min``, ``sorted``, ``sys.getrecursionlimit``) and
 # the methods of a class unbound (``list.sort``, as a method site loads it): they live as
 # long as the process, so what a call site calls for each is made once.
