@@ -11,6 +11,7 @@ Every test runs on whichever hot path the suite runs on (tox: ``py3XX`` and
 from __future__ import annotations
 
 import asyncio
+import gc
 import io
 import sys
 import threading
@@ -22,6 +23,17 @@ from cassette_hook.contexts import ProfileContext
 
 M = __name__
 RESUMES_COUNTED = sys.version_info >= (3, 12)  # (sys.monitoring)
+
+
+@pytest.fixture(autouse=True)
+def no_collection():
+    """No full collection starts while a test profiles: one would be a row of its own,
+    ``<garbage collection>`` (docs/contexts.md), among the calls these trees count."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    yield
+    if was_enabled:
+        gc.enable()
 
 
 def inner(i):
