@@ -11,6 +11,7 @@ import builtins
 import contextlib
 import contextvars
 import dis
+import functools
 import itertools
 import operator
 import os
@@ -238,6 +239,47 @@ def test_resolve_of_a_class_under_a_fast_plan_is_the_same_constructor_each_time(
         constructor = callsites.resolve(_Greeter)
         assert callsites.resolve(_Greeter) is constructor and type(constructor()) is _Greeter
 
+def test_under_a_fast_plan_an_lru_cache_wrapper_is_called_as_it_is_its_type_asked_about_once(monkeypatch):
+    # (both paths: the answer for a C object whose __call__ is its type's slot holds for
+    # every instance of such a type, and is entered per type -- callees.note_called_as_is)
+    asked = []
+    special_call = callees._special_call
+
+    def counting(plan, obj, kind):
+        asked.append(kind)
+        return special_call(plan, obj, kind)
+
+    monkeypatch.setattr(callees, "_special_call", counting)
+
+    @functools.lru_cache(maxsize=None)
+    def first(x):
+        return x
+
+    @functools.lru_cache(maxsize=None)
+    def second(x):
+        return -x
+
+    method = _CachedMethods().method
+    with Null():
+        assert callsites.resolve(first) is first and callsites.resolve(first) is first
+        assert callsites.resolve(second) is second and callsites.resolve(method) is method
+        assert callsites.resolve_star(first) is first and callsites.call(method, 3) == 5
+    assert len(asked) <= 1  # (none if an earlier test had the answer entered)
+    assert id(type(first)) in callees.CALLED_AS_IS.values
+
+
+def test_under_a_fast_plan_a_partial_of_a_function_still_reaches_its_twin_past_c_objects_called_as_they_are():
+    def f(a, b):
+        return a - b
+
+    made = functools.partial(f, 5)
+    with Null():
+        assert callsites.resolve(_cached) is _cached
+        run = callsites.resolve(made)
+        assert run is not made and run(2) == 3
+    assert id(functools.partial) not in callees.CALLED_AS_IS.values
+
+
 class _Callable:
     def __call__(self, x):
         return x
@@ -266,6 +308,20 @@ def _star(*args):
     return args
 
 
+@functools.lru_cache(maxsize=None)
+def _cached(x):
+    return x + 1
+
+
+class _CachedMethods:
+    @functools.lru_cache(maxsize=None)  # noqa: B019 -- a module-level instance: nothing leaks
+    def method(self, x):
+        return x + 2
+
+
+_cached_methods = _CachedMethods()
+
+
 # Callees a call site meets often, each in a program that calls one.
 _CALLS_WITHOUT_OUR_PYTHON = {
     "a class constructed by C": lambda: dict(a=1),
@@ -283,6 +339,10 @@ _CALLS_WITHOUT_OUR_PYTHON = {
     # a function object made anew (of a code whose twin the plan has made before):
     "a closure made per call": lambda: _closure_made(1),
     "a lambda made per call": lambda: (lambda: 1)(),
+    # a C object whose __call__ is its type's slot (docs/performance.md, "Callable C objects"):
+    "an lru_cache wrapper": lambda: _cached(1),
+    "an lru_cache wrapper, star call": lambda: _cached(*(1,)),
+    "an lru_cache on a method (a bound method of the wrapper)": lambda: _cached_methods.method(1),
 }
 
 

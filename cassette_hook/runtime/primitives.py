@@ -426,6 +426,8 @@ _RECURSION_LIMIT: dict[Any, Handler] = {
 # their names, which the hot path checks before anything else.
 INDIRECT = {id(f) for f in (*_HIGHER_ORDER, *_KEPT, *_RECURSION_LIMIT)}
 INDIRECT_NAMES = frozenset(f.__name__ for f in (*_HIGHER_ORDER, *_KEPT, *_RECURSION_LIMIT))
+# Their types: an instance of one is told apart by its id (``callees.note_called_as_is``).
+INDIRECT_KINDS = frozenset(type(f) for f in (*_HIGHER_ORDER, *_KEPT, *_RECURSION_LIMIT))
 # Of those, the functions of a module (``min``, ``sorted``, ``sys.getrecursionlimit``) and
 # the methods of a class unbound (``list.sort``, as a method site loads it): they live as
 # long as the process, so what a call site calls for each is made once.
