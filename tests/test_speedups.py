@@ -22,6 +22,7 @@ import textwrap
 import traceback
 import types
 import typing
+import weakref
 
 import pytest
 
@@ -166,6 +167,45 @@ def test_a_closure_made_where_a_dead_one_lived_gets_a_twin_of_its_own():
             del read
             decoys.append((decoy, code, None, None))
     assert len(addresses) < 200, "no address was reused: the test checks nothing"
+
+
+@needs_c
+def test_a_closure_a_variable_holds_keeps_its_twin_for_its_life_outside_the_twin_table():
+    # (a closure made per call: one function of its code alive at a time, its twin kept by
+    # the code's slot, not entered in the table -- docs/internals.md, "Twins")
+    ctx = Null()
+    with ctx:
+        callsites.resolve(_closure(0))  # (the code's first twin: made by Python, shared)
+        read = _closure(1)
+        twin = callsites.resolve(read)
+        assert twin is not read and twin() == 1 and callsites.resolve(read) is twin
+        assert id(read) not in context_stack.plan_of(ctx).twins.values
+
+
+def test_the_twin_of_a_closure_made_per_call_lets_its_cells_go_with_the_closure():
+    class Held:
+        pass
+
+    held = Held()
+    gone = weakref.ref(held)
+    with Null():
+        callsites.resolve(_closure(0))
+        read = _closure(held)
+        assert callsites.resolve(read)() is held
+        del held, read
+        assert gone() is None  # (no collection: the twin went with its function)
+
+
+def test_closures_of_one_code_alive_at_once_each_keep_their_own_twin():
+    with Null():
+        callsites.resolve(_closure(0))
+        first, second = _closure(1), _closure(2)
+        for _ in range(3):
+            assert callsites.resolve(first)() == 1 and callsites.resolve(second)() == 2
+        twin = callsites.resolve(first)
+        assert callsites.resolve(first) is twin
+        first.__defaults__ = ()  # (a twin follows its function's defaults)
+        assert callsites.resolve(first) is not twin and callsites.resolve(first)() == 1
 
 
 def test_a_twin_replaced_in_its_table_is_the_one_the_next_call_finds():

@@ -477,7 +477,7 @@ module_exec(PyObject *module)
     }
     if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&RefinerType) < 0 || PyType_Ready(&TaggedFieldsType) < 0
         || PyType_Ready(&SiteType) < 0 || PyType_Ready(&OperatorSiteType) < 0 || PyType_Ready(&MethodSiteType) < 0
-        || PyType_Ready(&ForgetType) < 0
+        || PyType_Ready(&ForgetType) < 0 || PyType_Ready(&TwinSlotType) < 0
         || (st->SpecialType = (PyTypeObject *)PyType_FromSpec(&special_spec)) == NULL) {
         return -1;
     }

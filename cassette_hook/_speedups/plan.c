@@ -152,6 +152,120 @@ set_builtins(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* The twin of the one function of a code that a call site met last and that still lives
+ * (runtime.plan's Shared, its last item: a one-item list this fills).  A closure or lambda
+ * made per call and called where a variable holds it dies before the next is made: its
+ * twin is kept here, for the calls it gets while it lives, rather than in the plan's twin
+ * table, whose entry (a weak reference with a callback object of its own, two dict entries
+ * and their removal at its death) cost several times what making the twin costs.  The
+ * weak reference to the function has this slot as its callback, which lets the twin go
+ * when the function dies (the twin holds the function's cells and defaults: they must not
+ * outlive it).  Once two functions of the code are seen alive at once (a decorator's
+ * wrappers), the code's later functions go to the table, as before: one slot would be
+ * remade at every call that alternates between them. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *ref;                    /* weak reference to the function, or NULL */
+    PyObject *twin, *code, *defaults, *kwdefaults; /* its twin, and what the twin was made from */
+    int crowded;                      /* two functions of the code were alive at once */
+    vectorcallfunc vectorcall;
+} TwinSlot;
+
+static void
+slot_empty(TwinSlot *self)
+{
+    Py_CLEAR(self->ref);
+    Py_CLEAR(self->twin);
+    Py_CLEAR(self->code);
+    Py_CLEAR(self->defaults);
+    Py_CLEAR(self->kwdefaults);
+}
+
+/* The weak reference's callback: the function died, its twin goes. */
+static PyObject *
+slot_call(TwinSlot *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) == 1 && args[0] == self->ref) {
+        slot_empty(self);
+    }
+    Py_RETURN_NONE;
+}
+
+static int
+slot_traverse(TwinSlot *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->ref); /* (which holds this slot: its callback) */
+    Py_VISIT(self->twin);
+    Py_VISIT(self->code);
+    Py_VISIT(self->defaults);
+    Py_VISIT(self->kwdefaults);
+    return 0;
+}
+
+static int
+slot_clear(TwinSlot *self)
+{
+    slot_empty(self);
+    return 0;
+}
+
+static void
+slot_dealloc(TwinSlot *self)
+{
+    PyObject_GC_UnTrack(self);
+    slot_empty(self);
+    PyObject_GC_Del(self);
+}
+
+static PyMemberDef slot_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(TwinSlot, vectorcall), READONLY},
+    {NULL},
+};
+
+PyTypeObject TwinSlotType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cassette_hook._speedups.TwinSlot",
+    .tp_doc = "The twin of the last function of a code met, while that function lives.",
+    .tp_basicsize = sizeof(TwinSlot),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(TwinSlot, vectorcall),
+    .tp_traverse = (traverseproc)slot_traverse,
+    .tp_clear = (inquiry)slot_clear,
+    .tp_dealloc = (destructor)slot_dealloc,
+    .tp_members = slot_members,
+};
+
+/* The slot in a Shared's box (a one-item list), made at the first look; NULL on error. */
+static TwinSlot *
+slot_of(PyObject *box)
+{
+    if (!PyList_CheckExact(box) || PyList_GET_SIZE(box) != 1) {
+        PyErr_SetString(PyExc_TypeError, "cassette_hook: a plan's shared twin has no one-item list last");
+        return NULL;
+    }
+    PyObject *held = PyList_GET_ITEM(box, 0);
+    if (Py_TYPE(held) == &TwinSlotType) {
+        return (TwinSlot *)held;
+    }
+    TwinSlot *slot = PyObject_GC_New(TwinSlot, &TwinSlotType);
+    if (slot == NULL) {
+        return NULL;
+    }
+    slot->ref = slot->twin = slot->code = slot->defaults = slot->kwdefaults = NULL;
+    slot->crowded = 0;
+    slot->vectorcall = (vectorcallfunc)slot_call;
+    PyObject_GC_Track(slot);
+    PyList_SET_ITEM(box, 0, (PyObject *)slot); /* (the list's reference) */
+    Py_DECREF(held);
+    return slot;
+}
+
+/* Is f the function the slot holds the twin of?  (Its weak reference is read by its
+ * referent's address only: the field a dead reference sets to None, which f, alive, is not.) */
+#define SLOT_HOLDS(slot, f) ((slot)->ref != NULL && ((PyWeakReference *)(slot)->ref)->wr_object == (f))
+#define SLOT_LIVE(slot) ((slot)->ref != NULL && ((PyWeakReference *)(slot)->ref)->wr_object != Py_None)
+
 /* Plan._make_twin's shortcut, for a function whose code the plan has made a twin of
  * before (runtime.plan.shared: code -> (twin code, globals, __module__, builtins, the twin's
  * builtins, len(globals)), entered by Plan._make_twin): a closure or lambda made anew
@@ -177,10 +291,10 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
     if (found == NULL) {
         return PyErr_Occurred() ? -1 : 0;
     }
-    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 6 || !PyCode_Check(PyTuple_GET_ITEM(found, 0))
+    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 7 || !PyCode_Check(PyTuple_GET_ITEM(found, 0))
         || !PyDict_CheckExact(PyTuple_GET_ITEM(found, 4)) || !PyLong_CheckExact(PyTuple_GET_ITEM(found, 5))) {
         PyErr_SetString(PyExc_TypeError, "cassette_hook: a plan's shared twin is not (code, globals, module, "
-                                         "builtins, builtins, size)");
+                                         "builtins, builtins, size, slot)");
         return -1;
     }
     PyObject *module = func->func_module ? func->func_module : Py_None;
@@ -188,6 +302,26 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
         || PyTuple_GET_ITEM(found, 3) != func->func_builtins
         || PyLong_AsSsize_t(PyTuple_GET_ITEM(found, 5)) != PyDict_GET_SIZE(func->func_globals)) {
         return 0;
+    }
+    PyObject *defaults = func->func_defaults ? func->func_defaults : Py_None;
+    PyObject *kwdefaults = func->func_kwdefaults ? func->func_kwdefaults : Py_None;
+    TwinSlot *kept = NULL;
+    if (enter) {
+        kept = slot_of(PyTuple_GET_ITEM(found, 6));
+        if (kept == NULL) {
+            return -1;
+        }
+        if (SLOT_HOLDS(kept, f) && kept->code == func->func_code && kept->defaults == defaults
+            && kept->kwdefaults == kwdefaults) {
+            *twin = Py_NewRef(kept->twin); /* (a twin follows its function: docs/internals.md) */
+            return 1;
+        }
+        if (!SLOT_HOLDS(kept, f) && SLOT_LIVE(kept)) {
+            kept->crowded = 1;
+        }
+        if (kept->crowded && !SLOT_HOLDS(kept, f)) {
+            kept = NULL; /* (entered in the table) */
+        }
     }
     Py_INCREF(found); /* (held while the twin is made: entering it runs Python) */
     PyFunctionObject *made = (PyFunctionObject *)PyFunction_NewWithQualName(PyTuple_GET_ITEM(found, 0),
@@ -205,6 +339,31 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
         Py_XSETREF(made->func_builtins, Py_NewRef(PyTuple_GET_ITEM(found, 4)));
     }
     version_from_code(made, VERSION_OF(f));
+    if (kept != NULL) {
+        Py_INCREF(kept); /* (the box may be emptied while the reference is made) */
+        PyObject *ref = SLOT_HOLDS(kept, f) ? Py_NewRef(kept->ref) : PyWeakref_NewRef(f, (PyObject *)kept);
+        if (ref == NULL) {
+            Py_DECREF(kept);
+            Py_DECREF(found);
+            Py_DECREF(made);
+            return -1;
+        }
+        /* (the old values let go once the new are in: letting go may run Python, which may
+         * come back here) */
+        PyObject *old[5] = {kept->ref, kept->twin, kept->code, kept->defaults, kept->kwdefaults};
+        kept->ref = ref;
+        kept->twin = Py_NewRef(made);
+        kept->code = Py_NewRef(func->func_code);
+        kept->defaults = Py_NewRef(defaults);
+        kept->kwdefaults = Py_NewRef(kwdefaults);
+        for (int i = 0; i < 5; i++) {
+            Py_XDECREF(old[i]);
+        }
+        Py_DECREF(kept);
+        Py_DECREF(found);
+        *twin = (PyObject *)made;
+        return 1;
+    }
     Py_DECREF(found);
     if (enter) {
         PyObject *twins = slot(plan, st->plan_twins, "twins");
