@@ -167,6 +167,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *ref;                    /* weak reference to the function, or NULL */
     PyObject *twin, *code, *defaults, *kwdefaults; /* its twin, and what the twin was made from */
+    PyFunctionObject *spare;          /* a dead function's twin that nothing else held, emptied */
     int crowded;                      /* two functions of the code were alive at once */
     vectorcallfunc vectorcall;
 } TwinSlot;
@@ -181,13 +182,34 @@ slot_empty(TwinSlot *self)
     Py_CLEAR(self->kwdefaults);
 }
 
-/* The weak reference's callback: the function died, its twin goes. */
+/* The weak reference's callback: the function died, its twin goes -- or, when the slot
+ * holds the only reference to it and nothing was set on it, is emptied of what it held
+ * of the function's (its cells, defaults and annotations) and kept as the spare that the
+ * code's next twin is made of: nothing can tell it from a new function then, and making
+ * it costs no allocation and none of PyFunction_New's look-ups in the globals. */
 static PyObject *
 slot_call(TwinSlot *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
-    if (PyVectorcall_NARGS(nargsf) == 1 && args[0] == self->ref) {
-        slot_empty(self);
+    if (PyVectorcall_NARGS(nargsf) != 1 || args[0] != self->ref) {
+        Py_RETURN_NONE;
     }
+    PyFunctionObject *twin = (PyFunctionObject *)self->twin;
+    if (self->spare == NULL && twin != NULL && Py_REFCNT(twin) == 1 && twin->func_weakreflist == NULL
+        && twin->func_dict == NULL) {
+        self->twin = NULL;
+        self->spare = twin;
+        Py_CLEAR(twin->func_closure);
+        Py_CLEAR(twin->func_defaults);
+        Py_CLEAR(twin->func_kwdefaults);
+        Py_CLEAR(twin->func_annotations);
+#if PY_VERSION_HEX >= 0x030C0000
+        Py_CLEAR(twin->func_typeparams);
+#endif
+#if PY_VERSION_HEX >= 0x030E0000
+        Py_CLEAR(twin->func_annotate);
+#endif
+    }
+    slot_empty(self);
     Py_RETURN_NONE;
 }
 
@@ -199,6 +221,7 @@ slot_traverse(TwinSlot *self, visitproc visit, void *arg)
     Py_VISIT(self->code);
     Py_VISIT(self->defaults);
     Py_VISIT(self->kwdefaults);
+    Py_VISIT(self->spare);
     return 0;
 }
 
@@ -206,6 +229,7 @@ static int
 slot_clear(TwinSlot *self)
 {
     slot_empty(self);
+    Py_CLEAR(self->spare);
     return 0;
 }
 
@@ -214,6 +238,7 @@ slot_dealloc(TwinSlot *self)
 {
     PyObject_GC_UnTrack(self);
     slot_empty(self);
+    Py_CLEAR(self->spare);
     PyObject_GC_Del(self);
 }
 
@@ -253,6 +278,7 @@ slot_of(PyObject *box)
         return NULL;
     }
     slot->ref = slot->twin = slot->code = slot->defaults = slot->kwdefaults = NULL;
+    slot->spare = NULL;
     slot->crowded = 0;
     slot->vectorcall = (vectorcallfunc)slot_call;
     PyObject_GC_Track(slot);
@@ -324,8 +350,19 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
         }
     }
     Py_INCREF(found); /* (held while the twin is made: entering it runs Python) */
-    PyFunctionObject *made = (PyFunctionObject *)PyFunction_NewWithQualName(PyTuple_GET_ITEM(found, 0),
-                                                                            func->func_globals, func->func_qualname);
+    PyFunctionObject *made = kept != NULL ? kept->spare : NULL;
+    if (made != NULL && made->func_code == PyTuple_GET_ITEM(found, 0) && made->func_globals == func->func_globals
+        && made->func_module == func->func_module) {
+        kept->spare = NULL; /* (its reference, now the caller's) */
+#if PY_VERSION_HEX >= 0x030B0000
+        made->func_version = 0; /* (what a new function has; versioned below as one would be) */
+#endif
+        Py_XSETREF(made->func_qualname, Py_NewRef(func->func_qualname));
+    }
+    else {
+        made = (PyFunctionObject *)PyFunction_NewWithQualName(PyTuple_GET_ITEM(found, 0), func->func_globals,
+                                                              func->func_qualname);
+    }
     if (made == NULL) {
         Py_DECREF(found);
         return -1;
@@ -339,6 +376,15 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
         Py_XSETREF(made->func_builtins, Py_NewRef(PyTuple_GET_ITEM(found, 4)));
     }
     version_from_code(made, VERSION_OF(f));
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
+    /* 3.12 would give the twin a version of its own when a call to it next specializes: the
+     * twins of closures made per call, one each, would undo the specialization of the call
+     * site at every call, where the plain program's closures share their code's co_version
+     * (MAKE_FUNCTION's; sound as on 3.13: see compat.h, "Function versions") */
+    if (func->func_version != 0) {
+        made->func_version = ((PyCodeObject *)made->func_code)->co_version;
+    }
+#endif
     if (kept != NULL) {
         Py_INCREF(kept); /* (the box may be emptied while the reference is made) */
         PyObject *ref = SLOT_HOLDS(kept, f) ? Py_NewRef(kept->ref) : PyWeakref_NewRef(f, (PyObject *)kept);
