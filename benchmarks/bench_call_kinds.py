@@ -81,14 +81,14 @@ def closure_made(x: int) -> int:
     return inner()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cached(x: int) -> int:
     """A function behind ``functools.lru_cache``: a C object called, whose type's slot runs."""
     return x
 
 
 class _Cached:
-    @functools.lru_cache(maxsize=None)  # noqa: B019 -- one module-level instance
+    @functools.cache  # noqa: B019 -- one module-level instance
     def method(self, x: int) -> int:
         return x
 

@@ -291,11 +291,11 @@ def test_under_a_fast_plan_an_lru_cache_wrapper_is_called_as_it_is_its_type_aske
 
     monkeypatch.setattr(callees, "_special_call", counting)
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def first(x):
         return x
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def second(x):
         return -x
 
@@ -348,13 +348,13 @@ def _star(*args):
     return args
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached(x):
     return x + 1
 
 
 class _CachedMethods:
-    @functools.lru_cache(maxsize=None)  # noqa: B019 -- a module-level instance: nothing leaks
+    @functools.cache  # noqa: B019 -- a module-level instance: nothing leaks
     def method(self, x):
         return x + 2
 
