@@ -177,9 +177,11 @@ def _closure_made_per_call(value):  # (its own code: no other test has two of it
 
 
 @needs_c
-def test_a_closure_a_variable_holds_keeps_its_twin_for_its_life_outside_the_twin_table():
+def test_a_closure_a_variable_holds_keeps_its_twin_for_its_life_outside_the_twin_table(monkeypatch):
     # (a closure made per call: one function of its code alive at a time, its twin kept by
     # the code's slot, not entered in the table -- docs/internals.md, "Twins")
+    # (no lazy import hook's light code around, whose functions share no twin: Plan.shared)
+    monkeypatch.setattr(_plan, "switch_before_twin", None)
     ctx = Null()
     gc.disable()  # (a full collection empties Plan.shared: the next twin would be Python's, in the table)
     try:
