@@ -14,13 +14,14 @@ as a twin under a context that overloads nothing, in interleaved rounds:
 The report is the extra time per call over plain, in ns.  On 3.10, and on the
 pure-Python path, the two twins are the same.
 
-    PYTHONPATH=.:benchmarks python benchmarks/bench_call_kinds.py [--rounds N] [--cpu]
+    PYTHONPATH=.:benchmarks python benchmarks/bench_call_kinds.py [--rounds N] [--cpu] [--only TEXT ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import array
+import functools
 import re
 import sys
 import types
@@ -29,7 +30,7 @@ from typing import Any, Callable, NamedTuple
 import cassette_hook as ch
 import harness
 from cassette_hook.runtime import callsites
-from cassette_hook import rewrite
+from cassette_hook import _native, rewrite
 
 N = 20_000
 
@@ -80,6 +81,21 @@ def closure_made(x: int) -> int:
     return inner()
 
 
+@functools.cache
+def cached(x: int) -> int:
+    """A function behind ``functools.lru_cache``: a C object called, whose type's slot runs."""
+    return x
+
+
+class _Cached:
+    @functools.cache  # noqa: B019 -- one module-level instance
+    def method(self, x: int) -> int:
+        return x
+
+
+cached_obj = _Cached()  # cached_obj.method: a bound method whose __func__ is the wrapper
+
+
 module = types.ModuleType("module")
 module.function = function  # type: ignore[attr-defined]
 
@@ -99,7 +115,9 @@ KINDS = ["obj.method(i)", "table.get(i)", "obj.klass(i)", "module.function(i)", 
          "items.sort()", "Pair(i, 1)",
          # a builtin_method, bound; a closure made per call (by a function: the call
          # costs include closure_made's own); a lambda made per call
-         'pattern.match("abc123", 3)', "numbers.extend(())", "closure_made(i)", "(lambda: i)()"]
+         'pattern.match("abc123", 3)', "numbers.extend(())", "closure_made(i)", "(lambda: i)()",
+         # functools.lru_cache's wrapper, called; an lru_cache on a method
+         "cached(i)", "cached_obj.method(i)"]
 
 
 def twin(loop: Callable[..., None], hooks: rewrite.Hooks) -> Callable[..., None]:
@@ -119,6 +137,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--cpu", action="store_true", help="time by the process's CPU time (a shared machine)")
+    parser.add_argument("--only", action="append", metavar="TEXT",
+                        help="only the calls whose text contains TEXT (repeatable)")
     options = parser.parse_args()
     rounds = options.rounds
     if options.cpu:
@@ -127,9 +147,11 @@ def main() -> None:
                                      if name != "method_site"})
     args = (_Object(), {}, N)
     print(f"Python {sys.version.split()[0]}, {N:,} calls a sample, {rounds} interleaved rounds, "
-          f"{'C' if callsites._speedups is not None else 'pure-Python'} path")
+          f"{'C' if _native.runtime.name == 'C' else 'pure-Python'} path")
     rows = []
     for kind in KINDS:
+        if options.only and not any(text in kind for text in options.only):
+            continue
         loop = loop_of(kind)
         variants = {"plain": lambda loop=loop: loop(*args), "null": under_null(twin(loop, callsites.HOOKS), *args),
                     "bound": under_null(twin(loop, without_sites), *args)}

@@ -11,6 +11,8 @@ import builtins
 import contextlib
 import contextvars
 import dis
+import functools
+import gc
 import itertools
 import operator
 import os
@@ -21,6 +23,7 @@ import textwrap
 import traceback
 import types
 import typing
+import weakref
 
 import pytest
 
@@ -167,6 +170,57 @@ def test_a_closure_made_where_a_dead_one_lived_gets_a_twin_of_its_own():
     assert len(addresses) < 200, "no address was reused: the test checks nothing"
 
 
+def _closure_made_per_call(value):  # (its own code: no other test has two of its functions alive at once)
+    def read():
+        return value
+    return read
+
+
+@needs_c
+def test_a_closure_a_variable_holds_keeps_its_twin_for_its_life_outside_the_twin_table(monkeypatch):
+    # (a closure made per call: one function of its code alive at a time, its twin kept by
+    # the code's slot, not entered in the table -- docs/internals.md, "Twins")
+    # (no lazy import hook's light code around, whose functions share no twin: Plan.shared)
+    monkeypatch.setattr(_plan, "switch_before_twin", None)
+    ctx = Null()
+    gc.disable()  # (a full collection empties Plan.shared: the next twin would be Python's, in the table)
+    try:
+        with ctx:
+            callsites.resolve(_closure_made_per_call(0))  # (the code's first twin: made by Python, shared)
+            read = _closure_made_per_call(1)
+            twin = callsites.resolve(read)
+            assert twin is not read and twin() == 1 and callsites.resolve(read) is twin
+            assert id(read) not in context_stack.plan_of(ctx).twins.values
+    finally:
+        gc.enable()
+
+
+def test_the_twin_of_a_closure_made_per_call_lets_its_cells_go_with_the_closure():
+    class Held:
+        pass
+
+    held = Held()
+    gone = weakref.ref(held)
+    with Null():
+        callsites.resolve(_closure(0))
+        read = _closure(held)
+        assert callsites.resolve(read)() is held
+        del held, read
+        assert gone() is None  # (no collection: the twin went with its function)
+
+
+def test_closures_of_one_code_alive_at_once_each_keep_their_own_twin():
+    with Null():
+        callsites.resolve(_closure(0))
+        first, second = _closure(1), _closure(2)
+        for _ in range(3):
+            assert callsites.resolve(first)() == 1 and callsites.resolve(second)() == 2
+        twin = callsites.resolve(first)
+        assert callsites.resolve(first) is twin
+        first.__defaults__ = ()  # (a twin follows its function's defaults)
+        assert callsites.resolve(first) is not twin and callsites.resolve(first)() == 1
+
+
 def test_a_twin_replaced_in_its_table_is_the_one_the_next_call_finds():
     """C remembers recent lookups for as long as their table is unchanged (on 3.10-3.13 by
     the dict's version tag, on 3.14+ by a dict watcher over the tables): a change of the
@@ -238,6 +292,47 @@ def test_resolve_of_a_class_under_a_fast_plan_is_the_same_constructor_each_time(
         constructor = callsites.resolve(_Greeter)
         assert callsites.resolve(_Greeter) is constructor and type(constructor()) is _Greeter
 
+def test_under_a_fast_plan_an_lru_cache_wrapper_is_called_as_it_is_its_type_asked_about_once(monkeypatch):
+    # (both paths: the answer for a C object whose __call__ is its type's slot holds for
+    # every instance of such a type, and is entered per type -- callees.note_called_as_is)
+    asked = []
+    special_call = callees._special_call
+
+    def counting(plan, obj, kind):
+        asked.append(kind)
+        return special_call(plan, obj, kind)
+
+    monkeypatch.setattr(callees, "_special_call", counting)
+
+    @functools.cache
+    def first(x):
+        return x
+
+    @functools.cache
+    def second(x):
+        return -x
+
+    method = _CachedMethods().method
+    with Null():
+        assert callsites.resolve(first) is first and callsites.resolve(first) is first
+        assert callsites.resolve(second) is second and callsites.resolve(method) is method
+        assert callsites.resolve_star(first) is first and callsites.call(method, 3) == 5
+    assert len(asked) <= 1  # (none if an earlier test had the answer entered)
+    assert id(type(first)) in callees.CALLED_AS_IS.values
+
+
+def test_under_a_fast_plan_a_partial_of_a_function_still_reaches_its_twin_past_c_objects_called_as_they_are():
+    def f(a, b):
+        return a - b
+
+    made = functools.partial(f, 5)
+    with Null():
+        assert callsites.resolve(_cached) is _cached
+        run = callsites.resolve(made)
+        assert run is not made and run(2) == 3
+    assert id(functools.partial) not in callees.CALLED_AS_IS.values
+
+
 class _Callable:
     def __call__(self, x):
         return x
@@ -266,6 +361,20 @@ def _star(*args):
     return args
 
 
+@functools.cache
+def _cached(x):
+    return x + 1
+
+
+class _CachedMethods:
+    @functools.cache  # noqa: B019 -- a module-level instance: nothing leaks
+    def method(self, x):
+        return x + 2
+
+
+_cached_methods = _CachedMethods()
+
+
 # Callees a call site meets often, each in a program that calls one.
 _CALLS_WITHOUT_OUR_PYTHON = {
     "a class constructed by C": lambda: dict(a=1),
@@ -283,6 +392,10 @@ _CALLS_WITHOUT_OUR_PYTHON = {
     # a function object made anew (of a code whose twin the plan has made before):
     "a closure made per call": lambda: _closure_made(1),
     "a lambda made per call": lambda: (lambda: 1)(),
+    # a C object whose __call__ is its type's slot (docs/performance.md, "Callable C objects"):
+    "an lru_cache wrapper": lambda: _cached(1),
+    "an lru_cache wrapper, star call": lambda: _cached(*(1,)),
+    "an lru_cache on a method (a bound method of the wrapper)": lambda: _cached_methods.method(1),
 }
 
 

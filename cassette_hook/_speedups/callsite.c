@@ -200,6 +200,16 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
             return -1;
         }
     }
+    /* an object of a C type every instance of which is called as it is (an lru_cache wrapper),
+     * or a bound method of one (an lru_cache on a method): runtime.callees.note_called_as_is */
+    PyObject *kind = (PyObject *)(Py_TYPE(f) == &PyMethod_Type ? Py_TYPE(PyMethod_GET_FUNCTION(f)) : Py_TYPE(f));
+    if (by_id(st->called_as_is, kind) != NULL) {
+        *run = Py_NewRef(f);
+        return 1;
+    }
+    if (PyErr_Occurred()) {
+        return -1;
+    }
     PyObject *call = PyType_Check(f) ? NULL : python_call(Py_TYPE(f));
     if (call != NULL) { /* a callable instance under a fast plan, as runtime.callees.runnable makes it */
         *run = call_twin(plan, call, f);

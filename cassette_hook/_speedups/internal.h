@@ -177,7 +177,7 @@ typedef struct {
 
 /* The static types (made ready by the exec slot), and Special's spec (a heap type). */
 extern PyTypeObject DispatcherType, RefinerType, TaggedFieldsType, SiteType, OperatorSiteType, MethodSiteType,
-    ForgetType;
+    ForgetType, TwinSlotType;
 extern PyType_Spec special_spec;
 
 /* -- the functions one file calls in another --------------------------------------------- */

@@ -190,6 +190,7 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         || keep(kwargs, "guard_type", &state->guard_type) < 0 || keep(kwargs, "site_closure", &state->site_code) < 0 || keep(kwargs, "call_primitive", &state->call_primitive) < 0
         || keep(kwargs, "special", &state->special) < 0 || keep(kwargs, "preparers", &state->preparers) < 0 || keep(kwargs, "indirect_names", &state->indirect_names) < 0
         || keep(kwargs, "indirect_callers", &state->indirect_callers) < 0
+        || keep(kwargs, "called_as_is", &state->called_as_is) < 0
         || keep(kwargs, "present", &state->present) < 0 || keep(kwargs, "overdub_default", &state->overload_defaults[0]) < 0
         || keep(kwargs, "execute_default", &state->overload_defaults[1]) < 0
         || keep(kwargs, "fallback_default", &state->fallback_default) < 0
@@ -241,9 +242,9 @@ configure(PyObject *module, PyObject *args, PyObject *kwargs)
         return NULL;
     }
     if (!PyDict_CheckExact(state->special) || !PyDict_CheckExact(state->preparers) || !PyAnySet_CheckExact(state->indirect_names)
-        || !PyDict_CheckExact(state->indirect_callers)) {
-        PyErr_SetString(PyExc_TypeError,
-                        "configure(): special, preparers and indirect_callers must be dicts, indirect_names a set");
+        || !PyDict_CheckExact(state->indirect_callers) || !PyDict_CheckExact(state->called_as_is)) {
+        PyErr_SetString(PyExc_TypeError, "configure(): special, preparers, indirect_callers and called_as_is must be "
+                                         "dicts, indirect_names a set");
         return NULL;
     }
     if (address_set_fill(&state->plain_operator_set, state->plain_operators) < 0 || dunder_table_fill(state->operator_dunders) < 0
@@ -339,6 +340,7 @@ static PyMethodDef unconfigured_def = {"unconfigured", (PyCFunction)(void (*)(vo
     X(active) X(pop_function) X(entry_type) X(plan_type) X(id_table_type) X(resolve_direct) X(site_code)             \
     X(overload_by_callee) X(guard_type)                                                                               \
     X(site_globals) X(site_qualname) X(call_primitive) X(special) X(preparers) X(indirect_names) X(indirect_callers) \
+    X(called_as_is)                                                                                                   \
     X(present) X(overload_dispatchers[0]) X(overload_dispatchers[1]) X(overload_defaults[0])                         \
     X(overload_defaults[1]) X(fallback_dispatcher) X(fallback_default) X(plain_operators) X(c_operands) X(runnable)  \
     X(without_body) X(python_call_ex) X(operator_dunders) X(operator_body) X(seen_below) X(overdub_instead)          \
@@ -449,7 +451,9 @@ module_exec(PyObject *module)
     st->special = PyDict_New(); /* (and no builtin is emulated or prepared: configure() fills them) */
     st->preparers = PyDict_New();
     st->indirect_callers = PyDict_New();
-    if (st->active == NULL || st->special == NULL || st->preparers == NULL || st->indirect_callers == NULL) {
+    st->called_as_is = PyDict_New();
+    if (st->active == NULL || st->special == NULL || st->preparers == NULL || st->indirect_callers == NULL
+        || st->called_as_is == NULL) {
         return -1;
     }
     PyObject *probe = PyObject_GetAttrString(Py_None, "__repr__"); /* None's tp_repr, bound */
@@ -474,7 +478,7 @@ module_exec(PyObject *module)
     }
     if (PyType_Ready(&DispatcherType) < 0 || PyType_Ready(&RefinerType) < 0 || PyType_Ready(&TaggedFieldsType) < 0
         || PyType_Ready(&SiteType) < 0 || PyType_Ready(&OperatorSiteType) < 0 || PyType_Ready(&MethodSiteType) < 0
-        || PyType_Ready(&ForgetType) < 0
+        || PyType_Ready(&ForgetType) < 0 || PyType_Ready(&TwinSlotType) < 0
         || (st->SpecialType = (PyTypeObject *)PyType_FromSpec(&special_spec)) == NULL) {
         return -1;
     }

@@ -152,6 +152,146 @@ set_builtins(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* The twin of the one function of a code that a call site met last and that still lives
+ * (runtime.plan's Shared, its last item: a one-item list this fills).  A closure or lambda
+ * made per call and called where a variable holds it dies before the next is made: its
+ * twin is kept here, for the calls it gets while it lives, rather than in the plan's twin
+ * table, whose entry (a weak reference with a callback object of its own, two dict entries
+ * and their removal at its death) cost several times what making the twin costs.  The
+ * weak reference to the function has this slot as its callback, which lets the twin go
+ * when the function dies (the twin holds the function's cells and defaults: they must not
+ * outlive it).  Once two functions of the code are seen alive at once (a decorator's
+ * wrappers), the code's later functions go to the table, as before: one slot would be
+ * remade at every call that alternates between them. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *ref;                    /* weak reference to the function, or NULL */
+    PyObject *twin, *code, *defaults, *kwdefaults; /* its twin, and what the twin was made from */
+    PyFunctionObject *spare;          /* a dead function's twin that nothing else held, emptied */
+    int crowded;                      /* two functions of the code were alive at once */
+    vectorcallfunc vectorcall;
+} TwinSlot;
+
+static void
+slot_empty(TwinSlot *self)
+{
+    Py_CLEAR(self->ref);
+    Py_CLEAR(self->twin);
+    Py_CLEAR(self->code);
+    Py_CLEAR(self->defaults);
+    Py_CLEAR(self->kwdefaults);
+}
+
+/* The weak reference's callback: the function died, its twin goes -- or, when the slot
+ * holds the only reference to it and nothing was set on it, is emptied of what it held
+ * of the function's (its cells, defaults and annotations) and kept as the spare that the
+ * code's next twin is made of: nothing can tell it from a new function then, and making
+ * it costs no allocation and none of PyFunction_New's look-ups in the globals. */
+static PyObject *
+slot_call(TwinSlot *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || args[0] != self->ref) {
+        Py_RETURN_NONE;
+    }
+    PyFunctionObject *twin = (PyFunctionObject *)self->twin;
+    if (self->spare == NULL && twin != NULL && Py_REFCNT(twin) == 1 && twin->func_weakreflist == NULL
+        && twin->func_dict == NULL) {
+        self->twin = NULL;
+        self->spare = twin;
+        Py_CLEAR(twin->func_closure);
+        Py_CLEAR(twin->func_defaults);
+        Py_CLEAR(twin->func_kwdefaults);
+        Py_CLEAR(twin->func_annotations);
+#if PY_VERSION_HEX >= 0x030C0000
+        Py_CLEAR(twin->func_typeparams);
+#endif
+#if PY_VERSION_HEX >= 0x030E0000
+        Py_CLEAR(twin->func_annotate);
+#endif
+    }
+    slot_empty(self);
+    Py_RETURN_NONE;
+}
+
+static int
+slot_traverse(TwinSlot *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->ref); /* (which holds this slot: its callback) */
+    Py_VISIT(self->twin);
+    Py_VISIT(self->code);
+    Py_VISIT(self->defaults);
+    Py_VISIT(self->kwdefaults);
+    Py_VISIT(self->spare);
+    return 0;
+}
+
+static int
+slot_clear(TwinSlot *self)
+{
+    slot_empty(self);
+    Py_CLEAR(self->spare);
+    return 0;
+}
+
+static void
+slot_dealloc(TwinSlot *self)
+{
+    PyObject_GC_UnTrack(self);
+    slot_empty(self);
+    Py_CLEAR(self->spare);
+    PyObject_GC_Del(self);
+}
+
+static PyMemberDef slot_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(TwinSlot, vectorcall), READONLY},
+    {NULL},
+};
+
+PyTypeObject TwinSlotType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cassette_hook._speedups.TwinSlot",
+    .tp_doc = "The twin of the last function of a code met, while that function lives.",
+    .tp_basicsize = sizeof(TwinSlot),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(TwinSlot, vectorcall),
+    .tp_traverse = (traverseproc)slot_traverse,
+    .tp_clear = (inquiry)slot_clear,
+    .tp_dealloc = (destructor)slot_dealloc,
+    .tp_members = slot_members,
+};
+
+/* The slot in a Shared's box (a one-item list), made at the first look; NULL on error. */
+static TwinSlot *
+slot_of(PyObject *box)
+{
+    if (!PyList_CheckExact(box) || PyList_GET_SIZE(box) != 1) {
+        PyErr_SetString(PyExc_TypeError, "cassette_hook: a plan's shared twin has no one-item list last");
+        return NULL;
+    }
+    PyObject *held = PyList_GET_ITEM(box, 0);
+    if (Py_TYPE(held) == &TwinSlotType) {
+        return (TwinSlot *)held;
+    }
+    TwinSlot *slot = PyObject_GC_New(TwinSlot, &TwinSlotType);
+    if (slot == NULL) {
+        return NULL;
+    }
+    slot->ref = slot->twin = slot->code = slot->defaults = slot->kwdefaults = NULL;
+    slot->spare = NULL;
+    slot->crowded = 0;
+    slot->vectorcall = (vectorcallfunc)slot_call;
+    PyObject_GC_Track(slot);
+    PyList_SET_ITEM(box, 0, (PyObject *)slot); /* (the list's reference) */
+    Py_DECREF(held);
+    return slot;
+}
+
+/* Is f the function the slot holds the twin of?  (Its weak reference is read by its
+ * referent's address only: the field a dead reference sets to None, which f, alive, is not.) */
+#define SLOT_HOLDS(slot, f) ((slot)->ref != NULL && ((PyWeakReference *)(slot)->ref)->wr_object == (f))
+#define SLOT_LIVE(slot) ((slot)->ref != NULL && ((PyWeakReference *)(slot)->ref)->wr_object != Py_None)
+
 /* Plan._make_twin's shortcut, for a function whose code the plan has made a twin of
  * before (runtime.plan.shared: code -> (twin code, globals, __module__, builtins, the twin's
  * builtins, len(globals)), entered by Plan._make_twin): a closure or lambda made anew
@@ -177,10 +317,10 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
     if (found == NULL) {
         return PyErr_Occurred() ? -1 : 0;
     }
-    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 6 || !PyCode_Check(PyTuple_GET_ITEM(found, 0))
+    if (!PyTuple_CheckExact(found) || PyTuple_GET_SIZE(found) != 7 || !PyCode_Check(PyTuple_GET_ITEM(found, 0))
         || !PyDict_CheckExact(PyTuple_GET_ITEM(found, 4)) || !PyLong_CheckExact(PyTuple_GET_ITEM(found, 5))) {
         PyErr_SetString(PyExc_TypeError, "cassette_hook: a plan's shared twin is not (code, globals, module, "
-                                         "builtins, builtins, size)");
+                                         "builtins, builtins, size, slot)");
         return -1;
     }
     PyObject *module = func->func_module ? func->func_module : Py_None;
@@ -189,9 +329,40 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
         || PyLong_AsSsize_t(PyTuple_GET_ITEM(found, 5)) != PyDict_GET_SIZE(func->func_globals)) {
         return 0;
     }
+    PyObject *defaults = func->func_defaults ? func->func_defaults : Py_None;
+    PyObject *kwdefaults = func->func_kwdefaults ? func->func_kwdefaults : Py_None;
+    TwinSlot *kept = NULL;
+    if (enter) {
+        kept = slot_of(PyTuple_GET_ITEM(found, 6));
+        if (kept == NULL) {
+            return -1;
+        }
+        if (SLOT_HOLDS(kept, f) && kept->code == func->func_code && kept->defaults == defaults
+            && kept->kwdefaults == kwdefaults) {
+            *twin = Py_NewRef(kept->twin); /* (a twin follows its function: docs/internals.md) */
+            return 1;
+        }
+        if (!SLOT_HOLDS(kept, f) && SLOT_LIVE(kept)) {
+            kept->crowded = 1;
+        }
+        if (kept->crowded && !SLOT_HOLDS(kept, f)) {
+            kept = NULL; /* (entered in the table) */
+        }
+    }
     Py_INCREF(found); /* (held while the twin is made: entering it runs Python) */
-    PyFunctionObject *made = (PyFunctionObject *)PyFunction_NewWithQualName(PyTuple_GET_ITEM(found, 0),
-                                                                            func->func_globals, func->func_qualname);
+    PyFunctionObject *made = kept != NULL ? kept->spare : NULL;
+    if (made != NULL && made->func_code == PyTuple_GET_ITEM(found, 0) && made->func_globals == func->func_globals
+        && made->func_module == func->func_module) {
+        kept->spare = NULL; /* (its reference, now the caller's) */
+#if PY_VERSION_HEX >= 0x030B0000
+        made->func_version = 0; /* (what a new function has; versioned below as one would be) */
+#endif
+        Py_XSETREF(made->func_qualname, Py_NewRef(func->func_qualname));
+    }
+    else {
+        made = (PyFunctionObject *)PyFunction_NewWithQualName(PyTuple_GET_ITEM(found, 0), func->func_globals,
+                                                              func->func_qualname);
+    }
     if (made == NULL) {
         Py_DECREF(found);
         return -1;
@@ -205,6 +376,40 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
         Py_XSETREF(made->func_builtins, Py_NewRef(PyTuple_GET_ITEM(found, 4)));
     }
     version_from_code(made, VERSION_OF(f));
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
+    /* 3.12 would give the twin a version of its own when a call to it next specializes: the
+     * twins of closures made per call, one each, would undo the specialization of the call
+     * site at every call, where the plain program's closures share their code's co_version
+     * (MAKE_FUNCTION's; sound as on 3.13: see compat.h, "Function versions") */
+    if (func->func_version != 0) {
+        made->func_version = ((PyCodeObject *)made->func_code)->co_version;
+    }
+#endif
+    if (kept != NULL) {
+        Py_INCREF(kept); /* (the box may be emptied while the reference is made) */
+        PyObject *ref = SLOT_HOLDS(kept, f) ? Py_NewRef(kept->ref) : PyWeakref_NewRef(f, (PyObject *)kept);
+        if (ref == NULL) {
+            Py_DECREF(kept);
+            Py_DECREF(found);
+            Py_DECREF(made);
+            return -1;
+        }
+        /* (the old values let go once the new are in: letting go may run Python, which may
+         * come back here) */
+        PyObject *old[5] = {kept->ref, kept->twin, kept->code, kept->defaults, kept->kwdefaults};
+        kept->ref = ref;
+        kept->twin = Py_NewRef(made);
+        kept->code = Py_NewRef(func->func_code);
+        kept->defaults = Py_NewRef(defaults);
+        kept->kwdefaults = Py_NewRef(kwdefaults);
+        for (int i = 0; i < 5; i++) {
+            Py_XDECREF(old[i]);
+        }
+        Py_DECREF(kept);
+        Py_DECREF(found);
+        *twin = (PyObject *)made;
+        return 1;
+    }
     Py_DECREF(found);
     if (enter) {
         PyObject *twins = slot(plan, st->plan_twins, "twins");

@@ -87,6 +87,7 @@ typedef struct {
     PyObject *preparers;          /* id(builtin) -> prepare(args, kwargs) -> (args, kwargs) */
     PyObject *indirect_names;     /* names of builtin methods that may be emulated */
     PyObject *indirect_callers;   /* builtin -> what a call site calls for it (runtime.callsites.callable_for) */
+    PyObject *called_as_is;       /* id(type) -> True: runtime.callees.CALLED_AS_IS's values */
     PyObject *present;            /* (f, args) -> (f, args): how hooks see a builtin method */
     PyObject *overload_dispatchers[2]; /* what generics.overdub and execute call: Dispatchers */
     PyObject *overload_defaults[2]; /* their defaults: no overload */

@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import functools
 import weakref
-from types import BuiltinFunctionType, FunctionType, MethodType
+from types import BuiltinFunctionType, FunctionType, MethodDescriptorType, MethodType, WrapperDescriptorType
 from typing import TYPE_CHECKING, Any, Callable
 
 from .. import context_stack, _native, dispatch, generics
 from . import hotpath, special_methods, operators
 from ..generics import OverdubInstead, execute, fallback
 from .._own import strip_traceback
-from .primitives import CMethodType, call_primitive
+from .._weakid import WeakIdCache
+from .primitives import INDIRECT_KINDS, CMethodType, call_primitive
 
 if TYPE_CHECKING:
     from .plan import Plan
@@ -166,6 +167,35 @@ def _special_call(plan: Plan, obj: object, kind: type) -> Callable[..., Any] | N
         return None if twin is None else MethodType(twin, obj)
     run = special_methods.bound(raw, obj, kind)
     return runnable(plan, run) if special_methods.recursible(run) else None
+
+
+# id(type) -> True: the C types whose every instance a call site calls as it is under a
+# plan with no hooks (see :func:`note_called_as_is`; the C hot path reads ``values``).
+CALLED_AS_IS: WeakIdCache[bool] = WeakIdCache()
+
+_IMMUTABLE_TYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE: no attribute of the type can be set or deleted
+# Kinds whose instances ``runnable`` or ``callsites.callable_for`` tell apart one by one
+# (a twin, a partial's call, an emulated builtin), whatever their ``__call__``.
+_PER_OBJECT = frozenset({FunctionType, MethodType, functools.partial, BuiltinFunctionType, CMethodType,
+                         MethodDescriptorType, *INDIRECT_KINDS})
+
+
+def note_called_as_is(kind: type) -> None:
+    """Enter ``kind`` in :data:`CALLED_AS_IS` if the answer just given for one of its
+    instances -- call it as it is -- holds for every instance.
+
+    ``functools.lru_cache``'s wrapper is the common case: a call site met it at every call
+    (and a bound method whose ``__func__`` it is, an ``lru_cache`` on a method), and asked
+    ``runnable`` and ``_special_call`` each time (docs/performance.md, "Callable C
+    objects").  The answer holds for every instance when ``kind`` is no class of classes,
+    its ``__call__`` is C code of its own (its ``tp_call`` slot, or a C method) -- which
+    binds to nothing ``recursible`` -- and an immutable type, so that no ``__call__`` can
+    be set on it later; and when no instance is told apart by ``runnable`` or
+    ``callable_for``.
+    """
+    if (kind.__flags__ & _IMMUTABLE_TYPE and kind not in _PER_OBJECT and not issubclass(kind, type)
+            and type(kind.__dict__.get("__call__")) in (WrapperDescriptorType, MethodDescriptorType)):
+        CALLED_AS_IS.set(kind, True)
 
 
 def _construction(plan: Plan, cls: type) -> Callable[..., Any] | None:

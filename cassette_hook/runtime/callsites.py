@@ -37,6 +37,7 @@ from .plan import Plan, plan_for
 
 _INDIRECT_NAMES = primitives.INDIRECT_NAMES
 _CMethodType = primitives.CMethodType
+_CALLED_AS_IS = callees.CALLED_AS_IS.values
 _top: Callable[[], context_stack.Entry | None]
 _get_active: Callable[[], Any]
 _set_active: Callable[[context_stack.Entry | None], Any]
@@ -90,7 +91,15 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
             plan.direct_twin(f.__func__)
         # (a callee no overload of a sparse plan names: what a fast plan runs)
     if kind is MethodType:  # (first: the commonest callee here, made afresh by each call)
-        return callees.runnable(plan, f) or f
+        func_kind = type(f.__func__)
+        if id(func_kind) in _CALLED_AS_IS:  # (an lru_cache on a method)
+            return f
+        run = callees.runnable(plan, f)
+        if run is None:
+            callees.note_called_as_is(func_kind)
+        return run or f
+    if id(kind) in _CALLED_AS_IS:  # (an lru_cache wrapper: asked once per type, not per call)
+        return f
     constructor = plan.constructors.values.get(id(f))
     if constructor is not None:
         return constructor
@@ -100,6 +109,8 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
     if run is not None:
         return run
     run = callable_for(f)
+    if run is f and not isinstance(f, type):
+        callees.note_called_as_is(kind)
     if isinstance(f, type) and plan.constructions.values.get(id(f)) == "primitive":
         # A class constructed by C (``dict``, ``zip``): the plan's answer for good, so it goes
         # into the table the hot path reads first, as a class with a Python ``__init__`` is
@@ -400,7 +411,7 @@ _runtime.configure(
     overload_by_callee=overload_by_callee, guard_type=Guard,
     site_closure=site(None, None),  # type: ignore[arg-type]  # a sample: C makes the others alike
     call_primitive=primitives.call_primitive, special=primitives.SPECIAL, preparers=primitives.PREPARERS,
-    indirect_names=_INDIRECT_NAMES, indirect_callers=_indirect_callers,
+    indirect_names=_INDIRECT_NAMES, indirect_callers=_indirect_callers, called_as_is=_CALLED_AS_IS,
     present=present, overdub=generics.overdub, execute=generics.execute, overdub_default=_default_overdub,
     execute_default=_default_execute, fallback=generics.fallback, fallback_default=generics.fallback.default,
     plain_operators=operators.PLAIN_OPERATORS, c_operands=operators.C_OPERANDS,

@@ -41,8 +41,10 @@ if TYPE_CHECKING:
 Twin = tuple[FunctionType, CodeType, Any, Any]
 # What the twins of a code's functions are made from (Plan.shared): the twin code, and the
 # globals, __module__ and builtins of the function whose twin was made, the builtins its
-# twin reads, and the size of the globals then.
-Shared = tuple[CodeType, dict[str, Any], Any, Any, Any, int]
+# twin reads, the size of the globals then, and a box where the C hot path keeps the twin
+# of the last function of the code it met, while that lives (``_speedups``' ``TwinSlot``:
+# a closure made per call is not entered in ``twins``).
+Shared = tuple[CodeType, dict[str, Any], Any, Any, Any, int, list[Any]]
 
 
 # (operators, pass_, enters) -> rewritten code objects; shared by all plans of that variant.
@@ -289,7 +291,7 @@ class Plan:
             # Not for light code of the lazy hook's, which an activation may arm for its
             # first call (given a new __code__ then, the function would skip it).
             self.shared.set(code, (twin_code, func.__globals__, func.__module__, getattr(func, "__builtins__", None),
-                                   getattr(twin, "__builtins__", None), len(func.__globals__)))
+                                   getattr(twin, "__builtins__", None), len(func.__globals__), [None]))
         return twin
 
 

@@ -493,6 +493,8 @@ INDIRECT = {id(f) for f in (*_HIGHER_ORDER, *_KEPT, *_RECURSION_LIMIT)}
 # Python function such as ``Thread.start`` is found by ``id`` in ``INDIRECT``.)
 INDIRECT_NAMES = frozenset(f.__name__ for f in (*_HIGHER_ORDER, *_KEPT, *_RECURSION_LIMIT)
                            if type(f) is not FunctionType)
+# Their types: an instance of one is told apart by its id (``callees.note_called_as_is``).
+INDIRECT_KINDS = frozenset(type(f) for f in (*_HIGHER_ORDER, *_KEPT, *_RECURSION_LIMIT))
 # Of those, the functions of a module (``min``, ``sorted``, ``sys.getrecursionlimit``) and
 # the methods of a class unbound (``list.sort``, as a method site loads it): they live as
 # long as the process, so what a call site calls for each is made once.
