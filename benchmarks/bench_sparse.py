@@ -139,6 +139,27 @@ def per_call(rounds: int) -> None:
                         [[v, f"{(res.median(v) - res.median('plain')) / 20_000:.0f}"] for v in ("count", "identity")]))
 
 
+def prehook_routes(rounds: int, name: str = "interp") -> None:
+    """One workload under a counting prehook through ``ch.overdub`` and through ``with
+    ctx:`` over its import-hooked copy, over plain (docs/performance.md, "Hooks past the
+    budget of `Site`s in C, and the pure-Python `recurse`")."""
+    (mod,) = workloads.load([name])
+    hooked = load_hooked([name])[name]
+
+    def with_ctx() -> Any:
+        with common.Count(metadata=[0]):
+            return hooked.run()
+
+    variants = {"plain": mod.run, "overdub": lambda: ch.overdub(common.Count(metadata=[0]), mod.run),
+                "with": with_ctx}
+    expected = mod.run()
+    assert all(v() == expected for v in variants.values())
+    res = harness.measure(name, variants, rounds=rounds, warmup=1)
+    print(f"\n{name} under a counting prehook ({ch._native.runtime.name} path): ratio to plain")
+    print(harness.table(["variant", "ratio"], [[v, f"{res.ratio(v):.2f}"] for v in ("overdub", "with")]
+                        + [["with / overdub", f"{res.median('with') / res.median('overdub'):.2f}"]]))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer rounds")

@@ -42,6 +42,8 @@ ACCELERATED = frozenset({
     # the hot path (runtime.callsites)
     "resolve", "resolve_star", "enter", "call", "call_ex", "construct_by_ref", "primitive",
     "overload_of", "present", "yield_from", "OperatorSite",
+    # a hook or overload run popped (runtime.callees.run_popped)
+    "popped_call",
     # generic functions (dispatch), stand-ins (runtime.standins), tagging
     "Refiner", "Special", "TaggedFields", "tag", "untag", "metadata", "istagged",
     "hasmetadata", "make",

@@ -993,8 +993,11 @@ class Guard(tuple):  # type: ignore[type-arg]  # (func, required, nparams, varar
         if n < required or n > nparams and not varargs:
             return False
         last = len(classes) - 1
-        return all(cls is None or issubclass(type(a), cls)
-                   for cls, a in zip((classes[min(i, last)] for i in range(n - position - 1)), args[position + 1:]))
+        for i in range(position + 1, n):  # (a loop, not all() over generators: a matched call's cost on the pure path)
+            cls = classes[i - position - 1 if i - position - 1 < last else last]
+            if cls is not None and not issubclass(type(args[i]), cls):
+                return False
+        return True
 
 
 def _callee_guard(methods: Iterable[_Method], first_type: type, position: int, obj: object) -> Guard | bool | None:

@@ -2,6 +2,7 @@
 primitives and Cassette 0.1's execute"), one behaviour per test."""
 
 import asyncio
+import contextvars
 import functools
 import gc
 import math
@@ -17,7 +18,7 @@ import weakref
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _native
+from cassette_hook import _native, context_stack
 from cassette_hook.runtime import plan as plan_module
 from cassette_hook.runtime.plan import Plan
 
@@ -611,6 +612,106 @@ def test_recurse_reenters_a_popped_context():
     ctx = Ctx(metadata=[])
     assert ch.overdub(ctx, lambda: g(-1)) == 1
     assert ctx.metadata == [None]
+
+
+def _down(n):
+    return 0 if n == 0 else 1 + _down(n - 1)
+
+
+# Deeper than the C path's budget of Sites (``SITE_BUDGET``, 100): the calls below it run
+# through ``callsites.site``'s Python closure there (docs/internals.md, "The C hot path").
+PAST_THE_SITE_BUDGET = 150
+
+
+class HookedBothWays(ch.Context):
+    """A prehook and a posthook: every call a ``Site`` (or its closure), none entering."""
+
+    operators = False
+
+    def prehook(self, f, *args, **kwargs):
+        if f is _down:
+            self.metadata.append((ch.current_context(), contextvars.copy_context()))
+
+    def posthook(self, out, f, *args, **kwargs):
+        pass
+
+
+def test_hooks_run_with_their_own_context_popped_past_the_budget_of_sites():
+    with Null() as outer:
+        ctx = HookedBothWays(metadata=[])
+        assert ch.overdub(ctx, _down, PAST_THE_SITE_BUDGET) == PAST_THE_SITE_BUDGET
+    assert [current for current, _ in ctx.metadata] == [outer] * PAST_THE_SITE_BUDGET
+
+
+def test_a_hook_runs_popped_alike_at_every_depth():
+    """What a hook runs popped by -- the stack's variable set to the entry below on the
+    pure-Python path, the thread's record on the C path, the variable left holding the
+    hook's own entry -- is the same at every depth: past the C path's budget of Sites its
+    closure runs the hooks as a Site does (``_speedups.popped_call``), so a copy of the
+    hook's ``contextvars`` context, run after the hook, holds the same stack at every
+    depth (docs/internals.md, "Callbacks, generators, threads")."""
+    ctx = HookedBothWays(metadata=[])
+    ch.overdub(ctx, _down, PAST_THE_SITE_BUDGET)
+    seen_later = {copy.run(ch.current_context) for _, copy in ctx.metadata}
+    assert len(seen_later) == 1
+
+
+def test_the_callee_of_an_overloads_recurse_runs_under_the_entry_its_caller_ran_under():
+    """``recurse`` from an overload of the context's own entry puts that entry back for the
+    callee (``_speedups.unpop`` on the C path, ``callees.overloads`` on the pure-Python
+    one) rather than pushing a new one: the callee sees the stack its caller saw, the very
+    entries."""
+    class Ctx(ch.Context):
+        operators = False
+
+    def g(x):
+        return context_stack.top()
+
+    def caller(x):
+        return context_stack.top(), g(x)
+
+    @ch.overdub.register
+    def _(ctx: Ctx, f: ch.Is[g], x):
+        return ch.recurse(ctx, f, x)
+
+    with Null():
+        seen_by_caller, seen_by_g = ch.overdub(Ctx(), caller, 1)
+    assert seen_by_g is seen_by_caller
+
+
+def test_recurse_in_a_with_block_of_the_overload_runs_the_callee_above_that_block():
+    class Ctx(ch.Context):
+        operators = False
+
+    def g(x):
+        return [ch.current_context(), context_stack.top().below.ctx]
+
+    @ch.overdub.register
+    def _(ctx: Ctx, f: ch.Is[g], x):
+        with inner:
+            return ch.recurse(ctx, f, x)
+
+    ctx, inner = Ctx(), Null()
+    assert ch.overdub(ctx, lambda: g(1)) == [ctx, inner]
+
+
+def test_recurse_from_another_thread_of_the_overload_runs_the_callee_under_the_context():
+    class Ctx(ch.Context):
+        operators = False
+
+    def g(x):
+        return ch.current_context()
+
+    @ch.overdub.register
+    def _(ctx: Ctx, f: ch.Is[g], x):
+        out = []
+        thread = threading.Thread(target=lambda: out.append(ch.recurse(ctx, f, x)))
+        thread.start()
+        thread.join()
+        return out[0]
+
+    ctx = Ctx()
+    assert ch.overdub(ctx, lambda: g(1)) is ctx
 
 
 def test_posthook_is_not_called_when_the_call_raises():

@@ -623,6 +623,37 @@ def test_a_thread_past_its_budget_leaves_the_others_correct():
     assert after[1:] == ["overdub"] * 3
 
 
+class CallerOfHook(ch.Context):
+    """A prehook and a posthook (every call a ``Site``), the prehook recording the name of
+    the frame below it."""
+
+    operators = False
+
+    def prehook(self, f, *args, **kwargs):
+        if f is down_by_one:
+            self.metadata.append(sys._getframe(1).f_code.co_name)
+
+    def posthook(self, out, f, *args, **kwargs):
+        pass
+
+
+def down_by_one(n: int) -> int:
+    return 0 if n == 0 else 1 + down_by_one(n - 1)
+
+
+@needs_c
+def test_a_hook_past_the_budget_of_sites_has_the_closures_frame_below_it_and_no_other_of_ours():
+    """Past ``SITE_BUDGET`` (100) the program's frame calls ``callsites.site``'s closure
+    (3.11+: on 3.10 the C ``call`` runs every call's steps, the hooks' frame below them the
+    program's at any depth), which runs the hook from C (``_speedups.popped_call``), as a
+    ``Site`` does: the hook has the closure's frame below it, no frame of a Python helper
+    of ours."""
+    ctx = CallerOfHook(metadata=[])
+    ch.overdub(ctx, down_by_one, 150)
+    assert set(ctx.metadata[:99]) == {"down_by_one"}
+    assert set(ctx.metadata[100:]) == {"down_by_one" if sys.version_info < (3, 11) else "overdubbed"}
+
+
 class Made:
     def __init__(self, value):
         self.value = value

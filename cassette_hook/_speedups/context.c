@@ -7,37 +7,86 @@ THREAD_LOCAL Popped popped;
 
 static PyObject *context_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
+/* Record for this thread that while the stack's variable holds what it holds now, the
+ * running code's innermost entry is the one below entry: what runs popped starts so.
+ * *outer: the record before, which popped_end puts back.  -1 on error (nothing changed). */
+static int
+popped_begin(PyObject *entry, Popped *outer)
+{
+    SpeedupsState *const st = state;
+    PyObject *below = slot(entry, st->entry_below, "below");
+    if (below == NULL) {
+        return -1;
+    }
+    PyObject *held;
+    if (PyContextVar_Get(st->active, NULL, &held) < 0) {
+        return -1;
+    }
+    Popped *now = &popped;
+    *outer = *now;
+    now->from = held;
+    now->to = Py_NewRef(below);
+    now->entry = entry;
+    return 0;
+}
+
+static void
+popped_end(Popped *outer)
+{
+    Popped *now = &popped;
+    Py_XDECREF(now->from);
+    Py_DECREF(now->to);
+    *now = *outer;
+}
+
 /* Run a hook or an overload with the context popped: under the entry below, or plain when
  * there is none (a new reference).  stack holds its positional arguments, then the
  * call's keyword values. */
 PyObject *
 run_popped(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwnames)
 {
-    SpeedupsState *const st = state;
-    PyObject *below = slot(entry, st->entry_below, "below");
-    if (below == NULL) {
+    Popped outer;
+    if (popped_begin(entry, &outer) < 0) {
         return NULL;
     }
-    PyObject *held;
-    if (PyContextVar_Get(st->active, NULL, &held) < 0) {
-        return NULL;
-    }
-    Popped *now = &popped, outer = *now;
-    now->from = held;
-    now->to = Py_NewRef(below);
-    now->entry = entry;
+    PyObject *below = popped.to;
     PyObject *out = below == Py_None ? PyObject_Vectorcall(hook, stack, nargs, kwnames)
-                                     : call_unpacked(st->seen_below, hook, NULL, stack, nargs, kwnames);
-    Py_XDECREF(now->from);
-    Py_DECREF(now->to);
-    *now = outer;
+                                     : call_unpacked(state->seen_below, hook, NULL, stack, nargs, kwnames);
+    popped_end(&outer);
+    return out;
+}
+
+/* popped_call(entry, method, args, kwargs): method(*args, **kwargs) run popped, as
+ * run_popped runs it, given a tuple and a dict: what the Python closure of a Site
+ * (callsites.site, past the thread's budget of Sites) runs its hooks with, and
+ * without_body a fallback overload; the pure-Python path sets the stack's variable to the
+ * entry below and back, two ContextVar.set calls a hook. */
+/* Mirrors runtime.callees.run_popped. */
+PyObject *
+popped_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    SpeedupsState *const st = state;
+    if (nargs != 4 || st->entry_type == NULL || Py_TYPE(args[0]) != st->entry_type || !PyTuple_Check(args[2])
+        || !PyDict_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "popped_call(entry, method, args, kwargs) takes an Entry, a callable, "
+                                         "a tuple and a dict");
+        return NULL;
+    }
+    Popped outer;
+    if (popped_begin(args[0], &outer) < 0) {
+        return NULL;
+    }
+    PyObject *out = popped.to == Py_None
+                        ? PyObject_Call(args[1], args[2], args[3])
+                        : PyObject_CallFunctionObjArgs(st->seen_below, args[1], args[2], args[3], NULL);
+    popped_end(&outer);
     return out;
 }
 
 /* run_popped(entry, method, *args, **kwargs): generics.overdub's call of an overload at
  * the top level, run as a Site runs one, so that the overload's recurse(ctx, f, ...) finds
  * its entry (unpop) and calls f's twin with no frame of ours between. */
-/* Mirrors runtime.callees.run_popped. */
+/* C only: generics.overdub runs the overload popped in its own frame on the pure-Python path. */
 PyObject *
 run_popped_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {

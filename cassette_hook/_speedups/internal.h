@@ -193,6 +193,7 @@ PyObject *configure(PyObject *module, PyObject *args, PyObject *kwargs);
 /* context.c */
 PyObject *run_popped(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *run_popped_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames);
+PyObject *popped_call(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 int run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nargs, PyObject *kwnames);
 PyObject *exit_method(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *top(PyObject *module, PyObject *unused);

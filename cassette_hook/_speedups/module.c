@@ -292,6 +292,8 @@ static PyMethodDef methods[] = {
     {"repop", repop, METH_NOARGS, "repop(): pop again what unpop() put back."},
     {"run_popped", (PyCFunction)(void (*)(void))run_popped_call, METH_FASTCALL | METH_KEYWORDS,
      "run_popped(entry, method, *args, **kwargs): method(*args, **kwargs) run with entry popped, as a Site runs an overload."},
+    {"popped_call", (PyCFunction)(void (*)(void))popped_call, METH_FASTCALL,
+     "popped_call(entry, method, args, kwargs): run_popped(entry, method, *args, **kwargs)."},
     {"handled_traceback", (PyCFunction)(void (*)(void))handled_traceback, METH_FASTCALL,
      "handled_traceback(exc, tb): tb becomes the traceback of exc, the exception being handled (3.10)."},
     {"exit_method", (PyCFunction)(void (*)(void))exit_method, METH_FASTCALL,

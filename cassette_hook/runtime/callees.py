@@ -16,6 +16,7 @@ points (``hotpath``).
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 from types import BuiltinFunctionType, FunctionType, MethodDescriptorType, MethodType, WrapperDescriptorType
 from typing import TYPE_CHECKING, Any, Callable
@@ -52,8 +53,43 @@ def _default_fallback(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     return call_primitive(f, args, kwargs)
 
 
+_get_active: Callable[[], Any]
+_set_active: Callable[[Any], Any]
+
+
+def _follow(variable: Any, top: Callable[[], context_stack.Entry | None]) -> None:
+    """Keep the stack's variable's methods at hand, as globals (see ``context_stack.follow``)."""
+    global _get_active, _set_active
+    _get_active, _set_active = variable.get, variable.set
+
+
+context_stack.follow(_follow)
+
+
+class _Overloads(threading.local):
+    """What overload runs popped on this thread: ``running`` is ``(entry, below)`` while
+    ``callsites._overloaded`` runs an overload of ``entry`` with the stack's variable set
+    to ``below`` (saved and put back around each overload, so an overload's calls record
+    theirs and the outer one applies again after), else None.  :func:`recurse` reads it
+    to put that entry back rather than push a new one: the pure-Python ``unpop``."""
+
+    running: tuple[context_stack.Entry, Any] | None = None
+
+
+overloads = _Overloads()
+
+
 def recurse(ctx: context_stack.Context, f: Any, /, *args: Any, **kwargs: Any) -> Any:
-    """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none."""
+    """Run ``f``'s own body under ``ctx``, its calls overdubbed; ``fallback`` if it has none.
+
+    The common case is an overload of ``ctx``'s own entry recursing into its callee: the
+    entry is popped (its overload runs popped), so ``ctx`` is not on top.  Then, as the
+    C path's ``_speedups.unpop`` does, the popped entry is put back for the call (the
+    variable set to it and back), rather than a new entry pushed and popped (its plan
+    looked up, its watchers told, about 30 Python calls): when the thread's record
+    (:data:`overloads`) says an overload of ``ctx`` runs, with no ``with`` block since
+    (the variable still holds what the overload set it to), and ``ctx`` does not tag
+    (a tagging context's extent is counted by its pushes)."""
     top = context_stack.top()
     if top is not None and top.ctx is ctx:
         try:
@@ -62,6 +98,19 @@ def recurse(ctx: context_stack.Context, f: Any, /, *args: Any, **kwargs: Any) ->
         except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
             strip_traceback(exc)
             raise
+    elif (running := overloads.running) is not None and running[0].ctx is ctx and ctx.tag is None \
+            and running[1] is _get_active():
+        entry, below = running
+        try:  # (set inside, put back by value as the try's last step: see run_popped)
+            _set_active(entry)
+            run = runnable(entry.plan, f)
+            out = run(*args, **kwargs) if run is not None else without_body(entry, f, args, kwargs)
+            _set_active(below)
+        except BaseException as exc:
+            _set_active(below)
+            strip_traceback(exc)
+            raise
+        return out
     else:
         context_stack.checked(ctx, "recurse")
         held = context_stack.active.get()
@@ -113,17 +162,28 @@ def without_body(entry: context_stack.Entry, f: Any, args: tuple[Any, ...], kwar
 def run_popped(entry: context_stack.Entry, method: Callable[..., Any], args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Any:
     """Run an overload or hook with its own context popped off the stack, seen by the
-    contexts below it (see :func:`seen_below`)."""
-    below, variable = entry.below, context_stack.active
-    held = variable.get()
-    try:  # (set inside, put back by value as its last step: see callsites._hook)
-        variable.set(below)
+    contexts below it (see :func:`seen_below`).
+
+    The stack's variable is set to the entry below inside the ``try`` and put back by
+    value, not by a token (an interrupt right after the set, the token not yet stored,
+    still puts it back), as the ``try``'s last step, not in a ``finally`` (whose first
+    line is a place for an interrupt before it runs): an interrupt anywhere leaves the
+    variable as it was.  The C path's (``_speedups.popped_call``, a ``Site``'s
+    ``run_popped``) writes no variable: it records for this thread that while the
+    variable holds ``entry``, the top is the one below, two ``ContextVar.set`` calls less
+    (docs/internals.md, "The C hot path")."""
+    below, held = entry.below, _get_active()
+    try:
+        _set_active(below)
         out = method(*args, **kwargs) if below is None else seen_below(method, args, kwargs)
-        variable.set(held)
+        _set_active(held)
     except BaseException:
-        variable.set(held)
+        _set_active(held)
         raise
     return out
+
+
+run_popped = _native.runtime.accelerated("popped_call", run_popped)
 
 
 # -- what "the callee's own body" is ---------------------------------------------------

@@ -174,7 +174,7 @@ def enter(f: Any, /, *args: Any) -> Any:
             twin = plan.twin(callee) if type(callee) is FunctionType else None
             if twin is not None:
                 presented = (f.__self__, *args) if method else args
-                _hook(entry, plan.prehook_call, (entry.ctx, callee, *presented), {})
+                _run_popped(entry, plan.prehook_call, (entry.ctx, callee, *presented), {})  # type: ignore[arg-type]  # (one that enters has one)
                 return MethodType(twin, f.__self__) if method else twin
         return resolve(f)
     except BaseException as exc:
@@ -241,6 +241,8 @@ _operator_sites: dict[Any, Any] = {}
 _strip = _own.strip_traceback
 construct_by_ref = callees.construct_by_ref  # what a plan's constructor of a Python class calls
 primitive = primitives.primitive  # what the program's frame calls for a builtin that takes callbacks
+_run_popped = callees.run_popped  # a hook run popped: in C, by the thread's record, no ContextVar.set
+_running = callees.overloads
 _indirect_callers = _callers_of(_runtime.accelerated("primitive", primitive))
 
 
@@ -264,7 +266,7 @@ def site(entry: context_stack.Entry, f: Any) -> Any:
             elif type(callee) is BuiltinFunctionType or type(callee) is _CMethodType:
                 callee, args = present(callee, args)
             if plan.prehook_call is not None:
-                _hook(entry, plan.prehook_call, (entry.ctx, callee, *args), kwargs)
+                _run_popped(entry, plan.prehook_call, (entry.ctx, callee, *args), kwargs)
             try:
                 out: Any = OverdubInstead
                 if plan.overdub or plan.execute:
@@ -275,10 +277,10 @@ def site(entry: context_stack.Entry, f: Any) -> Any:
             except BaseException as exc:
                 if plan.raisehook_call is not None:
                     _strip(exc)  # (the raisehook sees the traceback the program will)
-                    _hook(entry, plan.raisehook_call, (entry.ctx, exc, callee, *args), kwargs)
+                    _run_popped(entry, plan.raisehook_call, (entry.ctx, exc, callee, *args), kwargs)
                 raise
             if plan.posthook_call is not None:
-                _hook(entry, plan.posthook_call, (entry.ctx, out, callee, *args), kwargs)
+                _run_popped(entry, plan.posthook_call, (entry.ctx, out, callee, *args), kwargs)
             return out
         except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
             _strip(exc)
@@ -287,28 +289,14 @@ def site(entry: context_stack.Entry, f: Any) -> Any:
     return overdubbed
 
 
-def _hook(entry: context_stack.Entry, hook: Any, call: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """A prehook, posthook or raisehook, run popped (``active`` set to the entry below).
-
-    The variable is set inside the ``try`` and put back by value, not by a token (an
-    interrupt right after the set, the token not yet stored, still puts it back), as the
-    last step of the ``try``, not in a ``finally`` (whose first line is a place for an
-    interrupt before it runs): an interrupt anywhere leaves the variable as it was."""
-    below, held = entry.below, _get_active()
-    try:
-        _set_active(below)
-        if below is None:
-            hook(*call, **kwargs)
-        else:
-            callees.seen_below(hook, call, kwargs)
-        _set_active(held)
-    except BaseException:
-        _set_active(held)
-        raise
-
-
 def _overloaded(entry: context_stack.Entry, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """What an ``overdub`` or ``execute`` overload makes of the call, or ``OverdubInstead``."""
+    """What an ``overdub`` or ``execute`` overload makes of the call, or ``OverdubInstead``.
+
+    The overload runs popped, by the stack's variable (not ``_run_popped``: the C one
+    would call it from C, and its ``recurse`` of the callee would then cost a level of C
+    stack per level of the program's recursion, which this closure exists to avoid), and
+    recorded for this thread in ``callees.overloads``, so that its ``recurse(ctx, f, ...)``
+    puts this entry back instead of pushing a new one."""
     plan = entry.plan
     method: Any = plan.overdub_call
     if method is None:
@@ -320,13 +308,16 @@ def _overloaded(entry: context_stack.Entry, f: Any, args: tuple[Any, ...], kwarg
         method = overload_of(call) if method is False else _guarded(method, call)
     if method is None:
         return OverdubInstead
-    below, held = entry.below, _get_active()  # callees.run_popped, one frame less per level
-    try:  # (as in _hook)
+    below, held, outer = entry.below, _get_active(), _running.running  # callees.run_popped, one frame less per level
+    try:  # (as in callees.run_popped; the record put back by value too)
         _set_active(below)
+        _running.running = (entry, below)
         out = (method(entry.ctx, f, *args, **kwargs) if below is None
                else callees.seen_below(method, (entry.ctx, f, *args), kwargs))
+        _running.running = outer
         _set_active(held)
     except BaseException:
+        _running.running = outer
         _set_active(held)
         raise
     return out
