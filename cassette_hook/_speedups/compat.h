@@ -192,6 +192,53 @@ version_from_code(PyFunctionObject *func, uint32_t had)
 #define version_from_code(func, had) ((void)(func), (void)(had))
 #endif
 
+/* A function object emptied to be made anew (runtime.plan.c's spare twin): what it holds
+ * of the function it stood for, beyond its code, globals, names and builtins -- type
+ * parameters from 3.12, the annotate function from 3.14 -- and the version a new function
+ * has (0; 3.10 has none). */
+static inline void
+function_emptied(PyFunctionObject *func)
+{
+    Py_CLEAR(func->func_closure);
+    Py_CLEAR(func->func_defaults);
+    Py_CLEAR(func->func_kwdefaults);
+    Py_CLEAR(func->func_annotations);
+#if PY_VERSION_HEX >= 0x030C0000
+    Py_CLEAR(func->func_typeparams);
+#endif
+#if PY_VERSION_HEX >= 0x030E0000
+    Py_CLEAR(func->func_annotate);
+#endif
+}
+
+static inline void
+version_cleared(PyFunctionObject *func)
+{
+#if PY_VERSION_HEX >= 0x030B0000
+    func->func_version = 0;
+#else
+    (void)func;
+#endif
+}
+
+/* 3.12 only: a function made for one of a code whose MAKE_FUNCTION gave it the code's
+ * co_version (plain's) gets that version too.  3.12 would otherwise hand it one of its own
+ * when a call to it next specializes: the twins of closures made per call, one each,
+ * would undo the specialization of the call site at every call, where the program's own
+ * closures share their code's (sound as on 3.13: "Function versions" above).  3.13+ do it
+ * in version_from_code; 3.11 gives MAKE_FUNCTION no version. */
+static inline void
+version_as_make_function(PyFunctionObject *made, PyFunctionObject *plain)
+{
+#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
+    if (plain->func_version != 0) {
+        made->func_version = ((PyCodeObject *)made->func_code)->co_version;
+    }
+#else
+    (void)made, (void)plain;
+#endif
+}
+
 /* The module slot that declares a module for the main interpreter only (3.12+: a second
  * interpreter's import then fails with ImportError; before 3.12, a second interpreter's
  * exec finds the module made already, and module.c refuses it). */

@@ -198,16 +198,7 @@ slot_call(TwinSlot *self, PyObject *const *args, size_t nargsf, PyObject *kwname
         && twin->func_dict == NULL) {
         self->twin = NULL;
         self->spare = twin;
-        Py_CLEAR(twin->func_closure);
-        Py_CLEAR(twin->func_defaults);
-        Py_CLEAR(twin->func_kwdefaults);
-        Py_CLEAR(twin->func_annotations);
-#if PY_VERSION_HEX >= 0x030C0000
-        Py_CLEAR(twin->func_typeparams);
-#endif
-#if PY_VERSION_HEX >= 0x030E0000
-        Py_CLEAR(twin->func_annotate);
-#endif
+        function_emptied(twin);
     }
     slot_empty(self);
     Py_RETURN_NONE;
@@ -354,9 +345,7 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
     if (made != NULL && made->func_code == PyTuple_GET_ITEM(found, 0) && made->func_globals == func->func_globals
         && made->func_module == func->func_module) {
         kept->spare = NULL; /* (its reference, now the caller's) */
-#if PY_VERSION_HEX >= 0x030B0000
-        made->func_version = 0; /* (what a new function has; versioned below as one would be) */
-#endif
+        version_cleared(made); /* (what a new function has; versioned below as one would be) */
         Py_XSETREF(made->func_qualname, Py_NewRef(func->func_qualname));
     }
     else {
@@ -376,15 +365,7 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
         Py_XSETREF(made->func_builtins, Py_NewRef(PyTuple_GET_ITEM(found, 4)));
     }
     version_from_code(made, VERSION_OF(f));
-#if PY_VERSION_HEX >= 0x030C0000 && PY_VERSION_HEX < 0x030D0000
-    /* 3.12 would give the twin a version of its own when a call to it next specializes: the
-     * twins of closures made per call, one each, would undo the specialization of the call
-     * site at every call, where the plain program's closures share their code's co_version
-     * (MAKE_FUNCTION's; sound as on 3.13: see compat.h, "Function versions") */
-    if (func->func_version != 0) {
-        made->func_version = ((PyCodeObject *)made->func_code)->co_version;
-    }
-#endif
+    version_as_make_function(made, func); /* (3.12: see compat.h) */
     if (kept != NULL) {
         Py_INCREF(kept); /* (the box may be emptied while the reference is made) */
         PyObject *ref = SLOT_HOLDS(kept, f) ? Py_NewRef(kept->ref) : PyWeakref_NewRef(f, (PyObject *)kept);
