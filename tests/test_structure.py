@@ -319,6 +319,14 @@ def test_the_accelerators_sources_are_one_file_per_concept_in_the_checkout() -> 
     assert {"state.h", "compat.h", "internal.h"} <= {path.name for path in C_SOURCES.glob("*.h")}
 
 
+def test_only_compat_h_asks_which_cpython_version_it_is_built_for() -> None:
+    # (compat.h's own rule: the concept files name a feature, never a version)
+    asking = [name for name, text in _c_sources().items() if "PY_VERSION_HEX" in text]
+    asking += [path.name for path in sorted(C_SOURCES.glob("*.h"))
+               if path.name != "compat.h" and "PY_VERSION_HEX" in path.read_text()]
+    assert asking == []
+
+
 def test_the_method_tables_are_found() -> None:
     exported = _exported_c_functions(_c_sources())
     assert exported["call"] == "call" and exported["present_c"] == "present"
