@@ -1,4 +1,4 @@
-/* What differs between the CPython versions the accelerator supports (3.10-3.14): every
+/* What differs between the CPython versions the accelerator supports (3.10-3.15): every
  * test of PY_VERSION_HEX is here, as a named feature or an inline function, so that the
  * concept files say what they need rather than which version has it. */
 #ifndef CASSETTE_HOOK_SPEEDUPS_COMPAT_H
