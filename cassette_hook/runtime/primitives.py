@@ -408,9 +408,7 @@ def _handed_to_a_thread(callback: Any) -> Any:
     """``callback``, which code that runs plain will call in another thread, as a call
     site (a :class:`_Kept`, equal to it); itself where no whole-program context will be
     active there to see it, or where it is not a Python callback."""
-    if type(callback) not in (FunctionType, MethodType, functools.partial) or not context_stack.whole_program():
-        return callback
-    return _Kept(hotpath.call, callback)
+    return _kept(callback) if context_stack.whole_program() else callback
 
 
 def _thread_start(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
