@@ -507,7 +507,7 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
     PyObject *module = func->func_module ? func->func_module : Py_None;
     if (PyTuple_GET_ITEM(found, 1) != func->func_globals || PyTuple_GET_ITEM(found, 2) != module
         || PyTuple_GET_ITEM(found, 3) != func->func_builtins
-        || PyLong_AsSsize_t(PyTuple_GET_ITEM(found, 5)) != PyDict_GET_SIZE(func->func_globals)) {
+        || ch_as_ssize(PyTuple_GET_ITEM(found, 5)) != PyDict_GET_SIZE(func->func_globals)) {
         return 0;
     }
     PyObject *defaults = func->func_defaults ? func->func_defaults : Py_None;
