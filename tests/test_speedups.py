@@ -198,6 +198,53 @@ def test_a_closure_a_variable_holds_keeps_its_twin_for_its_life_outside_the_twin
         gc.enable()
 
 
+class _Other(ch.Context):
+    pass
+
+
+@needs_c
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="function watchers are 3.12's: before, a weak reference")
+def test_a_closure_a_slot_holds_is_followed_by_the_function_watcher_not_a_weak_reference(monkeypatch):
+    # (docs/internals.md, "Twins": the slot learns the function's death from the watcher's
+    # PyFunction_EVENT_DESTROY; a weak reference and its callback cost a closure made per
+    # call a fifth of what it paid over plain)
+    monkeypatch.setattr(_plan, "switch_before_twin", None)
+    gc.disable()  # (a full collection empties Plan.shared, slots and all)
+    try:
+        with Null():
+            callsites.resolve(_closure_made_per_call(0))
+            read = _closure_made_per_call(1)
+            assert callsites.resolve(*(read,))() == 1
+            assert weakref.getweakrefcount(read) == 0
+    finally:
+        gc.enable()
+
+
+@needs_c
+def test_a_closure_the_slots_of_two_plans_hold_lets_its_cells_go_from_both_at_its_death(monkeypatch):
+    # (one function in the watcher's table once per slot that holds it: each entry found and
+    # removed at its death)
+    class Held:
+        pass
+
+    monkeypatch.setattr(_plan, "switch_before_twin", None)
+    held = Held()
+    gone = weakref.ref(held)
+    gc.disable()
+    try:
+        for ctx in (Null(), _Other()):
+            with ctx:
+                callsites.resolve(_closure_made_per_call(0))
+        read = _closure_made_per_call(held)
+        for ctx in (Null(), _Other()):
+            with ctx:
+                assert callsites.resolve(*(read,))() is held
+        del held, read
+        assert gone() is None
+    finally:
+        gc.enable()
+
+
 def test_the_twin_of_a_closure_made_per_call_lets_its_cells_go_with_the_closure():
     class Held:
         pass

@@ -130,6 +130,16 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
     if (plan == NULL) {
         return -1;
     }
+    if (PyFunction_Check(f) && SLOT(plan, st->plan_fast) == Py_True) {
+        /* a function of a code the plan has made a twin of: a closure or lambda made anew;
+         * one that only the site holds (a lambda called where it is made) dies with this
+         * call, and is not entered in the table.  (Asked first: none of the tests below
+         * takes a function, and a closure made per call comes here at every call.) */
+        int shared = shared_twin(plan, f, !sole, run);
+        if (shared != 0) {
+            return shared;
+        }
+    }
     if (SLOT(plan, st->plan_fast) != Py_True && !PyFunction_Check(f) && !PyType_Check(f)) {
         /* only these may be direct, or under a sparse plan a callee no overload names */
         int named = named_callee(plan, f);
@@ -220,15 +230,6 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
             return 1;
         }
         Py_CLEAR(*run); /* (out of scope: resolve_direct's answer) */
-    }
-    if (PyFunction_Check(f) && SLOT(plan, st->plan_fast) == Py_True) {
-        /* a function of a code the plan has made a twin of: a closure or lambda made anew;
-         * one that only the site holds (a lambda called where it is made) dies with this
-         * call, and is not entered in the table */
-        int shared = shared_twin(plan, f, !sole, run);
-        if (shared != 0) {
-            return shared;
-        }
     }
     PyObject *args[2] = {plan, f};
     *run = PyObject_Vectorcall(st->resolve_direct, args, 2, NULL);

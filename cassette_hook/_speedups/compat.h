@@ -28,6 +28,11 @@
  * the twin tables' version (weakid.c). */
 #define CH_HAVE_DICT_WATCHERS (PY_VERSION_HEX >= 0x030C0000)
 
+/* Function watchers (3.12+): a twin slot learns its function's death from the
+ * PyFunction_EVENT_DESTROY event (runtime.plan.c) rather than from a weak reference's
+ * callback; before 3.12 it makes the weak reference. */
+#define CH_HAVE_FUNC_WATCHERS (PY_VERSION_HEX >= 0x030C0000)
+
 /* PyLong_AsSsize_t of a small int without the call (3.12+: an int of one digit is
  * "compact", its value read inline), for a count a hot path reads per call (a Guard's
  * arities, runtime.callsite.c); any other object goes through PyLong_AsSsize_t. */

@@ -158,41 +158,221 @@ set_builtins(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
  * twin is kept here, for the calls it gets while it lives, rather than in the plan's twin
  * table, whose entry (a weak reference with a callback object of its own, two dict entries
  * and their removal at its death) cost several times what making the twin costs.  The
- * weak reference to the function has this slot as its callback, which lets the twin go
- * when the function dies (the twin holds the function's cells and defaults: they must not
- * outlive it).  Once two functions of the code are seen alive at once (a decorator's
- * wrappers), the code's later functions go to the table, as before: one slot would be
- * remade at every call that alternates between them. */
-typedef struct {
+ * slot learns the function's death, and lets the twin go then (the twin holds the
+ * function's cells and defaults: they must not outlive it): on 3.12+ from a function
+ * watcher's PyFunction_EVENT_DESTROY, the function entered by its address in a table the
+ * watcher reads (state->followed) -- no object made per function, no callback called at
+ * its death; before 3.12, or when every function watcher of the interpreter is taken,
+ * from a weak reference whose callback is the slot.  Once two functions of the code are
+ * seen alive at once (a decorator's wrappers), the code's later functions go to the
+ * table, as before: one slot would be remade at every call that alternates between them. */
+typedef struct TwinSlot {
     PyObject_HEAD
-    PyObject *ref;                    /* weak reference to the function, or NULL */
+    PyObject *func;                   /* the function (borrowed: NULL from its death on), or NULL */
+    PyObject *ref;                    /* a weak reference to it, where no watcher follows it */
     PyObject *twin, *code, *defaults, *kwdefaults; /* its twin, and what the twin was made from */
     PyFunctionObject *spare;          /* a dead function's twin that nothing else held, emptied */
     int crowded;                      /* two functions of the code were alive at once */
     vectorcallfunc vectorcall;
 } TwinSlot;
 
+/* The functions slots hold while they live, for the watcher: (function, slot) by the
+ * function's address, open-addressed with linear probing and no tombstones (an entry
+ * removed pulls its followers back), neither held.  A function that slots of several
+ * plans hold is in it once for each.  Allocated and grown when an entry is made, never
+ * when one is removed: the watcher runs inside a function's dealloc. */
+struct FollowedFunction {
+    PyObject *func; /* NULL: an empty place */
+    TwinSlot *slot;
+};
+
+static inline size_t
+followed_home(PyObject *func, size_t mask)
+{
+    uintptr_t address = (uintptr_t)func;
+    return (size_t)((address >> 4) ^ (address >> 14)) & mask;
+}
+
+#if CH_HAVE_FUNC_WATCHERS
+/* Enter (func, slot); 0, or -1 with an error set. */
+static int
+followed_add(PyObject *func, TwinSlot *slot)
+{
+    SpeedupsState *const st = state;
+    if (st->followed == NULL || 2 * (st->followed_count + 1) > st->followed_mask + 1) {
+        size_t size = st->followed == NULL ? 64 : 2 * (st->followed_mask + 1);
+        struct FollowedFunction *grown = PyMem_Calloc(size, sizeof(struct FollowedFunction));
+        if (grown == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (size_t i = 0; st->followed != NULL && i <= st->followed_mask; i++) {
+            if (st->followed[i].func != NULL) {
+                size_t at = followed_home(st->followed[i].func, size - 1);
+                while (grown[at].func != NULL) {
+                    at = (at + 1) & (size - 1);
+                }
+                grown[at] = st->followed[i];
+            }
+        }
+        PyMem_Free(st->followed);
+        st->followed = grown;
+        st->followed_mask = size - 1;
+    }
+    size_t at = followed_home(func, st->followed_mask);
+    while (st->followed[at].func != NULL) {
+        at = (at + 1) & st->followed_mask;
+    }
+    st->followed[at] = (struct FollowedFunction){func, slot};
+    st->followed_count++;
+    return 0;
+}
+
+/* The place of (func, slot), or of func with any slot if slot is NULL; -1 if none. */
+static Py_ssize_t
+followed_find(PyObject *func, TwinSlot *slot)
+{
+    SpeedupsState *const st = state;
+    if (st->followed_count == 0) {
+        return -1;
+    }
+    size_t mask = st->followed_mask;
+    for (size_t at = followed_home(func, mask);; at = (at + 1) & mask) {
+        PyObject *held = st->followed[at].func;
+        if (held == NULL) {
+            return -1;
+        }
+        if (held == func && (slot == NULL || st->followed[at].slot == slot)) {
+            return (Py_ssize_t)at;
+        }
+    }
+}
+
+/* Remove the entry at place `at`, the entries after it in its run moved back to where
+ * their probes find them (no allocation). */
+static void
+followed_remove(size_t at)
+{
+    SpeedupsState *const st = state;
+    size_t mask = st->followed_mask, next = at;
+    for (;;) {
+        st->followed[at].func = NULL;
+        st->followed[at].slot = NULL;
+        for (;;) {
+            next = (next + 1) & mask;
+            if (st->followed[next].func == NULL) {
+                st->followed_count--;
+                return;
+            }
+            size_t home = followed_home(st->followed[next].func, mask);
+            /* (stays if its home is cyclically in (at, next]) */
+            if (at <= next ? (at < home && home <= next) : (at < home || home <= next)) {
+                continue;
+            }
+            break;
+        }
+        st->followed[at] = st->followed[next];
+        at = next;
+    }
+}
+
+static void slot_died(TwinSlot *self);
+
+/* The watcher: a function a slot holds is being destroyed (its reference count held at 1
+ * by CPython meanwhile); each slot that holds it lets it go, as the weak reference's
+ * callback would have.  Every function's events come here once it is taken, so anything
+ * else returns at once. */
+static int
+slot_function_event(PyFunction_WatchEvent event, PyFunctionObject *func, PyObject *new_value)
+{
+    (void)new_value;
+    if (event != PyFunction_EVENT_DESTROY || state == NULL || state->followed_count == 0) {
+        return 0;
+    }
+    Py_ssize_t at;
+    while ((at = followed_find((PyObject *)func, NULL)) >= 0) { /* (found anew each time: letting go may run Python) */
+        TwinSlot *slot = state->followed[at].slot;
+        followed_remove((size_t)at);
+        slot->func = NULL;
+        Py_INCREF(slot); /* (letting the twin go may let the slot's plan go) */
+        slot_died(slot);
+        Py_DECREF(slot);
+    }
+    return 0;
+}
+#endif
+
+/* Start following func's death (the slot holds no function): 0, or -1 with an error set. */
+static int
+slot_follow(TwinSlot *self, PyObject *func)
+{
+#if CH_HAVE_FUNC_WATCHERS
+    SpeedupsState *const st = state;
+    if (st->slot_watcher == 0) {
+        int watcher = PyFunction_AddWatcher(slot_function_event);
+        if (watcher < 0) {
+            PyErr_Clear(); /* (all taken: weak references, as before 3.12) */
+        }
+        st->slot_watcher = watcher < 0 ? -1 : watcher + 1;
+    }
+    if (st->slot_watcher > 0) {
+        if (followed_add(func, self) < 0) {
+            return -1;
+        }
+        self->func = func;
+        return 0;
+    }
+#endif
+    PyObject *ref = PyWeakref_NewRef(func, (PyObject *)self);
+    if (ref == NULL) {
+        return -1;
+    }
+    self->ref = ref;
+    self->func = func;
+    return 0;
+}
+
+/* Stop following the function the slot holds, if any (the function lives, or the slot
+ * goes).  Its weak reference, if it has one, in *ref for the caller to let go. */
+static void
+slot_unfollow(TwinSlot *self, PyObject **ref)
+{
+    *ref = self->ref;
+    self->ref = NULL;
+    if (self->func == NULL) {
+        return;
+    }
+#if CH_HAVE_FUNC_WATCHERS
+    if (*ref == NULL) {
+        Py_ssize_t at = followed_find(self->func, self);
+        if (at >= 0) {
+            followed_remove((size_t)at);
+        }
+    }
+#endif
+    self->func = NULL;
+}
+
 static void
 slot_empty(TwinSlot *self)
 {
-    Py_CLEAR(self->ref);
+    PyObject *ref;
+    slot_unfollow(self, &ref);
+    Py_XDECREF(ref);
     Py_CLEAR(self->twin);
     Py_CLEAR(self->code);
     Py_CLEAR(self->defaults);
     Py_CLEAR(self->kwdefaults);
 }
 
-/* The weak reference's callback: the function died, its twin goes -- or, when the slot
- * holds the only reference to it and nothing was set on it, is emptied of what it held
- * of the function's (its cells, defaults and annotations) and kept as the spare that the
- * code's next twin is made of: nothing can tell it from a new function then, and making
- * it costs no allocation and none of PyFunction_New's look-ups in the globals. */
-static PyObject *
-slot_call(TwinSlot *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+/* The function died (self->func cleared): its twin goes -- or, when the slot holds the
+ * only reference to it and nothing was set on it, is emptied of what it held of the
+ * function's (its cells, defaults and annotations) and kept as the spare that the code's
+ * next twin is made of: nothing can tell it from a new function then, and making it costs
+ * no allocation and none of PyFunction_New's look-ups in the globals. */
+static void
+slot_died(TwinSlot *self)
 {
-    if (PyVectorcall_NARGS(nargsf) != 1 || args[0] != self->ref) {
-        Py_RETURN_NONE;
-    }
     PyFunctionObject *twin = (PyFunctionObject *)self->twin;
     if (self->spare == NULL && twin != NULL && Py_REFCNT(twin) == 1 && twin->func_weakreflist == NULL
         && twin->func_dict == NULL) {
@@ -201,6 +381,17 @@ slot_call(TwinSlot *self, PyObject *const *args, size_t nargsf, PyObject *kwname
         function_emptied(twin);
     }
     slot_empty(self);
+}
+
+/* The weak reference's callback, where the slot follows its function by one. */
+static PyObject *
+slot_call(TwinSlot *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    if (PyVectorcall_NARGS(nargsf) != 1 || args[0] != self->ref) {
+        Py_RETURN_NONE;
+    }
+    self->func = NULL;
+    slot_died(self);
     Py_RETURN_NONE;
 }
 
@@ -268,7 +459,7 @@ slot_of(PyObject *box)
     if (slot == NULL) {
         return NULL;
     }
-    slot->ref = slot->twin = slot->code = slot->defaults = slot->kwdefaults = NULL;
+    slot->func = slot->ref = slot->twin = slot->code = slot->defaults = slot->kwdefaults = NULL;
     slot->spare = NULL;
     slot->crowded = 0;
     slot->vectorcall = (vectorcallfunc)slot_call;
@@ -278,10 +469,9 @@ slot_of(PyObject *box)
     return slot;
 }
 
-/* Is f the function the slot holds the twin of?  (Its weak reference is read by its
- * referent's address only: the field a dead reference sets to None, which f, alive, is not.) */
-#define SLOT_HOLDS(slot, f) ((slot)->ref != NULL && ((PyWeakReference *)(slot)->ref)->wr_object == (f))
-#define SLOT_LIVE(slot) ((slot)->ref != NULL && ((PyWeakReference *)(slot)->ref)->wr_object != Py_None)
+/* Is f the function the slot holds the twin of?  Is it holding one? */
+#define SLOT_HOLDS(slot, f) ((slot)->func == (f))
+#define SLOT_LIVE(slot) ((slot)->func != NULL)
 
 /* Plan._make_twin's shortcut, for a function whose code the plan has made a twin of
  * before (runtime.plan.shared: code -> (twin code, globals, __module__, builtins, the twin's
@@ -317,7 +507,7 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
     PyObject *module = func->func_module ? func->func_module : Py_None;
     if (PyTuple_GET_ITEM(found, 1) != func->func_globals || PyTuple_GET_ITEM(found, 2) != module
         || PyTuple_GET_ITEM(found, 3) != func->func_builtins
-        || PyLong_AsSsize_t(PyTuple_GET_ITEM(found, 5)) != PyDict_GET_SIZE(func->func_globals)) {
+        || ch_as_ssize(PyTuple_GET_ITEM(found, 5)) != PyDict_GET_SIZE(func->func_globals)) {
         return 0;
     }
     PyObject *defaults = func->func_defaults ? func->func_defaults : Py_None;
@@ -367,18 +557,23 @@ shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin)
     version_from_code(made, VERSION_OF(f));
     version_as_make_function(made, func); /* (3.12: see compat.h) */
     if (kept != NULL) {
-        Py_INCREF(kept); /* (the box may be emptied while the reference is made) */
-        PyObject *ref = SLOT_HOLDS(kept, f) ? Py_NewRef(kept->ref) : PyWeakref_NewRef(f, (PyObject *)kept);
-        if (ref == NULL) {
-            Py_DECREF(kept);
-            Py_DECREF(found);
-            Py_DECREF(made);
-            return -1;
-        }
+        Py_INCREF(kept); /* (the box may be emptied while the function is followed) */
         /* (the old values let go once the new are in: letting go may run Python, which may
          * come back here) */
-        PyObject *old[5] = {kept->ref, kept->twin, kept->code, kept->defaults, kept->kwdefaults};
-        kept->ref = ref;
+        PyObject *old[5] = {NULL, kept->twin, kept->code, kept->defaults, kept->kwdefaults};
+        if (!SLOT_HOLDS(kept, f)) {
+            slot_unfollow(kept, &old[0]); /* (a function that lives: crowded above) */
+            if (slot_follow(kept, f) < 0) {
+                kept->twin = kept->code = kept->defaults = kept->kwdefaults = NULL;
+                for (int i = 0; i < 5; i++) {
+                    Py_XDECREF(old[i]);
+                }
+                Py_DECREF(kept);
+                Py_DECREF(found);
+                Py_DECREF(made);
+                return -1;
+            }
+        }
         kept->twin = Py_NewRef(made);
         kept->code = Py_NewRef(func->func_code);
         kept->defaults = Py_NewRef(defaults);

@@ -134,6 +134,12 @@ typedef struct {
     struct Site *sites_kept[SITES_KEPT]; /* (runtime.callsites.c) Sites kept for reuse: not objects, memory */
     int sites_kept_count;
 
+    /* -- the functions twin slots hold, by address (runtime.plan.c, 3.12+) -- */
+    struct FollowedFunction *followed; /* an open-addressed table of (function, slot), or NULL */
+    size_t followed_mask, followed_count;
+    int slot_watcher;             /* the function watcher that empties them: its id + 1; 0 not yet
+                                   * asked for, -1 none to be had */
+
     /* -- the import hook's switch (switch.c) -- */
     PyObject *live_entries, *live_operator_entries, *flags_module, *str_active_flag, *str_operators_flag;
 
