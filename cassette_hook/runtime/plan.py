@@ -278,6 +278,8 @@ class Plan:
             twin_code: CodeType | None = code
         elif id(code) in self._codes.values:
             twin_code = self._codes.values[id(code)]
+        elif self.pass_ is None and _names.twin_is_itself(code):  # (nothing to rewrite: not cached, a check is cheap)
+            twin_code = code
         else:
             twin_code = _rewrite_or_warn(func, code, self.operators, self)
             self._codes.set(code, twin_code)
