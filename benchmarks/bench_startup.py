@@ -1,11 +1,13 @@
 """What importing cassette_hook, and starting a program through it, adds to a start.
 
-Three commands, each a fresh interpreter (``sys.executable``), run interleaved and
+Five commands, each a fresh interpreter (``sys.executable``), run interleaved and
 rotated round by round from an empty temporary directory:
 
     python -c pass                          the interpreter alone
     python -c "import cassette_hook"        the package, imported
     python -m cassette_hook -c pass         the command line: parse, install the hook, run
+    ... --context null -c pass              and a built-in context named (issue 38, item 1)
+    ... --context profile -c pass           (its report to os.devnull)
 
 Reported: median ms of each, the ratio of each to ``python -c pass`` and the ms it adds
 (medians over rounds of the per-round ratio and difference), and which of the modules
@@ -50,6 +52,8 @@ COMMANDS = {
     "python -c pass": ["-c", "pass"],
     "import cassette_hook": ["-c", "import cassette_hook"],
     "python -m cassette_hook -c pass": ["-m", "cassette_hook", "-c", "pass"],
+    "--context null -c pass": ["-m", "cassette_hook", "--context", "null", "-c", "pass"],  # (a built-in name)
+    "--context profile -c pass": ["-m", "cassette_hook", "--context", "profile", "--output", os.devnull, "-c", "pass"],
 }
 HEAVY = ("bytecode", "importlib_metadata", "xml.sax.saxutils", "urllib.request", "inspect", "tempfile", "sysconfig",
          "importlib.abc", "cassette_hook.importhook.dual_code", "cassette_hook.contexts", "typing",

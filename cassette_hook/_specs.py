@@ -1,7 +1,8 @@
 """Naming contexts from outside Python: ``--context SPEC`` and ``CASSETTE_HOOK_CONTEXT``.
 
-A spec is ``NAME`` -- a context registered in the entry-point group
-``cassette_hook.contexts`` (the built-in ``null``, ``trace`` and ``profile`` are) -- or
+A spec is ``NAME`` -- a built-in context (``null``, ``trace``, ``profile``: found in
+``BUILT_IN`` without reading any package's metadata) or one registered in the entry-point
+group ``cassette_hook.contexts`` -- or
 ``module:attr``, a ``Context`` subclass or instance; either may be followed by options,
 ``NAME,key=value,key=value``, which a class takes through its ``from_options(options,
 output)`` classmethod (see ``cassette_hook.contexts``).
@@ -22,16 +23,40 @@ if TYPE_CHECKING:
 
 GROUP = "cassette_hook.contexts"
 
+BUILT_IN = {"null": "cassette_hook.contexts:NullContext", "trace": "cassette_hook.contexts:TraceContext",
+            "profile": "cassette_hook.contexts:ProfileContext"}
+"""The package's own entry points (``setup.cfg``'s, which a test compares with this), by
+name: a built-in name is found here without ``importlib_metadata`` (30 ms to import, and
+more to read every installed package's metadata: a third of the command line's start-up
+with ``--context null``).  These names are reserved: another package's entry point of the
+same name never replaces the built-in one (``shadowing`` finds such entry points, for
+``--list-contexts`` to say so)."""
+
 
 class SpecError(ValueError):
     """A context spec names nothing usable; the message says what and lists the choices."""
 
 
-def available() -> dict[str, importlib_metadata.EntryPoint]:
-    """The contexts installed under the entry-point group, by name."""
+def _entry_points() -> list[importlib_metadata.EntryPoint]:
+    """Every entry point of the group, ours included, as installed."""
     import importlib_metadata  # (a tenth of a second: only when an entry point is looked up)
 
-    return {ep.name: ep for ep in importlib_metadata.entry_points(group=GROUP)}
+    return list(importlib_metadata.entry_points(group=GROUP))
+
+
+def available() -> dict[str, str]:
+    """The contexts ``--context NAME`` can name, by name: each one's ``module:attr``.
+
+    The built-in ones are ours whatever the installed metadata says (``BUILT_IN``).
+    """
+    found = {ep.name: ep.value for ep in _entry_points() if ep.name not in BUILT_IN}
+    return {**BUILT_IN, **found}
+
+
+def shadowing() -> list[importlib_metadata.EntryPoint]:
+    """The installed entry points that name a built-in context but point elsewhere: never
+    loaded (the built-in name wins), so the package that declares them should be told."""
+    return [ep for ep in _entry_points() if ep.name in BUILT_IN and ep.value != BUILT_IN[ep.name]]
 
 
 def parse(spec: str) -> tuple[str, dict[str, str]]:
@@ -75,24 +100,32 @@ def make(spec: str, output: str | None = None) -> Context:
 
 def load(target: str) -> Any:
     """What ``target`` (a spec's ``NAME`` or ``module:attr``) names, loaded."""
+    if target in BUILT_IN:
+        return _load_object(BUILT_IN[target], target)
     if ":" in target:
         module_name, _, attr = target.partition(":")
         _check_before_importing(target, module_name, attr)
-        try:
-            obj: Any = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise SpecError(f"cannot import {module_name!r} for context {target!r}: {exc}") from None
-        for part in attr.split("."):
-            try:
-                obj = getattr(obj, part)
-            except AttributeError:
-                raise SpecError(f"module {module_name!r} has no attribute {attr!r} (context {target!r})") from None
-        return obj
-    contexts = available()
+        return _load_object(target, target)
+    contexts = {ep.name: ep for ep in _entry_points() if ep.name not in BUILT_IN}
     if target not in contexts:
-        names = ", ".join(sorted(contexts)) or "none"
+        names = ", ".join(sorted({*BUILT_IN, *contexts}))
         raise SpecError(f"unknown context {target!r} (available: {names}; or give module:attr)")
     return contexts[target].load()
+
+
+def _load_object(reference: str, target: str) -> Any:
+    """The object ``reference`` (``module:attr``, checked) names, imported, for ``target``."""
+    module_name, _, attr = reference.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise SpecError(f"cannot import {module_name!r} for context {target!r}: {exc}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise SpecError(f"module {module_name!r} has no attribute {attr!r} (context {target!r})") from None
+    return obj
 
 
 def _check_before_importing(target: str, module_name: str, attr: str) -> None:

@@ -277,6 +277,49 @@ def test_list_contexts_names_the_built_in_ones(tmp_path):
     assert [line.split()[0] for line in result.stdout.splitlines()][:3] == ["null", "profile", "trace"]
 
 
+def installed_package_with_contexts(site: Path, entry_points: str, source: str, first: bool = True) -> dict[str, str]:
+    """A package ``theirs`` installed in ``site`` (its module and its ``.dist-info``) that
+    registers ``entry_points`` (``name = theirs:Attr`` lines); the environment that finds it
+    (``site`` before cassette_hook's own metadata on the path, or after it)."""
+    script(site, source, "theirs.py")
+    script(site, "Metadata-Version: 2.1\nName: theirs\nVersion: 1.0\n", "theirs-1.0.dist-info/METADATA")
+    script(site, f"[cassette_hook.contexts]\n{entry_points}\n", "theirs-1.0.dist-info/entry_points.txt")
+    return {"PYTHONPATH": os.pathsep.join([str(site), *sys.path] if first else [*sys.path, str(site)])}
+
+
+LOUD = """\
+    from cassette_hook import Context
+    class Loud(Context):
+        "A context that says when it is made."
+        def __init__(self):
+            print("Loud made")
+"""
+
+
+def test_another_package_s_context_is_named_by_its_entry_point(tmp_path):
+    env = installed_package_with_contexts(tmp_path / "site", "loud = theirs:Loud", LOUD)
+    assert run("--context", "loud", "-c", "print('ran')", cwd=tmp_path, **env).stdout == "Loud made\nran\n"
+    listed = run("--list-contexts", cwd=tmp_path, **env).stdout
+    assert "loud         A context that says when it is made." in listed.splitlines()
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["theirs-found-first", "theirs-found-last"])
+def test_another_package_s_entry_point_cannot_replace_a_built_in_context(tmp_path, first):
+    env = installed_package_with_contexts(tmp_path / "site", "null = theirs:Loud", LOUD, first)
+    result = run("--context", "null", "-c", "print('ran')", cwd=tmp_path, **env)
+    assert (result.returncode, result.stdout) == (0, "ran\n")
+
+
+def test_listing_the_contexts_names_an_entry_point_that_clashes_with_a_built_in_one(tmp_path):
+    env = installed_package_with_contexts(tmp_path / "site", "null = theirs:Loud", LOUD)
+    result = run("--list-contexts", cwd=tmp_path, **env)
+    assert result.returncode == 0 and "Loud made" not in result.stdout
+    assert [line for line in result.stdout.splitlines() if line.startswith("null ")] == [
+        f"{'null':12} {ch.NullContext.__doc__.strip().splitlines()[0]}"]
+    assert ("entry point 'null' of theirs ignored: 'null' names the built-in context; name that one as "
+            "'theirs:Loud'") in result.stderr
+
+
 def test_help_names_the_options(tmp_path):
     help_text = run("--help", cwd=tmp_path).stdout
     assert "--include" in help_text and "--context" in help_text and "-m" in help_text and "--version" in help_text

@@ -5,16 +5,19 @@
 
 from __future__ import annotations
 
+import configparser
 import functools
 import io
 import json
 import re
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
 import cassette_hook as ch
+from cassette_hook import _specs
 from cassette_hook.contexts import NullContext, ProfileContext, ReportingContext, ReportPathError, TraceContext
 
 M = __name__  # the module name the trace shows for this file's functions
@@ -89,6 +92,13 @@ def test_entry_points_name_the_builtin_contexts(name, cls):
     if name not in found:
         pytest.skip("cassette_hook is not installed, so its entry points are not registered")
     assert found[name].load() is cls
+
+
+def test_the_names_found_without_metadata_are_the_package_s_own_entry_points():
+    config = configparser.ConfigParser()
+    config.read(Path(__file__).resolve().parent.parent / "setup.cfg")
+    declared = config["options.entry_points"]["cassette_hook.contexts"].strip().splitlines()
+    assert dict(tuple(part.strip() for part in line.split("=")) for line in declared) == _specs.BUILT_IN
 
 
 def test_from_options_parses_values_into_constructor_arguments():

@@ -15,6 +15,7 @@ from types import CodeType
 import pytest
 
 import cassette_hook as ch
+from cassette_hook import _specs
 from cassette_hook.importhook import dual_code
 from cassette_hook.rewrite import _names
 
@@ -131,9 +132,24 @@ def test_a_program_with_calls_is_rewritten_as_ever(tmp_path):
     assert {"bytecode", "cassette_hook.importhook.dual_code"} <= imported_by_importtime(out.stderr)
 
 
-def test_naming_a_context_looks_entry_points_up(tmp_path):
-    out = python("-X", "importtime", "-m", "cassette_hook", "--context", "null", "-c", "pass", cwd=tmp_path)
+@pytest.mark.parametrize("name", sorted(_specs.BUILT_IN))
+def test_naming_a_built_in_context_reads_no_package_metadata(tmp_path, name):
+    out = python("-X", "importtime", "-m", "cassette_hook", "--context", name, "--output", os.devnull, "-c", "pass",
+                 cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+    assert "importlib_metadata" not in imported_by_importtime(out.stderr)
+
+
+def test_naming_another_package_s_context_looks_entry_points_up(tmp_path):
+    """The entry point of a package installed in ``tmp_path`` (a ``.dist-info`` beside its module)."""
+    (tmp_path / "theirs.py").write_text(
+        "from cassette_hook import Context\nclass Theirs(Context):\n    def __init__(self):\n        print('made')\n")
+    (tmp_path / "theirs-1.0.dist-info").mkdir()
+    (tmp_path / "theirs-1.0.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: theirs\nVersion: 1.0\n")
+    (tmp_path / "theirs-1.0.dist-info" / "entry_points.txt").write_text(
+        "[cassette_hook.contexts]\ntheirs = theirs:Theirs\n")
+    out = python("-X", "importtime", "-m", "cassette_hook", "--context", "theirs", "-c", "pass", cwd=tmp_path)
+    assert (out.returncode, out.stdout) == (0, "made\n"), out.stderr
     assert "importlib_metadata" in imported_by_importtime(out.stderr)
 
 

@@ -966,6 +966,39 @@ def test_functions_that_cannot_be_rewritten_run_as_primitives_with_one_warning(m
     assert [f for f, _, _ in ctx.metadata] == [victim, victim]  # seen, not recursed into
 
 
+def make_adder(n):  # (a decorator factory's shape: it makes a closure, and calls nothing)
+    def add(x):
+        return abs(x) + n
+
+    return add
+
+
+class Stored:
+    def __init__(self, value):  # (stores, calls nothing)
+        self.value = value
+
+
+def test_a_function_with_nothing_to_rewrite_is_not_rewritten_and_what_it_makes_is_still_seen(monkeypatch):
+    """Its twin runs its own code (docs/internals.md, "Twins"), on either hot path: the
+    rewrite would change nothing, and costs a ``bytecode`` round trip at each first call
+    in each process."""
+    rewritten = []
+    original = plan_module._rewrite_or_warn
+
+    def counting(func, code, *rest):
+        rewritten.append(func.__qualname__)
+        return original(func, code, *rest)
+
+    monkeypatch.setattr(plan_module, "_rewrite_or_warn", counting)
+    result, seen = seen_functions(lambda: (make_adder(2)(-3), Stored(4).value))
+    assert result == (5, 4)
+    assert [f for f in seen if f in (make_adder, abs, Stored)] == [make_adder, abs, Stored]
+    assert [f.__qualname__ for f in seen if getattr(f, "__qualname__", "").startswith("make_adder.")] == [
+        "make_adder.<locals>.add"]
+    assert "make_adder" not in rewritten and "Stored.__init__" not in rewritten
+    assert "make_adder.<locals>.add" in rewritten
+
+
 class Unhashable:
     __hash__ = None
 

@@ -478,6 +478,34 @@ def test_declared_stack_size_covers_what_the_rewritten_code_needs(module_name, o
         assert added <= rewritten.co_stacksize - code.co_stacksize, code.co_name
 
 
+@pytest.mark.parametrize("module_name", ["corpus", "json.decoder", "collections", "asyncio.tasks", "argparse",
+                                         "dataclasses", "inspect", "typing", "enum", "functools"])
+@pytest.mark.parametrize("operators", [False, True])
+@pytest.mark.parametrize("enters", [False, True])
+def test_a_body_found_to_be_its_own_twin_is_one_the_rewriter_leaves_as_it_is(module_name, operators, enters):
+    """``_names.twin_is_itself`` says, without the rewriter, what the rewriter would do: a
+    twin of such a body runs the body's own code (docs/internals.md, "Twins")."""
+    import dis
+    import importlib
+    import os
+    import types
+
+    from cassette_hook.rewrite import _names, rewrite_code
+    from cassette_hook.runtime.callsites import HOOKS
+
+    sys.path.insert(0, os.path.dirname(__file__))
+    itself = [code for code in _code_objects(importlib.import_module(module_name)) if _names.twin_is_itself(code)]
+    assert itself  # (each module has some: decorator factories, __init__ that store, properties)
+
+    def instructions(code: types.CodeType) -> list[tuple[str, object]]:
+        return [(i.opname, i.argval if not isinstance(i.argval, types.CodeType) else id(i.argval))
+                for i in dis.get_instructions(code)]
+
+    for code in itself:
+        assert instructions(rewrite_code(code, HOOKS, operators=operators, enters=enters)) == instructions(code), (
+            code.co_qualname if hasattr(code, "co_qualname") else code.co_name)
+
+
 def test_yield_from_calls_iter_and_recurses_into_a_python_iter():
     class Tree:
         def __init__(self, *children):

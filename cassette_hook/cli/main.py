@@ -269,12 +269,16 @@ def _default_include(options: _Options) -> str:
 def _list_contexts() -> None:
     from .. import _specs
 
-    for name, entry_point in sorted(_specs.available().items()):
+    for name, reference in sorted(_specs.available().items()):
         try:
-            doc = (entry_point.load().__doc__ or "").strip().splitlines()[0]
+            doc = (_specs.load(name).__doc__ or "").strip().splitlines()[0]
         except Exception as exc:  # a broken third-party entry point: say so, list the rest
-            doc = f"(cannot load {entry_point.value}: {exc})"
+            doc = f"(cannot load {reference}: {exc})"
         print(f"{name:12} {doc}")
+    for entry_point in _specs.shadowing():  # (a clash is the declaring package's to fix: say so, on stderr)
+        package = getattr(entry_point.dist, "name", "an installed package")
+        print(f"python -m cassette_hook: entry point {entry_point.name!r} of {package} ignored: {entry_point.name!r} "
+              f"names the built-in context; name that one as {entry_point.value!r}", file=sys.stderr)
 
 
 def _run(options: _Options, args: list[str]) -> int:

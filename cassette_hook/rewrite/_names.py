@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from ._operators import Operator
 
 __all__ = ["ACTIVE", "COMPREHENSIONS", "ENTER", "HOOKS", "METHOD", "OPERATORS", "OPERATORS_ON", "TWIN", "is_part",
-           "is_switched", "nothing_to_rewrite", "operator_name", "switch_module", "switched_hooks", "variant"]
+           "is_switched", "nothing_to_rewrite", "operator_name", "switch_module", "switched_hooks", "twin_is_itself",
+           "variant"]
 
 ACTIVE = "__cassette_hook_active__"
 OPERATORS_ON = "__cassette_hook_operators__"  # true while a live context sees operators (``switch``)
@@ -158,3 +159,30 @@ def nothing_to_rewrite(code: CodeType) -> bool:
 
     raw = code.co_code
     return all(opname[raw[i]] in _SITE_FREE for i in range(0, len(raw), 2))
+
+
+# What a twin's rewrite (``rewrite.rewrite_code``) also leaves as it is, besides the above:
+# making functions and closures (a twin's nested functions stay as compiled: each gets a
+# twin of its own when called), reading globals and cells, storing attributes, globals and
+# cells, and 3.13's paired loads and stores of locals.  A global or method load that feeds
+# a call comes with the call, which is not here.
+_TWIN_SITE_FREE = _SITE_FREE | frozenset({
+    "MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE", "LOAD_CLOSURE", "MAKE_CELL", "COPY_FREE_VARS", "LOAD_DEREF",
+    "STORE_DEREF", "LOAD_GLOBAL", "STORE_ATTR", "STORE_GLOBAL", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST",
+    "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW"})
+
+
+def twin_is_itself(code: CodeType) -> bool:
+    """Would a twin's rewrite leave ``code`` as it is (its constants perhaps reordered):
+    not one instruction the rewriter changes, and no part (comprehension, class body) among
+    its constants, which would be rewritten with it?  Such a function's twin runs its own
+    code, as a switched function's does, without a rewrite: a whole-program context asks
+    for the twin of every function the program calls, and two thirds of those rewritten at
+    run time came out unchanged -- decorator factories, ``__init__`` that store attributes,
+    properties that read one (sympy: 418 of 602 a run; docs/performance.md, "Real programs")."""
+    if any(isinstance(const, CodeType) and is_part(const) for const in code.co_consts):
+        return False
+    from opcode import opname
+
+    raw = code.co_code
+    return all(opname[raw[i]] in _TWIN_SITE_FREE for i in range(0, len(raw), 2))

@@ -278,6 +278,8 @@ class Plan:
             twin_code: CodeType | None = code
         elif id(code) in self._codes.values:
             twin_code = self._codes.values[id(code)]
+        elif self.pass_ is None and _is_own_twin(code):  # (nothing to rewrite)
+            twin_code = code
         else:
             twin_code = _rewrite_or_warn(func, code, self.operators, self)
             self._codes.set(code, twin_code)
@@ -293,6 +295,19 @@ class Plan:
             self.shared.set(code, (twin_code, func.__globals__, func.__module__, getattr(func, "__builtins__", None),
                                    getattr(twin, "__builtins__", None), len(func.__globals__), [None]))
         return twin
+
+
+def _is_own_twin(code: CodeType) -> bool:
+    """Is ``code`` its own twin's (``_names.twin_is_itself``)?  The answer is kept, as a
+    rewritten code is in ``Plan._codes``: a closure made anew at each call asks at each
+    call, and the check reads every instruction.  (Not in ``_codes``: an entry whose value
+    is its key would keep the key alive.)"""
+    if id(code) in _own_twins.values:
+        return True
+    if _names.twin_is_itself(code):
+        _own_twins.set(code, True)
+        return True
+    return False
 
 
 def _twin_from(twin_code: CodeType, func: FunctionType, builtins: dict[str, Any] | None) -> FunctionType:
@@ -318,6 +333,7 @@ _version_like = _native.runtime.version_like
 _UNMADE: Any = object()
 _twin_builtins: dict[str, Any] | None = _UNMADE  # see Plan._skip_the_question
 _switch_modules: WeakIdCache[str] = WeakIdCache()  # switched code -> the module its switch asks about
+_own_twins: WeakIdCache[bool] = WeakIdCache()  # the codes found to be their own twins' (``_is_own_twin``)
 _every_plan: weakref.WeakSet[Plan] = weakref.WeakSet()  # including invalidated plans still in use
 
 
