@@ -106,6 +106,13 @@ def tree(tmp_path, monkeypatch):
     yield from test_importhook.tree.__wrapped__(tmp_path, monkeypatch)
 
 
+def code_of(function):
+    """The code ``function`` holds now: on the C path 3.12+, read without switching it (reading
+    ``__code__`` switches an armed function's module, as its first call would)."""
+    watch = lazy_mode.watcher()
+    return function.__code__ if watch is None else watch.code_of(function)
+
+
 def lazy_import(tree: Path, name: str, source: str = MODULE):
     if not (tree / f"{name}.py").exists():
         write(tree, f"{name}.py", source)
@@ -256,7 +263,7 @@ def caller_name():
 def test_with_a_function_watcher_an_activation_arms_the_functions_and_switches_none(tree, kept_switched):
     mod = lazy_import(tree, "lz_armed")
     with ch.NullContext():
-        assert lazy_mode.watcher().armed(mod.helper) and not _names.is_switched(mod.helper.__code__)
+        assert lazy_mode.watcher().armed(mod.helper) and not _names.is_switched(code_of(mod.helper))
     assert not Path(code_cache.path_for(str(tree / "lz_armed.py"), code_cache.FUNCTIONS)).exists()  # (nothing made yet)
 
 
@@ -269,7 +276,7 @@ def test_the_first_call_of_an_armed_function_switches_its_module_and_no_other(tr
     assert ctx.metadata == ["helper", "add"]  # (boom's first call ran its switched body)
     assert _names.is_switched(mod.helper.__code__) and _names.is_switched(mod.Box.method.__code__)
     assert not lazy_mode.watcher().armed(mod.helper)
-    assert lazy_mode.watcher().armed(other.helper) and not _names.is_switched(other.helper.__code__)
+    assert lazy_mode.watcher().armed(other.helper) and not _names.is_switched(code_of(other.helper))
 
 
 @needs_watcher
@@ -307,7 +314,7 @@ def test_a_call_site_specialized_before_the_activation_reaches_the_first_call(tr
 @needs_watcher
 def test_a_function_made_from_an_armed_modules_code_is_armed_as_it_is_made(tree, kept_switched):
     mod = lazy_import(tree, "lz_late_armed", LATE)  # (its body activates a context, then defines ``late``)
-    assert lazy_mode.watcher().armed(mod.late) and not _names.is_switched(mod.late.__code__)
+    assert lazy_mode.watcher().armed(mod.late) and not _names.is_switched(code_of(mod.late))
 
 
 @needs_watcher
@@ -584,12 +591,118 @@ def test_calls_to_a_function_switched_at_the_first_activation_specialize_as_plai
     assert ("CALL_PY_EXACT_ARGS" in calls) == specializes, calls
 
 
-def test_a_module_imported_under_a_context_is_switched_at_once(tree):
+def test_without_a_function_watcher_a_module_imported_under_a_context_is_switched_at_once(tree, unwatched):
     write(tree, "lz_active.py", MODULE)
     with ch.NullContext():
         mod = lazy_import(tree, "lz_active")
         assert _names.is_switched(mod.helper.__code__)
     assert not lazy_mode.waiting()
+
+
+IMPORTED_UNDER_A_CONTEXT = """
+def helper(x):
+    return abs(x)
+
+class Box:
+    def method(self, x):
+        return helper(x)
+
+AT_IMPORT = [abs(-1)]
+"""
+
+
+@needs_watcher
+def test_with_a_function_watcher_a_module_imported_under_a_context_has_its_body_switched_and_its_functions_armed(
+        tree):
+    ctx = Seen(metadata=[])
+    with ctx:
+        mod = lazy_import(tree, "lz_active_armed", IMPORTED_UNDER_A_CONTEXT)
+        assert ctx.metadata == ["abs"]  # (its body's own call)
+        assert lazy_mode.watcher().armed(mod.Box.method) and not _names.is_switched(code_of(mod.Box.method))
+        assert mod.Box().method(-2) == 2
+    assert ctx.metadata == ["abs", "helper", "abs"] and _names.is_switched(code_of(mod.helper))
+    assert not lazy_mode.waiting()
+
+
+@needs_watcher
+def test_reading_the_code_of_an_armed_function_switches_it_alone(tree):
+    with ch.NullContext():
+        mod = lazy_import(tree, "lz_active_read", IMPORTED_UNDER_A_CONTEXT)
+        assert _names.is_switched(mod.helper.__code__)
+        assert not lazy_mode.watcher().armed(mod.helper) and _names.is_switched(code_of(mod.helper))
+        assert lazy_mode.watcher().switched_of(code_of(mod.Box.method)) is None  # (its module not switched)
+
+
+@needs_watcher
+def test_a_function_whose_code_was_read_keeps_that_code_when_its_module_is_switched(tree):
+    ctx = Seen(metadata=[])
+    with ctx:
+        mod = lazy_import(tree, "lz_active_read_first", IMPORTED_UNDER_A_CONTEXT)
+        read = mod.helper.__code__
+        assert mod.Box().method(-2) == 2  # (switches the module)
+        assert code_of(mod.helper) is read and _names.is_switched(code_of(mod.Box.method))
+    assert ctx.metadata == ["abs", "helper", "abs"]
+
+
+KEEPS_CODE = """
+import sys
+
+KEPT = set()
+
+def internal(f):  # (as jinja2's @internalcode: tracebacks leave out the frames of these codes)
+    KEPT.add(f.__code__)
+    return f
+
+@internal
+def inner():
+    return sys._getframe().f_code
+
+class Box:
+    @internal
+    def method(self):
+        return sys._getframe().f_code
+"""
+
+
+def test_a_decorator_keeping_a_functions_code_at_import_under_a_context_holds_the_code_its_frames_run(tree):
+    with ch.NullContext():
+        mod = lazy_import(tree, "lz_keeps_code", KEEPS_CODE)
+        assert mod.inner() in mod.KEPT and mod.Box().method() in mod.KEPT
+    assert mod.inner() in mod.KEPT and mod.Box().method() in mod.KEPT
+
+
+@needs_watcher
+def test_a_function_of_a_module_imported_under_a_context_keeps_its_switched_code_while_idle(tree, restoring):
+    with ch.NullContext():
+        mod = lazy_import(tree, "lz_keeps_switched", KEEPS_CODE)
+    gc.collect()  # (idle: what the activations switched gets its compiled code back)
+    assert mod.inner() in mod.KEPT and _names.is_switched(code_of(mod.inner))
+    with ch.NullContext():
+        assert mod.inner() in mod.KEPT
+
+
+@needs_watcher
+def test_a_function_made_from_an_armed_functions_code_runs_what_the_armed_function_runs(tree):
+    with ch.NullContext():
+        mod = lazy_import(tree, "lz_copied_armed", KEEPS_CODE)
+        copy = type(mod.inner)(mod.inner.__code__, mod.__dict__)
+        assert copy() is mod.inner() and copy() in mod.KEPT
+
+
+@needs_watcher
+def test_a_module_imported_under_a_context_again_reads_its_body_and_functions_from_the_cache(tree, monkeypatch):
+    with ch.NullContext():
+        lazy_import(tree, "lz_active_cached", IMPORTED_UNDER_A_CONTEXT).Box().method(1)
+    del sys.modules["lz_active_cached"]
+    for kind in (code_cache.BODY, code_cache.FUNCTIONS):
+        assert Path(code_cache.path_for(str(tree / "lz_active_cached.py"), kind)).exists()
+    monkeypatch.setattr(dual_code, "switched_body", lambda code, module: pytest.fail("body made again"))
+    monkeypatch.setattr(dual_code, "switched_functions", lambda codes, module: pytest.fail("functions made again"))
+    ctx = Seen(metadata=[])
+    with ctx:
+        mod = lazy_import(tree, "lz_active_cached")
+        assert mod.Box().method(-2) == 2
+    assert ctx.metadata == ["abs", "helper", "abs"]
 
 
 def test_a_lazy_import_reads_its_light_code_from_the_cache(tree, monkeypatch, either_way):
@@ -768,6 +881,19 @@ def test_debug_import_says_what_a_lazy_import_without_a_cache_made(tree, capsys,
     assert said == ["lz_sourceless: included by 'lz_sourceless'; rewriting",
                     "lz_sourceless: light: as compiled (switched under a context); "
                     "not cached (a .pyc without its source)"]
+
+
+@needs_watcher
+def test_debug_import_says_what_an_import_under_a_context_made(tree, capsys, monkeypatch):
+    monkeypatch.setattr(_debug, "imports", True)
+    with ch.NullContext():
+        lazy_import(tree, "lz_said_armed", IMPORTED_UNDER_A_CONTEXT)
+    said = [line.removeprefix("cassette_hook: import: ") for line in capsys.readouterr().err.splitlines()
+            if line.startswith("cassette_hook: import: lz_said_armed")]
+    body = code_cache.path_for(str(tree / "lz_said_armed.py"), code_cache.BODY)
+    assert said == ["lz_said_armed: included by 'lz_said_armed'; rewriting",
+                    "lz_said_armed: its body rewritten; its functions switched at the first call of one; "
+                    f"cache miss, written: {body}"]
 
 
 def test_debug_import_says_what_a_lazy_import_and_the_first_activation_did(tree, capsys, monkeypatch, either_way):

@@ -25,6 +25,12 @@
  * is registered when the module loads (the lazy hook's first module), and then costs
  * every function creation in the process one look at its code's co_extra.
  *
+ * Imported under a context.  A module imported while a context is active runs its body
+ * switched and has its functions armed as they are made (lazy_mode.arm_module), so that a
+ * first run under a context rewrites what it runs, not all it imports.  What f.__code__
+ * returns must then still be the code f will run (a decorator may record it at import):
+ * see get_code below.
+ *
  * Versions.  MAKE_FUNCTION versions a new function from its code's co_version after the
  * watcher's event; a call site that specializes for a version calls past the trampoline,
  * so an armed code's co_version is 0 while its module waits (kept in its mark, and given
@@ -42,6 +48,7 @@
 
 static Py_ssize_t switched_slot = -1; /* the co_extra index holding a light code's mark */
 static PyObject *on_first_call = NULL;  /* _light's: switches the module of the function it is given */
+static PyObject *on_code_read = NULL;   /* lazy_mode's: gives the armed function it is given its switched code */
 static vectorcallfunc default_vectorcall = NULL; /* CPython's own, read off the first function armed */
 
 /* A light code's mark (in co_extra) is a one-item list, set once (PyUnstable_Code_SetExtra
@@ -274,12 +281,99 @@ armed(PyObject *module, PyObject *func)
     return PyBool_FromLong(PyFunction_Check(func) && ((PyFunctionObject *)func)->vectorcall == first_call);
 }
 
+/* What f.__code__ says.  A decorator may keep a function's code as its module is imported
+ * (jinja2's @internalcode: a set of codes, whose frames its tracebacks leave out), so what
+ * `__code__` returns must be the code the function will run.  An armed function would run
+ * its switched code from its first call on; so once set_code_read has a callback,
+ * function's `__code__` is this getset (same name, doc and setter as CPython's), whose
+ * getter, for an armed function, first has the callback give it the code its first call
+ * would (lazy_mode.code_read: it is disarmed, and holds its switched code under a context),
+ * and then reads the code as CPython's getter does (audit event included).  For any other
+ * function it is CPython's getter.  The callback reads codes with code_of, not through
+ * this getter. */
+static getter cpython_get_code = NULL; /* CPython's getter of function.__code__, once ours replaced it */
+static PyGetSetDef code_getset;        /* ours: CPython's, with get_code as getter */
+
+static PyObject *
+get_code(PyObject *func, void *closure)
+{
+    if (on_code_read != NULL && PyFunction_Check(func)
+        && ((PyFunctionObject *)func)->vectorcall == first_call) {
+        PyObject *done = PyObject_CallOneArg(on_code_read, func);
+        if (done == NULL) {
+            return NULL;
+        }
+        Py_DECREF(done);
+    }
+    return cpython_get_code(func, closure);
+}
+
+/* function.__code__ becomes ours (above); done once.  -1 with an exception if the type's
+ * __code__ is not the getset descriptor CPython defines (another tool replaced it). */
+static int
+guard_code(void)
+{
+    if (cpython_get_code != NULL) {
+        return 0;
+    }
+    PyObject *dict = PyType_GetDict(&PyFunction_Type);
+    if (dict == NULL) {
+        return -1;
+    }
+    PyObject *cpython = PyDict_GetItemString(dict, "__code__"); /* (borrowed) */
+    if (cpython == NULL || !Py_IS_TYPE(cpython, &PyGetSetDescr_Type)) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "cassette_hook.importhook._watch: function.__code__ is not CPython's getset descriptor");
+        Py_DECREF(dict);
+        return -1;
+    }
+    PyGetSetDef *def = ((PyGetSetDescrObject *)cpython)->d_getset;
+    code_getset = (PyGetSetDef){def->name, get_code, def->set, def->doc, def->closure};
+    PyObject *ours = PyDescr_NewGetSet(&PyFunction_Type, &code_getset);
+    if (ours == NULL) {
+        Py_DECREF(dict);
+        return -1;
+    }
+    getter was = def->get;
+    int failed = PyDict_SetItemString(dict, def->name, ours);
+    Py_DECREF(ours);
+    Py_DECREF(dict);
+    if (failed) {
+        return -1;
+    }
+    cpython_get_code = was; /* (CPython's descriptor, static, outlives its removal from the dict) */
+    PyType_Modified(&PyFunction_Type);
+    return 0;
+}
+
 static PyObject *
 set_first_call(PyObject *module, PyObject *callback)
 {
     (void)module;
     Py_XSETREF(on_first_call, Py_NewRef(callback));
     Py_RETURN_NONE;
+}
+
+static PyObject *
+set_code_read(PyObject *module, PyObject *callback)
+{
+    (void)module;
+    if (guard_code() < 0) {
+        return NULL;
+    }
+    Py_XSETREF(on_code_read, Py_NewRef(callback));
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+code_of(PyObject *module, PyObject *func)
+{
+    (void)module;
+    if (!PyFunction_Check(func)) {
+        PyErr_SetString(PyExc_TypeError, "code_of(function) takes a function");
+        return NULL;
+    }
+    return Py_NewRef(PyFunction_GET_CODE(func));
 }
 
 static PyMethodDef methods[] = {
@@ -294,6 +388,9 @@ static PyMethodDef methods[] = {
     {"disarm", disarm, METH_O, "disarm(function): calls to it are CPython's again."},
     {"armed", armed, METH_O, "armed(function): does its next call run the first-call callback?"},
     {"set_first_call", set_first_call, METH_O, "set_first_call(callback): callback(function) runs at an armed function's first call."},
+    {"set_code_read", set_code_read, METH_O,
+     "set_code_read(callback): function.__code__ runs callback(function) first where function is armed."},
+    {"code_of", code_of, METH_O, "code_of(function): the code it holds now (function.__code__ without switching it)."},
     {NULL},
 };
 

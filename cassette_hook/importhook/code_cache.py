@@ -5,9 +5,12 @@ to CPython's own ``.pyc`` (never in it: CPython's file stays CPython's).  The fi
 carries CPython's cache tag and optimization level (``importlib.util.cache_from_source``
 also honours ``sys.pycache_prefix``) and, for switched code, the hot path it was made for
 (``.pure`` without the C accelerators: ``_names.variant``), so that the two paths, run in
-turn, each keep their own file rather than rewriting one.  A module has up to three
+turn, each keep their own file rather than rewriting one.  A module has up to four
 files, one per kind of code the hook hands out: switched (no kind), light (``.light``,
-shared by both paths) and its functions switched (``.functions``; see ``lazy_mode``).
+shared by both paths), its functions switched (``.functions``; see ``lazy_mode``), and its
+body switched with its functions as compiled, beside the compiled code, one marshal of
+both (``.body``: imported while a context is active, its functions switched at the first
+call of one; ``lazy_mode.arm_module``).
 
 What a file's code is made from is the code CPython's own import gives for the source,
 so a file is valid exactly while CPython would still give that code (docs/importhook.md,
@@ -42,7 +45,7 @@ from .. import __version__, _debug
 from ..rewrite import _names
 
 FORMAT = b"cassette_hook pyc 6\n"
-SWITCHED, LIGHT, FUNCTIONS = "", ".light", ".functions"  # the kinds of file
+SWITCHED, LIGHT, FUNCTIONS, BODY = "", ".light", ".functions", ".body"  # the kinds of file
 _RAW_MAGIC_NUMBER = int.from_bytes(MAGIC_NUMBER, "little")  # the key of CPython's source hashes (PEP 552)
 _HEADER = 16  # the length of a .pyc's header: magic, flags, and a timestamp and size or a source hash
 

@@ -52,7 +52,7 @@ from ..rewrite._stack import Item
 
 # (what the runtime needs to know of switched code is in ``_names``, which does not
 # import ``bytecode``)
-__all__ = ["plain_body", "switched", "switched_functions"]
+__all__ = ["plain_body", "switched", "switched_body", "switched_functions"]
 
 _PREFIX = frozenset({"MAKE_CELL", "COPY_FREE_VARS", "RETURN_GENERATOR", "POP_TOP", "GEN_START", "RESUME"})
 
@@ -86,6 +86,17 @@ def switched(code: CodeType, module: str) -> CodeType:
     return _Switcher(module).switched(code)
 
 
+def switched_body(code: CodeType, module: str) -> CodeType:
+    """A module's ``code`` with its own body and the parts that run with it (class bodies,
+    comprehensions) behind a mode switch, and the functions it defines as compiled: what a
+    module imported while a context is active runs where its functions are switched at the
+    first call of one of them (``lazy_mode.arm_module``).
+
+    Raises ``UnsupportedCode`` as :func:`switched` does.
+    """
+    return _Switcher(module, functions=False).switched(code)
+
+
 def switched_functions(functions: Sequence[CodeType], module: str) -> list[CodeType | Exception]:
     """Each of a light module's ``functions`` (``lazy_mode.functions``) switched, or the
     exception that kept it from being switched (it then stays as it is)."""
@@ -102,8 +113,9 @@ def switched_functions(functions: Sequence[CodeType], module: str) -> list[CodeT
 
 
 class _Switcher:
-    def __init__(self, module: str) -> None:
+    def __init__(self, module: str, functions: bool = True) -> None:
         self.module = module
+        self.functions = functions  # switch the functions a code defines too (else: left as compiled)
         self.hooks = switched_hooks()
         self._done: dict[int, tuple[CodeType, CodeType]] = {}  # id(code) -> (code, result)
         self._has_sites: set[int] = set()  # ids of rewritten parts that have sites
@@ -169,11 +181,13 @@ class _Switcher:
                                         for const in code.co_consts))
 
     def _plain_nested(self, code: CodeType) -> CodeType:
-        return self._plain(code) if is_part(code) else self.switched(code)
+        if is_part(code):
+            return self._plain(code)
+        return self.switched(code) if self.functions else code
 
     def _instrumented_nested(self, code: CodeType, part: bool) -> CodeType:
         if not part:
-            return self.switched(code)
+            return self.switched(code) if self.functions else code
 
         def rewrite() -> CodeType:
             body = rewritten(code, self.hooks, operators=True, nested=self._instrumented_nested)

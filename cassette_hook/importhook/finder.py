@@ -235,30 +235,36 @@ class _SwitchingSource(SourceFileLoader):
         _keep_importing(fullname)
         source_path = self.get_filename(fullname)
         light = _light_now(fullname)
-        kind = code_cache.LIGHT if light else code_cache.SWITCHED
+        armed = not light and _armed_now(fullname)
+        kind = code_cache.LIGHT if light else code_cache.BODY if armed else code_cache.SWITCHED
         cpython = code_cache.cpython_path(source_path)
         cache = None if cpython is None else code_cache.beside(cpython, kind)
         found = "miss"
         if cache is not None and cpython is not None:
-            code, found, basis = code_cache.read_mirroring(cache, cpython, source_path, fullname, OPTIONS, kind)
-            if isinstance(code, CodeType):
+            cached, found, basis = code_cache.read_mirroring(cache, cpython, source_path, fullname, OPTIONS, kind)
+            # (a .body file holds the body and the compiled code: one marshal, so the
+            # functions' code they share is one object, as lazy_mode needs)
+            if armed:
+                both = cached if isinstance(cached, tuple) and len(cached) == 2 else None
+            else:
+                both = (cached, cached) if isinstance(cached, CodeType) else None
+            if both is not None:
                 if _debug.imports:
                     _debug.say("import", f"{fullname}: cache hit: {cache}")
                 if not light:
                     switch.install_builtins()  # (switch_or_warn does it for code it makes)
-                    return code
-                return _waiting(code, fullname, source_path, basis)
+                return _handed_out(both[0], both[1], True, light, armed, fullname, source_path, basis)
         plain, basis = self._compiled(fullname, cpython)
         # Light code is cached even when it is the compiled code (a copy of CPython's .pyc):
         # the next import then reads one file, not a missing one of ours and then CPython's.
-        code, made = _made(plain, fullname, light)
+        code, made = _made(plain, fullname, light, armed)
         written = "no cache for this source"
         if made and cache is not None:
-            written = code_cache.write(cache, code, basis, fullname, OPTIONS, kind)
+            written = code_cache.write(cache, (code, plain) if armed else code, basis, fullname, OPTIONS, kind)
         if _debug.imports:
             said = f"cache {found}, {written}: {cache}" if cache is not None else written
-            _say_made(fullname, plain, code, light, said if made else None)
-        return _waiting(code, fullname, source_path, basis) if made and light else code
+            _say_made(fullname, plain, code, light, armed, said if made else None)
+        return _handed_out(code, plain, made, light, armed, fullname, source_path, basis)
 
     def _compiled(self, fullname: str, cpython: str | None) -> tuple[CodeType, code_cache.Basis | None]:
         """CPython's code for the module, as its ``get_code`` gives it (reading its ``.pyc``
@@ -335,10 +341,12 @@ def _watched(loader: _SwitchingSource, path: str) -> _Watch | None:
     return watch if watch is not None and watch.loader is loader and path == watch.cpython else None
 
 
-def _say_made(module: str, plain: CodeType, code: CodeType, light: bool, cached: str | None) -> None:
+def _say_made(module: str, plain: CodeType, code: CodeType, light: bool, armed: bool, cached: str | None) -> None:
     """Tell ``--debug import`` what the hook made of ``module``'s compiled code; ``cached``
     says what became of its cache file (``None``: nothing was made to cache)."""
-    if code is not plain:
+    if armed and cached is not None:
+        what = "its body rewritten; its functions switched at the first call of one"
+    elif code is not plain:
         what = "rewritten"
     elif _names.nothing_to_rewrite(plain):
         what = "nothing to rewrite (no function, class or call): imported as compiled"
@@ -473,28 +481,50 @@ def code_for(plain: CodeType, module: str, uncached: str) -> CodeType:
     for ``--debug import``): light code waiting for a context when none is active, else
     switched code."""
     light = _light_now(module)
-    code, made = _made(plain, module, light)
+    armed = not light and _armed_now(module)
+    code, made = _made(plain, module, light, armed)
     if _debug.imports:
-        _say_made(module, plain, code, light, f"not cached ({uncached})" if made else None)
-    return _waiting(code, module) if made and light else code
+        _say_made(module, plain, code, light, armed, f"not cached ({uncached})" if made else None)
+    return _handed_out(code, plain, made, light, armed, module)
 
 
-def _made(plain: CodeType, module: str, light: bool) -> tuple[CodeType, bool]:
-    """``plain`` light or switched, and whether that was made (not so when rewriting failed,
-    with a warning, or switching found nothing to rewrite: then ``plain`` itself).  Light
-    code is the compiled code (``lazy_mode``): neither ``bytecode`` nor the rewriter is imported
-    for it."""
+def _armed_now(module: str) -> bool:
+    """Should ``module`` have only its body switched, its functions to be switched at the
+    first call of one of them (``lazy_mode.arm_module``): the hook was installed ``lazy``,
+    a context is active, a function watcher is there to arm the functions (3.12+, the C
+    accelerators), and it is not the program's main module."""
+    return _lazy and switch.active() and module not in MAIN_MODULES and lazy_mode.watcher() is not None
+
+
+def _made(plain: CodeType, module: str, light: bool, armed: bool) -> tuple[CodeType, bool]:
+    """``plain`` light, with only its body switched (``armed``) or switched, and whether
+    that was made (not so when rewriting failed, with a warning, or switching found nothing
+    to rewrite: then ``plain`` itself).  Light code is the compiled code (``lazy_mode``):
+    neither ``bytecode`` nor the rewriter is imported for it."""
     if light:
         return plain, True
+    if armed:  # (made even where the body has no call of its own: the functions it defines wait)
+        if _names.nothing_to_rewrite(plain):
+            return plain, False
+        switch.install_builtins()
+        from . import dual_code  # (``bytecode`` with it)
+
+        body = _rewritten_or_warn(plain, module, dual_code.switched_body)
+        return (plain, False) if body is None else (body, True)
     switched = switch_or_warn(plain, module)
     return switched, switched is not plain
 
 
-def _waiting(code: CodeType, module: str, source_path: str | None = None,
-             basis: code_cache.Basis | None = None) -> CodeType:
-    """Light ``code``, about to run, made to wait for a context; where the source and the
-    ``.pyc`` of CPython's it is the code of are known, its switched functions will be cached."""
-    lazy_mode.wait_for_context(lazy_mode.LightModule(module, code, source_path, basis, OPTIONS))
+def _handed_out(code: CodeType, plain: CodeType, made: bool, light: bool, armed: bool, module: str,
+                source_path: str | None = None, basis: code_cache.Basis | None = None) -> CodeType:
+    """``code``, about to run: if it is light, made to wait for a context; if it is
+    ``plain`` with its body switched (``armed``), the functions it makes are armed, to be
+    switched at the first call of one of them.  Where the source and the ``.pyc`` of
+    CPython's it is the code of are known, their switched code will be cached."""
+    if made and light:
+        lazy_mode.wait_for_context(lazy_mode.LightModule(module, plain, source_path, basis, OPTIONS))
+    elif made and armed:
+        lazy_mode.arm_module(lazy_mode.LightModule(module, plain, source_path, basis, OPTIONS))
     return code
 
 
@@ -534,7 +564,7 @@ def _rewritten_or_warn(code: CodeType, module: str,
         if _debug.imports:
             _debug.say("import", f"{module}: rewrite failed: {exc}; imported unrewritten")
         warnings.warn(f"cassette_hook: cannot instrument module {module!r}: {exc}; it is imported unrewritten",
-                      RuntimeWarning, stacklevel=3)  # (the caller of switch_or_warn)
+                      RuntimeWarning, stacklevel=3)  # (the caller of switch_or_warn or _made)
         return None
 
 

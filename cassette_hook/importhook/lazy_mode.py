@@ -20,6 +20,11 @@ is entered.  How:
 - Elsewhere (3.10, 3.11, the pure-Python path) there is no way to catch a first call
   before its frame exists, and the activation switches them all.
 
+A module imported while a context is active runs only its body switched, and its
+functions are armed as they are made (:func:`arm_module`, 3.12+ with ``_watch.c``; elsewhere
+it is switched at import); reading ``__code__`` of an armed function gives it its switched
+code first (:func:`code_read`), so that what a decorator records at import is what runs.
+
 From then on the module is as if imported switched, but that when the process goes idle
 for long the functions get their light code back (see "the compiled code again while no
 context is active" below).
@@ -37,6 +42,7 @@ most of the cost of a cold import of a package with many closures (``docs/intern
 from __future__ import annotations
 
 import gc
+import sys
 import time
 import warnings
 import weakref
@@ -90,9 +96,9 @@ class LightModule:
         self.name, self.code = name, code
         self.source_path, self.basis, self.options = source_path, basis, options
 
-    def switched_functions(self, light: list[CodeType]) -> list[CodeType]:
-        """The switched code of each of ``light`` (this module's :func:`functions`, nested
-        ones too), or the light code itself where it cannot be switched."""
+    def cached_functions(self, light: list[CodeType]) -> tuple[list[CodeType] | None, str, str | None]:
+        """The switched code of each of ``light`` from the cache (or None), what was found
+        there, in words, and the cache file's path (None: no cache for this module)."""
         found = "none"
         cache = None if self.source_path is None else code_cache.path_for(self.source_path, code_cache.FUNCTIONS)
         if cache is not None and self.basis is not None:
@@ -101,7 +107,15 @@ class LightModule:
             if isinstance(cached, tuple) and _same_functions(cached, light):
                 if _debug.imports:
                     _debug.say("import", f"{self.name}: functions switched; cache hit: {cache}")
-                return list(cached)
+                return list(cached), found, cache
+        return None, found, cache
+
+    def switched_functions(self, light: list[CodeType]) -> list[CodeType]:
+        """The switched code of each of ``light`` (this module's :func:`functions`, nested
+        ones too), or the light code itself where it cannot be switched."""
+        cached, found, cache = self.cached_functions(light)
+        if cached is not None:
+            return cached
         from . import dual_code  # (``bytecode`` with it)
 
         _debug.progress.begin(self.name)
@@ -232,52 +246,77 @@ def _switch_live(replacement: dict[int, tuple[CodeType, CodeType]]) -> None:
 # code before it is switched are armed as they are made.
 
 class _Armed:
-    """A light module whose functions wait for the first call of one of them."""
+    """A light module whose functions wait for the first call of one of them; ``at_import``:
+    imported while a context was active (:func:`arm_module`), its functions are then given
+    their switched code for good, as if it had been switched at import."""
 
-    __slots__ = ("module", "light", "functions", "switching")
+    __slots__ = ("module", "light", "at_import", "functions", "switching")
 
-    def __init__(self, module: LightModule, light: list[CodeType]) -> None:
-        self.module, self.light = module, light
+    def __init__(self, module: LightModule, light: list[CodeType], at_import: bool) -> None:
+        self.module, self.light, self.at_import = module, light, at_import
         self.functions: list[weakref.ref[FunctionType]] = []  # armed by the activation's pass
         self.switching = False  # (by the thread holding _switching: a call it makes meanwhile runs light)
 
 
 _armed: dict[int, tuple[CodeType, _Armed]] = {}  # id(light code) -> (it, its module), until the module is switched
+_for_good: dict[int, CodeType] = {}  # id(light code) -> it, for the modules armed at import once switched
+_first_calls_caught = False  # are the trampoline's, the plans' and ``__code__``'s callbacks in place?
 
 
 def _arm(waiting: list[LightModule], watch: Any) -> None:
     found: dict[int, tuple[CodeType, _Armed]] = {}
     for module in waiting:
-        light = functions(module.code)
-        if light:
-            armed = _Armed(module, light)
-            for code in light:
-                found[id(code)] = (code, armed)
-                watch.arm_at_creation(code)
-    if not found:
-        return
-    _armed.update(found)
-    watch.set_first_call(first_call)
-    from ..runtime import plan  # (the runtime: loaded by the activation)
-
-    plan.switch_before_twin = first_call
-    _watch_activity()
+        armed = _armed_module(module, watch, at_import=False)
+        if armed is not None:
+            found.update((id(code), (code, armed)) for code in armed.light)
     for obj in gc.get_objects():
         if type(obj) is FunctionType:
-            known = found.get(id(obj.__code__))
+            known = found.get(id(watch.code_of(obj)))  # (not obj.__code__: that would switch an armed one)
             if known is not None:
                 watch.arm(obj)
                 known[1].functions.append(weakref.ref(obj))
 
 
+def arm_module(module: LightModule) -> None:
+    """``module``, imported while a context is active, is about to run its body switched
+    with the functions it defines as compiled (``dual_code.switched_body``): the functions
+    it makes are armed as they are made, and its functions switched at the first call of
+    one of them, or as the ``__code__`` of one is read (``_watch.c``), for good."""
+    with _switching:
+        _armed_module(module, watcher(), at_import=True)
+
+
+def _armed_module(module: LightModule, watch: Any, at_import: bool) -> _Armed | None:
+    """The functions made from now on from ``module``'s light function code are armed (the
+    caller holds ``_switching``); None if it makes none."""
+    global _first_calls_caught
+    light = functions(module.code)
+    if not light:
+        return None
+    if not _first_calls_caught:
+        watch.set_first_call(first_call)
+        watch.set_code_read(code_read)
+        from ..runtime import plan  # (the runtime: loaded by the activation, or the active context)
+
+        plan.switch_before_twin = first_call
+        _watch_activity()
+        _first_calls_caught = True
+    armed = _Armed(module, light, at_import)
+    for code in light:
+        _armed[id(code)] = (code, armed)
+        watch.arm_at_creation(code)
+    return armed
+
+
 def first_call(function: FunctionType) -> None:
-    """``function`` is called for the first time since an activation armed it (``_watch``'s
-    trampoline), or a plan is making its twin: switch its module if it waits, and give it
-    its switched code.  A module that cannot be switched runs light, with a warning."""
+    """``function`` is called for the first time since it was armed (``_watch``'s
+    trampoline), its ``__code__`` is read, or a plan is making its twin: switch its module
+    if it waits, and give it its switched code.  A module that cannot be switched runs
+    light, with a warning."""
     watch = watcher()
-    if watch is None:
+    if watch is None or _finalizing(watch, function):
         return
-    code = function.__code__
+    code = watch.code_of(function)
     known = _armed.get(id(code))
     if known is not None and known[0] is code:  # (else its module is switched already, or never waited)
         with _switching:
@@ -288,11 +327,71 @@ def first_call(function: FunctionType) -> None:
     _give(function, code, watch.switched_of(code))
 
 
-def _switch_module(armed: _Armed) -> None:
-    """Switch an armed module's functions (the caller holds ``_switching``)."""
+def code_read(function: FunctionType) -> None:
+    """The ``__code__`` of ``function``, armed, is being read (``_watch.c``'s getter): give
+    it the code its first call would give it, so that what is read is what it will run.
+    Only its own code is switched, not its module's (unless the module's switched functions
+    are cached: then all of them, as cheaply): decorators read ``__code__`` as a module is
+    imported (networkx's ``argmap`` through ``inspect.isgeneratorfunction``,
+    ``inspect.signature``), and switching the module of each would switch most of what a
+    program imports, which arming them is there to save."""
+    watch = watcher()
+    if watch is None or _finalizing(watch, function):
+        return
+    code = watch.code_of(function)
+    known = _armed.get(id(code))
+    if known is not None and known[0] is code:  # (else its module is switched already, or never waited)
+        with _switching:
+            if known[1].switching:
+                return  # read by the switching of its own module: light, this once
+            if id(code) in _armed and watch.switched_of(code) is None:
+                _switch_one(known[1], code)
+    _give(function, code, watch.switched_of(code))
+
+
+def _finalizing(watch: Any, function: FunctionType) -> bool:
+    """Is the interpreter tearing down (a finalizer, a weakref callback)?  Then ``function``
+    is disarmed and keeps its compiled code: the builtins are CPython's startup copy, so
+    nothing can be switched (docs/importhook.md, "At interpreter shutdown"), and no
+    context is active to see its calls."""
+    if not sys.is_finalizing():
+        return False
+    watch.disarm(function)
+    return True
+
+
+def _switch_one(armed: _Armed, light: CodeType) -> None:
+    """Switch one light function code of an armed module, which stays armed (the caller
+    holds ``_switching``): every function made from it gets that switched code, and so
+    does the module's switching, later (``_watch``: a code is switched once)."""
+    cached, _, _ = armed.module.cached_functions(armed.light)
+    if cached is not None:
+        _switch_module(armed, cached)
+        return
+    from . import dual_code  # (``bytecode`` with it)
+
     armed.switching = True
     try:
-        made = armed.module.switched_functions(armed.light)
+        with recursion_budget.headroom(rewrite.HEADROOM):
+            made = dual_code.switched_functions([light], armed.module.name)[0]
+    finally:
+        armed.switching = False
+    if armed.at_import:
+        _for_good[id(light)] = light
+    if isinstance(made, Exception):
+        warnings.warn(f"cassette_hook: cannot instrument function {light.co_name!r} of module "
+                      f"{armed.module.name!r}: {made}; it runs unrewritten", RuntimeWarning, stacklevel=3)
+        watcher().disarm_at_creation(light)
+    else:
+        watcher().switch_at_creation(light, made)
+
+
+def _switch_module(armed: _Armed, made: list[CodeType] | None = None) -> None:
+    """Switch an armed module's functions, to ``made`` if given (the caller holds ``_switching``)."""
+    armed.switching = True
+    try:
+        if made is None:
+            made = armed.module.switched_functions(armed.light)
     except Exception as error:  # (at a call of the program's: it runs light, as a module that cannot be rewritten)
         warnings.warn(f"cassette_hook: cannot instrument module {armed.module.name!r}: {error!r}; "
                       f"it runs unrewritten", RuntimeWarning, stacklevel=2)
@@ -302,6 +401,8 @@ def _switch_module(armed: _Armed) -> None:
     watch = watcher()
     for light, switched in zip(armed.light, made):
         _armed.pop(id(light), None)
+        if armed.at_import:
+            _for_good[id(light)] = light
         if switched is light:
             watch.disarm_at_creation(light)
         else:
@@ -309,18 +410,24 @@ def _switch_module(armed: _Armed) -> None:
     for ref in armed.functions:
         function = ref()
         if function is not None:
-            code = function.__code__
-            _give(function, code, watch.switched_of(code))
+            code = watch.code_of(function)
+            _give(function, code, watch.switched_of(code))  # (a code switched before keeps that switched code)
     armed.functions = []
 
 
 def _give(function: FunctionType, light: CodeType, switched: CodeType | None) -> None:
     """Disarm ``function`` and give it ``switched``, tracked as the activations' functions
     are; first called while no context is active, it keeps its compiled code until the next
-    activation switches the tracked functions (as after a restore)."""
+    activation switches the tracked functions (as after a restore).  A function of a
+    module armed at import gets ``switched`` for good, untracked, as if switched at import:
+    a ``__code__`` read under the context (a decorator's) stays what it runs."""
     global _restored
-    watcher().disarm(function)
-    if switched is not None and function.__code__ is light:
+    watch = watcher()
+    watch.disarm(function)
+    if switched is not None and watch.code_of(function) is light:
+        if _for_good.get(id(light)) is light:
+            set_code(function, switched)
+            return
         if switch.active():
             set_code(function, switched)
         else:
