@@ -33,6 +33,7 @@ Columns (ratios: median over rounds of the per-round ratio of the two variants):
 
     PYTHONPATH=. python benchmarks/bench_idle.py [--quick] [--workloads fib,go] [--rounds N]
                                                  [--explain] [--no-clean] [--lazy [--restored]] [--json F]
+                                                 [--cpu]
 
 --lazy imports light and switches at a first activation; the functions keep their switched
 code after it, as they do where contexts come and go often. --restored gives them their
@@ -357,9 +358,13 @@ def main() -> None:
                          "`with ctx:` does, instead of switching at import")
     ap.add_argument("--restored", action="store_true",
                     help="with --lazy: the functions get their compiled code back as the activation ends")
+    ap.add_argument("--cpu", action="store_true",
+                    help="time by the process's CPU time, not the wall clock (a shared, loaded machine)")
     args = ap.parse_args()
     if args.restored and not args.lazy:
         ap.error("--restored goes with --lazy")
+    if args.cpu:
+        harness.use_cpu_time()
     if ch is None:
         raise SystemExit(common.no_package_note())
     from cassette_hook.rewrite import _names
