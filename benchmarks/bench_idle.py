@@ -33,6 +33,7 @@ Columns (ratios: median over rounds of the per-round ratio of the two variants):
 
     PYTHONPATH=. python benchmarks/bench_idle.py [--quick] [--workloads fib,go] [--rounds N]
                                                  [--explain] [--no-clean] [--lazy [--restored]] [--json F]
+                                                 [--cpu]
 
 --lazy imports light and switches at a first activation; the functions keep their switched
 code after it, as they do where contexts come and go often. --restored gives them their
@@ -182,6 +183,20 @@ def switched_counts(mod: ModuleType) -> tuple[int, int]:
 
     fns = list(functions(mod))
     return sum(_names.is_switched(f.__code__) for f in fns), len(fns)
+
+
+def lazy_mode_module() -> ModuleType:
+    """The lazy mode's module, where the installed tree has it.
+
+    ``cassette_hook.importhook.lazy_mode`` since the tree was laid out by concept (commit
+    6d91a5b), ``cassette_hook._light`` before: a tree from before the move can then be
+    measured by this script, interleaved with a newer one (docs/performance.md, "Issue 36:
+    the refactor's cost").
+    """
+    try:
+        return importlib.import_module("cassette_hook.importhook.lazy_mode")
+    except ImportError:  # (a tree from before 6d91a5b)
+        return importlib.import_module("cassette_hook._light")
 
 
 def idle() -> bool:
@@ -343,9 +358,13 @@ def main() -> None:
                          "`with ctx:` does, instead of switching at import")
     ap.add_argument("--restored", action="store_true",
                     help="with --lazy: the functions get their compiled code back as the activation ends")
+    ap.add_argument("--cpu", action="store_true",
+                    help="time by the process's CPU time, not the wall clock (a shared, loaded machine)")
     args = ap.parse_args()
     if args.restored and not args.lazy:
         ap.error("--restored goes with --lazy")
+    if args.cpu:
+        harness.use_cpu_time()
     if ch is None:
         raise SystemExit(common.no_package_note())
     from cassette_hook.rewrite import _names
@@ -375,8 +394,7 @@ def main() -> None:
         # activation after each import: the idle cost measured is that of code a context has
         # run once (lazy code that none has run is the compiled code).
         ch.install(include=[p for p in packages if p in INSTRUMENTED], lazy=args.lazy)
-        from cassette_hook.importhook import lazy_mode
-
+        lazy_mode = lazy_mode_module()
         lazy_mode.RESTORE_AFTER = 0.0 if args.restored else None  # (the default decides by the idle spells)
         if not args.no_clean:
             sys.meta_path.insert(0, CleanBuiltins(clean))

@@ -364,16 +364,18 @@ def main() -> None:
     if unknown:
         raise SystemExit(f"unknown program(s) {sorted(unknown)}; known: {[p.name for p in PROGRAMS]}")
 
-    version = subprocess.run([sys.executable, "-m", "cassette_hook", "--version"],
-                             capture_output=True, text=True)
-    if version.returncode != 0:
-        raise SystemExit(f"python -m cassette_hook --version failed: {version.stderr}")
-    print(version.stdout.strip())
-
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "CASSETTE_HOOK_DEBUG")}
     env["PYTHONHASHSEED"] = "0"  # the same set and dict orders, and so output, in every run
     base = Path(tempfile.mkdtemp(prefix="bench_programs_"))
+    # Asked where the programs run: ``-m`` puts the working directory first on sys.path, so
+    # asked from a checkout it would describe the checkout's sources (a pure-Python runtime
+    # with no built accelerator), not the installed package that the programs run under.
+    version = subprocess.run([sys.executable, "-m", "cassette_hook", "--version"],
+                             cwd=base, env=env, capture_output=True, text=True)
+    if version.returncode != 0:
+        raise SystemExit(f"python -m cassette_hook --version failed: {version.stderr}")
+    print(version.stdout.strip())
     ready: list[tuple[Program, Path, dict[str, list[str]]]] = []
     for prog in chosen:
         missing = [p for p in prog.packages if importlib.util.find_spec(p) is None]
