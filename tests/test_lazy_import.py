@@ -625,12 +625,26 @@ def test_with_a_function_watcher_a_module_imported_under_a_context_has_its_body_
 
 
 @needs_watcher
-def test_reading_the_code_of_an_armed_function_switches_it_alone(tree):
+def test_reading_the_code_of_an_armed_function_switches_it_alone_where_no_cache_can_keep_its_module(
+        tree, monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
     with ch.NullContext():
         mod = lazy_import(tree, "lz_active_read", IMPORTED_UNDER_A_CONTEXT)
         assert _names.is_switched(mod.helper.__code__)
         assert not lazy_mode.watcher().armed(mod.helper) and _names.is_switched(code_of(mod.helper))
         assert lazy_mode.watcher().switched_of(code_of(mod.Box.method)) is None  # (its module not switched)
+
+
+@needs_watcher
+def test_reading_the_code_of_an_armed_function_switches_its_module_where_the_cache_keeps_it_for_the_next_run(
+        tree, monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    with ch.NullContext():
+        mod = lazy_import(tree, "lz_active_read_cached", IMPORTED_UNDER_A_CONTEXT)
+        assert _names.is_switched(mod.helper.__code__)
+        assert lazy_mode.watcher().switched_of(code_of(mod.Box.method)) is not None  # (its module switched)
+    cache = code_cache.path_for(mod.__file__, code_cache.FUNCTIONS)
+    assert cache is not None and os.path.exists(cache)
 
 
 @needs_watcher
