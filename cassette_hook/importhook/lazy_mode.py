@@ -310,20 +310,9 @@ def _armed_module(module: LightModule, watch: Any, at_import: bool) -> _Armed | 
 
 def first_call(function: FunctionType) -> None:
     """``function`` is called for the first time since it was armed (``_watch``'s
-    trampoline), its ``__code__`` is read, or a plan is making its twin: switch its module
-    if it waits, and give it its switched code.  A module that cannot be switched runs
-    light, with a warning."""
-    found = _arming_of(function)
-    if found is None:
-        return
-    watch, code, armed = found
-    if armed is not None:
-        with _switching:
-            if armed.switching:
-                return  # called by the switching of its own module: light, this once
-            if id(code) in _armed:  # (not switched by another thread meanwhile)
-                _switch_module(armed)
-    _give(function, code, watch.switched_of(code))
+    trampoline), or a plan is making its twin: switch its module if it waits, and give it
+    its switched code.  A module that cannot be switched runs light, with a warning."""
+    _give_switched(function, lambda armed, code: _switch_module(armed))
 
 
 def code_read(function: FunctionType) -> None:
@@ -334,29 +323,24 @@ def code_read(function: FunctionType) -> None:
     imported (networkx's ``argmap`` through ``inspect.isgeneratorfunction``,
     ``inspect.signature``), and switching the module of each would switch most of what a
     program imports, which arming them is there to save."""
-    found = _arming_of(function)
-    if found is None:
-        return
-    watch, code, armed = found
-    if armed is not None:
-        with _switching:
-            if armed.switching:
-                return  # read by the switching of its own module: light, this once
-            if id(code) in _armed and watch.switched_of(code) is None:
-                _switch_one(armed, code)
-    _give(function, code, watch.switched_of(code))
+    _give_switched(function, _switch_one)
 
 
-def _arming_of(function: FunctionType) -> tuple[Any, CodeType, _Armed | None] | None:
-    """The watcher, ``function``'s code and, if that code's module still waits to be
-    switched, its arming; None while the interpreter tears down (``function`` is then
-    disarmed)."""
+def _give_switched(function: FunctionType, switch: Callable[[_Armed, CodeType], None]) -> None:
+    """Give ``function`` its switched code, having ``switch`` make it first (under
+    ``_switching``) if its module still waits."""
     watch = watcher()
     if watch is None or _finalizing(watch, function):
-        return None
+        return
     code = watch.code_of(function)
-    known = _armed.get(id(code))  # (None, or another code's: its module is switched, or never waited)
-    return watch, code, known[1] if known is not None and known[0] is code else None
+    known = _armed.get(id(code))
+    if known is not None and known[0] is code:  # (else its module is switched already, or never waited)
+        with _switching:
+            if known[1].switching:
+                return  # reached by the switching of its own module: light, this once
+            if id(code) in _armed:  # (not switched by another thread meanwhile)
+                switch(known[1], code)
+    _give(function, code, watch.switched_of(code))
 
 
 def _finalizing(watch: Any, function: FunctionType) -> bool:
@@ -377,6 +361,8 @@ def _switch_one(armed: _Armed, light: CodeType) -> None:
     module's switched functions are cached, or can be: then all of them, so that the next
     runs read them (one function's switched code is kept nowhere, and a warm run of sympy
     rewrote 776 functions read so, 2.2 s a run)."""
+    if watcher().switched_of(light) is not None:
+        return  # (read before: a code is switched once)
     cached, _, cache = armed.module.cached_functions(armed.light)
     if cached is not None or (cache is not None and armed.module.basis is not None and not sys.dont_write_bytecode):
         _switch_module(armed, cached)

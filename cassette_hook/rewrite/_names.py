@@ -155,10 +155,7 @@ def nothing_to_rewrite(code: CodeType) -> bool:
     a module of constants: then neither ``bytecode`` nor the rewriter is imported.)"""
     if any(isinstance(const, CodeType) for const in code.co_consts):
         return False  # (most modules: decided without importing ``opcode``)
-    from opcode import opname
-
-    raw = code.co_code
-    return all(opname[raw[i]] in _SITE_FREE for i in range(0, len(raw), 2))
+    return _only(code, _SITE_FREE)
 
 
 # What a twin's rewrite (``rewrite.rewrite_code``) also leaves as it is, besides the above:
@@ -182,7 +179,12 @@ def twin_is_itself(code: CodeType) -> bool:
     properties that read one (sympy: 418 of 602 a run; docs/performance.md, "Real programs")."""
     if any(isinstance(const, CodeType) and is_part(const) for const in code.co_consts):
         return False
+    return _only(code, _TWIN_SITE_FREE)
+
+
+def _only(code: CodeType, names: frozenset[str]) -> bool:
+    """Is every instruction of ``code``'s raw bytecode one of ``names``?"""
     from opcode import opname
 
     raw = code.co_code
-    return all(opname[raw[i]] in _TWIN_SITE_FREE for i in range(0, len(raw), 2))
+    return all(opname[raw[i]] in names for i in range(0, len(raw), 2))
