@@ -313,8 +313,9 @@ def dispatch_micro(rounds: int, number: int) -> tuple[float, float] | str:
 
     statement, names = bench_dispatch.singledispatch()  # three methods, called on one argument
     ctx = Dispatch()
-    ours = timeit.Timer("prehook(ctx, f, 1, 2, 3)", globals={"prehook": ch.prehook, "ctx": ctx, "f": f})
-    theirs = timeit.Timer(statement, globals=names)
+    ours = timeit.Timer("prehook(ctx, f, 1, 2, 3)", timer=harness.seconds,
+                        globals={"prehook": ch.prehook, "ctx": ctx, "f": f})
+    theirs = timeit.Timer(statement, timer=harness.seconds, globals=names)
     assert ch.prehook(ctx, f, 1, 2, 3) == 1 and eval(statement, names) == 1  # noqa: S307 (and the caches are warm)
     a: list[float] = []
     b: list[float] = []
