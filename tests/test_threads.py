@@ -902,3 +902,22 @@ def test_what_a_thread_pools_function_raises_and_what_asyncio_refuses_are_as_pla
     assert "'run', 'fails']\nrefused: coroutines cannot be used with run_in_executor" in plain.stdout, plain.stderr
     result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
     assert (result.returncode, result.stdout) == (0, plain.stdout), result.stderr
+
+
+INTERPRETER_POOL = """
+from concurrent.futures import InterpreterPoolExecutor
+import posixpath
+
+with InterpreterPoolExecutor(1) as pool:  # (a Python function the other interpreter can import)
+    print(pool.submit(posixpath.basename, "a/b").result(), list(pool.map(posixpath.basename, ["c/d"])))
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="InterpreterPoolExecutor is new in 3.14")
+def test_an_interpreter_pool_gets_the_programs_function_itself_under_the_trace(tmp_path, path):
+    # (docs/internals.md, "Callbacks from C": it pickles the function for another interpreter)
+    write(tmp_path, "prog.py", INTERPRETER_POOL)
+    plain = run_plain(tmp_path, "prog.py")
+    assert plain.stdout == "b ['d']\n", plain.stderr
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, ""), result.stderr
