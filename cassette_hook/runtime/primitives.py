@@ -473,13 +473,14 @@ def _runs_work_as_given(executor: Any, *, through_submit: bool) -> bool:
         for name in (("submit", "prepare_context") if through_submit else ("prepare_context",)))
 
 
-def _with_work_kept(at: int, through_submit: bool) -> Handler:
-    """A handler for a pool's method whose receiver is its first argument and whose
-    function is its ``at``-th: that function as a call site where the pool runs it as given."""
+def _pool_method(*, through_submit: bool) -> Handler:
+    """A handler for a pool's method that takes the function after the receiver
+    (``submit(fn, ...)``, ``map(fn, ...)``): the function as a call site where the pool
+    runs it as given."""
 
     def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if len(args) > at and _runs_work_as_given(args[0], through_submit=through_submit):
-            args = (*args[:at], _handed_to_a_thread(args[at]), *args[at + 1:])
+        if len(args) > 1 and _runs_work_as_given(args[0], through_submit=through_submit):
+            args = (args[0], _handed_to_a_thread(args[1]), *args[2:])
         return f(*args, **kwargs)
 
     return handler
@@ -497,8 +498,9 @@ def _hands_to_a_thread_pool(loop: Any, executor: Any) -> bool:
 
 
 def _is_coroutine_function(func: Any) -> bool:
-    """What asyncio's debug mode refuses in ``run_in_executor``: a call site made of it
-    would not be seen as one, so it is left as it is."""
+    """Is ``func`` what asyncio's debug mode refuses in ``run_in_executor`` (a
+    ``TypeError``)?  It would not know a call site made of one: such a function is left
+    as it is."""
     import inspect  # (imported: asyncio imports it)
 
     return inspect.iscoroutinefunction(func) or getattr(func, "_is_coroutine", None) is not None
@@ -529,8 +531,8 @@ def _to_thread(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 # and qualified name: a plan that meets one as a primitive enters it in SPECIAL
 # (:func:`note_primitive`), once it is sure it is the module's own.
 _LATER: dict[tuple[str, str], Handler] = {
-    ("concurrent.futures.thread", "ThreadPoolExecutor.submit"): _with_work_kept(1, through_submit=False),
-    ("concurrent.futures._base", "Executor.map"): _with_work_kept(1, through_submit=True),
+    ("concurrent.futures.thread", "ThreadPoolExecutor.submit"): _pool_method(through_submit=False),
+    ("concurrent.futures._base", "Executor.map"): _pool_method(through_submit=True),
     ("asyncio.threads", "to_thread"): _to_thread,
     ("asyncio.base_events", "BaseEventLoop.run_in_executor"): _run_in_executor,
 }
