@@ -751,3 +751,173 @@ def test_the_trace_shows_a_threads_target_as_a_call_in_that_thread(tmp_path, pat
     # the program's one call in that thread, as a call of its own (not only the calls inside it)
     assert [line for line in lines if line.startswith("[plain] __main__.worker")] == [
         "[plain] __main__.worker(3)", "[plain] __main__.worker -> 3"], lines
+
+
+POOLED = """
+import asyncio, threading, traceback
+from concurrent.futures import ThreadPoolExecutor
+
+calls = {}
+lock = threading.Lock()
+
+def count(name):
+    with lock:
+        calls[name] = calls.get(name, 0) + 1
+
+def submitted(x):
+    count("submitted")
+    return x
+
+def mapped(x):
+    count("mapped")
+    return x
+
+def to_thread(x):
+    count("to_thread")
+
+def in_executor(x):
+    count("in_executor")
+
+def in_own_pool(x):
+    count("in_own_pool")
+
+async def run_on_the_loop():
+    loop = asyncio.get_running_loop()
+    await asyncio.to_thread(to_thread, 1)
+    await loop.run_in_executor(None, in_executor, 2)
+    with ThreadPoolExecutor(1) as pool:
+        await loop.run_in_executor(pool, in_own_pool, 3)
+
+def main():
+    with ThreadPoolExecutor(2) as pool:
+        assert pool.submit(submitted, 1).result() == 1
+        assert list(pool.map(mapped, range(3))) == [0, 1, 2]
+    asyncio.run(run_on_the_loop())
+    print(sorted(calls.items()))
+"""
+
+
+def traced_calls(trace: str, function: str) -> int:
+    """How many calls of ``function`` (its qualified name) a trace shows, in any thread."""
+    return len(re.findall(rf"^(?:\[[^]]*\] )? *{re.escape(function)}\(", trace, re.M))
+
+
+def test_the_trace_shows_each_call_a_thread_pool_makes_of_the_programs_functions(tmp_path, path):
+    # (docs/contexts.md, "Threads": submit, map, to_thread and run_in_executor, run as one
+    # call each, hand the function on as a call site)
+    write(tmp_path, "prog.py", POOLED + "main()\n")
+    plain = run_plain(tmp_path, "prog.py")
+    made = dict(ast.literal_eval(plain.stdout))  # the program's own count
+    assert made == {"submitted": 1, "mapped": 3, "to_thread": 1, "in_executor": 1, "in_own_pool": 1}, plain.stderr
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, "")
+    trace = (tmp_path / "trace.txt").read_text()
+    assert {name: traced_calls(trace, f"__main__.{name}") for name in made} == made, trace
+
+
+def test_install_from_envs_trace_shows_each_call_a_thread_pool_makes_of_the_programs_functions(tmp_path, path):
+    write(tmp_path, "pooled.py", POOLED)
+    write(tmp_path, "prog.py", "import pooled\npooled.main()\n")
+    write(tmp_path, "sitecustomize.py", "import cassette_hook\ncassette_hook.install_from_env()\n")
+    plain = run_plain(tmp_path, "prog.py")
+    made = dict(ast.literal_eval(plain.stdout))
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CASSETTE_HOOK_")}, **path,
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]), "CASSETTE_HOOK_INCLUDE": "pooled",
+           "CASSETTE_HOOK_CONTEXT": "trace,operators=no", "CASSETTE_HOOK_OUTPUT": "trace.txt"}
+    result = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, "")
+    trace = (tmp_path / "trace.txt").read_text()
+    assert {name: traced_calls(trace, f"pooled.{name}") for name in made} == made, trace
+
+
+def test_the_profile_counts_each_call_a_thread_pool_makes_of_the_programs_functions_once(tmp_path, path):
+    # (the profile recurses into concurrent.futures and asyncio: their call sites are
+    # seen there, and nothing is handed on twice)
+    write(tmp_path, "prog.py", POOLED + "main()\n")
+    plain = run_plain(tmp_path, "prog.py")
+    made = dict(ast.literal_eval(plain.stdout))
+    result = run_cli_on(tmp_path, path, "--context", "profile,operators=no", "--output", "prof.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, "")
+    table = (tmp_path / "prof.txt").read_text()
+    assert {name: profiled_calls(table, f"__main__.{name}") for name in made} == made, table
+
+
+OWN_SUBMIT = """
+from concurrent.futures import ThreadPoolExecutor
+
+def work(x):
+    return x + 1
+
+class Pool(ThreadPoolExecutor):
+    def submit(self, fn, /, *args, **kwargs):
+        print("submit got work itself:", fn is work, type(fn).__name__)
+        return super().submit(fn, *args, **kwargs)
+
+with Pool(1) as pool:
+    print(pool.submit(work, 1).result(), list(pool.map(work, [2])))
+"""
+
+
+def test_a_pools_own_submit_gets_the_programs_function_itself_under_the_trace(tmp_path, path):
+    # (docs/internals.md, "Callbacks from C": only the standard library's submit gets the call site)
+    write(tmp_path, "prog.py", OWN_SUBMIT)
+    plain = run_plain(tmp_path, "prog.py")
+    assert plain.stdout == ("submit got work itself: True function\n" * 2) + "2 [3]\n", plain.stderr
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, "")
+    trace = (tmp_path / "trace.txt").read_text()
+    # the call the program makes of its submit is seen, and so is the pool's of work
+    assert (traced_calls(trace, "__main__.Pool.submit"), traced_calls(trace, "__main__.work")) == (1, 2), trace
+
+
+POOL_ERRORS = """
+import asyncio, traceback
+from concurrent.futures import ThreadPoolExecutor
+
+def fails():
+    raise ValueError("no")
+
+async def coroutine():
+    pass
+
+async def refused():
+    loop = asyncio.get_running_loop()
+    try:
+        await loop.run_in_executor(None, coroutine)
+    except TypeError as error:
+        print("refused:", error)
+
+with ThreadPoolExecutor(1) as pool:
+    error = pool.submit(fails).exception()
+print([frame.name for frame in traceback.extract_tb(error.__traceback__)])
+asyncio.run(refused(), debug=True)
+"""
+
+
+def test_what_a_thread_pools_function_raises_and_what_asyncio_refuses_are_as_plain_under_the_trace(tmp_path, path):
+    write(tmp_path, "prog.py", POOL_ERRORS)
+    plain = run_plain(tmp_path, "prog.py")
+    # (the pool's frames, then the function's: 3.14 has two of the pool's)
+    assert "'run', 'fails']\nrefused: coroutines cannot be used with run_in_executor" in plain.stdout, plain.stderr
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert (result.returncode, result.stdout) == (0, plain.stdout), result.stderr
+
+
+INTERPRETER_POOL = """
+from concurrent.futures import InterpreterPoolExecutor
+import posixpath
+
+with InterpreterPoolExecutor(1) as pool:  # (a Python function the other interpreter can import)
+    print(pool.submit(posixpath.basename, "a/b").result(), list(pool.map(posixpath.basename, ["c/d"])))
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="InterpreterPoolExecutor is new in 3.14")
+def test_an_interpreter_pool_gets_the_programs_function_itself_under_the_trace(tmp_path, path):
+    # (docs/internals.md, "Callbacks from C": it pickles the function for another interpreter)
+    write(tmp_path, "prog.py", INTERPRETER_POOL)
+    plain = run_plain(tmp_path, "prog.py")
+    assert plain.stdout == "b ['d']\n", plain.stderr
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, ""), result.stderr

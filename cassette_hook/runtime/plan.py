@@ -26,7 +26,7 @@ from types import (BuiltinMethodType, ClassMethodDescriptorType, CodeType, Funct
                    MethodWrapperType, ModuleType, WrapperDescriptorType)
 from typing import TYPE_CHECKING, Any, Callable
 
-from . import hotpath, standins
+from . import hotpath, primitives, standins
 from .. import _native, generics, rewrite
 from .._budget import recursion_budget
 from .._libraries import LIBRARIES
@@ -265,7 +265,10 @@ class Plan:
             # Another function of a code that has a twin (a closure or lambda made anew):
             # the answers below were given for its code, globals and module, and hold.
             return _twin_from(shared[0], func, shared[4] if shared[4] is not shared[3] else None)
-        if not self.recurses_into(func) or _names.is_annotate(code):
+        if not self.recurses_into(func):
+            primitives.note_primitive(func)  # (one the runtime emulates, of a module imported since)
+            return None
+        if _names.is_annotate(code):
             return None
         if switch_before_twin is not None:  # (its module may wait for its first call: switched now)
             switch_before_twin(func)

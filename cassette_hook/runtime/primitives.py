@@ -434,6 +434,127 @@ def _thread_start(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         raise
 
 
+# -- functions handed to a thread pool by a library's code that runs plain -------------
+#
+# Likewise a thread pool's function, under such a plan: ``pool.submit(f)``, ``pool.map(f,
+# xs)``, ``asyncio.to_thread(f)`` and ``loop.run_in_executor(None, f)`` are each one call
+# of a library's function, whose plain code puts ``f`` in a work item that a worker
+# thread's plain loop calls (``_WorkItem.run``).  So each, run as a primitive, hands ``f``
+# on as a call site (a :class:`_Kept`, equal to it), which the worker thread's
+# whole-program contexts see called.  Only where the function reaches the standard
+# library's work item as it was given: a pool whose class has its own ``submit`` (the
+# program's, which would receive the call site: it is a call site of its own, and its
+# ``super().submit(f)`` is the one wrapped) or, 3.14+, its own ``prepare_context`` (an
+# ``InterpreterPoolExecutor``, which pickles the function for another interpreter) gets
+# ``f`` itself.  The program could see the call site only in the pool's private queue
+# (``pool._work_queue``'s items' ``fn``, or ``task`` on 3.14+): a ``Future`` holds no
+# function (docs/internals.md, "Callbacks from C").
+
+def _class_attribute(kind: type, name: str) -> Any:
+    """``kind``'s attribute ``name`` as its classes' namespaces hold it (no descriptor, no
+    metaclass of the program's is run), or None."""
+    for klass in kind.__mro__:
+        found = vars(klass).get(name, _NOT_MINE)
+        if found is not _NOT_MINE:
+            return found
+    return None
+
+
+def _runs_work_as_given(executor: Any, *, through_submit: bool) -> bool:
+    """Does the standard library's thread pool code run the function ``executor`` is given
+    as it was given: is it a ``ThreadPoolExecutor`` whose class keeps the pool's
+    ``prepare_context`` (3.14+) and, ``through_submit``, its ``submit``?"""
+    from concurrent.futures import thread  # (imported: the call being run is of its code)
+
+    pool = thread.ThreadPoolExecutor
+    kind = type(executor)
+    return issubclass(kind, pool) and all(
+        _class_attribute(kind, name) is vars(pool).get(name)
+        for name in (("submit", "prepare_context") if through_submit else ("prepare_context",)))
+
+
+def _pool_method(*, through_submit: bool) -> Handler:
+    """A handler for a pool's method that takes the function after the receiver
+    (``submit(fn, ...)``, ``map(fn, ...)``): the function as a call site where the pool
+    runs it as given."""
+
+    def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if len(args) > 1 and _runs_work_as_given(args[0], through_submit=through_submit):
+            args = (args[0], _handed_to_a_thread(args[1]), *args[2:])
+        return f(*args, **kwargs)
+
+    return handler
+
+
+def _hands_to_a_thread_pool(loop: Any, executor: Any) -> bool:
+    """Does ``loop.run_in_executor(executor, f)`` give ``f`` as it is to the standard
+    library's thread pool?  (``None``: the loop's default executor, which it makes a
+    ``ThreadPoolExecutor`` where the program set none.)"""
+    if executor is None:
+        executor = getattr(loop, "__dict__", {}).get("_default_executor", _NOT_MINE)
+        if executor is None:
+            return True
+    return executor is not _NOT_MINE and _runs_work_as_given(executor, through_submit=True)
+
+
+def _is_coroutine_function(func: Any) -> bool:
+    """Is ``func`` what asyncio's debug mode refuses in ``run_in_executor`` (a
+    ``TypeError``)?  It would not know a call site made of one: such a function is left
+    as it is."""
+    import inspect  # (imported: asyncio imports it)
+
+    return inspect.iscoroutinefunction(func) or getattr(func, "_is_coroutine", None) is not None
+
+
+def _run_in_executor(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``loop.run_in_executor(executor, func, *args)`` (``BaseEventLoop``'s) run as a primitive."""
+    if len(args) > 2 and not kwargs and not _is_coroutine_function(args[2]) \
+            and _hands_to_a_thread_pool(args[0], args[1]):
+        args = (*args[:2], _handed_to_a_thread(args[2]), *args[3:])
+    return f(*args, **kwargs)
+
+
+def _to_thread(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``asyncio.to_thread(func, *args)`` run as a primitive: it hands ``run_in_executor``
+    of the running loop a ``functools.partial`` of ``contextvars.Context.run`` and ``func``
+    (``func`` is wrapped where that loop gives it to the standard library's pool)."""
+    from asyncio import base_events, events  # (imported: the call being run is asyncio's)
+
+    loop = events._get_running_loop()
+    if args and loop is not None and _hands_to_a_thread_pool(loop, None) and _class_attribute(
+            type(loop), "run_in_executor") is vars(base_events.BaseEventLoop)["run_in_executor"]:
+        args = (_handed_to_a_thread(args[0]), *args[1:])
+    return f(*args, **kwargs)
+
+
+# Functions of modules that cassette_hook does not import (asyncio's costs 20 ms), by module
+# and qualified name: a plan that meets one as a primitive enters it in SPECIAL
+# (:func:`note_primitive`), once it is sure it is the module's own.
+_LATER: dict[tuple[str, str], Handler] = {
+    ("concurrent.futures.thread", "ThreadPoolExecutor.submit"): _pool_method(through_submit=False),
+    ("concurrent.futures._base", "Executor.map"): _pool_method(through_submit=True),
+    ("asyncio.threads", "to_thread"): _to_thread,
+    ("asyncio.base_events", "BaseEventLoop.run_in_executor"): _run_in_executor,
+}
+_ENTERED: list[FunctionType] = []  # those entered: kept alive, so that no other object takes their ids
+
+
+def note_primitive(func: FunctionType) -> None:
+    """A plan runs ``func`` as a primitive (its code is out of the plan's scope): if it is
+    one of the functions of :data:`_LATER`, calls of it are emulated from now on."""
+    module, name = func.__module__, func.__qualname__
+    handler = _LATER.get((module, name)) if type(module) is str else None
+    if handler is None or id(func) in SPECIAL:
+        return
+    found: Any = sys.modules.get(module)
+    for part in name.split("."):
+        found = getattr(found, "__dict__", {}).get(part)
+    if found is func:
+        _ENTERED.append(func)
+        SPECIAL[id(func)] = handler
+        INDIRECT.add(id(func))
+
+
 class _FinalizerRef(_Arguments):
     """``weakref.ref(obj, callback)`` where the callback is a ``weakref.finalize``: what
     ``finalize.__init__`` makes, which the garbage collector calls back from C when
