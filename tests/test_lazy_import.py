@@ -1000,3 +1000,21 @@ def test_debug_import_says_which_function_a_first_call_switched_and_whence(tree,
     assert said == ["lz_said_first_call: helper switched at its first call; made",
                     f"lz_said_first_call: 1 function(s) switched alone kept; cache miss, written: {functions}",
                     "lz_said_first_call: helper switched at its first call; cache hit"]
+
+
+@needs_watcher
+def test_a_run_under_a_context_keeps_what_its_first_calls_switched_and_the_next_run_rewrites_none_of_it(tree):
+    write(tree, "lz_runs.py", MODULE + "\nprint(boom(), Box().method(2))\n")
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *sys.path])
+    command = [sys.executable, "-m", "cassette_hook", "--include", "lz_runs", "--context", "null",
+               "--debug", "import", "-c", "import lz_runs"]
+
+    def run() -> list[str]:
+        done = subprocess.run(command, cwd=tree, capture_output=True, text=True, env=env, timeout=120)
+        assert (done.returncode, done.stdout) == (0, "1 [1, 2]\n"), done.stderr
+        return sorted(line.removeprefix("cassette_hook: import: lz_runs: ") for line in done.stderr.splitlines()
+                      if "at its first call" in line)
+
+    assert run() == [f"{name} switched at its first call; made" for name in ("Box.method", "boom", "helper", "logged")]
+    assert run() == [f"{name} switched at its first call; cache hit" for name in ("Box.method", "boom", "helper", "logged")]
