@@ -1016,5 +1016,6 @@ def test_a_run_under_a_context_keeps_what_its_first_calls_switched_and_the_next_
         return sorted(line.removeprefix("cassette_hook: import: lz_runs: ") for line in done.stderr.splitlines()
                       if "at its first call" in line)
 
-    assert run() == [f"{name} switched at its first call; made" for name in ("Box.method", "boom", "helper", "logged")]
-    assert run() == [f"{name} switched at its first call; cache hit" for name in ("Box.method", "boom", "helper", "logged")]
+    called = ("Box.method", "boom", "helper", "logged")
+    assert run() == [f"{name} switched at its first call; made" for name in called]
+    assert run() == [f"{name} switched at its first call; cache hit" for name in called]

@@ -119,7 +119,7 @@ class LightModule:
         if cached is not None and not missing:
             if _debug.imports:
                 _debug.say("import", f"{self.name}: functions switched; cache hit: {cache}")
-            return cached  # type: ignore[return-value]  (none is None)
+            return [code for code in cached if code is not None]  # (all of them)
         from . import dual_code  # (``bytecode`` with it)
 
         _debug.progress.begin(self.name)
@@ -397,6 +397,12 @@ def code_read(function: FunctionType) -> None:
     first_call(function)
 
 
+def _qualname(code: CodeType) -> str:
+    if sys.version_info >= (3, 11):
+        return code.co_qualname
+    return code.co_name  # (3.10 has no co_qualname; nor is anything switched alone there)
+
+
 def _finalizing(watch: Any, function: FunctionType) -> bool:
     """Is the interpreter tearing down (a finalizer, a weakref callback)?  Then ``function``
     is disarmed and keeps its compiled code: the builtins are CPython's startup copy, so
@@ -428,7 +434,7 @@ def _switch(armed: _Armed, light: CodeType) -> None:
     else:
         watcher().switch_at_creation(light, switched)
     if _debug.imports:
-        _debug.say("import", f"{armed.module.name}: {light.co_qualname} switched at its first call; {said}")
+        _debug.say("import", f"{armed.module.name}: {_qualname(light)} switched at its first call; {said}")
 
 
 def _made(armed: _Armed, light: CodeType) -> CodeType | None:
@@ -445,7 +451,7 @@ def _made(armed: _Armed, light: CodeType) -> CodeType | None:
     finally:
         armed.switching = False
     if isinstance(made, Exception):
-        warnings.warn(f"cassette_hook: cannot instrument function {light.co_qualname!r} of module "
+        warnings.warn(f"cassette_hook: cannot instrument function {_qualname(light)!r} of module "
                       f"{armed.module.name!r}: {made!r}; it runs unrewritten", RuntimeWarning, stacklevel=4)
         return None
     armed.made_now(light, made)
