@@ -319,11 +319,17 @@ def keep_made() -> None:
     """Write what this run switched to the modules' caches (at exit: once, not at every
     first call; each module's file whole, with what it held, renamed into place)."""
     with _switching:
-        for armed in _unkept.values():
-            if armed.made:
-                armed.module.keep(armed.light, armed.made)
-                armed.made = {}
+        _keep_each(list(_unkept.values()))
         _unkept.clear()
+
+
+def _keep_each(modules: list[_Armed]) -> None:
+    # (a loop of its own, not in the ``with`` above: docs/internals.md, "Loops under a
+    # ``with`` block on 3.13 and 3.14")
+    for armed in modules:
+        if armed.made:
+            armed.module.keep(armed.light, armed.made)
+            armed.made = {}
 
 
 def _arm(waiting: list[LightModule], watch: Any) -> None:
