@@ -6,6 +6,7 @@ from __future__ import annotations
 import dis
 import gc
 import importlib
+import marshal
 import os
 import subprocess
 import sys
@@ -148,8 +149,9 @@ def test_a_closure_made_idle_is_switched_under_the_first_context(tree, either_wa
     assert _names.is_switched(add.__code__)
 
 
-def test_a_modules_functions_methods_and_what_decorators_hold_are_switched_together(tree, either_way, kept_switched):
-    mod = lazy_import(tree, f"lz_first_{either_way}")
+def test_without_a_function_watcher_a_modules_functions_methods_and_what_decorators_hold_are_switched_together(
+        tree, unwatched, kept_switched):
+    mod = lazy_import(tree, "lz_first_unwatched")
     with ch.NullContext():
         assert mod.boom() == 1
     getter = mod.Box.prop.fget  # (the context reached the class: a stand-in, kept while idle here)
@@ -268,14 +270,16 @@ def test_with_a_function_watcher_an_activation_arms_the_functions_and_switches_n
 
 
 @needs_watcher
-def test_the_first_call_of_an_armed_function_switches_its_module_and_no_other(tree, kept_switched):
+def test_the_first_call_of_an_armed_function_switches_it_alone(tree, kept_switched):
     mod, other = lazy_import(tree, "lz_called"), lazy_import(tree, "lz_not_called")
     ctx = Seen(metadata=[])
     with ctx:
         assert mod.boom() == 1
-    assert ctx.metadata == ["helper", "add"]  # (boom's first call ran its switched body)
-    assert _names.is_switched(mod.helper.__code__) and _names.is_switched(mod.Box.method.__code__)
+    assert ctx.metadata == ["helper", "add"]  # (boom's first call ran its switched body, and helper's)
+    assert _names.is_switched(code_of(mod.boom)) and _names.is_switched(code_of(mod.helper))
     assert not lazy_mode.watcher().armed(mod.helper)
+    assert lazy_mode.watcher().armed(mod.Box.method) and not _names.is_switched(code_of(mod.Box.method))
+    assert lazy_mode.watcher().switched_of(code_of(mod.Box.method)) is None  # (its module's others wait)
     assert lazy_mode.watcher().armed(other.helper) and not _names.is_switched(code_of(other.helper))
 
 
@@ -328,13 +332,13 @@ def test_the_twin_of_an_armed_function_is_made_from_its_switched_code(tree, kept
 
 
 @needs_watcher
-def test_two_threads_first_calling_one_module_switch_it_once(tree, monkeypatch):
+def test_two_threads_first_calling_one_function_switch_it_once(tree, monkeypatch):
     mod = lazy_import(tree, "lz_two_first_calls")
     started, release = threading.Event(), threading.Event()
     real, made = dual_code.switched_functions, []
 
     def slow(codes, module):
-        made.append(module)
+        made.append([code.co_name for code in codes])
         started.set()
         release.wait(10)
         return real(codes, module)
@@ -355,7 +359,7 @@ def test_two_threads_first_calling_one_module_switch_it_once(tree, monkeypatch):
     second.join(0.3)  # (its first call waits for the first thread's switching)
     release.set()
     first.join(10), second.join(10)
-    assert made == ["lz_two_first_calls"]
+    assert made == [["boom"], ["helper"]]  # (boom calls helper: each switched alone, once)
     assert seen == {"first": ["helper", "add"], "second": ["helper", "add"]}
 
 
@@ -409,7 +413,7 @@ def test_a_keyboard_interrupt_while_switching_reaches_the_first_call_and_the_nex
 
 
 @needs_watcher
-def test_an_armed_module_that_cannot_be_switched_runs_its_compiled_code_with_a_warning(tree, monkeypatch):
+def test_an_armed_function_that_cannot_be_switched_runs_its_compiled_code_with_a_warning(tree, monkeypatch):
     mod = lazy_import(tree, "lz_cannot_switch", SMALL)
 
     def broken(codes, module):
@@ -417,7 +421,8 @@ def test_an_armed_module_that_cannot_be_switched_runs_its_compiled_code_with_a_w
 
     monkeypatch.setattr(dual_code, "switched_functions", broken)
     ctx = Seen(metadata=[])
-    with ctx, pytest.warns(RuntimeWarning, match=r"cannot instrument module 'lz_cannot_switch': ValueError\('no'\)"):
+    with ctx, pytest.warns(RuntimeWarning, match=r"cannot instrument function 'helper' of module 'lz_cannot_switch': "
+                                                     r"ValueError\('no'\)"):
         assert mod.helper(-2) == 2
     assert ctx.metadata == [] and not _names.is_switched(mod.helper.__code__)
     assert not lazy_mode.watcher().armed(mod.helper) and mod.helper(-3) == 3
@@ -625,26 +630,66 @@ def test_with_a_function_watcher_a_module_imported_under_a_context_has_its_body_
 
 
 @needs_watcher
-def test_reading_the_code_of_an_armed_function_switches_it_alone_where_no_cache_can_keep_its_module(
-        tree, monkeypatch):
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+def test_reading_the_code_of_an_armed_function_switches_it_alone(tree):
     with ch.NullContext():
         mod = lazy_import(tree, "lz_active_read", IMPORTED_UNDER_A_CONTEXT)
         assert _names.is_switched(mod.helper.__code__)
         assert not lazy_mode.watcher().armed(mod.helper) and _names.is_switched(code_of(mod.helper))
-        assert lazy_mode.watcher().switched_of(code_of(mod.Box.method)) is None  # (its module not switched)
+        assert lazy_mode.watcher().switched_of(code_of(mod.Box.method)) is None  # (its module's others wait)
+
+
+def cached_entries(tree: Path, name: str) -> dict[str, bool]:
+    """Which functions of module ``name`` its ``.functions`` cache file holds switched code for."""
+    light = lazy_mode.functions(compile((tree / f"{name}.py").read_text(), str(tree / f"{name}.py"), "exec"))
+    path = code_cache.path_for(str(tree / f"{name}.py"), code_cache.FUNCTIONS)
+    with open(path, "rb") as file:
+        data = file.read()
+    entries = marshal.loads(data[data.index(b"\n", len(code_cache.FORMAT) + 4) + 1:])
+    return {code.co_qualname: entry is not None for code, entry in zip(light, entries)}
 
 
 @needs_watcher
-def test_reading_the_code_of_an_armed_function_switches_its_module_where_the_cache_keeps_it_for_the_next_run(
-        tree, monkeypatch):
+def test_the_functions_switched_alone_in_a_run_are_kept_in_their_modules_cache_the_others_not(tree, monkeypatch):
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
     with ch.NullContext():
         mod = lazy_import(tree, "lz_active_read_cached", IMPORTED_UNDER_A_CONTEXT)
-        assert _names.is_switched(mod.helper.__code__)
-        assert lazy_mode.watcher().switched_of(code_of(mod.Box.method)) is not None  # (its module switched)
-    cache = code_cache.path_for(mod.__file__, code_cache.FUNCTIONS)
-    assert cache is not None and os.path.exists(cache)
+        assert _names.is_switched(mod.helper.__code__)  # (a read)
+        assert mod.Box().method(1) == 1  # (a call)
+    lazy_mode.keep_made()  # (what the process does at exit)
+    assert cached_entries(tree, "lz_active_read_cached") == {"helper": True, "Box.method": True}
+    mod = lazy_import(tree, "lz_cached_alone")
+    with ch.NullContext():
+        assert mod.boom() == 1
+    lazy_mode.keep_made()
+    kept = cached_entries(tree, "lz_cached_alone")
+    assert {name for name, made in kept.items() if made} == {"boom", "helper"} and len(kept) == 12
+
+
+@needs_watcher
+def test_functions_switched_in_another_run_are_kept_with_those_the_cache_held(tree, monkeypatch):
+    first = lazy_import(tree, "lz_cached_merged")
+    with ch.NullContext():
+        first.helper(1)
+    lazy_mode.keep_made()
+    del sys.modules["lz_cached_merged"]
+    second = lazy_import(tree, "lz_cached_merged")
+    with ch.NullContext():
+        second.Box.static(1)
+    lazy_mode.keep_made()
+    kept = cached_entries(tree, "lz_cached_merged")
+    assert {name for name, made in kept.items() if made} == {"helper", "Box.static"}
+
+
+@needs_watcher
+def test_with_dont_write_bytecode_a_function_switched_alone_is_kept_nowhere_and_runs_switched(tree, monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    mod = lazy_import(tree, "lz_not_kept")
+    ctx = Seen(metadata=[])
+    with ctx:
+        assert mod.boom() == 1
+    lazy_mode.keep_made()
+    assert ctx.metadata == ["helper", "add"]
+    assert not Path(code_cache.path_for(str(tree / "lz_not_kept.py"), code_cache.FUNCTIONS)).exists()
 
 
 @needs_watcher
@@ -707,6 +752,7 @@ def test_a_function_made_from_an_armed_functions_code_runs_what_the_armed_functi
 def test_a_module_imported_under_a_context_again_reads_its_body_and_functions_from_the_cache(tree, monkeypatch):
     with ch.NullContext():
         lazy_import(tree, "lz_active_cached", IMPORTED_UNDER_A_CONTEXT).Box().method(1)
+    lazy_mode.keep_made()  # (what the process does at exit)
     del sys.modules["lz_active_cached"]
     for kind in (code_cache.BODY, code_cache.FUNCTIONS):
         assert Path(code_cache.path_for(str(tree / "lz_active_cached.py"), kind)).exists()
@@ -748,6 +794,7 @@ def test_the_switched_functions_are_cached_for_the_next_import(tree, monkeypatch
     first = lazy_import(tree, "lz_functions")
     with ch.NullContext():
         first.boom()
+    lazy_mode.keep_made()  # (switched alone at their first call, with a function watcher: kept at exit)
     assert Path(code_cache.path_for(str(tree / "lz_functions.py"), code_cache.FUNCTIONS)).exists()
     del sys.modules["lz_functions"]
     monkeypatch.setattr(dual_code, "switched_functions", lambda codes, module: pytest.fail("made again"))
@@ -762,6 +809,8 @@ def test_a_stale_functions_cache_is_made_again(tree):
     first = lazy_import(tree, "lz_stale")
     with ch.NullContext():
         first.boom()
+    lazy_mode.keep_made()
+    assert Path(code_cache.path_for(str(tree / "lz_stale.py"), code_cache.FUNCTIONS)).exists()
     del sys.modules["lz_stale"]
     source = tree / "lz_stale.py"
     source.write_text(MODULE.replace("return helper(0)", "return helper(1) + helper(2)"))
@@ -773,7 +822,8 @@ def test_a_stale_functions_cache_is_made_again(tree):
     assert ctx.metadata == ["helper", "add", "helper", "add", "add"]
 
 
-def test_a_function_that_cannot_be_switched_runs_as_compiled_with_one_warning(tree, monkeypatch):
+def test_without_a_function_watcher_a_function_that_cannot_be_switched_runs_as_compiled_with_one_warning(
+        tree, monkeypatch, unwatched):
     mod = lazy_import(tree, "lz_broken")
     real = dual_code._Switcher.switched
 
@@ -910,9 +960,10 @@ def test_debug_import_says_what_an_import_under_a_context_made(tree, capsys, mon
                     f"cache miss, written: {body}"]
 
 
-def test_debug_import_says_what_a_lazy_import_and_the_first_activation_did(tree, capsys, monkeypatch, either_way):
+def test_without_a_function_watcher_debug_import_says_what_a_lazy_import_and_the_first_activation_did(
+        tree, capsys, monkeypatch, unwatched):
     monkeypatch.setattr(_debug, "imports", True)
-    said_module, flat_module = f"lz_said_{either_way}", f"lz_said_flat_{either_way}"
+    said_module, flat_module = "lz_said_unwatched", "lz_said_flat_unwatched"
     said = lazy_import(tree, said_module)
     flat = lazy_import(tree, flat_module, "def helper(x):\n    return abs(x)\n")
     with ch.NullContext():
@@ -927,6 +978,44 @@ def test_debug_import_says_what_a_lazy_import_and_the_first_activation_did(tree,
                     f"{flat_module}: included by '{flat_module}'; rewriting",
                     f"{flat_module}: light: as compiled (switched under a context); "
                     f"cache miss, written: {light_flat}",
-                    f"{said_module}: functions switched (12); cache miss, written",
-                    f"{flat_module}: functions switched (1); cache miss, written"]
+                    f"{said_module}: functions switched (12 of 12 made); cache miss, written",
+                    f"{flat_module}: functions switched (1 of 1 made); cache miss, written"]
     assert Path(functions).exists()
+
+
+@needs_watcher
+def test_debug_import_says_which_function_a_first_call_switched_and_whence(tree, capsys, monkeypatch):
+    monkeypatch.setattr(_debug, "imports", True)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    for _ in range(2):  # (the second run reads what the first kept)
+        sys.modules.pop("lz_said_first_call", None)
+        mod = lazy_import(tree, "lz_said_first_call", SMALL)
+        with ch.NullContext():
+            mod.helper(1)
+        lazy_mode.keep_made()
+    said = [line.removeprefix("cassette_hook: import: ") for line in capsys.readouterr().err.splitlines()
+            if line.startswith("cassette_hook: import: lz_said_first_call:") and "light" not in line
+            and "included" not in line]
+    functions = code_cache.path_for(str(tree / "lz_said_first_call.py"), code_cache.FUNCTIONS)
+    assert said == ["lz_said_first_call: helper switched at its first call; made",
+                    f"lz_said_first_call: 1 function(s) switched alone kept; cache miss, written: {functions}",
+                    "lz_said_first_call: helper switched at its first call; cache hit"]
+
+
+@needs_watcher
+def test_a_run_under_a_context_keeps_what_its_first_calls_switched_and_the_next_run_rewrites_none_of_it(tree):
+    write(tree, "lz_runs.py", MODULE + "\nprint(boom(), Box().method(2))\n")
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *sys.path])
+    command = [sys.executable, "-m", "cassette_hook", "--include", "lz_runs", "--context", "null",
+               "--debug", "import", "-c", "import lz_runs"]
+
+    def run() -> list[str]:
+        done = subprocess.run(command, cwd=tree, capture_output=True, text=True, env=env, timeout=120)
+        assert (done.returncode, done.stdout) == (0, "1 [1, 2]\n"), done.stderr
+        return sorted(line.removeprefix("cassette_hook: import: lz_runs: ") for line in done.stderr.splitlines()
+                      if "at its first call" in line)
+
+    called = ("Box.method", "boom", "helper", "logged")
+    assert run() == [f"{name} switched at its first call; made" for name in called]
+    assert run() == [f"{name} switched at its first call; cache hit" for name in called]

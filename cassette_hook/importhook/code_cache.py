@@ -7,7 +7,9 @@ also honours ``sys.pycache_prefix``) and, for switched code, the hot path it was
 (``.pure`` without the C accelerators: ``_names.variant``), so that the two paths, run in
 turn, each keep their own file rather than rewriting one.  A module has up to four
 files, one per kind of code the hook hands out: switched (no kind), light (``.light``,
-shared by both paths), its functions switched (``.functions``; see ``lazy_mode``), and its
+shared by both paths), its functions switched (``.functions``: one entry per function, None
+for one not switched yet, as a function switched alone at its first call leaves the others;
+see ``lazy_mode``), and its
 body switched with its functions as compiled, beside the compiled code, one marshal of
 both (``.body``: imported while a context is active, its functions switched at the first
 call of one; ``lazy_mode.arm_module``).
@@ -120,8 +122,9 @@ def key(basis: Basis, module: str, options: str, kind: str = SWITCHED) -> bytes:
     return _fixed(module, options, kind) + record.encode() + b"\n"
 
 
-def read(path: str, expected: bytes) -> tuple[CodeType | tuple[CodeType, ...] | None, str]:
-    """The cached code (or tuple of code) at ``path`` if its header is ``expected``, else
+def read(path: str, expected: bytes) -> tuple[CodeType | tuple[CodeType | None, ...] | None, str]:
+    """The cached code (or tuple of code, a ``.functions`` file's with None for each function
+    not switched yet) at ``path`` if its header is ``expected``, else
     ``None``; and what happened, in words, for ``--debug import``: ``hit``, ``miss``,
     ``stale``, ``corrupt``."""
     data = _contents(path)
@@ -133,7 +136,7 @@ def read(path: str, expected: bytes) -> tuple[CodeType | tuple[CodeType, ...] | 
 
 
 def read_mirroring(path: str, cpython: str, source_path: str, module: str, options: str,
-                   kind: str) -> tuple[CodeType | tuple[CodeType, ...] | None, str, Basis | None]:
+                   kind: str) -> tuple[CodeType | tuple[CodeType | None, ...] | None, str, Basis | None]:
     """As :func:`read`, for code made from what CPython's import gives for ``source_path``
     now: valid while CPython's ``.pyc`` (at ``cpython``) is the one it was made from and
     CPython trusts it for the source (:func:`trusted`).  Also the basis of the code found.
@@ -230,17 +233,18 @@ def _contents(path: str) -> bytes | None:
         return None
 
 
-def _code(data: memoryview) -> tuple[CodeType | tuple[CodeType, ...] | None, str]:
+def _code(data: memoryview) -> tuple[CodeType | tuple[CodeType | None, ...] | None, str]:
     try:
         code = marshal.loads(data)
     except (EOFError, ValueError, TypeError):  # truncated or corrupt
         return None, "corrupt"
-    if isinstance(code, CodeType) or isinstance(code, tuple) and all(isinstance(c, CodeType) for c in code):
+    if isinstance(code, CodeType) or isinstance(code, tuple) and all(
+            isinstance(c, CodeType) or c is None for c in code):  # (None: a function not switched yet)
         return code, "hit"
     return None, "corrupt"
 
 
-def write(path: str, code: CodeType | tuple[CodeType, ...], basis: Basis | None, module: str, options: str,
+def write(path: str, code: CodeType | tuple[CodeType | None, ...], basis: Basis | None, module: str, options: str,
           kind: str = SWITCHED) -> str:
     """Cache ``code``, made from ``basis``'s code, at ``path``; quietly do nothing where that
     is impossible (a read-only tree, ``sys.dont_write_bytecode``), as CPython does for its

@@ -245,7 +245,7 @@ class _SwitchingSource(SourceFileLoader):
             # (a .body file holds the body and the compiled code: one marshal, so the
             # functions' code they share is one object, as lazy_mode needs)
             if armed:
-                both = cached if isinstance(cached, tuple) and len(cached) == 2 else None
+                both = _body_and_compiled(cached)
             else:
                 both = (cached, cached) if isinstance(cached, CodeType) else None
             if both is not None:
@@ -307,6 +307,15 @@ class _SwitchingSource(SourceFileLoader):
         if watch is not None and watch.loader is self:
             watch.compiled = True
         return super().source_to_code(data, path, *args, **kwargs)
+
+
+def _body_and_compiled(cached: object) -> tuple[CodeType, CodeType] | None:
+    """What a ``.body`` file holds: the module's body switched and its compiled code."""
+    if isinstance(cached, tuple) and len(cached) == 2:
+        body, plain = cached
+        if isinstance(body, CodeType) and isinstance(plain, CodeType):
+            return body, plain
+    return None
 
 
 class _Watch:

@@ -96,46 +96,71 @@ class LightModule:
         self.name, self.code = name, code
         self.source_path, self.basis, self.options = source_path, basis, options
 
-    def cached_functions(self, light: list[CodeType]) -> tuple[list[CodeType] | None, str, str | None]:
-        """The switched code of each of ``light`` from the cache (or None), what was found
-        there, in words, and the cache file's path (None: no cache for this module)."""
+    def cached_functions(self, light: list[CodeType]) -> tuple[list[CodeType | None] | None, str, str | None]:
+        """The switched code of each of ``light`` from the cache, None for each one not
+        switched yet (functions switched alone at their first call are cached one by one),
+        or None if no cache file holds this module's; what was found there, in words; and
+        the cache file's path (None: no cache for this module)."""
         found = "none"
         cache = None if self.source_path is None else code_cache.path_for(self.source_path, code_cache.FUNCTIONS)
         if cache is not None and self.basis is not None:
             key = code_cache.key(self.basis, self.name, self.options, code_cache.FUNCTIONS)
             cached, found = code_cache.read(cache, key)
             if isinstance(cached, tuple) and _same_functions(cached, light):
-                if _debug.imports:
-                    _debug.say("import", f"{self.name}: functions switched; cache hit: {cache}")
                 return list(cached), found, cache
         return None, found, cache
 
     def switched_functions(self, light: list[CodeType]) -> list[CodeType]:
         """The switched code of each of ``light`` (this module's :func:`functions`, nested
-        ones too), or the light code itself where it cannot be switched."""
+        ones too), or the light code itself where it cannot be switched: read from the
+        cache, and made for those it does not hold (the cache then holds them too)."""
         cached, found, cache = self.cached_functions(light)
-        if cached is not None:
-            return cached
+        missing = [index for index in range(len(light)) if cached is None or cached[index] is None]
+        if cached is not None and not missing:
+            if _debug.imports:
+                _debug.say("import", f"{self.name}: functions switched; cache hit: {cache}")
+            return [code for code in cached if code is not None]  # (all of them)
         from . import dual_code  # (``bytecode`` with it)
 
         _debug.progress.begin(self.name)
         try:
             with recursion_budget.headroom(rewrite.HEADROOM):
-                made = dual_code.switched_functions(light, self.name)
+                made = dual_code.switched_functions([light[index] for index in missing], self.name)
         finally:
             _debug.progress.end()
-        failed = [result for result in made if isinstance(result, Exception)]
-        switched = [code if isinstance(result, Exception) else result for code, result in zip(light, made)]
+        entries: list[CodeType | None] = [None] * len(light) if cached is None else cached
+        failed = []
+        for index, result in zip(missing, made):
+            if isinstance(result, Exception):
+                failed.append(result)
+            else:
+                entries[index] = result
         written = "not cached"
         if failed:
             warnings.warn(f"cassette_hook: cannot instrument {len(failed)} function(s) of module {self.name!r}: "
                           f"{failed[0]}; they run unrewritten", RuntimeWarning, stacklevel=2)
         elif cache is not None:
-            written = code_cache.write(cache, tuple(switched), self.basis, self.name, self.options,
+            written = code_cache.write(cache, tuple(entries), self.basis, self.name, self.options,
                                        code_cache.FUNCTIONS)
         if _debug.imports:
-            _debug.say("import", f"{self.name}: functions switched ({len(light)}); cache {found}, {written}")
-        return switched
+            _debug.say("import", f"{self.name}: functions switched ({len(missing)} of {len(light)} made); "
+                                 f"cache {found}, {written}")
+        return [code if switched is None else switched for code, switched in zip(light, entries)]
+
+    def keep(self, light: list[CodeType], made: dict[int, CodeType]) -> None:
+        """Add ``made`` (the switched code of ``light[index]`` for each index) to the cache
+        file, with what it holds now (another process may have added to it meanwhile): one
+        file, written whole and renamed into place (``code_cache.write``)."""
+        cached, found, cache = self.cached_functions(light)
+        if cache is None:
+            return
+        entries: list[CodeType | None] = [None] * len(light) if cached is None else cached
+        for index, code in made.items():
+            entries[index] = code
+        written = code_cache.write(cache, tuple(entries), self.basis, self.name, self.options, code_cache.FUNCTIONS)
+        if _debug.imports:
+            _debug.say("import", f"{self.name}: {len(made)} function(s) switched alone kept; "
+                                 f"cache {found}, {written}: {cache}")
 
 
 def functions(code: CodeType) -> list[CodeType]:
@@ -154,10 +179,11 @@ def functions(code: CodeType) -> list[CodeType]:
     return found
 
 
-def _same_functions(cached: tuple[CodeType, ...], light: list[CodeType]) -> bool:
-    """Does the cache file hold one switched code per light function, in order?"""
+def _same_functions(cached: tuple[CodeType | None, ...], light: list[CodeType]) -> bool:
+    """Does the cache file hold one entry per light function, in order (each a switched
+    code, or None for a function not switched yet)?"""
     return len(cached) == len(light) and all(
-        a.co_name == b.co_name and a.co_firstlineno == b.co_firstlineno for a, b in zip(cached, light))
+        a is None or a.co_name == b.co_name and a.co_firstlineno == b.co_firstlineno for a, b in zip(cached, light))
 
 
 _waiting: list[LightModule] = []  # each module imported light, until switched
@@ -237,51 +263,91 @@ def _switch_live(replacement: dict[int, tuple[CodeType, CodeType]]) -> None:
 
 
 # -- switched at the first call of one of its functions (with a function watcher) ---------
-# A program rarely runs more than a few of the modules it imports (a networkx script: 13
-# of 286), so where a function watcher is, the activation only *arms* the functions of the
-# waiting modules (``_watch.arm``: their vectorcall slot), and the first call of one of
-# them -- from a call site, from C, or as a plan makes its twin -- switches its module.
-# The trampoline is C, so the callee's frame has its caller's below it; what it runs here
-# is a frame of ours, under none of the program's.  Functions made from an armed module's
-# code before it is switched are armed as they are made.
+# A program rarely runs more than a few of the functions it imports (a networkx script
+# calls functions of 13 of its 286 modules, and few of theirs), so where a function watcher
+# is, the activation only *arms* the functions of the waiting modules (``_watch.arm``: their
+# vectorcall slot), and the first call of one of them -- from a call site, from C, or as a
+# plan makes its twin -- switches that function's code alone.  The trampoline is C, so the
+# callee's frame has its caller's below it; what it runs here is a frame of ours, under none
+# of the program's.  Functions made from an armed module's code before it is switched are
+# armed as they are made.  What a run switches is kept in the module's ``.functions`` cache
+# (written at exit, :func:`keep_made`), so that the next run switches it from there.
 
 class _Armed:
-    """A light module whose functions wait for the first call of one of them; ``at_import``:
-    imported while a context was active (:func:`arm_module`), its functions are then given
-    their switched code for good, as if it had been switched at import."""
+    """A light module whose functions wait for their first call; ``at_import``: imported
+    while a context was active (:func:`arm_module`), its functions are then given their
+    switched code for good, as if it had been switched at import."""
 
-    __slots__ = ("module", "light", "at_import", "functions", "switching")
+    __slots__ = ("module", "light", "at_import", "switching", "_cached", "_index", "made")
 
     def __init__(self, module: LightModule, light: list[CodeType], at_import: bool) -> None:
         self.module, self.light, self.at_import = module, light, at_import
-        self.functions: list[weakref.ref[FunctionType]] = []  # armed by the activation's pass
         self.switching = False  # (by the thread holding _switching: a call it makes meanwhile runs light)
+        self._cached: list[CodeType | None] | None = None  # the cache file's entries, read at the first switch
+        self._index: dict[int, int] = {}  # id(light code) -> its place in ``light``, made with ``_cached``
+        self.made: dict[int, CodeType] = {}  # place in ``light`` -> switched code made this run, not cached yet
+
+    def cached(self, light: CodeType) -> CodeType | None:
+        """``light``'s switched code from the module's cache file (read once), or None."""
+        if self._cached is None:
+            cached, _, _ = self.module.cached_functions(self.light)
+            self._cached = [] if cached is None else cached
+            self._index = {id(code): index for index, code in enumerate(self.light)}
+        return self._cached[self._index[id(light)]] if self._cached else None
+
+    def made_now(self, light: CodeType, switched: CodeType) -> None:
+        """``switched`` was made for ``light`` this run: kept in the cache at exit, where one
+        can be written (none is where ``sys.dont_write_bytecode``: every run makes it again)."""
+        module = self.module
+        if module.source_path is None or module.basis is None or sys.dont_write_bytecode:
+            return
+        self.made[self._index[id(light)]] = switched
+        if not _unkept:
+            import atexit  # (built in: no import cost)
+
+            atexit.register(keep_made)
+        _unkept[id(self)] = self
 
 
-_armed: dict[int, tuple[CodeType, _Armed]] = {}  # id(light code) -> (it, its module), until the module is switched
+_armed: dict[int, tuple[CodeType, _Armed]] = {}  # id(light code) -> (it, its module), until it is switched
 _for_good: dict[int, CodeType] = {}  # id(light code) -> it, for the modules armed at import once switched
+_unkept: dict[int, _Armed] = {}  # the modules with switched code made this run, not yet in their cache
 _first_calls_caught = False  # are the trampoline's, the plans' and ``__code__``'s callbacks in place?
 
 
+def keep_made() -> None:
+    """Write what this run switched to the modules' caches (at exit: once, not at every
+    first call; each module's file whole, with what it held, renamed into place)."""
+    with _switching:
+        _keep_each(list(_unkept.values()))
+        _unkept.clear()
+
+
+def _keep_each(modules: list[_Armed]) -> None:
+    # (a loop of its own, not in the ``with`` above: docs/internals.md, "Loops under a
+    # ``with`` block on 3.13 and 3.14")
+    for armed in modules:
+        if armed.made:
+            armed.module.keep(armed.light, armed.made)
+            armed.made = {}
+
+
 def _arm(waiting: list[LightModule], watch: Any) -> None:
-    found: dict[int, tuple[CodeType, _Armed]] = {}
+    found: set[int] = set()  # (the light codes stay alive in _armed)
     for module in waiting:
         armed = _armed_module(module, watch, at_import=False)
         if armed is not None:
-            found.update((id(code), (code, armed)) for code in armed.light)
+            found.update(id(code) for code in armed.light)
     for obj in gc.get_objects():
-        if type(obj) is FunctionType:
-            known = found.get(id(watch.code_of(obj)))  # (not obj.__code__: that would switch an armed one)
-            if known is not None:
-                watch.arm(obj)
-                known[1].functions.append(weakref.ref(obj))
+        if type(obj) is FunctionType and id(watch.code_of(obj)) in found:  # (not obj.__code__: that would switch it)
+            watch.arm(obj)
 
 
 def arm_module(module: LightModule) -> None:
     """``module``, imported while a context is active, is about to run its body switched
     with the functions it defines as compiled (``dual_code.switched_body``): the functions
-    it makes are armed as they are made, and its functions switched at the first call of
-    one of them, or as the ``__code__`` of one is read (``_watch.c``), for good."""
+    it makes are armed as they are made, and each switched at its first call, or as its
+    ``__code__`` is read (``_watch.c``), for good."""
     with _switching:
         _armed_module(module, watcher(), at_import=True)
 
@@ -310,37 +376,37 @@ def _armed_module(module: LightModule, watch: Any, at_import: bool) -> _Armed | 
 
 def first_call(function: FunctionType) -> None:
     """``function`` is called for the first time since it was armed (``_watch``'s
-    trampoline), or a plan is making its twin: switch its module if it waits, and give it
-    its switched code.  A module that cannot be switched runs light, with a warning."""
-    _give_switched(function, lambda armed, code: _switch_module(armed))
-
-
-def code_read(function: FunctionType) -> None:
-    """The ``__code__`` of ``function``, armed, is being read (``_watch.c``'s getter): give
-    it the code its first call would give it, so that what is read is what it will run.
-    Where no cache can keep the module's switched functions, only its own code is switched
-    (:func:`_switch_one`): decorators read ``__code__`` as a module is
-    imported (networkx's ``argmap`` through ``inspect.isgeneratorfunction``,
-    ``inspect.signature``), and switching the module of each would switch most of what a
-    program imports, which arming them is there to save."""
-    _give_switched(function, _switch_one)
-
-
-def _give_switched(function: FunctionType, switch: Callable[[_Armed, CodeType], None]) -> None:
-    """Give ``function`` its switched code, having ``switch`` make it first (under
-    ``_switching``) if its module still waits."""
+    trampoline), or a plan is making its twin: switch its code if it waits (:func:`_switch`),
+    and give it its switched code.  A function that cannot be switched runs light, with a
+    warning."""
     watch = watcher()
     if watch is None or _finalizing(watch, function):
         return
     code = watch.code_of(function)
     known = _armed.get(id(code))
-    if known is not None and known[0] is code:  # (else its module is switched already, or never waited)
+    if known is not None and known[0] is code:  # (else switched already, or never waited)
         with _switching:
             if known[1].switching:
                 return  # reached by the switching of its own module: light, this once
             if id(code) in _armed:  # (not switched by another thread meanwhile)
-                switch(known[1], code)
+                _switch(known[1], code)
     _give(function, code, watch.switched_of(code))
+
+
+def code_read(function: FunctionType) -> None:
+    """The ``__code__`` of ``function``, armed, is being read (``_watch.c``'s getter): give
+    it the code its first call would give it, so that what is read is what it will run.
+    Its code alone is switched, as at a first call: decorators read ``__code__`` as a module
+    is imported (networkx's ``argmap`` through ``inspect.isgeneratorfunction``,
+    ``inspect.signature``), and switching the module of each would switch most of what a
+    program imports, which arming them is there to save."""
+    first_call(function)
+
+
+def _qualname(code: CodeType) -> str:
+    if sys.version_info >= (3, 11):
+        return code.co_qualname
+    return code.co_name  # (3.10 has no co_qualname; nor is anything switched alone there)
 
 
 def _finalizing(watch: Any, function: FunctionType) -> bool:
@@ -354,64 +420,48 @@ def _finalizing(watch: Any, function: FunctionType) -> bool:
     return True
 
 
-def _switch_one(armed: _Armed, light: CodeType) -> None:
-    """Switch one light function code of an armed module, which stays armed (the caller
-    holds ``_switching``): every function made from it gets that switched code, and so
-    does the module's switching, later (``_watch``: a code is switched once).  Unless the
-    module's switched functions are cached, or can be: then all of them, so that the next
-    runs read them (one function's switched code is kept nowhere, and a warm run of sympy
-    rewrote 776 functions read so, 2.2 s a run)."""
-    if watcher().switched_of(light) is not None:
-        return  # (read before: a code is switched once)
-    cached, _, cache = armed.module.cached_functions(armed.light)
-    if cached is not None or (cache is not None and armed.module.basis is not None and not sys.dont_write_bytecode):
-        _switch_module(armed, cached)
-        return
+def _switch(armed: _Armed, light: CodeType) -> None:
+    """Switch one light function code of an armed module (the caller holds ``_switching``):
+    every function made from it gets that switched code (``_watch``: a code is switched
+    once), the cache's where the module's ``.functions`` file holds it, else made now and
+    kept there at exit.  Not the module's other functions: a program runs few of the
+    functions of the modules it calls (sympy's first run under a context switched 61
+    modules, 3,900 functions, at first calls, 5.4 s of CPU, most of them never run)."""
+    switched = armed.cached(light)
+    if switched is not None:
+        said = "cache hit"
+    else:
+        switched, said = _made(armed, light), "made"
+    _armed.pop(id(light), None)
+    if armed.at_import:
+        _for_good[id(light)] = light
+    if switched is None:
+        watcher().disarm_at_creation(light)
+    else:
+        watcher().switch_at_creation(light, switched)
+    if _debug.imports:
+        _debug.say("import", f"{armed.module.name}: {_qualname(light)} switched at its first call; {said}")
+
+
+def _made(armed: _Armed, light: CodeType) -> CodeType | None:
+    """``light`` switched (None, with a warning, where it cannot be), kept for the cache.  A
+    ``KeyboardInterrupt`` reaches the program's call, and the function stays armed."""
     from . import dual_code  # (``bytecode`` with it)
 
     armed.switching = True
     try:
         with recursion_budget.headroom(rewrite.HEADROOM):
             made = dual_code.switched_functions([light], armed.module.name)[0]
+    except Exception as error:  # (at a call of the program's: it runs light, as code that cannot be rewritten)
+        made = error
     finally:
         armed.switching = False
-    if armed.at_import:
-        _for_good[id(light)] = light
     if isinstance(made, Exception):
-        warnings.warn(f"cassette_hook: cannot instrument function {light.co_name!r} of module "
-                      f"{armed.module.name!r}: {made}; it runs unrewritten", RuntimeWarning, stacklevel=3)
-        watcher().disarm_at_creation(light)
-    else:
-        watcher().switch_at_creation(light, made)
-
-
-def _switch_module(armed: _Armed, made: list[CodeType] | None = None) -> None:
-    """Switch an armed module's functions, to ``made`` if given (the caller holds ``_switching``)."""
-    armed.switching = True
-    try:
-        if made is None:
-            made = armed.module.switched_functions(armed.light)
-    except Exception as error:  # (at a call of the program's: it runs light, as a module that cannot be rewritten)
-        warnings.warn(f"cassette_hook: cannot instrument module {armed.module.name!r}: {error!r}; "
-                      f"it runs unrewritten", RuntimeWarning, stacklevel=2)
-        made = armed.light
-    finally:
-        armed.switching = False
-    watch = watcher()
-    for light, switched in zip(armed.light, made):
-        _armed.pop(id(light), None)
-        if armed.at_import:
-            _for_good[id(light)] = light
-        if switched is light:
-            watch.disarm_at_creation(light)
-        else:
-            watch.switch_at_creation(light, switched)
-    for ref in armed.functions:
-        function = ref()
-        if function is not None:
-            code = watch.code_of(function)
-            _give(function, code, watch.switched_of(code))  # (a code switched before keeps that switched code)
-    armed.functions = []
+        warnings.warn(f"cassette_hook: cannot instrument function {_qualname(light)!r} of module "
+                      f"{armed.module.name!r}: {made!r}; it runs unrewritten", RuntimeWarning, stacklevel=4)
+        return None
+    armed.made_now(light, made)
+    return made
 
 
 def _give(function: FunctionType, light: CodeType, switched: CodeType | None) -> None:
