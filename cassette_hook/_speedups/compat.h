@@ -253,4 +253,10 @@ version_as_make_function(PyFunctionObject *made, PyFunctionObject *plain)
 #define CH_SLOT_ONE_INTERPRETER
 #endif
 
+/* The signature of a METH_FASTCALL | METH_KEYWORDS function: public as
+ * PyCFunctionFastWithKeywords from 3.13, underscored before (primitives.c's trampolines). */
+#if PY_VERSION_HEX < 0x030D0000
+typedef _PyCFunctionFastWithKeywords PyCFunctionFastWithKeywords;
+#endif
+
 #endif /* CASSETTE_HOOK_SPEEDUPS_COMPAT_H */
