@@ -259,4 +259,12 @@ version_as_make_function(PyFunctionObject *made, PyFunctionObject *plain)
 typedef _PyCFunctionFastWithKeywords PyCFunctionFastWithKeywords;
 #endif
 
+/* The type of a PyCMethod's (METH_METHOD) argument count, the count alone (no
+ * PY_VECTORCALL_ARGUMENTS_OFFSET): size_t before 3.14, Py_ssize_t from 3.14. */
+#if PY_VERSION_HEX >= 0x030E0000
+typedef Py_ssize_t CMethodNargs;
+#else
+typedef size_t CMethodNargs;
+#endif
+
 #endif /* CASSETTE_HOOK_SPEEDUPS_COMPAT_H */

@@ -142,7 +142,7 @@ in_place_call(int i, PyObject *self, PyTypeObject *cls, PyObject *const *args, P
         }
         if (prepared) { /* nothing to prepare: the method's own function, as the plain call runs it */
             return (method->ml_flags & METH_METHOD)
-                ? ((PyCMethod)(void (*)(void))method->ml_meth)(self, cls, args, (size_t)nargs, NULL)
+                ? ((PyCMethod)(void (*)(void))method->ml_meth)(self, cls, args, (CMethodNargs)nargs, NULL)
                 : ((PyCFunctionFastWithKeywords)(void (*)(void))method->ml_meth)(self, args, nargs, NULL);
         }
     }
@@ -167,9 +167,9 @@ in_place_call(int i, PyObject *self, PyTypeObject *cls, PyObject *const *args, P
         return in_place_call(i, self, NULL, args, nargs, kwnames);                                      \
     }                                                                                                  \
     static PyObject *in_place_method_##i(PyObject *self, PyTypeObject *cls, PyObject *const *args,     \
-                                         size_t nargsf, PyObject *kwnames)                             \
+                                         CMethodNargs nargs, PyObject *kwnames)                        \
     {                                                                                                  \
-        return in_place_call(i, self, cls, args, PyVectorcall_NARGS(nargsf), kwnames);                  \
+        return in_place_call(i, self, cls, args, (Py_ssize_t)nargs, kwnames);                           \
     }
 IN_PLACE(0) IN_PLACE(1) IN_PLACE(2) IN_PLACE(3) IN_PLACE(4) IN_PLACE(5) IN_PLACE(6) IN_PLACE(7)
 #undef IN_PLACE
