@@ -153,7 +153,9 @@ in_place_call(int i, PyObject *self, PyTypeObject *cls, PyObject *const *args, P
         return PyErr_NoMemory();
     }
     all[0] = self;
-    memcpy(all + 1, args, total * sizeof(PyObject *));
+    if (total > 0) { /* (args may be NULL when there are none) */
+        memcpy(all + 1, args, total * sizeof(PyObject *));
+    }
     PyObject *out = own_off(run_primitive(descriptor, all, nargs + 1, kwnames));
     if (all != small) {
         PyMem_Free(all);
