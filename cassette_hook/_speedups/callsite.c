@@ -159,7 +159,8 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         *run = Py_NewRef(f); /* a C slot, bound or not (object.__init__ from super().__init__()): no body */
         return 1;
     }
-    if (sole && primitive_in_place(f)) { /* items.sort, made by the site's attribute load: decides at its call */
+    if (CH_SOLE_BY_REFCOUNT && sole && primitive_in_place(f)) {
+        /* items.sort, made by the site's attribute load: decides at its call */
         *run = Py_NewRef(f);
         return 1;
     }
