@@ -11,7 +11,8 @@ as a twin under a context that overloads nothing, in interleaved rounds:
   pure-Python path): each method load a plain attribute load of a bound method, its call
   resolved.
 
-The report is the extra time per call over plain, in ns.  On 3.10, and on the
+The report is the extra time per call over plain, in ns, for each row and per call a
+context sees in it (``calls seen``, counted with a prehook: ``Based()`` is three).  On 3.10, and on the
 pure-Python path, the two twins are the same.
 
     PYTHONPATH=.:benchmarks python benchmarks/bench_call_kinds.py [--rounds N] [--cpu] [--only TEXT ...]
@@ -57,7 +58,21 @@ class _Callable:
         return x
 
 
+class Bare:
+    """A class with no ``__init__`` of its own: its construction is one call a context sees."""
+
+
+class Initialized:
+    """A class whose ``__init__`` does nothing: two calls, the class's and ``__init__``'s."""
+
+    def __init__(self) -> None:
+        pass
+
+
 class Based:
+    """Three calls: the class's, ``__init__``'s and ``object.__init__``'s (``super()`` is
+    ``LOAD_SUPER_ATTR`` on 3.12+, no call)."""
+
     def __init__(self) -> None:
         super().__init__()
 
@@ -111,7 +126,7 @@ KINDS = ["obj.method(i)", "table.get(i)", "obj.klass(i)", "module.function(i)", 
          # callees resolved past the table of twins: a class C constructs, a builtin that
          # takes callbacks, a callable instance, object.__init__ (a C slot) from super(), a
          # star call, a builtin method that takes callbacks, a class with a Python __new__
-         "dict(a=i)", "min(i, 1)", "callable_obj(i)", "Based()", "function(*(i,))",
+         "dict(a=i)", "min(i, 1)", "callable_obj(i)", "Bare()", "Initialized()", "Based()", "function(*(i,))",
          "items.sort()", "Pair(i, 1)",
          # a builtin_method, bound; a closure made per call (by a function: the call
          # costs include closure_made's own); a lambda made per call
@@ -123,6 +138,25 @@ KINDS = ["obj.method(i)", "table.get(i)", "obj.klass(i)", "module.function(i)", 
 def twin(loop: Callable[..., None], hooks: rewrite.Hooks) -> Callable[..., None]:
     code = rewrite.rewrite_code(loop.__code__, hooks, operators=False)
     return types.FunctionType(code, loop.__globals__, loop.__name__)
+
+
+class _Counting(ch.Context):
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+        self.calls += 1
+
+
+def calls_seen(loop: Callable[..., None]) -> int:
+    """How many calls a context sees in one pass of ``loop``'s body: a row may be more
+    than one call (``Based()`` is three), and its cost is then theirs together."""
+    seen = []
+    for n in (1, 2):
+        counting = _Counting()
+        ch.overdub(counting, loop, _Object(), {}, n)
+        seen.append(counting.calls)
+    return seen[1] - seen[0]
 
 
 def under_null(run: Callable[..., None], *args: Any) -> Callable[[], None]:
@@ -156,10 +190,12 @@ def main() -> None:
         variants = {"plain": lambda loop=loop: loop(*args), "null": under_null(twin(loop, callsites.HOOKS), *args),
                     "bound": under_null(twin(loop, without_sites), *args)}
         result = harness.measure(kind, variants, rounds=rounds)
-        plain = result.median("plain")
-        rows.append([kind, f"{plain / N:.0f}", f"+{(result.median('null') - plain) / N:.0f}",
-                     f"+{(result.median('bound') - plain) / N:.0f}"])
-    print(harness.table(["call", "plain ns", "null: ns over plain", "bound: ns over plain"], rows))
+        plain, seen = result.median("plain"), calls_seen(loop)
+        over = (result.median("null") - plain) / N
+        rows.append([kind, str(seen), f"{plain / N:.0f}", f"{over:+.0f}", f"{over / seen:+.0f}",
+                     f"{(result.median('bound') - plain) / N:+.0f}"])
+    print(harness.table(["call", "calls seen", "plain ns", "null: ns over plain", "null: per call seen",
+                         "bound: ns over plain"], rows))
 
 
 if __name__ == "__main__":

@@ -328,6 +328,26 @@ def test_an_overload_registered_while_a_sparse_context_runs_applies_at_the_next_
         assert log == [(expected, "(1,)"), (expected, "('ab',)")]
 
 
+_by_key = [1, 3, 2]
+
+
+def test_a_key_given_to_a_lists_sort_is_a_call_site_under_a_sparse_plan() -> None:
+    # (a global's sort: bound by the call site's own load, called as itself on the C path)
+    class Negating(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Negating, f: ch.Is[_named], x):
+        return -x
+
+    def run():
+        _by_key.sort(key=_named)
+        return list(_by_key)
+
+    assert ch.overdub(Negating(), run) == [3, 2, 1]
+    assert run() == [1, 2, 3]
+
+
 class Mocking(ch.Context):
     pass
 

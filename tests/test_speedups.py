@@ -338,6 +338,74 @@ def test_resolve_of_a_builtin_under_a_fast_plan_is_the_builtin_unless_it_may_tak
     assert items == [1, 2, 3]
 
 
+@needs_c
+def test_a_c_method_that_takes_callbacks_bound_for_its_call_alone_is_called_as_itself():
+    # items.sort, made by the call's own load (nothing else holds it): called as it is, and
+    # its key still made a call site (docs/internals.md, "Callee kinds"; docs/performance.md,
+    # "Callee kinds").  From 3.14 a count of 1 no longer tells that nothing else holds it
+    # (borrowed loads): the bound caller, as for a held one.
+    items = [3, 1, 2]
+    with Null():
+        run = callsites.resolve(items.sort)
+        if sys.version_info < (3, 14):
+            assert type(run) is types.BuiltinMethodType and run.__self__ is items and run.__name__ == "sort"
+        else:
+            assert type(run) is types.MethodType and run.__self__ is items
+        assert run(key=lambda v: -v) is None
+    assert items == [3, 2, 1]
+
+
+@needs_c
+def test_a_c_method_that_takes_callbacks_held_elsewhere_is_left_as_it_is():
+    items = [3, 1, 2]
+    held = items.sort
+    with Null():
+        run = callsites.resolve(held)
+        assert run(key=lambda v: v) is None
+    assert items == [1, 2, 3] and held == items.sort and held.__self__ is items
+
+
+_sorted_globally = [3, 1, 2]
+_subbed = re.compile(r"\d")
+
+
+def _sort_and_sub():
+    """list.sort and re.Pattern.sub (METH_METHOD) bound by the site's own load (a global's
+    method: no method site), with and without callbacks, and with their errors."""
+    _sorted_globally.sort()
+    ascending = list(_sorted_globally)
+    _sorted_globally.sort(key=lambda v: -v)
+    errors = []
+    for bad in (lambda: _sorted_globally.sort(1), lambda: _sorted_globally.sort(key=1),
+                lambda: _subbed.sub(), lambda: _subbed.sub(lambda m: 1, "a1")):
+        try:
+            bad()
+        except TypeError as exc:
+            errors.append(str(exc))
+    return (ascending, list(_sorted_globally), _subbed.sub("#", "a1b22"),
+            _subbed.sub(lambda m: str(int(m.group()) + 1), "a1b22"), errors)
+
+
+def _sort_held():
+    held = _sorted_globally.sort
+    held()
+    held(key=lambda v: -v)
+    return held == _sorted_globally.sort, held.__self__ is _sorted_globally
+
+
+def test_a_c_method_that_takes_callbacks_a_variable_holds_is_unchanged_by_its_calls():
+    # (3.14+ loads a local borrowed: the count of 1 a call of it sees is the variable's)
+    assert ch.overdub(Null(), _sort_held) == (True, True)
+
+
+@pytest.mark.parametrize("ctx", [Null(), Counting([0])], ids=["fast plan", "hooked"])
+def test_a_c_method_that_takes_callbacks_bound_by_its_call_runs_as_plain(ctx):
+    plain = _sort_and_sub()
+    _sorted_globally[:] = [3, 1, 2]
+    assert ch.overdub(ctx, _sort_and_sub) == plain
+    assert len(plain[-1]) == 4
+
+
 def test_resolve_of_a_class_under_a_fast_plan_is_the_same_constructor_each_time():
     with Null():
         constructor = callsites.resolve(_Greeter)

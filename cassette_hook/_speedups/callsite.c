@@ -159,6 +159,11 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         *run = Py_NewRef(f); /* a C slot, bound or not (object.__init__ from super().__init__()): no body */
         return 1;
     }
+    if (CH_SOLE_BY_REFCOUNT && sole && primitive_in_place(f)) {
+        /* items.sort, made by the site's attribute load: decides at its call */
+        *run = Py_NewRef(f);
+        return 1;
+    }
     if (is_builtin(f) || Py_TYPE(f) == &PyMethodDescr_Type) {
         /* min, list.sort: a module's builtin or a class's method that takes callbacks */
         PyObject *caller = PyDict_GetItemWithError(st->indirect_callers, f);

@@ -255,6 +255,7 @@ int has_indirect_name(PyObject *builtin);
 int fill_indirect_names(PyObject *names);
 int fill_indirect_methods(PyObject *callers);
 PyObject *method_caller(PyMethodDef *method);
+int primitive_in_place(PyObject *f);
 int has_id(PyObject *table, PyObject *f);
 int is_scalar(PyObject *x);
 int is_plain_function(PyObject *f);

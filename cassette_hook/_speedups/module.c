@@ -361,6 +361,7 @@ state_traverse(SpeedupsState *st, visitproc visit, void *arg)
 #undef VISIT
     for (int i = 0; i < MAX_INDIRECT_METHODS; i++) {
         Py_VISIT(st->indirect_methods[i].caller);
+        Py_VISIT(st->indirect_methods[i].descriptor);
     }
     for (int i = 0; i < ADDRESS_SET_SIZE; i++) {
         for (int j = 0; j < st->dunder_table[i].n; j++) {
@@ -382,6 +383,7 @@ state_clear(SpeedupsState *st)
 #undef CLEAR
     for (int i = 0; i < MAX_INDIRECT_METHODS; i++) {
         Py_CLEAR(st->indirect_methods[i].caller);
+        Py_CLEAR(st->indirect_methods[i].descriptor);
     }
     for (int i = 0; i < ADDRESS_SET_SIZE; i++) {
         for (int j = 0; j < st->dunder_table[i].n; j++) {

@@ -1,6 +1,7 @@
 #include "internal.h"
 
 static int emulated(PyObject *f);
+static void fill_in_place(int i, PyMethodDef *method);
 
 /* runtime.primitives.INDIRECT_NAMES as C strings (filled by configure()): a builtin of one of
  * these names may take callbacks, and is not called directly (runtime.callsites._resolve_direct).
@@ -79,6 +80,7 @@ fill_indirect_methods(PyObject *callers)
     PyObject *key, *value;
     for (int i = 0; i < MAX_INDIRECT_METHODS; i++) {
         Py_CLEAR(state->indirect_methods[i].caller);
+        Py_CLEAR(state->indirect_methods[i].descriptor);
         state->indirect_methods[i].method = NULL;
     }
     while (PyDict_Next(callers, &pos, &key, &value)) {
@@ -90,6 +92,8 @@ fill_indirect_methods(PyObject *callers)
             return -1;
         }
         state->indirect_methods[count].method = ((PyMethodDescrObject *)key)->d_method;
+        state->indirect_methods[count].descriptor = Py_NewRef(key);
+        fill_in_place(count, ((PyMethodDescrObject *)key)->d_method);
         state->indirect_methods[count++].caller = Py_NewRef(value);
     }
     return 0;
@@ -104,6 +108,117 @@ method_caller(PyMethodDef *method)
         }
     }
     return NULL;
+}
+
+/* A bound C method that takes callbacks (items.sort), made by the call site's own
+ * attribute load and held by nothing else, is made to decide for itself, at its call,
+ * what runtime.primitives.primitive decides for it: its method definition is swapped in
+ * place for a copy whose function (one of the trampolines below, by the method's index in
+ * state->indirect_methods) calls the method's own C function when there is nothing to
+ * prepare (run_primitive's test: no keywords, every operand of a builtin value class),
+ * and run_primitive otherwise.  What a call site would call for it is otherwise
+ * indirect_methods' caller bound to the object: a bound method made and freed, and three
+ * calls (the bound method's, the partial's, primitive's) before the method's own
+ * (docs/performance.md, "Callee kinds").  The copy keeps the method's name, doc and
+ * flags, so the object's vectorcall (chosen by the flags when it was made) and the
+ * interpreter's specialized calls of a builtin (which read the definition's function)
+ * call the trampoline; the definitions are static, as CPython's are, and the object,
+ * which only the site sees, dies after its one call.  Only the two signatures that such
+ * methods have are swapped (METH_FASTCALL | METH_KEYWORDS, with or without METH_METHOD);
+ * any other keeps the bound caller. */
+static PyMethodDef in_place_methods[MAX_INDIRECT_METHODS];
+
+static PyObject *
+in_place_call(int i, PyObject *self, PyTypeObject *cls, PyObject *const *args, Py_ssize_t nargs,
+              PyObject *kwnames)
+{
+    SpeedupsState *const st = state;
+    PyMethodDef *method = st->indirect_methods[i].method;
+    PyObject *descriptor = st->indirect_methods[i].descriptor;
+    if (kwnames == NULL && all_c_operands(&self, 1) && all_c_operands(args, nargs)) {
+        int prepared = has_id(st->preparers, descriptor);
+        if (prepared < 0) {
+            return NULL;
+        }
+        if (prepared) { /* nothing to prepare: the method's own function, as the plain call runs it */
+            return (method->ml_flags & METH_METHOD)
+                ? ((PyCMethod)(void (*)(void))method->ml_meth)(self, cls, args, (CMethodNargs)nargs, NULL)
+                : ((PyCFunctionFastWithKeywords)(void (*)(void))method->ml_meth)(self, args, nargs, NULL);
+        }
+    }
+    /* primitive(descriptor, self, *args, **kwargs), as the bound caller would call it */
+    Py_ssize_t total = nargs + (kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames));
+    PyObject *small[8], **all = total < 8 ? small : PyMem_Malloc((total + 1) * sizeof(PyObject *));
+    if (all == NULL) {
+        return PyErr_NoMemory();
+    }
+    all[0] = self;
+    if (total > 0) { /* (args may be NULL when there are none) */
+        memcpy(all + 1, args, total * sizeof(PyObject *));
+    }
+    PyObject *out = own_off(run_primitive(descriptor, all, nargs + 1, kwnames));
+    if (all != small) {
+        PyMem_Free(all);
+    }
+    return out;
+}
+
+#define IN_PLACE(i)                                                                                    \
+    static PyObject *in_place_##i(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) \
+    {                                                                                                  \
+        return in_place_call(i, self, NULL, args, nargs, kwnames);                                      \
+    }                                                                                                  \
+    static PyObject *in_place_method_##i(PyObject *self, PyTypeObject *cls, PyObject *const *args,     \
+                                         CMethodNargs nargs, PyObject *kwnames)                        \
+    {                                                                                                  \
+        return in_place_call(i, self, cls, args, (Py_ssize_t)nargs, kwnames);                           \
+    }
+IN_PLACE(0) IN_PLACE(1) IN_PLACE(2) IN_PLACE(3) IN_PLACE(4) IN_PLACE(5) IN_PLACE(6) IN_PLACE(7)
+#undef IN_PLACE
+
+static PyCFunctionFastWithKeywords in_place_functions[MAX_INDIRECT_METHODS] = {
+    in_place_0, in_place_1, in_place_2, in_place_3, in_place_4, in_place_5, in_place_6, in_place_7};
+static PyCMethod in_place_method_functions[MAX_INDIRECT_METHODS] = {
+    in_place_method_0, in_place_method_1, in_place_method_2, in_place_method_3,
+    in_place_method_4, in_place_method_5, in_place_method_6, in_place_method_7};
+
+/* The copy of indirect_methods' i-th definition that calls its trampoline, or none
+ * (ml_meth NULL) for a signature not swapped. */
+static void
+fill_in_place(int i, PyMethodDef *method)
+{
+    int flags = method->ml_flags & ~(METH_CLASS | METH_STATIC | METH_COEXIST);
+    in_place_methods[i] = *method;
+    if (flags == (METH_FASTCALL | METH_KEYWORDS)) {
+        in_place_methods[i].ml_meth = (PyCFunction)(void (*)(void))in_place_functions[i];
+    }
+    else if (flags == (METH_METHOD | METH_FASTCALL | METH_KEYWORDS)) {
+        in_place_methods[i].ml_meth = (PyCFunction)(void (*)(void))in_place_method_functions[i];
+    }
+    else {
+        in_place_methods[i].ml_meth = NULL;
+    }
+}
+
+/* f, a bound C method that takes callbacks, which the caller holds the only reference to, made to run as
+ * primitive() would run it (see in_place_methods): 1, or 0 for any other f. */
+int
+primitive_in_place(PyObject *f)
+{
+    PyCFunctionObject *bound = (PyCFunctionObject *)f;
+    if (!is_builtin(f) || bound->m_weakreflist != NULL) {
+        return 0;
+    }
+    for (int i = 0; i < MAX_INDIRECT_METHODS && state->indirect_methods[i].method != NULL; i++) {
+        if (state->indirect_methods[i].method == bound->m_ml) {
+            if (in_place_methods[i].ml_meth == NULL) {
+                return 0;
+            }
+            bound->m_ml = &in_place_methods[i];
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* Is f in a dict keyed by id (special, preparers)?  1, 0, or -1 on error. */

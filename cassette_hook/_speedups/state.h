@@ -126,6 +126,7 @@ typedef struct {
     struct {
         PyMethodDef *method;
         PyObject *caller;
+        PyObject *descriptor; /* (the method's, from which its caller was made) */
     } indirect_methods[MAX_INDIRECT_METHODS]; /* (runtime.primitives.c) */
     struct {
         PyMethodDef *def;
