@@ -15,7 +15,11 @@ The report is the extra time per call over plain, in ns, for each row and per ca
 context sees in it (``calls seen``, counted with a prehook: ``Based()`` is three).  On 3.10, and on the
 pure-Python path, the two twins are the same.
 
-    PYTHONPATH=.:benchmarks python benchmarks/bench_call_kinds.py [--rounds N] [--cpu] [--only TEXT ...]
+    .tox/py312/bin/python benchmarks/bench_call_kinds.py [--rounds N] [--cpu] [--only TEXT ...]
+
+with an interpreter that has the package installed with its accelerators (a tox env's),
+and without ``PYTHONPATH=.``: the checkout's sources have no built ``_speedups``, and the
+report's first line would say ``pure-Python path``.
 """
 
 from __future__ import annotations
