@@ -70,7 +70,7 @@ class NullSlotFamily:
         return Instr("POP_JUMP_IF_FALSE", target, location=loc)
 
     def line_table(self, code: CodeType, concrete: ConcreteBytecode) -> bytes:
-        return _line_table(code.co_firstlineno, [instr for instr in concrete if isinstance(instr, ConcreteInstr)])
+        return _line_table(code.co_firstlineno, concrete)  # (concrete instructions only: no SetLineno after assembly)
 
     def start_depth(self, code: CodeType) -> int:
         return 0  # (a generator's first RESUME pushes nothing since 3.11)
@@ -392,7 +392,7 @@ def _svarint(out: bytearray, value: int) -> None:
 _Position = tuple  # (line, end line, column, end column), each perhaps None
 
 
-def _line_table(first_line: int, instructions: list[ConcreteInstr]) -> bytes:
+def _line_table(first_line: int, instructions: Sequence[ConcreteInstr]) -> bytes:
     """The 3.11+ ``co_linetable`` of ``instructions`` (assembled from first to last), as
     ``bytecode`` (0.19) writes it, with one fix.
 
@@ -414,18 +414,24 @@ def _line_table(first_line: int, instructions: list[ConcreteInstr]) -> bytes:
     line = first_line  # what the next entry's line is a delta from
     run: _Position | None = None
     units = 0
+    seen: object = out  # the last instruction's location object (none yet)
+    joins = False  # does an instruction at the run's position join the run (it has a line)?
     for instr in instructions:
         loc = instr.location
+        if loc is seen and joins:  # (one object: CACHE entries, the instructions of a site)
+            units += instr.size >> 1
+            continue
+        seen = loc
         if loc is None:  # (an instruction without a position continues the run before it)
             here = run if run is not None else (first_line, None, None, None)
         else:
             here = (loc.lineno, loc.end_lineno, loc.col_offset, loc.end_col_offset)
-        if here == run and here[0] is not None:
+        if here == run and joins:
             units += instr.size >> 1
             continue
         if run is not None:
             line = _entries(out, units, line, run)
-        run, units = here, instr.size >> 1
+        run, units, joins = here, instr.size >> 1, here[0] is not None
     if run is not None:
         _entries(out, units, line, run)
     return bytes(out)
