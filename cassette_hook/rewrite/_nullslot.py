@@ -389,7 +389,7 @@ def _svarint(out: bytearray, value: int) -> None:
     _varint(out, (-value << 1) | 1 if value < 0 else value << 1)
 
 
-_Position = tuple  # (line, end line, column, end column), each perhaps None
+_Position = tuple[int | None, int | None, int | None, int | None]  # line, end line, column, end column
 
 
 def _line_table(first_line: int, instructions: Sequence[ConcreteInstr]) -> bytes:
@@ -451,6 +451,8 @@ def _entries(out: bytearray, units: int, line: int, position: _Position) -> int:
                                  f"(lineno: {start}, end lineno: {end}")
             out.append(header | 13 << 3)
             _svarint(out, start - line)
+        elif end_column is None or end is None:
+            raise ValueError(f"a position with a column has an end line and column, not {position}")
         elif end == start and start == line and column < 72 and end_column - column <= 15:
             out += bytes((header | (column >> 3) << 3, ((column & 7) << 4) + end_column - column))
         elif end == start and 1 <= start - line <= 2 and column < 0x80 and end_column < 0x80:
