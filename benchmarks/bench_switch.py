@@ -11,6 +11,16 @@ A's in the same round. A checkout needs its C accelerators built in place (``pyt
 setup.py build_ext --inplace``): without them switched code is made without method sites.
 
     python benchmarks/bench_switch.py --tree A_DIR --tree B_DIR [--package networkx] [--rounds 6]
+
+On a machine shared with other jobs, one child's CPU time moves by 10-15% with the load
+(two children of the same tree, run in turn, differed by that much). ``--lines`` compares
+within one process instead, module by module in alternating order: the switched code made
+as ``rewrite._rewriter.assemble`` makes it (the family writes the line table) against the
+same with ``bytecode``'s own ``to_code``, which encodes the line table itself (the way
+before the family wrote it, less its second walk repairing columns past 127: so the
+saving is if anything understated).
+
+    PYTHONPATH=. python benchmarks/bench_switch.py --lines [--package networkx] [--rounds 1]
 """
 
 from __future__ import annotations
@@ -48,13 +58,52 @@ print(min(once(), once()), len(modules), _names.variant())
 """
 
 
+LINES = r"""
+import importlib.util, pathlib, sys, time, warnings
+from cassette_hook.importhook import dual_code, switch
+from cassette_hook.rewrite import _rewriter
+def bytecodes_lines(bc, stacksize, name):
+    concrete = bc.to_concrete_bytecode(compute_exception_stack_depths=False)
+    return concrete.to_code(stacksize=stacksize, compute_exception_stack_depths=False, check_pre_and_post=False)
+ways = {"bytecode's line table": bytecodes_lines, "the family's": _rewriter.assemble}
+modules = []
+for package in sys.argv[1].split(","):
+    for path in sorted(pathlib.Path(importlib.util.find_spec(package).origin).parent.rglob("*.py")):
+        try:
+            modules.append(compile(path.read_text(encoding="utf-8"), str(path), "exec"))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            pass
+switch.install_builtins()
+warnings.simplefilter("ignore")
+spent = dict.fromkeys(ways, 0.0)
+for round_ in range(int(sys.argv[2])):
+    for index, module in enumerate(modules):
+        for way in (list(ways) if (index + round_) % 2 == 0 else list(ways)[::-1]):
+            dual_code.assemble = ways[way]
+            t = time.process_time()
+            try:
+                dual_code.switched(module, "m")
+            except Exception:
+                pass
+            spent[way] += time.process_time() - t
+old, new = spent.values()
+print(f"{sys.argv[1]} ({len(modules)} modules) x {sys.argv[2]}, {sys.version.split()[0]}: bytecode's line table "
+      f"{old:.2f} s, the family's {new:.2f} s CPU: {new / old:.3f}")
+"""
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--tree", action="append", required=True, help="a checkout of cassette_hook (twice: A, then B)")
+    ap.add_argument("--tree", action="append", help="a checkout of cassette_hook (twice: A, then B)")
+    ap.add_argument("--lines", action="store_true",
+                    help="in this checkout: the family's line table against bytecode's, module by module")
     ap.add_argument("--package", default="networkx", help="installed packages whose sources to switch, comma-separated")
-    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--rounds", type=int, default=6, help="(with --lines: passes over the modules; give 1)")
     args = ap.parse_args()
-    if len(args.tree) != 2:
+    if args.lines:
+        subprocess.run([sys.executable, "-c", LINES, args.package, str(args.rounds)], check=True)
+        return
+    if not args.tree or len(args.tree) != 2:
         raise SystemExit("give --tree twice: A, then B")
     times: dict[str, list[float]] = {tree: [] for tree in args.tree}
     ratios = []
