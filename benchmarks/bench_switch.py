@@ -13,7 +13,7 @@ setup.py build_ext --inplace``): without them switched code is made without meth
     python benchmarks/bench_switch.py --tree A_DIR --tree B_DIR [--package networkx] [--rounds 6]
 
 On a machine shared with other jobs, one child's CPU time moves by 10-15% with the load
-(two children of the same tree, run in turn, differed by that much). ``--lines`` compares
+(two children of one checkout, run in turn, differed by 5-10%). ``--lines`` compares
 within one process instead, module by module in alternating order: the switched code made
 as ``rewrite._rewriter.assemble`` makes it (the family writes the line table) against the
 same with ``bytecode``'s own ``to_code``, which encodes the line table itself (the way
