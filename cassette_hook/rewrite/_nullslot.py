@@ -29,7 +29,7 @@ import operator
 from types import CodeType
 from typing import TYPE_CHECKING, Sequence, cast
 
-from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, Instr, Label
+from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, ConcreteInstr, Instr, Label
 
 from ._instr import Location, arg_of, flagged_name
 from ._operators import UNARY, binary_op, compare_op
@@ -70,7 +70,7 @@ class NullSlotFamily:
         return Instr("POP_JUMP_IF_FALSE", target, location=loc)
 
     def line_table(self, code: CodeType, concrete: ConcreteBytecode) -> bytes:
-        return _repaired_line_table(code.co_linetable)
+        return _line_table(code.co_firstlineno, concrete)  # (concrete instructions only: no SetLineno after assembly)
 
     def start_depth(self, code: CodeType) -> int:
         return 0  # (a generator's first RESUME pushes nothing since 3.11)
@@ -377,49 +377,92 @@ def _is_marker(item: object) -> bool:
     return isinstance(item, Instr) and item.name == "LOAD_CONST" and type(item.arg) is nooverdub
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        out.append(value & 0x3F)
+def _varint(out: bytearray, value: int) -> None:
+    """``value`` appended to ``out`` in six-bit chunks, low first (``Objects/locations.md``)."""
+    while value > 0x3F:
+        out.append(0x40 | (value & 0x3F))
         value >>= 6
-        if not value:
-            return bytes(out)
-        out[-1] |= 0x40
+    out.append(value)
 
 
-def _repaired_line_table(table: bytes) -> bytes:
-    """``table`` (a 3.11+ ``co_linetable``) with its one-line entries that name a column
-    of 128 or more rewritten in the long form.
+def _svarint(out: bytearray, value: int) -> None:
+    _varint(out, (-value << 1) | 1 if value < 0 else value << 1)
 
-    ``bytecode`` (0.19) writes the one-line form (a header byte, then the start and end
-    column as one byte each) for columns up to 255, but every byte of an entry after the
-    first must be below 128: CPython finds where an entry starts by that high bit when it
-    walks the table backwards, which it does to look up a line number (tracebacks,
-    ``co_lines``).  A column byte of 128 or more is taken for an entry of its own, and the
-    instructions after it get the line of an earlier one.
+
+_Position = tuple[int | None, int | None, int | None, int | None]  # line, end line, column, end column
+
+
+def _line_table(first_line: int, instructions: Sequence[ConcreteInstr]) -> bytes:
+    """The 3.11+ ``co_linetable`` of ``instructions`` (assembled from first to last), as
+    ``bytecode`` (0.19) writes it, with one fix.
+
+    Written here rather than by ``bytecode``'s ``to_code`` (which ``_rewriter.assemble``
+    asks to leave it empty): the package's encoder, a method call and a dataclass
+    comparison per instruction and a bytearray per number, was a seventh of a cold
+    rewrite (docs/internals.md, "Where a cold import's time goes").  The same entries in
+    the same forms: runs of instructions with equal positions, an entry per eight code
+    units; the short form for a column below 72 on the line of the entry before, the
+    one-line form for the next two lines, else the long form.  The fix: ``bytecode``
+    writes the one-line form (a header byte, then the start and end column as one byte
+    each) for columns up to 255, but every byte of an entry after the first must be below
+    128: CPython finds where an entry starts by that high bit when it walks the table
+    backwards, which it does to look up a line number (tracebacks, ``co_lines``), and a
+    column byte of 128 or more was taken for an entry of its own, giving the instructions
+    after it the line of an earlier one.  Such a column takes the long form here.
     """
     out = bytearray()
-    i = 0
-    while i < len(table):
-        header = table[i]
-        kind = (header >> 3) & 0xF
-        if 10 <= kind <= 12:  # one-line form: the line delta is kind - 10
-            column, end_column = table[i + 1], table[i + 2]
-            if column < 0x80 and end_column < 0x80:
-                out += table[i:i + 3]
-            else:
-                out.append(0x80 | (14 << 3) | (header & 0x7))
-                out += _varint((kind - 10) << 1) + _varint(0) + _varint(column + 1) + _varint(end_column + 1)
-            i += 3
+    line = first_line  # what the next entry's line is a delta from
+    run: _Position | None = None
+    units = 0
+    seen: object = out  # the last instruction's location object (none yet)
+    joins = False  # does an instruction at the run's position join the run (it has a line)?
+    for instr in instructions:
+        loc = instr.location
+        if loc is seen and joins:  # (one object: CACHE entries, the instructions of a site)
+            units += instr.size >> 1
             continue
-        end = i + 1
-        if kind < 10:  # short form: one byte of columns
-            end += 1
-        elif kind in (13, 14):  # one varint (no columns) or four (long form)
-            for _ in range(1 if kind == 13 else 4):
-                while table[end] & 0x40:
-                    end += 1
-                end += 1
-        out += table[i:end]
-        i = end
+        seen = loc
+        if loc is None:  # (an instruction without a position continues the run before it)
+            here = run if run is not None else (first_line, None, None, None)
+        else:
+            here = (loc.lineno, loc.end_lineno, loc.col_offset, loc.end_col_offset)
+        if here == run and joins:
+            units += instr.size >> 1
+            continue
+        if run is not None:
+            line = _entries(out, units, line, run)
+        run, units, joins = here, instr.size >> 1, here[0] is not None
+    if run is not None:
+        _entries(out, units, line, run)
     return bytes(out)
+
+
+def _entries(out: bytearray, units: int, line: int, position: _Position) -> int:
+    """``units`` code units at ``position`` appended to ``out``, eight to an entry; the
+    line the next entry's delta is from."""
+    start, end, column, end_column = position
+    while units > 0:
+        header = 0x80 | (min(units, 8) - 1)
+        if start is None:  # no position at all
+            out.append(header | 15 << 3)
+        elif column is None:  # a line, no columns
+            if end is not None and end != start:
+                raise ValueError(f"An instruction cannot have no column offset and span multiple lines "
+                                 f"(lineno: {start}, end lineno: {end}")
+            out.append(header | 13 << 3)
+            _svarint(out, start - line)
+        elif end_column is None or end is None:
+            raise ValueError(f"a position with a column has an end line and column, not {position}")
+        elif end == start and start == line and column < 72 and end_column - column <= 15:
+            out += bytes((header | (column >> 3) << 3, ((column & 7) << 4) + end_column - column))
+        elif end == start and 1 <= start - line <= 2 and column < 0x80 and end_column < 0x80:
+            out += bytes((header | (10 + start - line) << 3, column, end_column))
+        else:
+            out.append(header | 14 << 3)
+            _svarint(out, start - line)
+            _varint(out, end - start)
+            _varint(out, column + 1)
+            _varint(out, end_column + 1)
+        line = start if start is not None else line
+        units -= 8
+    return line

@@ -9,7 +9,7 @@ from __future__ import annotations
 from types import CodeType
 from typing import TYPE_CHECKING
 
-from bytecode import Bytecode, Instr, Label
+from bytecode import Bytecode, ConcreteBytecode, Instr, Label
 
 from . import RESOURCE_ERRORS, GlobalName, Hooks, UnsupportedCode
 from ._family import family
@@ -87,12 +87,26 @@ def assemble(bc: Bytecode, stacksize: int, name: str) -> CodeType:
         # and keeps the exception handlers' depths: nothing for ``bytecode`` to recompute
         # (which would be most of the rewriting time).
         concrete = bc.to_concrete_bytecode(compute_exception_stack_depths=False)
+        concrete.__class__ = _LinesUnwritten
         code = concrete.to_code(stacksize=stacksize, compute_exception_stack_depths=False, check_pre_and_post=False)
     except RESOURCE_ERRORS:
         raise
     except Exception as exc:  # the bytecode package's own checks: stack depth, jumps
         raise UnsupportedCode(f"rewritten {name} does not assemble: {exc}") from exc
     return code.replace(co_linetable=family.line_table(code, concrete))
+
+
+class _LinesUnwritten(ConcreteBytecode):
+    """Concrete bytecode whose ``to_code`` leaves the line table empty: ``assemble`` has the
+    family write it (``Family.line_table``), as CPython reads it.  ``bytecode``'s own was
+    then thrown away (3.10) or walked again to be repaired (3.11+), and encoding it was a
+    seventh of a cold rewrite."""
+
+    def _assemble_locations(self, first_lineno: int, linenos: object) -> bytes:  # 3.11+
+        return b""
+
+    def _assemble_linestable(self, first_lineno: int, linenos: object) -> bytes:  # 3.10
+        return b""
 
 
 _SPECIAL_CONSTANTS = frozenset({GlobalName, nooverdub, ContextSlot})

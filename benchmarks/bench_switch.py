@@ -1,0 +1,130 @@
+"""The cost of a cold rewrite alone: switched code (``importhook.dual_code.switched``, what an
+import under a context makes of each module it compiles) made of a package's sources, by
+two checkouts of cassette_hook in turn, to compare a change to the rewriter with what it
+changed.
+
+Each round runs one fresh interpreter per checkout (``PYTHONPATH=TREE``), in turn, the
+order alternating round by round (A B, B A, ...). A child compiles every module of the
+packages (untimed), then switches them all twice and reports the CPU time of the faster
+pass. Reported: each checkout's median, and the median over rounds of B's time divided by
+A's in the same round. A checkout needs its C accelerators built in place (``python
+setup.py build_ext --inplace``): without them switched code is made without method sites.
+
+    python benchmarks/bench_switch.py --tree A_DIR --tree B_DIR [--package networkx] [--rounds 6]
+
+On a machine shared with other jobs, one child's CPU time moves by 10-15% with the load
+(two children of one checkout, run in turn, differed by 5-10%). ``--lines`` compares
+within one process instead, module by module in alternating order: the switched code made
+as ``rewrite._rewriter.assemble`` makes it (the family writes the line table) against the
+same with ``bytecode``'s own ``to_code``, which encodes the line table itself (the way
+before the family wrote it, less its second walk repairing columns past 127: so the
+saving is if anything understated).
+
+    PYTHONPATH=. python benchmarks/bench_switch.py --lines [--package networkx] [--rounds 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+
+CHILD = r"""
+import importlib.util, pathlib, sys, time, warnings
+from cassette_hook.importhook import dual_code, switch
+from cassette_hook.rewrite import _names
+sources = []
+for package in sys.argv[1].split(","):
+    sources += sorted(pathlib.Path(importlib.util.find_spec(package).origin).parent.rglob("*.py"))
+modules = []
+for path in sources:
+    try:
+        modules.append(compile(path.read_text(encoding="utf-8"), str(path), "exec"))
+    except (SyntaxError, UnicodeDecodeError, ValueError):
+        pass
+switch.install_builtins()
+warnings.simplefilter("ignore")
+def once():
+    t = time.process_time()
+    for module in modules:
+        try:
+            dual_code.switched(module, "m")
+        except Exception:
+            pass
+    return time.process_time() - t
+print(min(once(), once()), len(modules), _names.variant())
+"""
+
+
+LINES = r"""
+import importlib.util, pathlib, sys, time, warnings
+from cassette_hook.importhook import dual_code, switch
+from cassette_hook.rewrite import _rewriter
+def bytecodes_lines(bc, stacksize, name):
+    concrete = bc.to_concrete_bytecode(compute_exception_stack_depths=False)
+    return concrete.to_code(stacksize=stacksize, compute_exception_stack_depths=False, check_pre_and_post=False)
+ways = {"bytecode's line table": bytecodes_lines, "the family's": _rewriter.assemble}
+modules = []
+for package in sys.argv[1].split(","):
+    for path in sorted(pathlib.Path(importlib.util.find_spec(package).origin).parent.rglob("*.py")):
+        try:
+            modules.append(compile(path.read_text(encoding="utf-8"), str(path), "exec"))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            pass
+switch.install_builtins()
+warnings.simplefilter("ignore")
+spent = dict.fromkeys(ways, 0.0)
+for round_ in range(int(sys.argv[2])):
+    for index, module in enumerate(modules):
+        for way in (list(ways) if (index + round_) % 2 == 0 else list(ways)[::-1]):
+            dual_code.assemble = ways[way]
+            t = time.process_time()
+            try:
+                dual_code.switched(module, "m")
+            except Exception:
+                pass
+            spent[way] += time.process_time() - t
+old, new = spent.values()
+print(f"{sys.argv[1]} ({len(modules)} modules) x {sys.argv[2]}, {sys.version.split()[0]}: bytecode's line table "
+      f"{old:.2f} s, the family's {new:.2f} s CPU: {new / old:.3f}")
+"""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tree", action="append", help="a checkout of cassette_hook (twice: A, then B)")
+    ap.add_argument("--lines", action="store_true",
+                    help="in this checkout: the family's line table against bytecode's, module by module")
+    ap.add_argument("--package", default="networkx", help="installed packages whose sources to switch, comma-separated")
+    ap.add_argument("--rounds", type=int, default=6, help="(with --lines: passes over the modules; give 1)")
+    args = ap.parse_args()
+    if args.lines:
+        subprocess.run([sys.executable, "-c", LINES, args.package, str(args.rounds)], check=True)
+        return
+    if not args.tree or len(args.tree) != 2:
+        raise SystemExit("give --tree twice: A, then B")
+    times: dict[str, list[float]] = {tree: [] for tree in args.tree}
+    ratios = []
+    for round_ in range(args.rounds):
+        order = args.tree if round_ % 2 == 0 else args.tree[::-1]
+        got = {}
+        for tree in order:
+            env = {**os.environ, "PYTHONPATH": tree}
+            out = subprocess.run([sys.executable, "-c", CHILD, args.package], env=env, check=True,
+                                 capture_output=True, text=True).stdout.split()
+            if out[2] != "c":
+                raise SystemExit(f"{tree}: switched code made without the C accelerators (build them in place)")
+            got[tree] = float(out[0])
+            times[tree].append(got[tree])
+        ratios.append(got[args.tree[1]] / got[args.tree[0]])
+        print(f"round {round_ + 1}: A {got[args.tree[0]]:.3f} s, B {got[args.tree[1]]:.3f} s, B/A {ratios[-1]:.3f}",
+              flush=True)
+    a, b = (statistics.median(times[tree]) for tree in args.tree)
+    print(f"{args.package} ({out[1]} modules), {sys.version.split()[0]}: A {a:.3f} s, B {b:.3f} s CPU (medians); "
+          f"B/A {statistics.median(ratios):.3f} (median of {args.rounds} rounds)")
+
+
+if __name__ == "__main__":
+    main()
