@@ -82,3 +82,17 @@ def test_switched_line_tables_are_bytecodes_where_no_column_reaches_128(monkeypa
 def test_switched_bodies_have_the_line_table_the_3_10_family_writes(monkeypatch):
     for ours, _, written in _assembled_bodies(monkeypatch):
         assert ours.co_linetable == written, ours.co_name
+
+
+def test_bytecode_leaves_the_line_table_to_the_family():
+    """The saving rests on the names of ``bytecode``'s private line-table encoders, which
+    ``_rewriter._LinesUnwritten`` overrides: a release that renames them must fail here
+    rather than quietly encode the table twice."""
+    from bytecode import Bytecode
+
+    code = compile("x = 1\ny = x + 1\n", "<module>", "exec")
+    concrete = Bytecode.from_code(code).to_concrete_bytecode(compute_exception_stack_depths=False)
+    concrete.__class__ = _rewriter._LinesUnwritten
+    assembled = concrete.to_code(stacksize=code.co_stacksize, compute_exception_stack_depths=False,
+                                 check_pre_and_post=False)
+    assert assembled.co_linetable == b""
