@@ -31,21 +31,24 @@ import statistics
 import subprocess
 import sys
 
-CHILD = r"""
+# Both children start alike: the packages' modules compiled (those that compile), the
+# switched code's builtins installed.
+MODULES = r"""
 import importlib.util, pathlib, sys, time, warnings
 from cassette_hook.importhook import dual_code, switch
-from cassette_hook.rewrite import _names
-sources = []
-for package in sys.argv[1].split(","):
-    sources += sorted(pathlib.Path(importlib.util.find_spec(package).origin).parent.rglob("*.py"))
 modules = []
-for path in sources:
-    try:
-        modules.append(compile(path.read_text(encoding="utf-8"), str(path), "exec"))
-    except (SyntaxError, UnicodeDecodeError, ValueError):
-        pass
+for package in sys.argv[1].split(","):
+    for path in sorted(pathlib.Path(importlib.util.find_spec(package).origin).parent.rglob("*.py")):
+        try:
+            modules.append(compile(path.read_text(encoding="utf-8"), str(path), "exec"))
+        except (SyntaxError, UnicodeDecodeError, ValueError):
+            pass
 switch.install_builtins()
 warnings.simplefilter("ignore")
+"""
+
+CHILD = MODULES + r"""
+from cassette_hook.rewrite import _names
 def once():
     t = time.process_time()
     for module in modules:
@@ -58,23 +61,12 @@ print(min(once(), once()), len(modules), _names.variant())
 """
 
 
-LINES = r"""
-import importlib.util, pathlib, sys, time, warnings
-from cassette_hook.importhook import dual_code, switch
+LINES = MODULES + r"""
 from cassette_hook.rewrite import _rewriter
 def bytecodes_lines(bc, stacksize, name):
     concrete = bc.to_concrete_bytecode(compute_exception_stack_depths=False)
     return concrete.to_code(stacksize=stacksize, compute_exception_stack_depths=False, check_pre_and_post=False)
 ways = {"bytecode's line table": bytecodes_lines, "the family's": _rewriter.assemble}
-modules = []
-for package in sys.argv[1].split(","):
-    for path in sorted(pathlib.Path(importlib.util.find_spec(package).origin).parent.rglob("*.py")):
-        try:
-            modules.append(compile(path.read_text(encoding="utf-8"), str(path), "exec"))
-        except (SyntaxError, UnicodeDecodeError, ValueError):
-            pass
-switch.install_builtins()
-warnings.simplefilter("ignore")
 spent = dict.fromkeys(ways, 0.0)
 for round_ in range(int(sys.argv[2])):
     for index, module in enumerate(modules):
