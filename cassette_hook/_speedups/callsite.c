@@ -159,13 +159,14 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         *run = Py_NewRef(f); /* a C slot, bound or not (object.__init__ from super().__init__()): no body */
         return 1;
     }
-    if (CH_SOLE_BY_REFCOUNT && sole && primitive_in_place(f)) {
-        /* items.sort, made by the site's attribute load: decides at its call */
-        *run = Py_NewRef(f);
-        return 1;
-    }
     if (is_builtin(f) || Py_TYPE(f) == &PyMethodDescr_Type) {
         /* min, list.sort: a module's builtin or a class's method that takes callbacks */
+        int method = is_builtin(f) ? indirect_method(((PyCFunctionObject *)f)->m_ml) : -1;
+        if (CH_SOLE_BY_REFCOUNT && method >= 0 && sole && primitive_in_place(f, method)) {
+            /* items.sort, made by the site's attribute load: decides at its call */
+            *run = Py_NewRef(f);
+            return 1;
+        }
         PyObject *caller = PyDict_GetItemWithError(st->indirect_callers, f);
         if (caller != NULL) {
             *run = Py_NewRef(caller);
@@ -174,9 +175,8 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
         if (PyErr_Occurred()) {
             return -1;
         }
-        caller = is_builtin(f) ? method_caller(((PyCFunctionObject *)f)->m_ml) : NULL;
-        if (caller != NULL) { /* items.sort: list.sort's caller, bound to the list (as call_primitive binds it) */
-            *run = PyMethod_New(caller, PyCFunction_GET_SELF(f));
+        if (method >= 0) { /* items.sort: list.sort's caller, bound to the list (as call_primitive binds it) */
+            *run = PyMethod_New(st->indirect_methods[method].caller, PyCFunction_GET_SELF(f));
             return *run == NULL ? -1 : 1;
         }
     }

@@ -99,15 +99,17 @@ fill_indirect_methods(PyObject *callers)
     return 0;
 }
 
-PyObject *
-method_caller(PyMethodDef *method)
+/* The place of a builtin's method definition among state->indirect_methods (a method
+ * that takes callbacks: list.sort), or -1. */
+int
+indirect_method(PyMethodDef *method)
 {
     for (int i = 0; i < MAX_INDIRECT_METHODS && state->indirect_methods[i].method != NULL; i++) {
         if (state->indirect_methods[i].method == method) {
-            return state->indirect_methods[i].caller;
+            return i;
         }
     }
-    return NULL;
+    return -1;
 }
 
 /* A bound C method that takes callbacks (items.sort), made by the call site's own
@@ -200,25 +202,19 @@ fill_in_place(int i, PyMethodDef *method)
     }
 }
 
-/* f, a bound C method that takes callbacks, which the caller holds the only reference to, made to run as
- * primitive() would run it (see in_place_methods): 1, or 0 for any other f. */
+/* f, a bound C method that takes callbacks (the i-th of state->indirect_methods), which
+ * the caller holds the only reference to, made to run as primitive() would run it (see
+ * in_place_methods): 1, or 0 where it cannot be (a weak reference to it, a signature not
+ * swapped). */
 int
-primitive_in_place(PyObject *f)
+primitive_in_place(PyObject *f, int i)
 {
     PyCFunctionObject *bound = (PyCFunctionObject *)f;
-    if (!is_builtin(f) || bound->m_weakreflist != NULL) {
+    if (bound->m_weakreflist != NULL || in_place_methods[i].ml_meth == NULL) {
         return 0;
     }
-    for (int i = 0; i < MAX_INDIRECT_METHODS && state->indirect_methods[i].method != NULL; i++) {
-        if (state->indirect_methods[i].method == bound->m_ml) {
-            if (in_place_methods[i].ml_meth == NULL) {
-                return 0;
-            }
-            bound->m_ml = &in_place_methods[i];
-            return 1;
-        }
-    }
-    return 0;
+    bound->m_ml = &in_place_methods[i];
+    return 1;
 }
 
 /* Is f in a dict keyed by id (special, preparers)?  1, 0, or -1 on error. */

@@ -125,16 +125,12 @@ class LightModule:
         _debug.progress.begin(self.name)
         try:
             with recursion_budget.headroom(rewrite.HEADROOM):
-                made = dual_code.switched_functions([light[index] for index in missing], self.name)
+                results = dual_code.switched_functions([light[index] for index in missing], self.name)
         finally:
             _debug.progress.end()
-        entries: list[CodeType | None] = [None] * len(light) if cached is None else cached
-        failed = []
-        for index, result in zip(missing, made):
-            if isinstance(result, Exception):
-                failed.append(result)
-            else:
-                entries[index] = result
+        failed = [result for result in results if isinstance(result, Exception)]
+        entries = _merged(cached, len(light), {index: result for index, result in zip(missing, results)
+                                               if not isinstance(result, Exception)})
         written = "not cached"
         if failed:
             warnings.warn(f"cassette_hook: cannot instrument {len(failed)} function(s) of module {self.name!r}: "
@@ -154,13 +150,20 @@ class LightModule:
         cached, found, cache = self.cached_functions(light)
         if cache is None:
             return
-        entries: list[CodeType | None] = [None] * len(light) if cached is None else cached
-        for index, code in made.items():
-            entries[index] = code
+        entries = _merged(cached, len(light), made)
         written = code_cache.write(cache, tuple(entries), self.basis, self.name, self.options, code_cache.FUNCTIONS)
         if _debug.imports:
             _debug.say("import", f"{self.name}: {len(made)} function(s) switched alone kept; "
                                  f"cache {found}, {written}: {cache}")
+
+
+def _merged(cached: list[CodeType | None] | None, count: int, made: dict[int, CodeType]) -> list[CodeType | None]:
+    """A ``.functions`` file's entries for ``count`` functions: what it held (None for a
+    function not switched yet; all None without a file), with ``made`` put in by place."""
+    entries: list[CodeType | None] = [None] * count if cached is None else cached
+    for index, code in made.items():
+        entries[index] = code
+    return entries
 
 
 def functions(code: CodeType) -> list[CodeType]:

@@ -286,10 +286,13 @@ def _first_implemented(order: list[tuple[Any, Any]]) -> Any:
 
 def _defines(right: type, name: str, left: type) -> bool:
     """Does ``right`` implement ``name`` differently from ``left``?"""
-    return _lookup(right, name) is not _lookup(left, name)
+    return class_attribute(right, name) is not class_attribute(left, name)
 
 
-def _lookup(klass: type, name: str) -> Any:
+def class_attribute(klass: type, name: str) -> Any:
+    """``klass``'s attribute ``name`` as its classes' namespaces hold it, along its MRO (no
+    descriptor or metaclass of the program's is run; a stand-in gives what it stands in
+    for), or None."""
     return next((standins.plain(k.__dict__[name]) for k in klass.__mro__ if name in k.__dict__), None)
 
 

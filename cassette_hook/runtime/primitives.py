@@ -450,16 +450,6 @@ def _thread_start(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 # (``pool._work_queue``'s items' ``fn``, or ``task`` on 3.14+): a ``Future`` holds no
 # function (docs/internals.md, "Callbacks from C").
 
-def _class_attribute(kind: type, name: str) -> Any:
-    """``kind``'s attribute ``name`` as its classes' namespaces hold it (no descriptor, no
-    metaclass of the program's is run), or None."""
-    for klass in kind.__mro__:
-        found = vars(klass).get(name, _NOT_MINE)
-        if found is not _NOT_MINE:
-            return found
-    return None
-
-
 def _runs_work_as_given(executor: Any, *, through_submit: bool) -> bool:
     """Does the standard library's thread pool code run the function ``executor`` is given
     as it was given: is it a ``ThreadPoolExecutor`` whose class keeps the pool's
@@ -469,7 +459,7 @@ def _runs_work_as_given(executor: Any, *, through_submit: bool) -> bool:
     pool = thread.ThreadPoolExecutor
     kind = type(executor)
     return issubclass(kind, pool) and all(
-        _class_attribute(kind, name) is vars(pool).get(name)
+        operators.class_attribute(kind, name) is vars(pool).get(name)
         for name in (("submit", "prepare_context") if through_submit else ("prepare_context",)))
 
 
@@ -521,7 +511,7 @@ def _to_thread(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     from asyncio import base_events, events  # (imported: the call being run is asyncio's)
 
     loop = events._get_running_loop()
-    if args and loop is not None and _hands_to_a_thread_pool(loop, None) and _class_attribute(
+    if args and loop is not None and _hands_to_a_thread_pool(loop, None) and operators.class_attribute(
             type(loop), "run_in_executor") is vars(base_events.BaseEventLoop)["run_in_executor"]:
         args = (_handed_to_a_thread(args[0]), *args[1:])
     return f(*args, **kwargs)
