@@ -182,7 +182,9 @@ _unpop, _repop = (_speedups.unpop, _speedups.repop) if _speedups is not None els
 # more step that puts its entry back on top.  ``_model_tail_loop``: the same for an overload
 # whose recurse is its tail call, ``return ch.recurse(ctx, f, x)``, whose one step may end
 # the overload's popping before the twin runs (the twin then runs under the state the
-# call site had), so that nothing runs after the twin.
+# call site had), so that nothing runs after the twin.  ``_model_any_loop``: the same tail
+# call for bench_tools' ``recurse`` row, an overload of every callee with ``*args`` and
+# ``**kwargs`` (``RecurseAll``), its twin made per callee as the identity overload's is.
 class _ModelContext:
     pass
 
@@ -203,9 +205,14 @@ def _model_tail_overload(ctx: _ModelContext, x: int) -> int:
     return _model_unpop(ctx, _g)(x)  # type: ignore[no-any-return]
 
 
+def _model_any_overload(ctx: _ModelContext, *args: Any, **kwargs: Any) -> Any:
+    return _model_unpop(ctx, _g)(*args, **kwargs)
+
+
 _model_twins: dict[Any, Any] = {_g: _g}
 _model_resolve = {_g: _model_overload.__get__(_ModelContext())}.get
 _model_tail_resolve = {_g: _model_tail_overload.__get__(_ModelContext())}.get
+_model_any_resolve = {_g: _model_any_overload.__get__(_ModelContext())}.get
 _model_unpop = _model_twins.get  # (ctx, f): ctx the key looked up (absent), f its default
 _model_step = [].clear  # (a builtin that takes nothing, as repop)
 
@@ -224,6 +231,23 @@ def _model_tail_loop() -> int:
     return total
 
 
+def _model_any_loop() -> int:
+    total = 0
+    for i in range(20_000):
+        total += _model_any_resolve(_g)(i)
+    return total
+
+
+class RecurseAll(ch.Context):
+    """bench_tools' ``recurse`` row: an ``overdub`` overload of every call that only
+    calls ``recurse``, with ``*args`` and ``**kwargs``."""
+
+    operators = False
+
+    def overdub(self, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return ch.recurse(self, f, *args, **kwargs)
+
+
 def entering_route(rounds: int) -> None:
     """Per matched call, ns over plain: the counting prehook, the identity overload as it
     runs, the same with its recurse entered (real), and the whole route modelled (for an
@@ -232,14 +256,15 @@ def entering_route(rounds: int) -> None:
                 "count": lambda: ch.overdub(common.Count(metadata=[0]), _loop),
                 "identity": lambda: ch.overdub(Identity(), _loop),
                 "entered": lambda: ch.overdub(IdentityEntered(), _loop),
-                "model": _model_loop, "model-tail": _model_tail_loop}
+                "model": _model_loop, "model-tail": _model_tail_loop,
+                "recurse-all": lambda: ch.overdub(RecurseAll(), _loop), "model-any": _model_any_loop}
     expected = _loop()
     assert all(v() == expected for v in variants.values())
     res = harness.measure("calls", variants, rounds=rounds, warmup=2)
     print("\nper matched call, the entering route (a loop of 20,000 calls): ns a call over plain")
     print(harness.table(["variant", "ns/call over plain"],
                         [[v, f"{(res.median(v) - res.median('plain')) / 20_000:.0f}"]
-                         for v in ("count", "identity", "entered", "model", "model-tail")]))
+                         for v in ("count", "identity", "entered", "model", "model-tail", "recurse-all", "model-any")]))
 
 
 def prehook_routes(rounds: int, name: str = "interp") -> None:
