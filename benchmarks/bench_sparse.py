@@ -20,7 +20,7 @@ overload that names it (``overdub(ctx, f: Is[g], x): return ch.recurse(ctx, f, x
 
 Not run by ``main``: ``entering_route(rounds)``, the same per-call loop with the overload's
 ``recurse`` entered by hand and the whole entering route modelled (C path; see the comments
-above it), and ``prehook_routes(rounds)``.
+above it; ``cg_entering.py`` counts its variants' instructions), and ``prehook_routes(rounds)``.
 """
 
 from __future__ import annotations
