@@ -17,6 +17,10 @@ per call: a loop of calls of one Python function under ``count`` and under an id
 overload that names it (``overdub(ctx, f: Is[g], x): return ch.recurse(ctx, f, x)``).
 
     PYTHONPATH=. python benchmarks/bench_sparse.py [--quick] [--workloads fib,oo_sim] [--no-hooked]
+
+Not run by ``main``: ``entering_route(rounds)``, the same per-call loop with the overload's
+``recurse`` entered by hand and the whole entering route modelled (C path; see the comments
+above it; ``cg_entering.py`` counts its variants' instructions), and ``prehook_routes(rounds)``.
 """
 
 from __future__ import annotations
@@ -137,6 +141,130 @@ def per_call(rounds: int) -> None:
     print("\nper matched call (a loop of 20,000 calls of one function): ns a call over plain")
     print(harness.table(["variant", "ns/call over plain"],
                         [[v, f"{(res.median(v) - res.median('plain')) / 20_000:.0f}"] for v in ("count", "identity")]))
+
+
+# The entering route for an overload (docs/performance.md, "The entering route for an
+# overload's recurse, measured and modelled"), in two halves.
+#
+# The recurse half, real: an identity overload whose ``ch.recurse`` is written as an
+# entering call site would run it, with the real C steps (``_speedups.unpop`` puts the
+# popped entry back and returns the twin, the overload's frame calls it, inlined, and
+# ``_speedups.repop`` pops the entry again, also when the twin raises).  The overload itself
+# is still called by a ``Site``, from C, as today.  C path only.
+class IdentityEntered(ch.Context):
+    operators = False
+
+
+@ch.overdub.register
+def _identity_entered(ctx: IdentityEntered, f: ch.Is[_g], x: int) -> int:
+    run = _unpop(ctx, f)
+    try:
+        out = run(x)
+    except BaseException:
+        _repop()
+        raise
+    _repop()
+    return out  # type: ignore[no-any-return]
+
+
+_speedups = getattr(ch._native.runtime, "module", None) if ch is not None else None  # (C path only)
+_unpop, _repop = (_speedups.unpop, _speedups.repop) if _speedups is not None else (None, None)
+
+
+# The whole route, modelled: the matched call as the program's frame would run it if the
+# call site were handed the overload's twin (bound to its context) and called it, inlined,
+# and the twin's recurse were the entering call site above.  Plain Python, no context:
+# each step of ours is a builtin called from Python that stands in for it (a dictionary's
+# ``get``, or a list's ``clear`` for a step that takes nothing); the real steps' own work
+# is added from the profiles of the real routes (docs/performance.md).  Steps: the site's
+# resolve (the overload's twin, its entry popped), the overload's frame, inlined, its
+# recurse (``unpop``, the twin inlined, ``repop``), and, as the overload returns, one
+# more step that puts its entry back on top.  ``_model_tail_loop``: the same for an overload
+# whose recurse is its tail call, ``return ch.recurse(ctx, f, x)``, whose one step may end
+# the overload's popping before the twin runs (the twin then runs under the state the
+# call site had), so that nothing runs after the twin.  ``_model_any_loop``: the same tail
+# call for bench_tools' ``recurse`` row, an overload of every callee with ``*args`` and
+# ``**kwargs`` (``RecurseAll``), its twin made per callee as the identity overload's is.
+class _ModelContext:
+    pass
+
+
+def _model_overload(ctx: _ModelContext, x: int) -> int:
+    run = _model_unpop(ctx, _g)
+    try:
+        out = run(x)
+    except BaseException:
+        _model_step()
+        raise
+    _model_step()
+    _model_step()
+    return out  # type: ignore[no-any-return]
+
+
+def _model_tail_overload(ctx: _ModelContext, x: int) -> int:
+    return _model_unpop(ctx, _g)(x)  # type: ignore[no-any-return]
+
+
+def _model_any_overload(ctx: _ModelContext, *args: Any, **kwargs: Any) -> Any:
+    return _model_unpop(ctx, _g)(*args, **kwargs)
+
+
+_model_twins: dict[Any, Any] = {_g: _g}
+_model_resolve = {_g: _model_overload.__get__(_ModelContext())}.get
+_model_tail_resolve = {_g: _model_tail_overload.__get__(_ModelContext())}.get
+_model_any_resolve = {_g: _model_any_overload.__get__(_ModelContext())}.get
+_model_unpop = _model_twins.get  # (ctx, f): ctx the key looked up (absent), f its default
+_model_step = [].clear  # (a builtin that takes nothing, as repop)
+
+
+def _model_loop() -> int:
+    total = 0
+    for i in range(20_000):
+        total += _model_resolve(_g)(i)
+    return total
+
+
+def _model_tail_loop() -> int:
+    total = 0
+    for i in range(20_000):
+        total += _model_tail_resolve(_g)(i)
+    return total
+
+
+def _model_any_loop() -> int:
+    total = 0
+    for i in range(20_000):
+        total += _model_any_resolve(_g)(i)
+    return total
+
+
+class RecurseAll(ch.Context):
+    """bench_tools' ``recurse`` row: an ``overdub`` overload of every call that only
+    calls ``recurse``, with ``*args`` and ``**kwargs``."""
+
+    operators = False
+
+    def overdub(self, f: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return ch.recurse(self, f, *args, **kwargs)
+
+
+def entering_route(rounds: int) -> None:
+    """Per matched call, ns over plain: the counting prehook, the identity overload as it
+    runs, the same with its recurse entered (real), and the whole route modelled (for an
+    overload whose recurse is its tail call, too)."""
+    variants = {"plain": _loop,
+                "count": lambda: ch.overdub(common.Count(metadata=[0]), _loop),
+                "identity": lambda: ch.overdub(Identity(), _loop),
+                "entered": lambda: ch.overdub(IdentityEntered(), _loop),
+                "model": _model_loop, "model-tail": _model_tail_loop,
+                "recurse-all": lambda: ch.overdub(RecurseAll(), _loop), "model-any": _model_any_loop}
+    expected = _loop()
+    assert all(v() == expected for v in variants.values())
+    res = harness.measure("calls", variants, rounds=rounds, warmup=2)
+    print("\nper matched call, the entering route (a loop of 20,000 calls): ns a call over plain")
+    print(harness.table(["variant", "ns/call over plain"],
+                        [[v, f"{(res.median(v) - res.median('plain')) / 20_000:.0f}"]
+                         for v in ("count", "identity", "entered", "model", "model-tail", "recurse-all", "model-any")]))
 
 
 def prehook_routes(rounds: int, name: str = "interp") -> None:
