@@ -530,11 +530,13 @@ from concurrent.futures import ProcessPoolExecutor
 
 def main(method):
     ctx = multiprocessing.get_context(method)
-    with ctx.Pool(2) as pool:
-        out = [pool.map(by_map, range(4)), list(pool.imap(by_imap, range(3))),
-               sorted(pool.imap_unordered(by_imap_unordered, range(2))), pool.starmap(by_starmap, [(1, 2), (3, 4)]),
-               pool.apply(by_apply, (5,)), pool.apply_async(by_apply_async, (6,)).get(),
-               pool.map_async(by_map_async, range(3)).get()]
+    pool = ctx.Pool(2)
+    out = [pool.map(by_map, range(4)), list(pool.imap(by_imap, range(3))),
+           sorted(pool.imap_unordered(by_imap_unordered, range(2))), pool.starmap(by_starmap, [(1, 2), (3, 4)]),
+           pool.apply(by_apply, (5,)), pool.apply_async(by_apply_async, (6,)).get(),
+           pool.map_async(by_map_async, range(3)).get()]
+    pool.close()  # (not terminate(): under the trace, a forkserver's worker it ends may lose its report's end)
+    pool.join()
     with ProcessPoolExecutor(2, mp_context=ctx) as executor:
         out += [executor.submit(by_submit, 7).result(), list(executor.map(by_executor_map, range(5)))]
     print(out)
