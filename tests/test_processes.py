@@ -684,6 +684,24 @@ def test_a_process_pools_function_runs_as_itself_in_a_worker_with_no_context(tmp
     assert "multiprocessing.pool.Pool.map(" in trace and "by_map(" not in trace, trace
 
 
+def test_the_trace_shows_each_call_a_multiprocessing_thread_pool_makes_of_the_programs_function(tmp_path):
+    # A ThreadPool is a Pool whose workers are threads: they call the call site itself.
+    write(tmp_path, "jobs.py", "def work(n):\n    return n + 1\n")
+    write(tmp_path, "prog.py", """
+        from multiprocessing.pool import ThreadPool
+        from jobs import work
+
+        with ThreadPool(2) as pool:
+            print(pool.map(work, range(5)), pool.apply(work, (3,)))
+    """)
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--context", "trace", "--output", "trace.txt",
+                             "prog.py"], cwd=tmp_path, env=env_for(tmp_path), capture_output=True, text=True,
+                            timeout=120)
+    assert (result.returncode, result.stdout) == (0, "[1, 2, 3, 4, 5] 4\n"), result.stderr
+    trace = (tmp_path / "trace.txt").read_text()
+    assert len(re.findall(r"^\[[^]]*\] *jobs\.work\(", trace, re.M)) == 6, trace
+
+
 def test_a_received_call_site_is_the_function_itself_where_no_whole_program_context_is_active():
     from cassette_hook.runtime import primitives
 
