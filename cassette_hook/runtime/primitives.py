@@ -554,14 +554,19 @@ def _received(function: Any) -> Any:
 
 def _pickles_by_reference(function: Any) -> bool:
     """Is ``function`` a Python function that pickle saves as its module and qualified
-    name, and finds again there?  (Read in the namespaces' dicts: no module
-    ``__getattr__`` or class property of the program's is run.)"""
+    name, and finds again there?  (Read in the namespaces' dicts, kinds asked by
+    ``type``: no module ``__getattr__``, class property or metaclass of the program's is
+    run.)"""
     if type(function) is not FunctionType or type(function.__module__) is not str:
         return False
     found: Any = sys.modules.get(function.__module__)
-    for part in function.__qualname__.split("."):
-        space = getattr(found, "__dict__", None) if isinstance(found, (ModuleType, type)) else None
-        found = space.get(part) if space is not None else None
+    for part in function.__qualname__.split("."):  # (a local function's has "<locals>": not found)
+        if issubclass(type(found), ModuleType):
+            found = found.__dict__.get(part)
+        elif issubclass(type(found), type):
+            found = operators.class_attribute(found, part)
+        else:
+            return False
         if type(found) is staticmethod:
             found = found.__func__
     return found is function
