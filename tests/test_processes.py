@@ -510,6 +510,207 @@ def test_a_pools_workers_reports_add_up_to_every_call_of_its_function(tmp_path, 
     assert sum(calls) == 40, workers
 
 
+# One call of a function of its own through each way of handing work to a process pool.
+POOL_FUNCTIONS = """
+def by_map(x): return x + 1
+def by_imap(x): return x + 1
+def by_imap_unordered(x): return x + 1
+def by_starmap(a, b): return a + b
+def by_apply(x): return x + 1
+def by_apply_async(x): return x + 1
+def by_map_async(x): return x + 1
+def by_submit(x): return x + 1
+def by_executor_map(x): return x + 1
+"""
+
+POOL_WAYS = """
+import multiprocessing, sys
+from concurrent.futures import ProcessPoolExecutor
+{defined}
+
+def main(method):
+    ctx = multiprocessing.get_context(method)
+    pool = ctx.Pool(2)
+    out = [pool.map(by_map, range(4)), list(pool.imap(by_imap, range(3))),
+           sorted(pool.imap_unordered(by_imap_unordered, range(2))), pool.starmap(by_starmap, [(1, 2), (3, 4)]),
+           pool.apply(by_apply, (5,)), pool.apply_async(by_apply_async, (6,)).get(),
+           pool.map_async(by_map_async, range(3)).get()]
+    pool.close()  # (not terminate(): under the trace, a forkserver's worker it ends may lose its report's end)
+    pool.join()
+    with ProcessPoolExecutor(2, mp_context=ctx) as executor:
+        out += [executor.submit(by_submit, 7).result(), list(executor.map(by_executor_map, range(5)))]
+    print(out)
+
+if __name__ == "__main__":
+    main(sys.argv[1])
+"""
+
+POOL_CALLS = {"by_map": 4, "by_imap": 3, "by_imap_unordered": 2, "by_starmap": 2, "by_apply": 1,
+              "by_apply_async": 1, "by_map_async": 3, "by_submit": 1, "by_executor_map": 5}
+
+
+def write_pool_ways(tmp_path: Path, where: str, name: str = "prog.py") -> None:
+    if where == "module":
+        write(tmp_path, "jobs.py", POOL_FUNCTIONS)
+    defined = "from jobs import *" if where == "module" else textwrap.indent(POOL_FUNCTIONS, " " * 8)
+    write(tmp_path, name, POOL_WAYS.format(defined=textwrap.dedent(defined)))
+
+
+def calls_in_reports(reports: list[str], spec: str) -> dict[str, int]:
+    """How many calls of each ``by_*`` function the reports show, all processes together:
+    a profile row's count, or a trace's lines (``(× N, the first shown)`` for N alike)."""
+    found = dict.fromkeys(POOL_CALLS, 0)
+    for report in reports:
+        if spec == "profile":
+            for m in re.finditer(r"^ +(\d+) .* (?:__main__|__mp_main__|jobs)\.(by_\w+)$", report, re.M):
+                found[m[2]] += int(m[1])
+        else:
+            for m in re.finditer(r"^ *(?:__main__|__mp_main__|jobs)\.(by_\w+)\(.*?(?:\(× (\d+), the first shown\))?$",
+                                 report, re.M):
+                found[m[1]] += int(m[2] or 1)
+    return found
+
+
+@pytest.mark.parametrize("spec", ["trace", "profile"])
+@pytest.mark.parametrize("where", ["script", "module"])
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_a_process_pools_workers_show_each_call_of_the_programs_function_once(tmp_path, method, where, spec):
+    # The trace runs the standard library as one call each: Pool.map (and the other ways)
+    # hands the function on as a call site that the worker unpickles as its own
+    # (docs/processes.md, "Pools"); the profile sees the worker loop's call, and only it.
+    write_pool_ways(tmp_path, where)
+    pure = {k: v for k, v in os.environ.items() if k == "CASSETTE_HOOK_PURE_PYTHON"}
+    plain = subprocess.run([sys.executable, "prog.py", method], cwd=tmp_path, env=env_for(tmp_path, **pure),
+                           capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context", spec,
+                             "--output", "report.txt", "prog.py", method], cwd=tmp_path,
+                            env=env_for(tmp_path, **pure), capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout) == (0, plain.stdout), result.stderr
+    reports = [p.read_text() for p in tmp_path.glob("report*.txt")]
+    assert calls_in_reports(reports, spec) == POOL_CALLS, reports
+
+
+def test_install_from_envs_trace_shows_each_call_a_process_pool_makes_of_the_programs_functions(tmp_path):
+    # (install_from_env instruments the modules the program imports, not its __main__)
+    write_pool_ways(tmp_path, "module", "pooling.py")
+    write(tmp_path, "prog.py", "import sys, pooling\nif __name__ == '__main__':\n    pooling.main(sys.argv[1])\n")
+    write(tmp_path, "sitecustomize.py", "import cassette_hook\ncassette_hook.install_from_env()\n")
+    env = env_for(tmp_path, CASSETTE_HOOK_INCLUDE="pooling,jobs", CASSETTE_HOOK_CONTEXT="trace",
+                  CASSETTE_HOOK_OUTPUT=str(tmp_path / "trace.{pid}.txt"))
+    result = subprocess.run([sys.executable, "prog.py", "spawn"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    reports = [p.read_text() for p in tmp_path.glob("trace.*.txt")]
+    assert calls_in_reports(reports, "trace") == POOL_CALLS, reports
+
+
+POOL_REFUSALS = """
+import multiprocessing, re, sys, traceback
+from concurrent.futures import ProcessPoolExecutor
+
+def fails(x):
+    raise ValueError(f"no {x}")
+
+def shown(error):
+    notes = getattr(error, "__notes__", [])
+    return re.sub(r"0x[0-9a-f]+", "ADDR", f"{type(error).__name__}: {error} {notes}")
+
+def remote(error):
+    # the worker's traceback, as text, carried in the exception's cause
+    return re.sub(r"0x[0-9a-f]+", "ADDR", str(error.__cause__))
+
+def outer():
+    def local(x):
+        return x
+    return local
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context(sys.argv[1])
+    with ctx.Pool(1) as pool:
+        for call in (lambda: pool.map(lambda x: x, [1]), lambda: pool.apply(outer(), (1,))):
+            try:
+                call()
+            except Exception as error:
+                print(shown(error))
+        try:
+            pool.map(fails, [1])
+        except ValueError as error:
+            print(shown(error), remote(error), [frame.name for frame in traceback.extract_tb(error.__traceback__)])
+        print(pool.map(abs, [-1, -2]))
+    with ProcessPoolExecutor(1, mp_context=ctx) as executor:
+        try:
+            executor.submit(fails, 2).result()
+        except ValueError as error:
+            print(shown(error), remote(error))
+        try:
+            executor.submit(lambda: 1).result()
+        except Exception as error:
+            print(shown(error))
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_what_a_process_pools_function_raises_and_what_cannot_be_pickled_are_as_plain_under_the_trace(
+        tmp_path, method):
+    # A lambda and a local function fail to pickle with plain's exception and message;
+    # the function's exception comes back with the worker's traceback as plain; a builtin
+    # is handed on as it is.
+    write(tmp_path, "prog.py", POOL_REFUSALS)
+    pure = {k: v for k, v in os.environ.items() if k == "CASSETTE_HOOK_PURE_PYTHON"}
+    plain = subprocess.run([sys.executable, "prog.py", method], cwd=tmp_path, env=env_for(tmp_path, **pure),
+                           capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0 and "ValueError: no 1" in plain.stdout and "ValueError: no 2" in plain.stdout, \
+        plain.stderr
+    assert plain.stdout.count("Can't") >= 3, plain.stdout  # (the lambdas and the local function refused)
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context", "trace",
+                             "--output", "trace.txt", "prog.py", method], cwd=tmp_path,
+                            env=env_for(tmp_path, **pure), capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout) == (0, plain.stdout), result.stderr
+
+
+def test_a_process_pools_function_runs_as_itself_in_a_worker_with_no_context(tmp_path):
+    # Without --subprocesses the workers are plain: they unpickle the call site as the
+    # function itself (importing cassette_hook to do so) and run it as plain.
+    write_pool_ways(tmp_path, "module")
+    plain = subprocess.run([sys.executable, "prog.py", "spawn"], cwd=tmp_path, env=env_for(tmp_path),
+                           capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--context", "trace", "--output", "trace.txt",
+                             "prog.py", "spawn"], cwd=tmp_path, env=env_for(tmp_path), capture_output=True, text=True,
+                            timeout=120)
+    assert (result.returncode, result.stdout) == (0, plain.stdout), result.stderr
+    assert list(tmp_path.glob("trace.*.txt")) == []  # (the parent's only)
+    trace = (tmp_path / "trace.txt").read_text()
+    assert "multiprocessing.pool.Pool.map(" in trace and "by_map(" not in trace, trace
+
+
+def test_the_trace_shows_each_call_a_multiprocessing_thread_pool_makes_of_the_programs_function(tmp_path):
+    # A ThreadPool is a Pool whose workers are threads: they call the call site itself.
+    write(tmp_path, "jobs.py", "def work(n):\n    return n + 1\n")
+    write(tmp_path, "prog.py", """
+        from multiprocessing.pool import ThreadPool
+        from jobs import work
+
+        with ThreadPool(2) as pool:
+            print(pool.map(work, range(5)), pool.apply(work, (3,)))
+    """)
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--context", "trace", "--output", "trace.txt",
+                             "prog.py"], cwd=tmp_path, env=env_for(tmp_path), capture_output=True, text=True,
+                            timeout=120)
+    assert (result.returncode, result.stdout) == (0, "[1, 2, 3, 4, 5] 4\n"), result.stderr
+    trace = (tmp_path / "trace.txt").read_text()
+    assert len(re.findall(r"^\[[^]]*\] *jobs\.work\(", trace, re.M)) == 6, trace
+
+
+def test_a_received_call_site_is_the_function_itself_where_no_whole_program_context_is_active():
+    from cassette_hook.runtime import primitives
+
+    def local(x):
+        return x
+
+    assert primitives._received(local) is local
+
+
 CHILD_SCRIPT = """
 import sys
 

@@ -517,6 +517,116 @@ def _to_thread(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return f(*args, **kwargs)
 
 
+# -- functions handed to a process pool by a library's code that runs plain ------------
+#
+# A process pool's function, under such a plan: ``Pool.map(f, xs)`` (and ``apply``,
+# ``imap`` ...) and ``ProcessPoolExecutor.submit``/``map`` are each one call of
+# ``multiprocessing``'s or ``concurrent.futures``' code, which pickles ``f`` into a task
+# that a worker process's plain loop unpickles and calls.  So each, run as a primitive,
+# hands ``f`` on as a :class:`_Shipped`: a call site that pickles as ``_received(f)``,
+# which the worker unpickles as a call site of its own whole-program contexts (or as ``f``
+# itself where it has none), so that they see the call.  Only a function that pickles by
+# reference (its module's attribute of its qualified name is itself) is shipped this way:
+# pickling it cannot fail, and so nothing else can (a lambda or a local function is
+# handed on as it is, and fails to pickle as plain, with the same exception and notes).
+# A ``multiprocessing.pool.ThreadPool``, a ``Pool`` whose workers are threads, calls the
+# ``_Shipped`` itself: a call site there too.  Only where the function reaches the
+# standard library's task as it was given: a pool whose class has its own version of a
+# method the call goes through (the program's ``apply_async``, which ``apply`` calls)
+# gets ``f`` itself (docs/internals.md, "Callbacks from C").
+
+class _Shipped(_Kept):
+    """A call site made of a process pool's function: pickled, it becomes
+    ``_received(function)`` (the call site is made again on the other side, where the
+    contexts are that process's)."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        return _received, (self.args[0],)
+
+
+def _received(function: Any) -> Any:
+    """What a worker process unpickles a :class:`_Shipped` as: a call site of its
+    whole-program contexts, or the function itself where it has none."""
+    return _kept(function) if context_stack.whole_program() else function
+
+
+def _pickles_by_reference(function: Any) -> bool:
+    """Is ``function`` a Python function that pickle saves as its module and qualified
+    name, and finds again there?  (Read in the namespaces' dicts, kinds asked by
+    ``type``: no module ``__getattr__``, class property or metaclass of the program's is
+    run.)"""
+    if type(function) is not FunctionType or type(function.__module__) is not str:
+        return False
+    found: Any = sys.modules.get(function.__module__)
+    for part in function.__qualname__.split("."):  # (a local function's has "<locals>": not found)
+        if issubclass(type(found), ModuleType):
+            found = found.__dict__.get(part)
+        elif issubclass(type(found), type):
+            found = operators.class_attribute(found, part)
+        else:
+            return False
+        if type(found) is staticmethod:
+            found = found.__func__
+    return found is function
+
+
+def _shipped(function: Any) -> Any:
+    """``function``, which a process pool's plain code pickles for a worker, as a call
+    site the worker unpickles as its own (a :class:`_Shipped`, equal to it); itself where
+    no whole-program context is active, or where it does not pickle by reference."""
+    if context_stack.whole_program() and _pickles_by_reference(function):
+        return _Shipped(hotpath.call, function)
+    return function
+
+
+def _keeps(kind: type, base: type, names: tuple[str, ...]) -> bool:
+    """Does ``kind``, a subclass of ``base``, keep ``base``'s own ``names``?"""
+    return issubclass(kind, base) and all(
+        operators.class_attribute(kind, name) is vars(base).get(name) for name in names)
+
+
+# A Pool's methods that take the function, and the methods of the pool each goes through.
+_POOL_ROUTES = {
+    "apply": ("apply_async",), "apply_async": (),
+    "map": ("_map_async", "_guarded_task_generation"), "starmap": ("_map_async", "_guarded_task_generation"),
+    "map_async": ("_map_async", "_guarded_task_generation"),
+    "starmap_async": ("_map_async", "_guarded_task_generation"),
+    "imap": ("_guarded_task_generation",), "imap_unordered": ("_guarded_task_generation",),
+}
+
+
+def _process_pool_method(name: str) -> Handler:
+    """A handler for ``multiprocessing.pool.Pool``'s method ``name`` (the function after
+    the receiver): the function as a :class:`_Shipped` where the pool's class keeps the
+    methods the call goes through."""
+    route = _POOL_ROUTES[name]
+
+    def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        from multiprocessing import pool  # (imported: the call being run is of its code)
+
+        if len(args) > 1 and _keeps(type(args[0]), pool.Pool, route):
+            args = (args[0], _shipped(args[1]), *args[2:])
+        return f(*args, **kwargs)
+
+    return handler
+
+
+def _executor_method(*, through_submit: bool) -> Handler:
+    """A handler for ``ProcessPoolExecutor.submit`` or ``.map`` (``through_submit``: which
+    calls the pool's ``submit``): the function as a :class:`_Shipped`."""
+    def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        from concurrent.futures import process  # (imported: the call being run is of its code)
+
+        if len(args) > 1 and _keeps(type(args[0]), process.ProcessPoolExecutor,
+                                    ("submit",) if through_submit else ()):
+            args = (args[0], _shipped(args[1]), *args[2:])
+        return f(*args, **kwargs)
+
+    return handler
+
+
 # Functions of modules that cassette_hook does not import (asyncio's costs 20 ms), by module
 # and qualified name: a plan that meets one as a primitive enters it in SPECIAL
 # (:func:`note_primitive`), once it is sure it is the module's own.
@@ -525,6 +635,9 @@ _LATER: dict[tuple[str, str], Handler] = {
     ("concurrent.futures._base", "Executor.map"): _pool_method(through_submit=True),
     ("asyncio.threads", "to_thread"): _to_thread,
     ("asyncio.base_events", "BaseEventLoop.run_in_executor"): _run_in_executor,
+    **{("multiprocessing.pool", f"Pool.{name}"): _process_pool_method(name) for name in _POOL_ROUTES},
+    ("concurrent.futures.process", "ProcessPoolExecutor.submit"): _executor_method(through_submit=False),
+    ("concurrent.futures.process", "ProcessPoolExecutor.map"): _executor_method(through_submit=True),
 }
 _ENTERED: list[FunctionType] = []  # those entered: kept alive, so that no other object takes their ids
 
