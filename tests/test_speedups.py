@@ -272,6 +272,117 @@ def test_closures_of_one_code_alive_at_once_each_keep_their_own_twin():
         assert callsites.resolve(*(first,)) is not twin and callsites.resolve(*(first,))() == 1
 
 
+def _lambda_made_per_call(value, made):  # (its own code, as _closure_made_per_call's)
+    function = lambda step=1: value + step  # noqa: E731
+    made.append(id(function))
+    return function
+
+
+sole_by_refcount = pytest.mark.skipif(
+    sys.version_info >= (3, 14), reason="3.14's borrowed loads: a count of 1 does not tell that the site's "
+    "reference is the only one (the test below holds there)")
+
+
+@needs_c
+@sole_by_refcount
+def test_a_lambda_only_its_call_site_holds_is_made_its_own_twin(monkeypatch):
+    # (docs/internals.md, "Twins": no function made and freed per call for `(lambda: i)()`)
+    monkeypatch.setattr(_plan, "switch_before_twin", None)
+    made: list[int] = []
+    plain = _lambda_made_per_call(0, made).__code__
+    gc.disable()  # (a full collection empties Plan.shared)
+    try:
+        with Null():
+            callsites.resolve(_lambda_made_per_call(0, made))  # (the code's first twin: made by Python, shared)
+            twin = callsites.resolve(_lambda_made_per_call(1, made))
+            assert id(twin) == made[-1] and twin.__code__ is not plain
+            assert twin() == 2 and twin(5) == 6 and twin.__name__ == "<lambda>"
+    finally:
+        gc.enable()
+
+
+@needs_c
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="before 3.14 a count of 1 tells it (the test above)")
+def test_from_3_14_a_function_with_a_count_of_one_is_left_as_it_is(monkeypatch):
+    monkeypatch.setattr(_plan, "switch_before_twin", None)
+    made: list[int] = []
+    plain = _lambda_made_per_call(0, made).__code__
+    function = _lambda_made_per_call(1, made)
+    gc.disable()
+    try:
+        with Null():
+            callsites.resolve(_lambda_made_per_call(0, made))
+            twin = callsites.resolve(function)  # (a borrowed load: the variable's reference alone)
+            assert twin is not function and twin() == 2 and function.__code__ is plain
+    finally:
+        gc.enable()
+
+
+@needs_c
+def test_a_lambda_a_weak_reference_sees_keeps_its_code_and_gets_a_twin(monkeypatch):
+    monkeypatch.setattr(_plan, "switch_before_twin", None)
+    made: list[int] = []
+    plain = _lambda_made_per_call(0, made).__code__
+    refs = []
+
+    def watched(value):
+        function = _lambda_made_per_call(value, made)
+        refs.append(weakref.ref(function))
+        return function
+
+    gc.disable()
+    try:
+        with Null():
+            callsites.resolve(watched(0))
+            twin = callsites.resolve(watched(1))
+            # (the function itself would be alive, as the twin: a new twin was made while
+            # it lived, so their addresses differ)
+            assert id(twin) != made[-1] and twin() == 2 and twin.__code__ is not plain
+    finally:
+        gc.enable()
+
+
+def _lambdas_made_per_call(n):
+    values = [(lambda: i)() for i in range(n)]
+    values += [(lambda x=i, *, y=2: x * y)() for i in range(n)]
+    values += [list((lambda: (yield i))()) for i in range(n)]
+    values += [(lambda: sys._getframe().f_code.co_name)() for _ in range(2)]
+    try:
+        (lambda: 1 / 0)()
+    except ZeroDivisionError as error:
+        values.append([(frame.name, frame.lineno) for frame in traceback.extract_tb(error.__traceback__)])
+    return values
+
+
+def test_lambdas_made_per_call_under_a_null_context_give_what_they_give_plain():
+    plain = _lambdas_made_per_call(50)
+    assert ch.overdub(Null(), _lambdas_made_per_call, 50) == plain
+
+
+@needs_c
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="3.11 gives each function a version of its own, plain alike")
+def test_calls_of_lambdas_made_per_call_stay_specialized_under_a_null_context(monkeypatch):
+    # (a lambda made its own twin gets its twin code's co_version, as MAKE_FUNCTION gives
+    # the plain lambdas their code's: one version for all, which the call site's guard keeps;
+    # 3.13+ give none but in MAKE_FUNCTION, so a version left cleared leaves the site generic)
+    monkeypatch.setattr(_plan, "switch_before_twin", None)
+
+    def loop(n):
+        for i in range(n):
+            (lambda: i)()
+
+    gc.disable()
+    try:
+        ctx = Null()
+        for _ in range(3):
+            ch.overdub(ctx, loop, 200)
+        with ctx:
+            twin = callsites.resolve(loop)
+        assert "CALL_PY_EXACT_ARGS" in {i.opname for i in dis.get_instructions(twin, adaptive=True)}
+    finally:
+        gc.enable()
+
+
 def test_a_twin_replaced_in_its_table_is_the_one_the_next_call_finds():
     """C remembers recent lookups for as long as their table is unchanged (on 3.10-3.13 by
     the dict's version tag, on 3.14+ by a dict watcher over the tables): a change of the

@@ -61,7 +61,7 @@ body_of(PyObject *plan, PyObject *callee)
         if (found == 1 || found < 0) { /* (this table lists no None) */
             return found < 0 ? NULL : twin;
         }
-        found = shared_twin(plan, callee, 1, &twin);
+        found = shared_twin(plan, callee, 0, &twin);
         if (found != 0) {
             return found < 0 ? NULL : twin;
         }

@@ -133,9 +133,10 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
     if (PyFunction_Check(f) && SLOT(plan, st->plan_fast) == Py_True) {
         /* a function of a code the plan has made a twin of: a closure or lambda made anew;
          * one that only the site holds (a lambda called where it is made) dies with this
-         * call, and is not entered in the table.  (Asked first: none of the tests below
-         * takes a function, and a closure made per call comes here at every call.) */
-        int shared = shared_twin(plan, f, !sole, run);
+         * call, and is made its own twin (3.10-3.13), or its twin not entered in the table.
+         * (Asked first: none of the tests below takes a function, and a closure made per
+         * call comes here at every call.) */
+        int shared = shared_twin(plan, f, sole, run);
         if (shared != 0) {
             return shared;
         }

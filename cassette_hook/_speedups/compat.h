@@ -244,6 +244,34 @@ version_as_make_function(PyFunctionObject *made, PyFunctionObject *plain)
 #endif
 }
 
+/* A function given, in place, another code of the same shape (runtime.plan.c: a lambda that
+ * only its call site holds made its own twin).  Its old version let go as CPython lets one
+ * go (PyFunction_SetVectorcall with the vectorcall it has: 3.13 keeps a table of functions
+ * by version, which a version written over would leave pointing at a freed function), and
+ * the new one what MAKE_FUNCTION gives a function of the new code, if it had one (as
+ * twins get theirs: version_from_code, version_as_make_function); 3.11 hands a function
+ * without one a new version when a call to it next specializes, 3.10 has none. */
+static inline void
+function_recoded(PyFunctionObject *func, PyObject *code)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    int had = VERSION_VALID(func->func_version);
+#elif PY_VERSION_HEX >= 0x030B0000
+    int had = func->func_version != 0;
+#endif
+#if PY_VERSION_HEX >= 0x030B0000
+    ch_function_set_vectorcall(func, func->vectorcall); /* (zeroes its version) */
+#endif
+    Py_SETREF(func->func_code, Py_NewRef(code));
+#if PY_VERSION_HEX >= 0x030C0000
+    if (had) {
+        func->func_version = ((PyCodeObject *)code)->co_version;
+    }
+#elif PY_VERSION_HEX >= 0x030B0000
+    (void)had;
+#endif
+}
+
 /* The module slot that declares a module for the main interpreter only (3.12+: a second
  * interpreter's import then fails with ImportError; before 3.12, a second interpreter's
  * exec finds the module made already, and module.c refuses it). */

@@ -245,7 +245,7 @@ int twin_tables_watch(void); /* (the exec slot: 0, or -1 with an error set) */
 int current_twin(PyObject *table, PyObject *f, PyObject **twin);
 PyObject *mirror_builtins(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *set_builtins(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
-int shared_twin(PyObject *plan, PyObject *f, int enter, PyObject **twin);
+int shared_twin(PyObject *plan, PyObject *f, int sole, PyObject **twin);
 PyObject *set_code(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 PyObject *version_like(PyObject *module, PyObject *const *args, Py_ssize_t nargs);
 
