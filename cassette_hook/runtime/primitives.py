@@ -36,7 +36,7 @@ import weakref
 from types import BuiltinFunctionType, FrameType, FunctionType, MethodDescriptorType, MethodType, ModuleType
 from typing import Any, Callable, cast
 
-from . import hotpath, operators
+from . import hotpath, operators, thread_bootstrap
 from .. import context_stack, dispatch, generics
 from .._budget import recursion_budget
 from .._own import is_own_frame, strip_traceback
@@ -412,23 +412,28 @@ def _handed_to_a_thread(callback: Any) -> Any:
 
 
 def _thread_start(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``Thread.start`` run as a primitive: the target as a call site for the time of the
-    run (``Thread.run`` deletes ``_target`` when it returns; a start that fails puts it
-    back).  A subclass's own ``run``, which ``threading``'s code calls, is left alone.
-    Read and set in the thread's ``__dict__``, and its class asked by ``type``: no code of
-    the program's (a ``__setattr__``, a ``__class__`` property) is run."""
+    """``Thread.start`` run as a primitive, where whole-program contexts will see the new
+    thread: its own code run from copies that hand a subclass's own ``run`` and the
+    program's ``threading.excepthook`` over as call sites (``thread_bootstrap``), and
+    ``Thread.run``'s target as a call site for the time of the run (``Thread.run``
+    deletes ``_target`` when it returns; a start that fails puts it back).  Read and set
+    in the thread's ``__dict__``, and its class asked by ``type``: no code of the
+    program's (a ``__setattr__``, a ``__class__`` property) is run."""
     thread: Any = args[0] if len(args) == 1 and not kwargs else None
-    if not issubclass(type(thread), threading.Thread) or type(thread).run is not threading.Thread.run:
+    if not issubclass(type(thread), threading.Thread) or not context_stack.whole_program():
         return f(*args, **kwargs)
     own: dict[str, Any] = vars(thread)
     started: Any = own.get("_started")
-    target = own.get("_target")
-    kept = _handed_to_a_thread(target)
-    if kept is target or not issubclass(type(started), threading.Event) or started.is_set():
+    if not issubclass(type(started), threading.Event) or started.is_set():
         return f(*args, **kwargs)  # (not initialised, or started: start's own error)
+    start = thread_bootstrap.seeing_start(thread, _kept) or functools.partial(f, thread)
+    target = own.get("_target")
+    kept = _kept(target) if type(thread).run is threading.Thread.run else target
+    if kept is target:
+        return start()
     own["_target"] = kept
     try:
-        return f(*args, **kwargs)
+        return start()
     except BaseException:
         own["_target"] = target
         raise
