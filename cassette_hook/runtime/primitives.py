@@ -439,6 +439,25 @@ def _thread_start(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         raise
 
 
+def _thread_run(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``Thread.run`` run as a primitive: called from the program's code (a subclass's
+    ``super().run()``, or ``thread.run()``), it calls the target plain; so the target is
+    a call site for the time of the call, as :func:`_thread_start` makes it for a thread
+    whose class keeps ``Thread.run`` (``run`` deletes ``_target`` when it returns)."""
+    thread: Any = args[0] if len(args) == 1 and not kwargs else None
+    own: dict[str, Any] = vars(thread) if issubclass(type(thread), threading.Thread) else {}
+    target = own.get("_target")
+    kept = _kept(target)
+    if kept is target:
+        return f(*args, **kwargs)
+    own["_target"] = kept
+    try:
+        return f(*args, **kwargs)
+    finally:
+        if own.get("_target") is kept:  # (still there: run did not get to delete it)
+            own["_target"] = target
+
+
 # -- functions handed to a thread pool by a library's code that runs plain -------------
 #
 # Likewise a thread pool's function, under such a plan: ``pool.submit(f)``, ``pool.map(f,
@@ -571,7 +590,8 @@ class _FinalizerRef(_Arguments):
 
 _KEPT: dict[Any, Handler] = {
     atexit.register: _atexit_register, _signal.signal: _signal_signal, _signal.getsignal: _signal_getsignal,
-    threading.Thread.start: _thread_start, weakref.ref: _FinalizerRef(),
+    threading.Thread.start: _thread_start, threading.Thread.run: _thread_run,
+    weakref.ref: _FinalizerRef(),
 }
 
 
