@@ -978,8 +978,8 @@ def main():
                    OwnStart(name="own-start"), OwnBootstrap(name="own-bootstrap"),
                    Worker(name="daemon", daemon=True), Fails(name="fails-plain")):
         thread.start()
-        note((thread.name, sorted(vars(thread)), "run" in vars(thread), type(thread).run is vars(type(thread))["run"]))
         thread.join()
+        note((thread.name, sorted(vars(thread)), "run" in vars(thread), type(thread).run is vars(type(thread))["run"]))
     threading.excepthook = hook
     failing = Fails(name="fails")
     failing.start()

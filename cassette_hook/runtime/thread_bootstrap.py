@@ -60,7 +60,7 @@ def _swapped_code(func: FunctionType, names: tuple[str, ...]) -> CodeType | None
     previous: Any = None
     for item in code:
         if isinstance(item, Instr) and item.name in ("LOAD_ATTR", "LOAD_METHOD"):
-            name = item.arg[1] if isinstance(item.arg, tuple) else item.arg  # (3.12+: (method?, name))
+            name: Any = item.arg[1] if isinstance(item.arg, tuple) else item.arg  # (3.12+: (method?, name))
             if name in found and isinstance(previous, Instr) and previous.name.startswith("LOAD_FAST") \
                     and previous.arg == "self":
                 found[name] += 1
@@ -87,7 +87,9 @@ def _codes() -> dict[str, CodeType]:
 def _bound(name: str, thread: Any, receiver: _Receiver) -> MethodType:
     """The copy of ``Thread.<name>`` bound to ``thread``, reading ``receiver``."""
     code = _codes()[name]
-    code = code.replace(co_consts=tuple(receiver if const is _PLACEHOLDER else const for const in code.co_consts))
+    consts = code.co_consts
+    at = consts.index(_PLACEHOLDER)  # (compared by identity first: it has no __eq__)
+    code = code.replace(co_consts=(*consts[:at], receiver, *consts[at + 1:]))
     original = vars(threading.Thread)[name]
     func = FunctionType(code, original.__globals__, original.__name__, original.__defaults__)
     func.__qualname__ = original.__qualname__
