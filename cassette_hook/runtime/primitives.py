@@ -401,8 +401,10 @@ def _signal_getsignal(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
 # thread's bootstrap, ``Thread.run`` and so its target run plain in the new thread,
 # whatever contexts are active there, and the target would not be a call of its own
 # (docs/internals.md, "Callbacks from C").  So ``Thread.start`` run as a primitive makes
-# the target a call site before it starts the thread: the whole-program contexts, which
-# are the new thread's, see the target's call.
+# the target a call site before it starts the thread, and starts it from copies of
+# ``threading``'s code that hand a subclass's own ``run`` and the program's
+# ``threading.excepthook`` over as call sites (``thread_bootstrap``): the whole-program
+# contexts, which are the new thread's, see those calls.
 
 def _handed_to_a_thread(callback: Any) -> Any:
     """``callback``, which code that runs plain will call in another thread, as a call
@@ -414,9 +416,10 @@ def _handed_to_a_thread(callback: Any) -> Any:
 def _thread_start(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``Thread.start`` run as a primitive, where whole-program contexts will see the new
     thread: its own code run from copies that hand a subclass's own ``run`` and the
-    program's ``threading.excepthook`` over as call sites (``thread_bootstrap``), and
-    ``Thread.run``'s target as a call site for the time of the run (``Thread.run``
-    deletes ``_target`` when it returns; a start that fails puts it back).  Read and set
+    program's ``threading.excepthook`` over as call sites (``thread_bootstrap``), and,
+    where the class keeps ``Thread.run``, the target as a call site for the time of the
+    run (``Thread.run`` deletes ``_target`` when it returns; a start that fails puts it
+    back; a subclass's ``super().run()`` is a call site: :func:`_thread_run`).  Read and set
     in the thread's ``__dict__``, and its class asked by ``type``: no code of the
     program's (a ``__setattr__``, a ``__class__`` property) is run."""
     thread: Any = args[0] if len(args) == 1 and not kwargs else None
