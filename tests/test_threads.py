@@ -1027,10 +1027,15 @@ def test_the_trace_shows_the_programs_threading_excepthook_called_when_a_threads
     result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
     assert result.returncode == 0, result.stderr
     lines = (tmp_path / "trace.txt").read_text().splitlines()
-    hooked = [line for line in lines if line.startswith("[fails] ") and "__main__.hook" in line or
-              line.startswith("[fails]   __main__.work(-8)")]
-    assert [line.split("(")[0] for line in hooked] == [
-        "[fails] __main__.hook", "[fails]   __main__.work", "[fails] __main__.hook -> None"], lines
+    in_the_thread = [line for line in lines if line.startswith("[fails] ")]
+    called = next((i for i, line in enumerate(in_the_thread) if line.startswith("[fails] __main__.hook(")), None)
+    assert called is not None, lines
+    hooked = in_the_thread[called:]
+    # after run has raised: the hook's call, the calls made inside it, its return
+    assert in_the_thread[called - 1] == "[fails] __main__.Fails.run !! ValueError('from run')", lines
+    assert hooked[-1] == "[fails] __main__.hook -> None", lines
+    assert hooked[-4:-1] == ["[fails]   __main__.work(-8)", "[fails]     builtins.abs(-8) -> 8",
+                             "[fails]   __main__.work -> 8"], lines
 
 
 def test_install_from_envs_trace_shows_a_thread_subclasss_run_and_threading_excepthook(tmp_path, path):
