@@ -921,3 +921,173 @@ def test_an_interpreter_pool_gets_the_programs_function_itself_under_the_trace(t
     assert plain.stdout == "b ['d']\n", plain.stderr
     result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
     assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, ""), result.stderr
+
+
+SUBCLASSED = """
+import threading, traceback
+
+seen = []
+lock = threading.Lock()
+
+def note(item):
+    with lock:
+        seen.append(item)
+
+def work(n):
+    return abs(n)
+
+class Worker(threading.Thread):
+    def run(self):
+        note(sorted(vars(self)))
+        note((self.run.__func__ is Worker.run, "run" in vars(self), threading.current_thread() is self))
+        work(-3)
+
+class WithTarget(threading.Thread):
+    def run(self):
+        note("super")
+        super().run()
+
+class OwnStart(threading.Thread):
+    def start(self):
+        note("own start")
+        super().start()
+
+    def run(self):
+        work(-4)
+
+class OwnBootstrap(threading.Thread):
+    def _bootstrap(self):
+        note("own bootstrap")
+        super()._bootstrap()
+
+    def run(self):
+        work(-5)
+
+class Fails(threading.Thread):
+    def run(self):
+        work(-6)
+        raise ValueError("from run")
+
+def hook(args):
+    note(("hook", args.exc_type.__name__, args.thread.name,
+          [frame.name for frame in traceback.extract_tb(args.exc_traceback)]))
+    work(-8)
+
+def main():
+    for thread in (Worker(name="worker"), WithTarget(target=work, args=(-7,), name="with-target"),
+                   OwnStart(name="own-start"), OwnBootstrap(name="own-bootstrap"),
+                   Worker(name="daemon", daemon=True), Fails(name="fails-plain")):
+        thread.start()
+        thread.join()
+        note((thread.name, sorted(vars(thread)), "run" in vars(thread), type(thread).run is vars(type(thread))["run"]))
+    threading.excepthook = hook
+    failing = Fails(name="fails")
+    failing.start()
+    failing.join()
+    note(threading.excepthook is hook)
+    for item in seen:
+        print(item)
+"""
+
+
+def test_a_thread_subclass_and_threading_excepthook_see_what_they_see_plain_under_the_trace(tmp_path, path):
+    # (docs/internals.md, "Callbacks from C": the thread runs copies of threading's code
+    # that read run and _invoke_excepthook off a receiver; nothing is put in the thread or
+    # in threading)
+    write(tmp_path, "prog.py", SUBCLASSED + "main()\n")
+    plain = run_plain(tmp_path, "prog.py")
+    assert ("hook", "ValueError", "fails", ["_bootstrap_inner", "run"]) == ast.literal_eval(
+        plain.stdout.splitlines()[-2]), plain.stdout
+    assert "Exception in thread fails-plain:" in plain.stderr and "own bootstrap" in plain.stdout
+    for spec in ("trace,operators=no", "profile,operators=no"):
+        result = run_cli_on(tmp_path, path, "--context", spec, "--output", "report.txt", "prog.py")
+        assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, plain.stderr), spec
+
+
+def test_the_trace_shows_a_thread_subclasss_own_run_as_a_call_in_that_thread(tmp_path, path):
+    # (docs/internals.md, "Callbacks from C")
+    write(tmp_path, "prog.py", SUBCLASSED + "main()\n")
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert result.returncode == 0, result.stderr
+    lines = (tmp_path / "trace.txt").read_text().splitlines()
+    shown = [re.sub(r" at 0x[0-9a-f]+", "", line) for line in lines if line.startswith("[own-start]")]
+    assert shown == ["[own-start] __main__.OwnStart.run(<OwnStart object>)", "[own-start]   __main__.work(-4)",
+                     "[own-start]     builtins.abs(-4) -> 4", "[own-start]   __main__.work -> 4",
+                     "[own-start] __main__.OwnStart.run -> None"], lines
+    runs = {name: traced_calls("\n".join(lines), f"__main__.{name}.run")
+            for name in ("Worker", "WithTarget", "OwnStart", "OwnBootstrap", "Fails")}
+    # a class that overrides threading's private _bootstrap runs it as plain: its run is not handed over
+    assert runs == {"Worker": 2, "WithTarget": 1, "OwnStart": 1, "OwnBootstrap": 0, "Fails": 2}, lines
+    assert "[with-target]     __main__.work(-7)" in lines, lines  # super().run()'s call of the target
+
+
+def test_the_trace_shows_the_programs_threading_excepthook_called_when_a_threads_run_raises(tmp_path, path):
+    # (docs/internals.md, "Callbacks from C")
+    write(tmp_path, "prog.py", SUBCLASSED + "main()\n")
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert result.returncode == 0, result.stderr
+    lines = (tmp_path / "trace.txt").read_text().splitlines()
+    in_the_thread = [line for line in lines if line.startswith("[fails] ")]
+    called = next((i for i, line in enumerate(in_the_thread) if line.startswith("[fails] __main__.hook(")), None)
+    assert called is not None, lines
+    hooked = in_the_thread[called:]
+    # after run has raised: the hook's call, the calls made inside it, its return
+    assert in_the_thread[called - 1] == "[fails] __main__.Fails.run !! ValueError('from run')", lines
+    assert hooked[-1] == "[fails] __main__.hook -> None", lines
+    assert hooked[-4:-1] == ["[fails]   __main__.work(-8)", "[fails]     builtins.abs(-8) -> 8",
+                             "[fails]   __main__.work -> 8"], lines
+
+
+def test_install_from_envs_trace_shows_a_thread_subclasss_run_and_threading_excepthook(tmp_path, path):
+    write(tmp_path, "subclassed.py", SUBCLASSED)
+    write(tmp_path, "prog.py", "import subclassed\nsubclassed.main()\n")
+    write(tmp_path, "sitecustomize.py", "import cassette_hook\ncassette_hook.install_from_env()\n")
+    plain = run_plain(tmp_path, "prog.py")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CASSETTE_HOOK_")}, **path,
+           "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path]), "CASSETTE_HOOK_INCLUDE": "subclassed",
+           "CASSETTE_HOOK_CONTEXT": "trace,operators=no", "CASSETTE_HOOK_OUTPUT": "trace.txt"}
+    result = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=120)
+    assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, plain.stderr)
+    trace = (tmp_path / "trace.txt").read_text()
+    assert (traced_calls(trace, "subclassed.Worker.run"), traced_calls(trace, "subclassed.hook")) == (2, 1), trace
+
+
+def test_the_profile_counts_a_thread_subclasss_run_threading_excepthook_and_their_threads(tmp_path, path):
+    # (the profile recurses into threading: _bootstrap_inner's calls are call sites there)
+    write(tmp_path, "prog.py", SUBCLASSED + "main()\n")
+    result = run_cli_on(tmp_path, path, "--context", "profile,operators=no", "--output", "prof.txt", "prog.py")
+    assert result.returncode == 0, result.stderr
+    table = (tmp_path / "prof.txt").read_text()
+    runs = {name: profiled_calls(table, f"__main__.{name}.run")
+            for name in ("Worker", "WithTarget", "OwnStart", "OwnBootstrap", "Fails")}
+    assert runs == {"Worker": 2, "WithTarget": 1, "OwnStart": 1, "OwnBootstrap": 1, "Fails": 2}, table
+    assert profiled_calls(table, "__main__.hook") == 1 and profiled_calls(table, "__main__.work") == 8, table
+    assert " in 8 threads," in table.splitlines()[0], table  # main and the seven it started
+
+
+THREAD_FRAMES = """
+import sys, threading, traceback
+
+class Worker(threading.Thread):
+    def run(self):
+        print([frame.name for frame in traceback.extract_stack(sys._getframe())])
+        depth, frame = 0, sys._getframe()
+        while frame is not None:
+            depth, frame = depth + 1, frame.f_back
+        print(depth)
+
+worker = Worker()
+worker.start()
+worker.join()
+"""
+
+
+def test_a_thread_subclasss_run_has_threadings_frames_below_it_as_plain_under_the_trace(tmp_path):
+    # (on the C hot path; the pure-Python path's call is Python frames of ours between
+    # _bootstrap_inner and run: docs/internals.md, "cassette_hook's frames are visible")
+    write(tmp_path, "prog.py", THREAD_FRAMES)
+    plain = run_plain(tmp_path, "prog.py")
+    assert plain.stdout == "['_bootstrap', '_bootstrap_inner', 'run']\n3\n", plain.stderr
+    result = run_cli_on(tmp_path, {}, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, "")

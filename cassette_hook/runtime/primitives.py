@@ -36,7 +36,7 @@ import weakref
 from types import BuiltinFunctionType, FrameType, FunctionType, MethodDescriptorType, MethodType, ModuleType
 from typing import Any, Callable, cast
 
-from . import hotpath, operators
+from . import hotpath, operators, thread_bootstrap
 from .. import context_stack, dispatch, generics
 from .._budget import recursion_budget
 from .._own import is_own_frame, strip_traceback
@@ -401,8 +401,10 @@ def _signal_getsignal(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
 # thread's bootstrap, ``Thread.run`` and so its target run plain in the new thread,
 # whatever contexts are active there, and the target would not be a call of its own
 # (docs/internals.md, "Callbacks from C").  So ``Thread.start`` run as a primitive makes
-# the target a call site before it starts the thread: the whole-program contexts, which
-# are the new thread's, see the target's call.
+# the target a call site before it starts the thread, and starts it from copies of
+# ``threading``'s code that hand a subclass's own ``run`` and the program's
+# ``threading.excepthook`` over as call sites (``thread_bootstrap``): the whole-program
+# contexts, which are the new thread's, see those calls.
 
 def _handed_to_a_thread(callback: Any) -> Any:
     """``callback``, which code that runs plain will call in another thread, as a call
@@ -412,26 +414,51 @@ def _handed_to_a_thread(callback: Any) -> Any:
 
 
 def _thread_start(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``Thread.start`` run as a primitive: the target as a call site for the time of the
+    """``Thread.start`` run as a primitive, where whole-program contexts will see the new
+    thread: its own code run from copies that hand a subclass's own ``run`` and the
+    program's ``threading.excepthook`` over as call sites (``thread_bootstrap``), and,
+    where the class keeps ``Thread.run``, the target as a call site for the time of the
     run (``Thread.run`` deletes ``_target`` when it returns; a start that fails puts it
-    back).  A subclass's own ``run``, which ``threading``'s code calls, is left alone.
-    Read and set in the thread's ``__dict__``, and its class asked by ``type``: no code of
-    the program's (a ``__setattr__``, a ``__class__`` property) is run."""
+    back; a subclass's ``super().run()`` is a call site: :func:`_thread_run`).  Read and set
+    in the thread's ``__dict__``, and its class asked by ``type``: no code of the
+    program's (a ``__setattr__``, a ``__class__`` property) is run."""
     thread: Any = args[0] if len(args) == 1 and not kwargs else None
-    if not issubclass(type(thread), threading.Thread) or type(thread).run is not threading.Thread.run:
+    if not issubclass(type(thread), threading.Thread) or not context_stack.whole_program():
         return f(*args, **kwargs)
     own: dict[str, Any] = vars(thread)
     started: Any = own.get("_started")
-    target = own.get("_target")
-    kept = _handed_to_a_thread(target)
-    if kept is target or not issubclass(type(started), threading.Event) or started.is_set():
+    if not issubclass(type(started), threading.Event) or started.is_set():
         return f(*args, **kwargs)  # (not initialised, or started: start's own error)
+    start = thread_bootstrap.seeing_start(thread, _kept) or functools.partial(f, thread)
+    target = own.get("_target")
+    kept = _kept(target) if type(thread).run is threading.Thread.run else target
+    if kept is target:
+        return start()
     own["_target"] = kept
     try:
-        return f(*args, **kwargs)
+        return start()
     except BaseException:
         own["_target"] = target
         raise
+
+
+def _thread_run(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``Thread.run`` run as a primitive: called from the program's code (a subclass's
+    ``super().run()``, or ``thread.run()``), it calls the target plain; so the target is
+    a call site for the time of the call, as :func:`_thread_start` makes it for a thread
+    whose class keeps ``Thread.run`` (``run`` deletes ``_target`` when it returns)."""
+    thread: Any = args[0] if len(args) == 1 and not kwargs else None
+    own: dict[str, Any] = vars(thread) if issubclass(type(thread), threading.Thread) else {}
+    target = own.get("_target")
+    kept = _kept(target)
+    if kept is target:
+        return f(*args, **kwargs)
+    own["_target"] = kept
+    try:
+        return f(*args, **kwargs)
+    finally:
+        if own.get("_target") is kept:  # (still there: run did not get to delete it)
+            own["_target"] = target
 
 
 # -- functions handed to a thread pool by a library's code that runs plain -------------
@@ -679,7 +706,8 @@ class _FinalizerRef(_Arguments):
 
 _KEPT: dict[Any, Handler] = {
     atexit.register: _atexit_register, _signal.signal: _signal_signal, _signal.getsignal: _signal_getsignal,
-    threading.Thread.start: _thread_start, weakref.ref: _FinalizerRef(),
+    threading.Thread.start: _thread_start, threading.Thread.run: _thread_run,
+    weakref.ref: _FinalizerRef(),
 }
 
 

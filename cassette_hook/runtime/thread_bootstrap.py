@@ -1,0 +1,157 @@
+"""A thread started by ``Thread.start`` run as a primitive, with its ``run`` and
+``threading.excepthook`` called as call sites.
+
+Where a plan runs ``threading`` as a primitive (the trace: ``libraries = False``), the
+new thread's ``_bootstrap_inner`` calls ``self.run()`` and, if it raises,
+``self._invoke_excepthook(self)``, whose ``invoke_excepthook`` calls the hook it reads
+from ``threading``'s globals: plain code, so a ``Thread`` subclass's own ``run`` and the
+program's ``threading.excepthook`` would run unseen.  Nothing is handed over that a
+call site could be made of: ``run`` is read off the thread in the new thread, after
+``start`` has returned, and the hook off the module at the call.  Putting a call site in
+the instance or the module would show it to the program (``vars(thread)``,
+``thread.run``, ``threading.excepthook is hook``).
+
+So the thread runs *copies* of ``Thread.start``, ``_bootstrap`` and ``_bootstrap_inner``
+(made once, with the ``bytecode`` package), which differ from the originals in one
+thing: where the original reads ``self._bootstrap``, ``self._bootstrap_inner``,
+``self.run`` or ``self._invoke_excepthook``, the copy reads that attribute off a
+:class:`_Receiver` of the thread (a constant of the copy's code, one per thread), which
+reads it off the thread -- at the same moment, through the same lookup, the program's
+``__getattribute__`` included -- and gives back the next copy, ``run`` as a call site,
+or the standard ``invoke_excepthook`` with the program's hook as a call site.  Anything
+else (a class that overrides ``_bootstrap``, a ``run`` set on the instance that is not a
+Python callback) it gives back as read.  The copies keep the originals' names, file and
+line numbers, and their locals: the thread's frames and tracebacks read as plain.  What
+differs is only what introspection of ``threading``'s own frames would find: their
+``f_code`` is not ``Thread._bootstrap_inner.__code__``, and ``invoke_excepthook``'s
+``f_globals`` is a copy of ``threading``'s (docs/internals.md, "Callbacks from C").
+"""
+
+from __future__ import annotations
+
+import threading
+from types import CodeType, FunctionType, MethodType
+from typing import Any, Callable
+
+Handed = Callable[[Any], Any]  # a Python callback -> a call site of it (primitives._kept)
+
+# What each copy reads off the receiver rather than off the thread.
+_SWAPPED = {"start": ("_bootstrap",), "_bootstrap": ("_bootstrap_inner",),
+            "_bootstrap_inner": ("run", "_invoke_excepthook")}
+
+
+class _Placeholder:
+    """The constant a copy's code holds where the receiver goes (replaced per thread)."""
+
+    __slots__ = ()
+
+
+_PLACEHOLDER = _Placeholder()
+
+
+def _swapped_code(func: FunctionType, names: tuple[str, ...]) -> CodeType | None:
+    """``func``'s code with each ``self.<name>`` of ``names`` read off :data:`_PLACEHOLDER`
+    instead of ``self``; None where the code is not of the shape expected (each name read
+    once, right after ``self`` is loaded), which leaves the thread to run plain."""
+    from bytecode import Bytecode, Instr  # (imported here: only a thread started under the trace needs it)
+
+    code = Bytecode.from_code(func.__code__)
+    found = {name: 0 for name in names}
+    previous: Any = None
+    for item in code:
+        if isinstance(item, Instr) and item.name in ("LOAD_ATTR", "LOAD_METHOD"):
+            name: Any = item.arg[1] if isinstance(item.arg, tuple) else item.arg  # (3.12+: (method?, name))
+            if name in found and isinstance(previous, Instr) and previous.name.startswith("LOAD_FAST") \
+                    and previous.arg == "self":
+                found[name] += 1
+                previous.set("LOAD_CONST", _PLACEHOLDER)
+        previous = item
+    if any(count != 1 for count in found.values()):
+        return None
+    return code.to_code()
+
+
+_copies: dict[str, CodeType] | None = None  # the copies' code, made at the first thread started here
+
+
+def _codes() -> dict[str, CodeType]:
+    global _copies
+    if _copies is None:
+        made = {name: _swapped_code(vars(threading.Thread)[name], names) for name, names in _SWAPPED.items()}
+        _copies = {name: code for name, code in made.items() if code is not None}
+        if len(_copies) != len(made):
+            _copies = {}
+    return _copies
+
+
+def _bound(name: str, thread: Any, receiver: _Receiver) -> MethodType:
+    """The copy of ``Thread.<name>`` bound to ``thread``, reading ``receiver``."""
+    code = _codes()[name]
+    consts = code.co_consts
+    at = consts.index(_PLACEHOLDER)  # (compared by identity first: it has no __eq__)
+    code = code.replace(co_consts=(*consts[:at], receiver, *consts[at + 1:]))
+    original = vars(threading.Thread)[name]
+    func = FunctionType(code, original.__globals__, original.__name__, original.__defaults__)
+    func.__qualname__ = original.__qualname__
+    return MethodType(func, thread)
+
+
+def _invoke_excepthook_code() -> CodeType | None:
+    """The code of the ``invoke_excepthook`` that ``threading._make_invoke_excepthook`` makes."""
+    make = getattr(threading, "_make_invoke_excepthook", None)
+    consts = getattr(getattr(make, "__code__", None), "co_consts", ())
+    return next((c for c in consts if isinstance(c, CodeType) and c.co_name == "invoke_excepthook"), None)
+
+
+_INVOKE_EXCEPTHOOK = _invoke_excepthook_code()
+
+
+class _Receiver:
+    """What the copies read four of the thread's attributes off: each read off the thread
+    as the original would, and given back as the copies need it."""
+
+    __slots__ = ("_thread", "_handed")
+
+    def __init__(self, thread: Any, handed: Handed) -> None:
+        self._thread, self._handed = thread, handed
+
+    def _own(self, name: str) -> Any:
+        value = getattr(self._thread, name)  # (as ``self.<name>``: the program's lookup, if any)
+        if type(value) is MethodType and value.__self__ is self._thread \
+                and value.__func__ is vars(threading.Thread)[name]:
+            return _bound(name, self._thread, self)
+        return value
+
+    @property
+    def _bootstrap(self) -> Any:
+        return self._own("_bootstrap")
+
+    @property
+    def _bootstrap_inner(self) -> Any:
+        return self._own("_bootstrap_inner")
+
+    @property
+    def run(self) -> Any:
+        run = self._thread.run
+        if type(run) is MethodType and run.__func__ is threading.Thread.run:
+            return run  # (its target is made a call site by the caller: primitives._thread_start)
+        return self._handed(run)
+
+    @property
+    def _invoke_excepthook(self) -> Any:
+        invoke = self._thread._invoke_excepthook
+        hook = vars(threading).get("excepthook")
+        handed = self._handed(hook)
+        if type(invoke) is not FunctionType or invoke.__code__ is not _INVOKE_EXCEPTHOOK or handed is hook:
+            return invoke
+        namespace = {**invoke.__globals__, "excepthook": handed}  # (it reads the hook, and sets no global)
+        return FunctionType(invoke.__code__, namespace, invoke.__name__, invoke.__defaults__, invoke.__closure__)
+
+
+def seeing_start(thread: threading.Thread, handed: Handed) -> Callable[[], None] | None:
+    """``thread.start`` (``Thread.start``'s code, bound) with the new thread's ``run`` and
+    ``threading.excepthook`` handed over as call sites (by ``handed``), or None where the
+    copies cannot be made on this CPython."""
+    if not _codes():
+        return None
+    return _bound("start", thread, _Receiver(thread, handed))
