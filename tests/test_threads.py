@@ -1021,6 +1021,20 @@ def test_the_trace_shows_a_thread_subclasss_own_run_as_a_call_in_that_thread(tmp
     assert "[with-target]     __main__.work(-7)" in lines, lines  # super().run()'s call of the target
 
 
+def test_threads_start_as_plain_where_threadings_bootstrap_cannot_be_copied(monkeypatch):
+    # (docs/internals.md, "Callbacks from C": threads start plain where the copies cannot be made)
+    from cassette_hook.runtime import thread_bootstrap
+
+    def unreadable(func, names):
+        raise ValueError("a threading the bytecode package cannot read")
+
+    monkeypatch.setattr(thread_bootstrap, "_swapped_code", unreadable)
+    monkeypatch.setattr(thread_bootstrap, "_copies", None)
+    thread = threading.Thread(target=lambda: None)
+    assert thread_bootstrap.seeing_start(thread, lambda f: f) is None
+    assert thread_bootstrap._copies == {}  # (not tried again at every thread)
+
+
 def test_the_trace_shows_the_programs_threading_excepthook_called_when_a_threads_run_raises(tmp_path, path):
     # (docs/internals.md, "Callbacks from C")
     write(tmp_path, "prog.py", SUBCLASSED + "main()\n")

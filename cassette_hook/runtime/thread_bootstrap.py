@@ -77,7 +77,12 @@ _copies: dict[str, CodeType] | None = None  # the copies' code, made at the firs
 def _codes() -> dict[str, CodeType]:
     global _copies
     if _copies is None:
-        made = {name: _swapped_code(vars(threading.Thread)[name], names) for name, names in _SWAPPED.items()}
+        try:
+            made = {name: _swapped_code(vars(threading.Thread)[name], names) for name, names in _SWAPPED.items()}
+        except (RecursionError, MemoryError):
+            return {}  # (this thread starts plain; the copies are tried again at the next)
+        except Exception:  # a threading or bytecode the copies cannot be made of: threads start plain
+            made = {"start": None}
         _copies = {name: code for name, code in made.items() if code is not None}
         if len(_copies) != len(made):
             _copies = {}
