@@ -123,6 +123,7 @@ class _Py310:
 
     for_iter_exit: tuple[str, ...] = ()
     loads_trust_binding = False
+    assembler = None
 
     rewrite_calls = staticmethod(_rewrite_calls)
     operator_site = staticmethod(_operator_site)

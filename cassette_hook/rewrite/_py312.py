@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dis
 import operator
-
+from opcode import opmap
 from typing import TYPE_CHECKING
 
-from bytecode import Instr
+from bytecode import Compare, Instr
 from bytecode.instr import Intrinsic1Op
 
-from ._nullslot import NullSlotFamily
+from ._assembler import Assembler
+from ._nullslot import NullSlotFamily, _line_table
 
 if TYPE_CHECKING:
     from . import Hooks
@@ -20,6 +22,10 @@ class _Py312(NullSlotFamily):
     for_iter_exit: tuple[str, ...] = ("END_FOR",)  # an exhausted FOR_ITER jumps past its END_FOR
     loads_trust_binding = True
     operator_names = NullSlotFamily.operator_names | {"BINARY_SLICE", "STORE_SLICE", "CALL_INTRINSIC_1"}
+    assembler: Assembler | None = Assembler(
+        dis._inline_cache_entries,  # type: ignore[attr-defined]  # (a list by opcode on 3.12)
+        lambda compare: compare._get_mask() + (compare.value << 4),  # the low four bits: the specializer's mask
+        _line_table, cache_opcode=opmap["CACHE"], local_cells=False)
 
     def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
         loc = instr.location

@@ -3,11 +3,15 @@ from the stack, and conditional jumps insist on exact bools (``TO_BOOL``)."""
 
 from __future__ import annotations
 
+import dis
+from opcode import opmap, opname
 from typing import TYPE_CHECKING
 
-from bytecode import Instr
+from bytecode import Compare, Instr
 
+from ._assembler import Assembler
 from ._instr import Location
+from ._nullslot import _line_table
 from ._py312 import _Py312
 
 if TYPE_CHECKING:
@@ -17,6 +21,10 @@ if TYPE_CHECKING:
 class _Py313(_Py312):
     for_iter_exit: tuple[str, ...] = ("END_FOR", "POP_TOP")  # ... and past the POP_TOP after it
     null_after_callee = True
+    assembler: Assembler | None = Assembler(
+        [dis._inline_cache_entries.get(name, 0) for name in opname],  # type: ignore[attr-defined]  # (by name on 3.13)
+        lambda compare: compare._get_mask() + ((compare.value & 0b1111) << 5) + (compare.value & 16),  # (16: to bool)
+        _line_table, cache_opcode=opmap["CACHE"], local_cells=True)
 
     def negate(self, loc: Location) -> list[Instr]:
         return [Instr("TO_BOOL", location=loc), Instr("UNARY_NOT", location=loc)]
