@@ -24,9 +24,10 @@ is encoded, two-variable opcodes) come from the family (``_py312``, ``_py313``).
 
 from __future__ import annotations
 
+import itertools
 from opcode import EXTENDED_ARG
 from types import CodeType
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from bytecode import Bytecode, Compare, Instr, Label
 from bytecode.concrete import HAS_COMPARE, HAS_CONST, HAS_FREE, HAS_LOCAL, HAS_NAME
@@ -38,7 +39,7 @@ from ._instr import Location
 
 __all__ = ["Assembler"]
 
-LineTable = Callable[[int, Sequence[tuple[Location, int]]], bytes]
+LineTable = Callable[[int, Iterable[tuple[Location, int]]], bytes]
 """The family's line table of (position, code units) runs (``_nullslot._line_table``)."""
 
 # What each opcode's argument is, as bytecode's conversion asks it, in its order.
@@ -92,6 +93,7 @@ class Assembler:
         self._local_cells = local_cells  # a cell or free variable may be a local opcode's argument (3.13)
         self._kinds = [_kind(opcode) for opcode in range(256)]
         self._jumps = [_jump(opcode) for opcode in range(256)]
+        self._dual = _DUAL in self._kinds
 
     def code(self, bc: Bytecode, stacksize: int) -> CodeType | None:
         """``bc`` as a code object with ``stacksize`` (as ``_rewriter.assemble`` makes it by
@@ -136,15 +138,18 @@ class Assembler:
             const(bc.docstring)
         for arg_name in bc.argnames:
             varname(arg_name)
-        for item in items:  # (3.13: the two-variable opcodes' names first, for small indexes)
-            if type(item) is Instr and self._kinds[item.opcode] == _DUAL:
-                for pair_name in item.arg:
-                    varname(pair_name)
+        if self._dual:  # (3.13: the two-variable opcodes' names first, for small indexes)
+            for item in items:
+                if type(item) is Instr and self._kinds[item.opcode] == _DUAL:
+                    for pair_name in item.arg:
+                        varname(pair_name)
 
         kinds, caches, cache_opcode, local_cells = self._kinds, self._caches, self._cache_opcode, self._local_cells
+        cache_runs = [[cache_opcode] * entries for entries in range(max(caches) + 1)]
+        zeros = [[0] * entries for entries in range(max(caches) + 1)]
         cellvars, freevars = bc.cellvars, bc.freevars
         opcodes: list[int] = []
-        args: list[int] = []  # (-1: no argument)
+        args: list[int] = []  # (0 where there is none: bytecode writes it so)
         positions: list[Location] = []
         labels: dict[Label, int] = {}
         jumps: list[tuple[int, Label]] = []
@@ -227,7 +232,7 @@ class Assembler:
                     raise _Declined
                 c_arg = (first << 4) + second
             elif arg is UNSET:
-                c_arg = -1
+                c_arg = 0
             elif isinstance(arg, int):  # (an int, or an enum of ``bytecode``'s: BinaryOp ...)
                 c_arg = int(arg)
             else:
@@ -235,10 +240,11 @@ class Assembler:
             opcodes.append(opcode)
             args.append(c_arg)
             positions.append(position)
-            for _ in range(caches[opcode]):
-                opcodes.append(cache_opcode)
-                args.append(0)
-                positions.append(position)
+            entries = caches[opcode]
+            if entries:
+                opcodes += cache_runs[entries]
+                args += zeros[entries]
+                positions += [position] * entries
 
         self._number_cells(args, cells, frees, varnames, cellvars)
         label_offsets, instruction_offsets = self._resolve_jumps(opcodes, args, labels, jumps)
@@ -253,12 +259,17 @@ class Assembler:
             _exception_varint(table, label_offsets[labels[handler]])  # type: ignore[index]
             _exception_varint(table, (depth << 1) + lasti)  # type: ignore[operator]
 
+        if max(args, default=0) <= 0xFF:  # (most bodies: every instruction one code unit)
+            code = bytearray(2 * len(opcodes))
+            code[0::2], code[1::2] = opcodes, args
+            return self._code_object(bc, stacksize, code, consts, names, varnames, table,
+                                     zip(positions, itertools.repeat(1)))
         code = bytearray()
         runs: list[tuple[Location, int]] = []
         for opcode, arg, loc in zip(opcodes, args, positions):
             if arg <= 0xFF:
                 code.append(opcode)
-                code.append(arg if arg >= 0 else 0)
+                code.append(arg)
                 runs.append((loc, 1))
             else:
                 units = _units(arg)
@@ -268,11 +279,15 @@ class Assembler:
                 code.append(opcode)
                 code.append(arg & 0xFF)
                 runs.append((loc, units))
+        return self._code_object(bc, stacksize, code, consts, names, varnames, table, runs)
+
+    def _code_object(self, bc: Bytecode, stacksize: int, code: bytearray, consts: list[object], names: list[str],
+                     varnames: list[str], table: bytearray, runs: Iterable[tuple[Location, int]]) -> CodeType:
         return CodeType(
             bc.argcount, bc.posonlyargcount, bc.kwonlyargcount, len(varnames), stacksize, int(bc.flags),
             bytes(code), tuple(consts), tuple(names), tuple(varnames), bc.filename, bc.name, bc.qualname,
             bc.first_lineno, self._line_table(bc.first_lineno, runs), bytes(table),
-            tuple(freevars), tuple(cellvars))
+            tuple(bc.freevars), tuple(bc.cellvars))
 
     @staticmethod
     def _number_cells(args: list[int], cells: list[int], frees: list[int], varnames: list[str],

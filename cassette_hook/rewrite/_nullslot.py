@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import operator
 from types import CodeType
-from typing import TYPE_CHECKING, Sequence, cast
+from typing import TYPE_CHECKING, Iterable, Sequence, cast
 
 from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, Instr, Label
 
@@ -395,7 +395,7 @@ def _svarint(out: bytearray, value: int) -> None:
 _Position = tuple[int | None, int | None, int | None, int | None]  # line, end line, column, end column
 
 
-def _line_table(first_line: int, runs: Sequence[tuple[Location, int]]) -> bytes:
+def _line_table(first_line: int, runs: Iterable[tuple[Location, int]]) -> bytes:
     """The 3.11+ ``co_linetable`` of instructions assembled from first to last, given as
     ``runs``: each one's position and code units (its ``EXTENDED_ARG``\\s included, a
     ``CACHE`` entry one of its own), as ``bytecode`` (0.19) writes it, with one fix.
