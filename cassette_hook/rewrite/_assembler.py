@@ -27,7 +27,7 @@ from __future__ import annotations
 import itertools
 from opcode import EXTENDED_ARG
 from types import CodeType
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence, cast
 
 from bytecode import Bytecode, Compare, Instr, Label
 from bytecode.concrete import HAS_COMPARE, HAS_CONST, HAS_FREE, HAS_LOCAL, HAS_NAME
@@ -153,7 +153,7 @@ class Assembler:
         positions: list[Location] = []
         labels: dict[Label, int] = {}
         jumps: list[tuple[int, Label]] = []
-        blocks: dict[TryBegin, list[object]] = {}  # start index, stop index, handler, depth, lasti
+        blocks: dict[TryBegin, list[int]] = {}  # index of the first instruction in the block, of the last
         cells: list[int] = []
         frees: list[int] = []
         position: Location = InstrLocation(bc.first_lineno, None, None, None)
@@ -167,7 +167,7 @@ class Assembler:
                 if in_try or type(item.stack_depth) is not int or type(item.target) is not Label:
                     raise _Declined
                 in_try = True
-                blocks[item] = [len(opcodes), 0, item.target, item.stack_depth, item.push_lasti]
+                blocks[item] = [len(opcodes), 0]
                 continue
             if kind_of_item is TryEnd:
                 in_try = False
@@ -249,15 +249,15 @@ class Assembler:
         self._number_cells(args, cells, frees, varnames, cellvars)
         label_offsets, instruction_offsets = self._resolve_jumps(opcodes, args, labels, jumps)
         table = bytearray()
-        for start, stop, handler, depth, lasti in blocks.values():
-            start_offset = instruction_offsets[start]  # type: ignore[index]
-            size = instruction_offsets[stop] - start_offset + 1  # type: ignore[index]
+        for block, (start, stop) in blocks.items():
+            start_offset = instruction_offsets[start]
+            size = instruction_offsets[stop] - start_offset + 1
             if size < 0:  # (a try block never ended; bytecode's encoder would never stop)
                 raise _Declined
             _exception_varint(table, start_offset, True)
             _exception_varint(table, size)
-            _exception_varint(table, label_offsets[labels[handler]])  # type: ignore[index]
-            _exception_varint(table, (depth << 1) + lasti)  # type: ignore[operator]
+            _exception_varint(table, label_offsets[labels[cast(Label, block.target)]])
+            _exception_varint(table, (cast(int, block.stack_depth) << 1) + block.push_lasti)
 
         if max(args, default=0) <= 0xFF:  # (most bodies: every instruction one code unit)
             code = bytearray(2 * len(opcodes))
