@@ -120,7 +120,8 @@ def _both_ways(monkeypatch: pytest.MonkeyPatch) -> list[tuple[CodeType | None, C
 
 
 def _fields(code: CodeType) -> dict[str, object]:
-    return {name: getattr(code, name) for name in dir(code) if name.startswith("co_") and name != "co_lnotab" and not callable(getattr(code, name))}
+    return {name: getattr(code, name) for name in dir(code)
+            if name.startswith("co_") and name != "co_lnotab" and not callable(getattr(code, name))}
 
 
 @needs_assembler

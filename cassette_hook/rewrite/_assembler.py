@@ -31,9 +31,9 @@ from typing import Callable, Iterable, Sequence, cast
 
 from bytecode import Bytecode, Compare, Instr, Label
 from bytecode.concrete import HAS_COMPARE, HAS_CONST, HAS_FREE, HAS_LOCAL, HAS_NAME
-from bytecode.instr import (BITFLAG2_OPCODES, BITFLAG_OPCODES, DUAL_ARG_OPCODES, HAS_ABSOLUTE_JUMP, HAS_BACKWARD_RELATIVE_JUMP, HAS_FORWARD_RELATIVE_JUMP, INTRINSIC,
-                            UNSET, CellVar, FreeVar, InstrLocation, Intrinsic1Op, Intrinsic2Op, TryBegin, TryEnd,
-                            const_key)
+from bytecode.instr import (BITFLAG2_OPCODES, BITFLAG_OPCODES, DUAL_ARG_OPCODES, HAS_ABSOLUTE_JUMP,
+                            HAS_BACKWARD_RELATIVE_JUMP, HAS_FORWARD_RELATIVE_JUMP, INTRINSIC, UNSET, CellVar, FreeVar,
+                            InstrLocation, Intrinsic1Op, Intrinsic2Op, TryBegin, TryEnd, const_key)
 
 from ._instr import Location
 
@@ -70,6 +70,9 @@ def _jump(opcode: int) -> int:
     if opcode in HAS_BACKWARD_RELATIVE_JUMP:
         return _BACKWARD
     return _ABSOLUTE if opcode in HAS_ABSOLUTE_JUMP else 0
+
+
+_code_type: Callable[..., CodeType] = CodeType  # (3.11+'s arguments: mypy checks this module as 3.10 too)
 
 
 def _units(arg: int) -> int:
@@ -141,7 +144,7 @@ class Assembler:
         if self._dual:  # (3.13: the two-variable opcodes' names first, for small indexes)
             for item in items:
                 if type(item) is Instr and self._kinds[item.opcode] == _DUAL:
-                    for pair_name in item.arg:
+                    for pair_name in cast(tuple[str, str], item.arg):
                         varname(pair_name)
 
         kinds, caches, cache_opcode, local_cells = self._kinds, self._caches, self._cache_opcode, self._local_cells
@@ -159,24 +162,23 @@ class Assembler:
         position: Location = InstrLocation(bc.first_lineno, None, None, None)
         in_try = False
         for item in items:
-            kind_of_item = type(item)
-            if kind_of_item is Label:
+            if type(item) is Label:
                 labels[item] = len(opcodes)
                 continue
-            if kind_of_item is TryBegin:
+            if type(item) is TryBegin:
                 if in_try or type(item.stack_depth) is not int or type(item.target) is not Label:
                     raise _Declined
                 in_try = True
                 blocks[item] = [len(opcodes), 0]
                 continue
-            if kind_of_item is TryEnd:
+            if type(item) is TryEnd:
                 in_try = False
                 blocks[item.entry][1] = len(opcodes) - 1
                 continue
-            if kind_of_item is not Instr:
+            if type(item) is not Instr:
                 raise _Declined  # (a SetLineno; an instruction type of a pass's own)
             opcode, arg, loc = item.opcode, item.arg, item.location
-            if loc is not None and loc is not UNSET:
+            if isinstance(loc, InstrLocation):  # (else None or UNSET: the position before holds)
                 position = loc
             kind = kinds[opcode]
             if type(arg) is Label:
@@ -195,9 +197,10 @@ class Assembler:
                     raise _Declined
                 c_arg = int(arg[0]) + (name(arg[1]) << 1)
             elif kind == _FLAGS_NAME:
-                if type(arg) is not tuple or type(arg[2]) is not str:
+                flags = cast(tuple[bool, bool, str], arg)
+                if type(arg) is not tuple or type(flags[2]) is not str:
                     raise _Declined
-                c_arg = int(arg[0]) + 2 * int(arg[1]) + (name(arg[2]) << 2)
+                c_arg = int(flags[0]) + 2 * int(flags[1]) + (name(flags[2]) << 2)
             elif kind == _LOCAL:
                 if type(arg) is str:
                     c_arg = varname(arg)
@@ -227,7 +230,8 @@ class Assembler:
                     raise _Declined
                 c_arg = arg.value
             elif kind == _DUAL:
-                first, second = varname_index[arg[0]], varname_index[arg[1]]
+                pair = cast(tuple[str, str], arg)
+                first, second = varname_index[pair[0]], varname_index[pair[1]]
                 if first > 16 or second > 16:  # (bytecode then splits it in two: rare enough to leave to it)
                     raise _Declined
                 c_arg = (first << 4) + second
@@ -257,7 +261,7 @@ class Assembler:
             _exception_varint(table, start_offset, True)
             _exception_varint(table, size)
             _exception_varint(table, label_offsets[labels[cast(Label, block.target)]])
-            _exception_varint(table, (cast(int, block.stack_depth) << 1) + block.push_lasti)
+            _exception_varint(table, (block.stack_depth << 1) + block.push_lasti)
 
         if max(args, default=0) <= 0xFF:  # (most bodies: every instruction one code unit)
             code = bytearray(2 * len(opcodes))
@@ -283,7 +287,7 @@ class Assembler:
 
     def _code_object(self, bc: Bytecode, stacksize: int, code: bytearray, consts: list[object], names: list[str],
                      varnames: list[str], table: bytearray, runs: Iterable[tuple[Location, int]]) -> CodeType:
-        return CodeType(
+        return _code_type(
             bc.argcount, bc.posonlyargcount, bc.kwonlyargcount, len(varnames), stacksize, int(bc.flags),
             bytes(code), tuple(consts), tuple(names), tuple(varnames), bc.filename, bc.name, bc.qualname,
             bc.first_lineno, self._line_table(bc.first_lineno, runs), bytes(table),

@@ -18,13 +18,19 @@ if TYPE_CHECKING:
     from ._family import Family
 
 
+def _compare_arg(compare: Compare) -> int:
+    """``COMPARE_OP``'s argument on 3.12, as ``bytecode`` encodes it: the comparison above the
+    four bits of the specializer's mask."""
+    return int(compare._get_mask()) + (compare.value << 4)  # type: ignore[no-untyped-call]
+
+
 class _Py312(NullSlotFamily):
     for_iter_exit: tuple[str, ...] = ("END_FOR",)  # an exhausted FOR_ITER jumps past its END_FOR
     loads_trust_binding = True
     operator_names = NullSlotFamily.operator_names | {"BINARY_SLICE", "STORE_SLICE", "CALL_INTRINSIC_1"}
     assembler: Assembler | None = Assembler(
         dis._inline_cache_entries,  # type: ignore[attr-defined]  # (a list by opcode on 3.12)
-        lambda compare: compare._get_mask() + (compare.value << 4),  # the low four bits: the specializer's mask
+        _compare_arg,
         _line_table, cache_opcode=opmap["CACHE"], local_cells=False)
 
     def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:

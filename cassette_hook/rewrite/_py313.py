@@ -18,12 +18,18 @@ if TYPE_CHECKING:
     from ._family import Family
 
 
+def _compare_arg(compare: Compare) -> int:
+    """``COMPARE_OP``'s argument on 3.13, as ``bytecode`` encodes it: the comparison above the
+    mask and the bit that asks for a bool."""
+    return int(compare._get_mask()) + ((compare.value & 0b1111) << 5) + (compare.value & 16)  # type: ignore[no-untyped-call]
+
+
 class _Py313(_Py312):
     for_iter_exit: tuple[str, ...] = ("END_FOR", "POP_TOP")  # ... and past the POP_TOP after it
     null_after_callee = True
     assembler: Assembler | None = Assembler(
         [dis._inline_cache_entries.get(name, 0) for name in opname],  # type: ignore[attr-defined]  # (by name on 3.13)
-        lambda compare: compare._get_mask() + ((compare.value & 0b1111) << 5) + (compare.value & 16),  # (16: to bool)
+        _compare_arg,
         _line_table, cache_opcode=opmap["CACHE"], local_cells=True)
 
     def negate(self, loc: Location) -> list[Instr]:
