@@ -31,7 +31,7 @@ class Family(Protocol):
     pass may have moved before the assignment must become ``LOAD_FAST_CHECK``."""
     assembler: Assembler | None
     """Our own assembler for the version (3.12, 3.13), which makes what ``bytecode`` makes
-    in about a third of its time, or None: ``bytecode`` assembles everything."""
+    in under half its time, or None: ``bytecode`` assembles everything."""
 
     # -- what the rewriting reads ---------------------------------------------------------
 
