@@ -26,8 +26,11 @@ operator opcodes; each version module subclasses :class:`NullSlotFamily` with ju
 from __future__ import annotations
 
 import operator
+from opcode import opmap
 from types import CodeType
-from typing import TYPE_CHECKING, Iterable, Sequence, cast
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, cast
+
+import bytecode
 
 from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, Instr, Label
 
@@ -40,7 +43,22 @@ if TYPE_CHECKING:
     from . import Hooks
     from ._assembler import Assembler
 
+ASSEMBLER_FOLLOWS = "0.19."
+"""The ``bytecode`` releases whose conversion ``_assembler`` follows (0.19.1 is the one
+``tests/test_assembly.py`` compared it with; older ones lack names it imports): with another
+release ``bytecode`` assembles everything, as before."""
 MAX_ENTERED = 15  # the most positional arguments an entering call site copies (a call with more resolves)
+
+
+def own_assembler(caches: Sequence[int], compare: Callable[[Compare], int], *,
+                  local_cells: bool) -> Assembler | None:
+    """A family's own assembler (3.12, 3.13), or None where the installed ``bytecode`` is not a
+    release it follows."""
+    if not bytecode.__version__.startswith(ASSEMBLER_FOLLOWS):
+        return None
+    from ._assembler import Assembler  # (here: it imports names older releases do not have)
+
+    return Assembler(caches, compare, _line_table, cache_opcode=opmap["CACHE"], local_cells=local_cells)
 
 
 class NullSlotFamily:

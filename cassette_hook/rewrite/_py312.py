@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import dis
 import operator
-from opcode import opmap
 from typing import TYPE_CHECKING
 
 from bytecode import Compare, Instr
 from bytecode.instr import Intrinsic1Op
 
-from ._assembler import Assembler
-from ._nullslot import NullSlotFamily, _line_table
+from ._nullslot import NullSlotFamily, own_assembler
 
 if TYPE_CHECKING:
     from . import Hooks
+    from ._assembler import Assembler
     from ._family import Family
 
 
@@ -28,10 +27,8 @@ class _Py312(NullSlotFamily):
     for_iter_exit: tuple[str, ...] = ("END_FOR",)  # an exhausted FOR_ITER jumps past its END_FOR
     loads_trust_binding = True
     operator_names = NullSlotFamily.operator_names | {"BINARY_SLICE", "STORE_SLICE", "CALL_INTRINSIC_1"}
-    assembler: Assembler | None = Assembler(
-        dis._inline_cache_entries,  # type: ignore[attr-defined]  # (a list by opcode on 3.12)
-        _compare_arg,
-        _line_table, cache_opcode=opmap["CACHE"], local_cells=False)
+    assembler: Assembler | None = own_assembler(
+        dis._inline_cache_entries, _compare_arg, local_cells=False)  # type: ignore[attr-defined]  # (by opcode)
 
     def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
         loc = instr.location

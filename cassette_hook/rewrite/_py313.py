@@ -4,17 +4,17 @@ from the stack, and conditional jumps insist on exact bools (``TO_BOOL``)."""
 from __future__ import annotations
 
 import dis
-from opcode import opmap, opname
+from opcode import opname
 from typing import TYPE_CHECKING
 
 from bytecode import Compare, Instr
 
-from ._assembler import Assembler
 from ._instr import Location
-from ._nullslot import _line_table
+from ._nullslot import own_assembler
 from ._py312 import _Py312
 
 if TYPE_CHECKING:
+    from ._assembler import Assembler
     from ._family import Family
 
 
@@ -27,10 +27,9 @@ def _compare_arg(compare: Compare) -> int:
 class _Py313(_Py312):
     for_iter_exit: tuple[str, ...] = ("END_FOR", "POP_TOP")  # ... and past the POP_TOP after it
     null_after_callee = True
-    assembler: Assembler | None = Assembler(
+    assembler: Assembler | None = own_assembler(
         [dis._inline_cache_entries.get(name, 0) for name in opname],  # type: ignore[attr-defined]  # (by name on 3.13)
-        _compare_arg,
-        _line_table, cache_opcode=opmap["CACHE"], local_cells=True)
+        _compare_arg, local_cells=True)
 
     def negate(self, loc: Location) -> list[Instr]:
         return [Instr("TO_BOOL", location=loc), Instr("UNARY_NOT", location=loc)]
