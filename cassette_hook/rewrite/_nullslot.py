@@ -25,8 +25,9 @@ operator opcodes; each version module subclasses :class:`NullSlotFamily` with ju
 
 from __future__ import annotations
 
+import dis
 import operator
-from opcode import opmap
+from opcode import opmap, opname
 from types import CodeType
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence, cast
 
@@ -50,14 +51,15 @@ release ``bytecode`` assembles everything, as before."""
 MAX_ENTERED = 15  # the most positional arguments an entering call site copies (a call with more resolves)
 
 
-def own_assembler(caches: Sequence[int], compare: Callable[[Compare], int], *,
-                  local_cells: bool) -> Assembler | None:
+def own_assembler(compare: Callable[[Compare], int], *, local_cells: bool) -> Assembler | None:
     """A family's own assembler (3.12, 3.13), or None where the installed ``bytecode`` is not a
     release it follows."""
     if not bytecode.__version__.startswith(ASSEMBLER_FOLLOWS):
         return None
     from ._assembler import Assembler  # (here: it imports names older releases do not have)
 
+    entries = dis._inline_cache_entries  # type: ignore[attr-defined]  # (a list by opcode on 3.12, by name since)
+    caches = [entries.get(name, 0) for name in opname] if isinstance(entries, dict) else list(entries)
     return Assembler(caches, compare, _line_table, cache_opcode=opmap["CACHE"], local_cells=local_cells)
 
 

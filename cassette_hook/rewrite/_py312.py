@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dis
 import operator
 from typing import TYPE_CHECKING
 
@@ -27,8 +26,7 @@ class _Py312(NullSlotFamily):
     for_iter_exit: tuple[str, ...] = ("END_FOR",)  # an exhausted FOR_ITER jumps past its END_FOR
     loads_trust_binding = True
     operator_names = NullSlotFamily.operator_names | {"BINARY_SLICE", "STORE_SLICE", "CALL_INTRINSIC_1"}
-    assembler: Assembler | None = own_assembler(
-        dis._inline_cache_entries, _compare_arg, local_cells=False)  # type: ignore[attr-defined]  # (by opcode)
+    assembler: Assembler | None = own_assembler(_compare_arg, local_cells=False)
 
     def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
         loc = instr.location

@@ -3,8 +3,6 @@ from the stack, and conditional jumps insist on exact bools (``TO_BOOL``)."""
 
 from __future__ import annotations
 
-import dis
-from opcode import opname
 from typing import TYPE_CHECKING
 
 from bytecode import Compare, Instr
@@ -27,9 +25,7 @@ def _compare_arg(compare: Compare) -> int:
 class _Py313(_Py312):
     for_iter_exit: tuple[str, ...] = ("END_FOR", "POP_TOP")  # ... and past the POP_TOP after it
     null_after_callee = True
-    assembler: Assembler | None = own_assembler(
-        [dis._inline_cache_entries.get(name, 0) for name in opname],  # type: ignore[attr-defined]  # (by name on 3.13)
-        _compare_arg, local_cells=True)
+    assembler: Assembler | None = own_assembler(_compare_arg, local_cells=True)
 
     def negate(self, loc: Location) -> list[Instr]:
         return [Instr("TO_BOOL", location=loc), Instr("UNARY_NOT", location=loc)]
