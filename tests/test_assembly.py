@@ -1,15 +1,19 @@
 """Switched code is assembled as ``bytecode``'s own assembly makes it.
 
 ``rewrite._rewriter.assemble`` has the family write the line table rather than
-``bytecode``'s ``to_code`` (docs/internals.md, "Where a cold import's time goes"), to make a
-cold import cheaper.  Over real modules -- standard library packages and this suite's
-corpus -- every body the import hook assembles must be what ``bytecode`` alone makes of
-the same instructions: the same instructions, constants, names, exception table and stack
-size, and on 3.11+ the same position of every instruction.
+``bytecode``'s ``to_code``, and on 3.12 and 3.13 assembles with an assembler of our own
+(``rewrite._assembler``) rather than ``bytecode``'s conversion to concrete instructions
+(docs/internals.md, "Where a cold import's time goes"), to make a cold import cheaper.
+Over real modules -- standard library packages and this suite's corpus -- every body the
+import hook assembles must be what ``bytecode`` alone makes of the same instructions: the
+same instructions, constants, names, exception table and stack size, and on 3.11+ the same
+position of every instruction; and our assembler's whole code object, line table included,
+what ``bytecode``'s route through ``_rewriter.assemble`` makes.
 """
 
 from __future__ import annotations
 
+import dis
 import importlib.util
 import sys
 import warnings
@@ -82,6 +86,98 @@ def test_switched_line_tables_are_bytecodes_where_no_column_reaches_128(monkeypa
 def test_switched_bodies_have_the_line_table_the_3_10_family_writes(monkeypatch):
     for ours, _, written in _assembled_bodies(monkeypatch):
         assert ours.co_linetable == written, ours.co_name
+
+
+needs_assembler = pytest.mark.skipif(family.assembler is None, reason="bytecode assembles everything on this Python")
+
+
+def _by_bytecode(bc, stacksize):  # type: ignore[no-untyped-def]
+    """``bc`` assembled by ``_rewriter.assemble``'s ``bytecode`` route (the family writing the
+    line table), as every Python without an assembler of ours assembles it."""
+    concrete = bc.to_concrete_bytecode(compute_exception_stack_depths=False)
+    concrete.__class__ = _rewriter._LinesUnwritten
+    code = concrete.to_code(stacksize=stacksize, compute_exception_stack_depths=False, check_pre_and_post=False)
+    return code.replace(co_linetable=family.line_table(code, concrete))
+
+
+def _both_ways(monkeypatch: pytest.MonkeyPatch) -> list[tuple[CodeType | None, CodeType]]:
+    """(our assembler's code or None where it declined, ``bytecode``'s route's) for every
+    body that switching the sources assembles."""
+    made: list[tuple[CodeType | None, CodeType]] = []
+
+    def recording(bc, stacksize, name):  # type: ignore[no-untyped-def]
+        assert family.assembler is not None
+        made.append((family.assembler.code(bc, stacksize), _by_bytecode(bc, stacksize)))
+        return made[-1][1]
+
+    monkeypatch.setattr(dual_code, "assemble", recording)
+    switch.install_builtins()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for path in SOURCES:
+            dual_code.switched(compile(path.read_text(encoding="utf-8"), str(path), "exec"), path.stem)
+    return made
+
+
+def _fields(code: CodeType) -> dict[str, object]:
+    return {name: getattr(code, name) for name in dir(code)
+            if name.startswith("co_") and name != "co_lnotab" and not callable(getattr(code, name))}
+
+
+@needs_assembler
+def test_our_assembler_makes_the_code_object_bytecodes_route_makes_field_by_field(monkeypatch):
+    compared = 0
+    for ours, theirs in _both_ways(monkeypatch):
+        if ours is not None:
+            assert _fields(ours) == _fields(theirs), theirs.co_qualname
+            assert ours.co_consts == theirs.co_consts and ours == theirs, theirs.co_qualname
+            compared += 1
+    assert compared > 1000
+
+
+@needs_assembler
+def test_our_assembler_takes_every_body_the_import_hook_makes_of_real_modules(monkeypatch):
+    declined = [theirs.co_qualname for ours, theirs in _both_ways(monkeypatch) if ours is None]
+    assert declined == []
+
+
+@needs_assembler
+def test_our_assembler_leaves_a_body_with_a_set_lineno_to_bytecode():
+    from bytecode import Bytecode, SetLineno
+
+    bc = Bytecode.from_code(compile("x = 1\ny = x + 1\n", "<module>", "exec"))
+    bc.insert(0, SetLineno(7))
+    assert family.assembler is not None and family.assembler.code(bc, 2) is None
+    assert _rewriter.assemble(bc, 2, "<module>").co_firstlineno == 1  # (bytecode's route assembles it)
+
+
+@needs_assembler
+def test_our_assembler_leaves_nested_try_blocks_to_bytecode_and_its_error():
+    from bytecode import Bytecode, Instr, Label, TryBegin, TryEnd
+
+    from cassette_hook.rewrite import UnsupportedCode
+
+    handler = Label()
+    outer, inner = TryBegin(handler, False, 0), TryBegin(handler, False, 0)
+    bc = Bytecode([Instr("RESUME", 0), outer, inner, Instr("NOP"), TryEnd(inner), TryEnd(outer),
+                   Instr("RETURN_CONST", None), handler, Instr("RERAISE", 0)])
+    assert family.assembler is not None and family.assembler.code(bc, 2) is None
+    with pytest.raises(UnsupportedCode, match="cannot be nested"):
+        _rewriter.assemble(bc, 2, "f")
+
+
+@needs_assembler
+def test_our_assembler_widens_a_jump_past_255_units_with_extended_args_as_bytecode_does():
+    from bytecode import Bytecode, Instr, Label
+
+    end = Label()
+    bc = Bytecode([Instr("RESUME", 0), Instr("LOAD_CONST", True), Instr("POP_JUMP_IF_TRUE", end),
+                   *(Instr("NOP") for _ in range(300)), end, Instr("RETURN_CONST", None)])
+    assert family.assembler is not None
+    ours = family.assembler.code(bc, 2)
+    assert ours is not None and ours == _by_bytecode(bc, 2)
+    assert ours.co_linetable == _by_bytecode(bc, 2).co_linetable
+    assert dis.opname[ours.co_code[4]] == "EXTENDED_ARG"
 
 
 def test_bytecode_leaves_the_line_table_to_the_family():

@@ -25,11 +25,15 @@ operator opcodes; each version module subclasses :class:`NullSlotFamily` with ju
 
 from __future__ import annotations
 
+import dis
 import operator
+from opcode import opmap, opname
 from types import CodeType
-from typing import TYPE_CHECKING, Sequence, cast
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, cast
 
-from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, ConcreteInstr, Instr, Label
+import bytecode
+
+from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, Instr, Label
 
 from ._instr import Location, arg_of, flagged_name
 from ._operators import UNARY, binary_op, compare_op
@@ -38,8 +42,25 @@ from ._stack import Item, pair_by_depth
 
 if TYPE_CHECKING:
     from . import Hooks
+    from ._assembler import Assembler
 
+ASSEMBLER_FOLLOWS = "0.19."
+"""The ``bytecode`` releases whose conversion ``_assembler`` follows (0.19.1 is the one
+``tests/test_assembly.py`` compared it with; older ones lack names it imports): with another
+release ``bytecode`` assembles everything, as before."""
 MAX_ENTERED = 15  # the most positional arguments an entering call site copies (a call with more resolves)
+
+
+def own_assembler(compare: Callable[[Compare], int], *, local_cells: bool) -> Assembler | None:
+    """A family's own assembler (3.12, 3.13), or None where the installed ``bytecode`` is not a
+    release it follows."""
+    if not bytecode.__version__.startswith(ASSEMBLER_FOLLOWS):
+        return None
+    from ._assembler import Assembler  # (here: it imports names older releases do not have)
+
+    entries = dis._inline_cache_entries  # type: ignore[attr-defined]  # (a list by opcode on 3.12, by name since)
+    caches = [entries.get(name, 0) for name in opname] if isinstance(entries, dict) else list(entries)
+    return Assembler(caches, compare, _line_table, cache_opcode=opmap["CACHE"], local_cells=local_cells)
 
 
 class NullSlotFamily:
@@ -48,6 +69,7 @@ class NullSlotFamily:
     null_after_callee = False  # 3.13 pushes [callee, NULL]; 3.11 and 3.12 push [NULL, callee]
     for_iter_exit: tuple[str, ...] = ()
     loads_trust_binding = False
+    assembler: Assembler | None = None
     operator_names = frozenset({"BINARY_OP", "BINARY_SUBSCR", *UNARY, "GET_ITER", "GET_YIELD_FROM_ITER", "COMPARE_OP",
                                 "CONTAINS_OP", "STORE_SUBSCR", "DELETE_SUBSCR"})  # (what :meth:`operator_site` reads)
 
@@ -70,7 +92,8 @@ class NullSlotFamily:
         return Instr("POP_JUMP_IF_FALSE", target, location=loc)
 
     def line_table(self, code: CodeType, concrete: ConcreteBytecode) -> bytes:
-        return _line_table(code.co_firstlineno, concrete)  # (concrete instructions only: no SetLineno after assembly)
+        # (concrete instructions only: no SetLineno after assembly)
+        return _line_table(code.co_firstlineno, [(instr.location, instr.size >> 1) for instr in concrete])
 
     def start_depth(self, code: CodeType) -> int:
         return 0  # (a generator's first RESUME pushes nothing since 3.11)
@@ -392,9 +415,10 @@ def _svarint(out: bytearray, value: int) -> None:
 _Position = tuple[int | None, int | None, int | None, int | None]  # line, end line, column, end column
 
 
-def _line_table(first_line: int, instructions: Sequence[ConcreteInstr]) -> bytes:
-    """The 3.11+ ``co_linetable`` of ``instructions`` (assembled from first to last), as
-    ``bytecode`` (0.19) writes it, with one fix.
+def _line_table(first_line: int, runs: Iterable[tuple[Location, int]]) -> bytes:
+    """The 3.11+ ``co_linetable`` of instructions assembled from first to last, given as
+    ``runs``: each one's position and code units (its ``EXTENDED_ARG``\\s included, a
+    ``CACHE`` entry one of its own), as ``bytecode`` (0.19) writes it, with one fix.
 
     Written here rather than by ``bytecode``'s ``to_code`` (which ``_rewriter.assemble``
     asks to leave it empty): the package's encoder, a method call and a dataclass
@@ -416,10 +440,9 @@ def _line_table(first_line: int, instructions: Sequence[ConcreteInstr]) -> bytes
     units = 0
     seen: object = out  # the last instruction's location object (none yet)
     joins = False  # does an instruction at the run's position join the run (it has a line)?
-    for instr in instructions:
-        loc = instr.location
+    for loc, size in runs:
         if loc is seen and joins:  # (one object: CACHE entries, the instructions of a site)
-            units += instr.size >> 1
+            units += size
             continue
         seen = loc
         if loc is None:  # (an instruction without a position continues the run before it)
@@ -427,11 +450,11 @@ def _line_table(first_line: int, instructions: Sequence[ConcreteInstr]) -> bytes
         else:
             here = (loc.lineno, loc.end_lineno, loc.col_offset, loc.end_col_offset)
         if here == run and joins:
-            units += instr.size >> 1
+            units += size
             continue
         if run is not None:
             line = _entries(out, units, line, run)
-        run, units, joins = here, instr.size >> 1, here[0] is not None
+        run, units, joins = here, size, here[0] is not None
     if run is not None:
         _entries(out, units, line, run)
     return bytes(out)

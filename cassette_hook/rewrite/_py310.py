@@ -25,6 +25,7 @@ from ._names import COMPREHENSIONS
 from ._stack import Item, pair_by_depth
 
 if TYPE_CHECKING:
+    from ._assembler import Assembler
     from . import Hooks
     from ._family import Family
 
@@ -123,6 +124,7 @@ class _Py310:
 
     for_iter_exit: tuple[str, ...] = ()
     loads_trust_binding = False
+    assembler: Assembler | None = None
 
     rewrite_calls = staticmethod(_rewrite_calls)
     operator_site = staticmethod(_operator_site)

@@ -3,23 +3,30 @@
 from __future__ import annotations
 
 import operator
-
 from typing import TYPE_CHECKING
 
-from bytecode import Instr
+from bytecode import Compare, Instr
 from bytecode.instr import Intrinsic1Op
 
-from ._nullslot import NullSlotFamily
+from ._nullslot import NullSlotFamily, own_assembler
 
 if TYPE_CHECKING:
     from . import Hooks
+    from ._assembler import Assembler
     from ._family import Family
+
+
+def _compare_arg(compare: Compare) -> int:
+    """``COMPARE_OP``'s argument on 3.12, as ``bytecode`` encodes it: the comparison above the
+    four bits of the specializer's mask."""
+    return int(compare._get_mask()) + (compare.value << 4)  # type: ignore[no-untyped-call]
 
 
 class _Py312(NullSlotFamily):
     for_iter_exit: tuple[str, ...] = ("END_FOR",)  # an exhausted FOR_ITER jumps past its END_FOR
     loads_trust_binding = True
     operator_names = NullSlotFamily.operator_names | {"BINARY_SLICE", "STORE_SLICE", "CALL_INTRINSIC_1"}
+    assembler: Assembler | None = own_assembler(_compare_arg, local_cells=False)
 
     def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
         loc = instr.location

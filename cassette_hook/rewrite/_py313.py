@@ -5,18 +5,27 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bytecode import Instr
+from bytecode import Compare, Instr
 
 from ._instr import Location
+from ._nullslot import own_assembler
 from ._py312 import _Py312
 
 if TYPE_CHECKING:
+    from ._assembler import Assembler
     from ._family import Family
+
+
+def _compare_arg(compare: Compare) -> int:
+    """``COMPARE_OP``'s argument on 3.13, as ``bytecode`` encodes it: the comparison above the
+    mask and the bit that asks for a bool."""
+    return int(compare._get_mask()) + ((compare.value & 0b1111) << 5) + (compare.value & 16)  # type: ignore[no-untyped-call]
 
 
 class _Py313(_Py312):
     for_iter_exit: tuple[str, ...] = ("END_FOR", "POP_TOP")  # ... and past the POP_TOP after it
     null_after_callee = True
+    assembler: Assembler | None = own_assembler(_compare_arg, local_cells=True)
 
     def negate(self, loc: Location) -> list[Instr]:
         return [Instr("TO_BOOL", location=loc), Instr("UNARY_NOT", location=loc)]

@@ -15,6 +15,7 @@ from ._instr import Location, arg_of
 from ._py313 import _Py313
 
 if TYPE_CHECKING:
+    from ._assembler import Assembler
     from . import Hooks
     from ._family import Family
     from ._stack import Item
@@ -53,6 +54,8 @@ class _Interpolation(Instr):
 class _Py314(_Py313):
     for_iter_exit: tuple[str, ...] = ("END_FOR",)  # an exhausted FOR_ITER lands on the POP_ITER after it
     inlined: tuple[object, ...] = (all, any, tuple)  # the builtins whose call of a genexp the compiler inlines
+    # (3.14's new argument kinds -- small ints, common constants -- are bytecode's to encode)
+    assembler: Assembler | None = None
 
     def decode(self, code: CodeType) -> Bytecode:
         """As ``bytecode`` decodes it, but each ``BUILD_INTERPOLATION`` keeps its argument

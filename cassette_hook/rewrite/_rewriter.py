@@ -81,7 +81,13 @@ def deepest_copy(bc: Bytecode) -> int:
 
 
 def assemble(bc: Bytecode, stacksize: int, name: str) -> CodeType:
-    """``bc`` as a code object, with the stack size given rather than recomputed."""
+    """``bc`` as a code object, with the stack size given rather than recomputed: by the
+    family's own assembler where it has one and it takes ``bc`` (``_assembler``: the same
+    code, made cheaper), else by ``bytecode``."""
+    if family.assembler is not None:
+        code = family.assembler.code(bc, stacksize)
+        if code is not None:
+            return code
     try:
         # Every rewrite is stack-balanced and needs one slot more at most, for a moment,
         # and keeps the exception handlers' depths: nothing for ``bytecode`` to recompute

@@ -1,0 +1,362 @@
+"""An assembler of our own for the common case (3.12, 3.13): a rewritten body straight to a
+code object, without ``bytecode``'s concrete instructions.
+
+``bytecode`` assembles a ``Bytecode`` in two steps: it converts every item to a
+``ConcreteInstr`` object (one more object per instruction that takes inline caches, for
+its ``CACHE`` entries), resolves the jumps over those objects, and then encodes them one
+method call at a time, with a list of line numbers the family's line table does not read.
+That was about two fifths of a cold rewrite (docs/internals.md, "Where a cold import's time
+goes").  :class:`Assembler` makes the same code object in one pass over the items into flat
+lists of opcodes, arguments and positions, then the jumps, the bytes, the exception table
+and the line table from those lists.
+
+It follows ``bytecode``'s conversion (``bytecode.concrete._ConvertBytecodeToConcrete``)
+rule for rule -- the order constants, names and local variables are numbered in, the
+jumps' arguments and their ``EXTENDED_ARG``\\s, the exception table -- so that what it makes
+is identical to what ``bytecode`` makes (``tests/test_assembly.py`` compares the two, field
+by field, over real modules on every Python that uses it).  What it does not know it
+declines (:meth:`Assembler.code` returns None: a ``SetLineno``, a ``CACHE`` written by a
+pass, nested try blocks, an argument of a kind it does not expect, jumps that do not
+settle), and ``_rewriter.assemble`` takes ``bytecode``'s route, whose result or error is
+then the one it always gave.  The version's details (inline cache sizes, how a comparison
+is encoded, two-variable opcodes) come from the family (``_py312``, ``_py313``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from opcode import EXTENDED_ARG
+from types import CodeType
+from typing import Callable, Iterable, Sequence, cast
+
+from bytecode import Bytecode, Compare, Instr, Label
+from bytecode.concrete import HAS_COMPARE, HAS_CONST, HAS_FREE, HAS_LOCAL, HAS_NAME
+from bytecode.instr import (BITFLAG2_OPCODES, BITFLAG_OPCODES, DUAL_ARG_OPCODES, HAS_ABSOLUTE_JUMP,
+                            HAS_BACKWARD_RELATIVE_JUMP, HAS_FORWARD_RELATIVE_JUMP, INTRINSIC, UNSET, CellVar, FreeVar,
+                            InstrLocation, Intrinsic1Op, Intrinsic2Op, TryBegin, TryEnd, const_key)
+
+from ._instr import Location
+
+__all__ = ["Assembler"]
+
+LineTable = Callable[[int, Iterable[tuple[Location, int]]], bytes]
+"""The family's line table of (position, code units) runs (``_nullslot._line_table``)."""
+
+# What each opcode's argument is, as bytecode's conversion asks it, in its order.
+_CONST, _LOCAL, _DUAL, _NAME, _FLAG_NAME, _FLAGS_NAME, _FREE, _COMPARE, _INTRINSIC, _INT = range(10)
+_FORWARD, _BACKWARD, _ABSOLUTE = 1, 2, 3
+_JUMP_PASSES = 10  # bytecode's own limit before it gives up on jumps that do not settle
+
+
+def _kind(opcode: int) -> int:
+    if opcode in HAS_CONST:
+        return _CONST
+    if opcode in HAS_LOCAL:
+        return _DUAL if opcode in DUAL_ARG_OPCODES else _LOCAL
+    if opcode in HAS_NAME:
+        return _FLAG_NAME if opcode in BITFLAG_OPCODES else _FLAGS_NAME if opcode in BITFLAG2_OPCODES else _NAME
+    if opcode in HAS_FREE:
+        return _FREE
+    if opcode in HAS_COMPARE:
+        return _COMPARE
+    if opcode in INTRINSIC:
+        return _INTRINSIC
+    return _INT
+
+
+def _jump(opcode: int) -> int:
+    if opcode in HAS_FORWARD_RELATIVE_JUMP:
+        return _FORWARD
+    if opcode in HAS_BACKWARD_RELATIVE_JUMP:
+        return _BACKWARD
+    return _ABSOLUTE if opcode in HAS_ABSOLUTE_JUMP else 0
+
+
+_code_type: Callable[..., CodeType] = CodeType  # (3.11+'s arguments: mypy checks this module as 3.10 too)
+
+
+def _units(arg: int) -> int:
+    """Code units an instruction with ``arg`` takes, its ``EXTENDED_ARG``\\s included."""
+    return 1 if arg <= 0xFF else 2 if arg <= 0xFFFF else 3 if arg <= 0xFFFFFF else 4
+
+
+class _Declined(Exception):
+    """Something the assembler does not know: ``bytecode``'s route assembles it."""
+
+
+class Assembler:
+    """Assembles a rewritten ``Bytecode`` as ``bytecode`` would, for one CPython version."""
+
+    def __init__(self, caches: Sequence[int], compare: Callable[[Compare], int], line_table: LineTable, *,
+                 cache_opcode: int, local_cells: bool) -> None:
+        self._caches = caches  # inline cache entries after each opcode
+        self._compare = compare
+        self._line_table = line_table
+        self._cache_opcode = cache_opcode
+        self._local_cells = local_cells  # a cell or free variable may be a local opcode's argument (3.13)
+        self._kinds = [_kind(opcode) for opcode in range(256)]
+        self._jumps = [_jump(opcode) for opcode in range(256)]
+        self._dual = _DUAL in self._kinds
+
+    def code(self, bc: Bytecode, stacksize: int) -> CodeType | None:
+        """``bc`` as a code object with ``stacksize`` (as ``_rewriter.assemble`` makes it by
+        ``bytecode``'s route), or None where this assembler declines it."""
+        try:
+            return self._code(bc, stacksize)
+        except (_Declined, KeyError, IndexError, TypeError, ValueError, AttributeError):
+            return None  # (bytecode's route then gives its result, or its error)
+
+    def _code(self, bc: Bytecode, stacksize: int) -> CodeType:
+        consts: list[object] = []
+        const_index: dict[object, int] = {}
+        names: list[str] = []
+        name_index: dict[str, int] = {}
+        varnames: list[str] = []
+        varname_index: dict[str, int] = {}
+
+        def const(value: object) -> int:
+            key = const_key(value)
+            index = const_index.get(key)
+            if index is None:
+                index = const_index[key] = len(consts)
+                consts.append(value)
+            return index
+
+        def name(value: str) -> int:
+            index = name_index.get(value)
+            if index is None:
+                index = name_index[value] = len(names)
+                names.append(value)
+            return index
+
+        def varname(value: str) -> int:
+            index = varname_index.get(value)
+            if index is None:
+                index = varname_index[value] = len(varnames)
+                varnames.append(value)
+            return index
+
+        items = list.copy(bc)
+        if bc.docstring is not UNSET:
+            const(bc.docstring)
+        for arg_name in bc.argnames:
+            varname(arg_name)
+        if self._dual:  # (3.13: the two-variable opcodes' names first, for small indexes)
+            for item in items:
+                if type(item) is Instr and self._kinds[item.opcode] == _DUAL:
+                    for pair_name in cast(tuple[str, str], item.arg):
+                        varname(pair_name)
+
+        kinds, caches, cache_opcode, local_cells = self._kinds, self._caches, self._cache_opcode, self._local_cells
+        cache_runs = [[cache_opcode] * entries for entries in range(max(caches) + 1)]
+        zeros = [[0] * entries for entries in range(max(caches) + 1)]
+        cellvars, freevars = bc.cellvars, bc.freevars
+        opcodes: list[int] = []
+        args: list[int] = []  # (0 where there is none: bytecode writes it so)
+        positions: list[Location] = []
+        labels: dict[Label, int] = {}
+        jumps: list[tuple[int, Label]] = []
+        blocks: dict[TryBegin, list[int]] = {}  # index of the first instruction in the block, of the last
+        cells: list[int] = []
+        frees: list[int] = []
+        position: Location = InstrLocation(bc.first_lineno, None, None, None)
+        in_try = False
+        for item in items:
+            if type(item) is Label:
+                labels[item] = len(opcodes)
+                continue
+            if type(item) is TryBegin:
+                if in_try or type(item.stack_depth) is not int or type(item.target) is not Label:
+                    raise _Declined
+                in_try = True
+                blocks[item] = [len(opcodes), 0]
+                continue
+            if type(item) is TryEnd:
+                in_try = False
+                blocks[item.entry][1] = len(opcodes) - 1
+                continue
+            if type(item) is not Instr:
+                raise _Declined  # (a SetLineno; an instruction type of a pass's own)
+            opcode, arg, loc = item.opcode, item.arg, item.location
+            if isinstance(loc, InstrLocation):  # (else None or UNSET: the position before holds)
+                position = loc
+            kind = kinds[opcode]
+            if type(arg) is Label:
+                jumps.append((len(opcodes), arg))
+                c_arg = 0  # (set once the offsets are known)
+            elif opcode == cache_opcode:
+                raise _Declined
+            elif kind == _CONST:
+                c_arg = const(arg)
+            elif kind == _NAME:
+                if type(arg) is not str:
+                    raise _Declined
+                c_arg = name(arg)
+            elif kind == _FLAG_NAME:
+                if type(arg) is not tuple or type(arg[1]) is not str:
+                    raise _Declined
+                c_arg = int(arg[0]) + (name(arg[1]) << 1)
+            elif kind == _FLAGS_NAME:
+                flags = cast(tuple[bool, bool, str], arg)
+                if type(arg) is not tuple or type(flags[2]) is not str:
+                    raise _Declined
+                c_arg = int(flags[0]) + 2 * int(flags[1]) + (name(flags[2]) << 2)
+            elif kind == _LOCAL:
+                if type(arg) is str:
+                    c_arg = varname(arg)
+                elif local_cells and isinstance(arg, CellVar):
+                    cells.append(len(opcodes))
+                    c_arg = cellvars.index(arg.name)
+                elif local_cells and isinstance(arg, FreeVar):
+                    frees.append(len(opcodes))
+                    c_arg = freevars.index(arg.name)
+                else:
+                    raise _Declined
+            elif kind == _FREE:
+                if isinstance(arg, CellVar):
+                    cells.append(len(opcodes))
+                    c_arg = cellvars.index(arg.name)
+                elif isinstance(arg, FreeVar):
+                    frees.append(len(opcodes))
+                    c_arg = freevars.index(arg.name)
+                else:
+                    raise _Declined
+            elif kind == _COMPARE:
+                if not isinstance(arg, Compare):
+                    raise _Declined
+                c_arg = self._compare(arg)
+            elif kind == _INTRINSIC:
+                if not isinstance(arg, (Intrinsic1Op, Intrinsic2Op)):
+                    raise _Declined
+                c_arg = arg.value
+            elif kind == _DUAL:
+                pair = cast(tuple[str, str], arg)
+                first, second = varname_index[pair[0]], varname_index[pair[1]]
+                if first > 16 or second > 16:  # (bytecode then splits it in two: rare enough to leave to it)
+                    raise _Declined
+                c_arg = (first << 4) + second
+            elif arg is UNSET:
+                c_arg = 0
+            elif isinstance(arg, int):  # (an int, or an enum of ``bytecode``'s: BinaryOp ...)
+                c_arg = int(arg)
+            else:
+                raise _Declined
+            opcodes.append(opcode)
+            args.append(c_arg)
+            positions.append(position)
+            entries = caches[opcode]
+            if entries:
+                opcodes += cache_runs[entries]
+                args += zeros[entries]
+                positions += [position] * entries
+
+        self._number_cells(args, cells, frees, varnames, cellvars)
+        label_offsets, instruction_offsets = self._resolve_jumps(opcodes, args, labels, jumps)
+        table = bytearray()
+        for block, (start, stop) in blocks.items():
+            start_offset = instruction_offsets[start]
+            size = instruction_offsets[stop] - start_offset + 1
+            if size < 0:  # (a try block never ended; bytecode's encoder would never stop)
+                raise _Declined
+            _exception_varint(table, start_offset, True)
+            _exception_varint(table, size)
+            _exception_varint(table, label_offsets[labels[cast(Label, block.target)]])
+            _exception_varint(table, (block.stack_depth << 1) + block.push_lasti)
+
+        if max(args, default=0) <= 0xFF:  # (most bodies: every instruction one code unit)
+            code = bytearray(2 * len(opcodes))
+            code[0::2], code[1::2] = opcodes, args
+            return self._code_object(bc, stacksize, code, consts, names, varnames, table,
+                                     zip(positions, itertools.repeat(1)))
+        code = bytearray()
+        runs: list[tuple[Location, int]] = []
+        for opcode, arg, loc in zip(opcodes, args, positions):
+            if arg <= 0xFF:
+                code.append(opcode)
+                code.append(arg)
+                runs.append((loc, 1))
+            else:
+                units = _units(arg)
+                for shift in range(units - 1, 0, -1):
+                    code.append(EXTENDED_ARG)
+                    code.append((arg >> 8 * shift) & 0xFF)
+                code.append(opcode)
+                code.append(arg & 0xFF)
+                runs.append((loc, units))
+        return self._code_object(bc, stacksize, code, consts, names, varnames, table, runs)
+
+    def _code_object(self, bc: Bytecode, stacksize: int, code: bytearray, consts: list[object], names: list[str],
+                     varnames: list[str], table: bytearray, runs: Iterable[tuple[Location, int]]) -> CodeType:
+        return _code_type(
+            bc.argcount, bc.posonlyargcount, bc.kwonlyargcount, len(varnames), stacksize, int(bc.flags),
+            bytes(code), tuple(consts), tuple(names), tuple(varnames), bc.filename, bc.name, bc.qualname,
+            bc.first_lineno, self._line_table(bc.first_lineno, runs), bytes(table),
+            tuple(bc.freevars), tuple(bc.cellvars))
+
+    @staticmethod
+    def _number_cells(args: list[int], cells: list[int], frees: list[int], varnames: list[str],
+                      cellvars: Sequence[str]) -> None:
+        """Cell and free variables numbered among the locals, once all locals are known: a
+        cell of an argument shares its slot, the others follow the locals, the free
+        variables the cells."""
+        shared = 0
+        unshared = 0
+        slots: list[int] = []
+        for cell in cellvars:
+            if cell in varnames:
+                slots.append(varnames.index(cell))
+                shared += 1
+            else:
+                slots.append(len(varnames) + unshared)
+                unshared += 1
+        for index in cells:
+            args[index] = slots[args[index]]
+        free_offset = len(varnames) + len(cellvars) - shared
+        for index in frees:
+            args[index] += free_offset
+
+    def _resolve_jumps(self, opcodes: list[int], args: list[int], labels: dict[Label, int],
+                       jumps: list[tuple[int, Label]]) -> tuple[list[int], list[int]]:
+        """The jumps' arguments, pass after pass until no ``EXTENDED_ARG`` changes an offset;
+        the offset of each instruction's first unit (a label's) and of the instruction itself."""
+        caches, kinds = self._caches, self._jumps
+        for _ in range(_JUMP_PASSES):
+            label_offsets: list[int] = []
+            instruction_offsets: list[int] = []
+            offset = 0
+            for arg in args:
+                label_offsets.append(offset)
+                if arg > 0xFF:
+                    offset += _units(arg) - 1
+                instruction_offsets.append(offset)
+                offset += 1
+            label_offsets.append(offset)
+            moved = False
+            for index, label in jumps:
+                target = label_offsets[labels[label]]
+                opcode = opcodes[index]
+                units = _units(args[index])
+                after = label_offsets[index] + caches[opcode] + units
+                kind = kinds[opcode]
+                arg = target - after if kind == _FORWARD else after - target if kind == _BACKWARD else target
+                if kind == 0 or not 0 <= arg <= 0x7FFFFFFF:
+                    raise _Declined
+                args[index] = arg
+                if _units(arg) != units:
+                    moved = True
+            if not moved:
+                return label_offsets, instruction_offsets
+        raise _Declined
+
+
+def _exception_varint(out: bytearray, value: int, start: bool = False) -> None:
+    """``value`` in six-bit chunks, high first, the first marked as an entry's start if
+    ``start`` (``Objects/exception_handling_notes.txt``), as ``bytecode`` writes it."""
+    chunks = [value & 63]
+    value >>= 6
+    while value:
+        chunks.append(value & 63 | 64)
+        value >>= 6
+    if start:
+        chunks[-1] |= 128
+    out.extend(reversed(chunks))
