@@ -187,8 +187,9 @@ class _Py314(_Py313):
             swapped = list(stack)
             swapped[-1], swapped[-n] = stack[-n], stack[-1]
             return tuple(swapped)
-        pre, post = instr.pre_and_post_stack_effect(jump=False)
-        return stack[:len(stack) + pre] + (frozenset(),) * post
+        pre, _ = instr.pre_and_post_stack_effect(jump=False)  # (what it takes, negative; or 0 and what it pushes)
+        popped = -min(pre, 0)
+        return stack[:len(stack) - popped] + (frozenset(),) * (popped + instr.stack_effect(jump=False))
 
     def consumer_depth(self, instr: Instr, depth: int) -> int | None:
         # [callee, NULL, args, kwargs or NULL]: the keyword slot is always there.
