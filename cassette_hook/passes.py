@@ -99,7 +99,7 @@ def rewrite_with_pass(pass_: Pass, ctx_type: type, func: FunctionType, code: Cod
         return rewrite_with_pass(pass_, ctx_type, func, const, hooks, operators=operators) if part else const
 
     try:
-        out = rewritten(base, hooks, operators=operators, nested=nested, decoded=body)
+        out = rewritten(base, hooks, operators=operators, nested=nested, decoded=body, compiled=False)
         # The rewritten sites need two slots more at most, a contextslot one.
         new = assemble(out, stacksize + 3, base.co_name)
     except rewrite.RESOURCE_ERRORS:

@@ -787,4 +787,13 @@ def test_twin_of_a_pass_that_changes_nothing_is_the_twin_without_a_pass(func):
     from cassette_hook.runtime.callsites import HOOKS
 
     passed = passes.rewrite_with_pass(ch.Pass(identity), Plain, func, func.__code__, HOOKS, operators=True)
-    assert passed.co_code == rewrite.rewrite_code(func.__code__, HOOKS, operators=True).co_code
+    # (but for 3.14's borrowed loads, which a twin without a pass keeps, and one made with a
+    # pass reads plain: docs/internals.md, "CPython 3.14")
+    assert _as_plain_loads(passed) == _as_plain_loads(rewrite.rewrite_code(func.__code__, HOOKS, operators=True))
+
+
+def _as_plain_loads(code):
+    import dis
+
+    borrowed = {"LOAD_FAST_BORROW": "LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW": "LOAD_FAST_LOAD_FAST"}
+    return [(borrowed.get(i.opname, i.opname), i.arg) for i in dis.get_instructions(code)]

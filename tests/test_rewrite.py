@@ -497,8 +497,8 @@ def test_a_body_found_to_be_its_own_twin_is_one_the_rewriter_leaves_as_it_is(mod
     itself = [code for code in _code_objects(importlib.import_module(module_name)) if _names.twin_is_itself(code)]
     assert itself  # (each module has some: decorator factories, __init__ that store, properties)
 
-    # The rewriter writes 3.14's borrowed loads and small ints in their plain forms, which
-    # the compiler's own code need not (docs/internals.md, "CPython 3.14").
+    # The rewriter writes 3.14's small ints, and a callee's borrowed load, in their plain
+    # forms, which the compiler's own code need not (docs/internals.md, "CPython 3.14").
     plain = {"LOAD_FAST_BORROW": "LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW": "LOAD_FAST_LOAD_FAST",
              "LOAD_SMALL_INT": "LOAD_CONST"}
 
@@ -585,3 +585,110 @@ def test_operator_sites_are_only_made_of_the_instructions_the_family_names(modul
             elif isinstance(item, Instr):
                 assert family.operator_site(item, hooks) is None, (code.co_name, item)
     assert listed  # (the module has operators, so the filter had both kinds to tell apart)
+
+
+# -- 3.14+'s borrowed loads in twins (docs/internals.md, "CPython 3.14") ------------------
+
+class Nothing(ch.Context):
+    """Overloads nothing: its twins' call sites resolve (``resolve``), where ``Calls``'s enter."""
+
+
+class _Receiver:
+    def method(self, x):
+        return x + 1
+
+
+def _loads(code):
+    import dis
+
+    return [(i.opname, i.argval) for i in dis.get_instructions(code) if i.opname.startswith("LOAD_FAST")]
+
+
+def _locals_and_callees(receiver, x, function):
+    held = receiver.method
+    y = held(x) + function(x, x)
+    return receiver.method(y), [v for v in (x, y)]
+
+
+@pytest.mark.parametrize("enters", [False, True], ids=["resolving", "entering"])
+def test_a_twin_loads_its_variables_as_compiled_but_for_its_callees(enters):
+    """A twin's variables are read borrowed where the compiler borrowed them (3.14+), the
+    program's own cost; a load that pushes a callee is a plain load (the site's hook reads
+    a callee's reference count)."""
+    from cassette_hook.rewrite import rewrite_code
+    from cassette_hook.runtime.callsites import HOOKS
+
+    code = _locals_and_callees.__code__
+    callees = {"held", "function"}
+    expected = [("LOAD_FAST" if name == "LOAD_FAST_BORROW" and arg in callees else name, arg)
+                for name, arg in _loads(code)]
+    assert _loads(rewrite_code(code, HOOKS, operators=False, enters=enters)) == expected
+
+
+def _a_held_bound_method_called(receiver):
+    held = receiver.method
+    results = held(0), held(1), held(2)  # (its twin made at the first call, found at the others)
+    return held.__func__ is _Receiver.method, results
+
+
+@pytest.mark.parametrize("ctx_type", [Nothing, Calls], ids=["resolving", "entering"])
+def test_a_bound_method_a_variable_holds_keeps_its_function_when_called_under_a_context(ctx_type):
+    """(A bound method made for its call alone is rebound to its twin in place: from 3.14
+    a borrowed load would give a variable's the same count of references.)"""
+    assert ch.overdub(ctx_type(metadata=[]), _a_held_bound_method_called, _Receiver()) == (True, (1, 2, 3))
+
+
+class _Noted:
+    def __init__(self, events):
+        self.events = events
+
+    def __del__(self):
+        self.events.append("freed")
+
+
+def _take(value, _):
+    value.events.append("taken")
+
+
+def _rebind_callers_variable():
+    sys._getframe(1).f_locals["noted"] = None  # (PEP 667: a write through to the caller's variable)
+    return 0
+
+
+def _borrowed_then_rebound(events):
+    noted = _Noted(events)
+    _take(noted, _rebind_callers_variable())  # ``noted`` loaded borrowed (3.14+), then rebound before the call
+    return events
+
+
+@pytest.mark.parametrize("ctx_type", [Nothing, Calls], ids=["resolving", "entering"])
+def test_a_value_loaded_borrowed_outlives_its_variable_rebound_before_its_use_as_plain(ctx_type):
+    assert ch.overdub(ctx_type(metadata=[]), _borrowed_then_rebound, []) == _borrowed_then_rebound([]) == [
+        "taken", "freed"]
+
+
+class _RebindingPrehook(ch.Context):
+    def prehook(self, f, *args, **kwargs):
+        if f is _take:
+            sys._getframe(1).f_locals["noted"] = None  # (the program's frame: the hook runs from C or a site)
+
+
+def _borrowed_for_a_hook(events):
+    noted = _Noted(events)
+    _take(noted, 0)
+    return events
+
+
+def test_a_value_loaded_borrowed_outlives_its_variable_rebound_by_a_hook_before_its_use():
+    assert ch.overdub(_RebindingPrehook(), _borrowed_for_a_hook, []) == ["taken", "freed"]
+
+
+def test_a_twin_a_pass_made_has_no_borrowed_load():
+    """A pass may put anything between a load and its use (a store to its variable): its
+    body keeps the plain loads it was given."""
+    from cassette_hook import passes
+    from cassette_hook.runtime.callsites import HOOKS
+
+    code = passes.rewrite_with_pass(ch.Pass(lambda ctx_type, func, body: body), Nothing, _locals_and_callees,
+                                    _locals_and_callees.__code__, HOOKS, operators=False)
+    assert not [name for name, _ in _loads(code) if "BORROW" in name]

@@ -189,8 +189,9 @@ def test_a_closure_a_variable_holds_keeps_its_twin_for_its_life_outside_the_twin
             callsites.resolve(_closure_made_per_call(0))  # (the code's first twin: made by Python, shared)
             read = _closure_made_per_call(1)
             # (star calls: the site's reference to ``read`` owned, as in rewritten code, where
-            # 3.14's borrowed loads are made plain -- docs/internals.md, "Borrowed loads"; the
-            # test's own borrowed one would make the variable's look like the only reference)
+            # 3.14's borrowed load of a callee is made plain -- docs/internals.md, "Borrowed
+            # loads"; the test's own borrowed one would make the variable's look like the only
+            # reference)
             twin = callsites.resolve(*(read,))
             assert twin is not read and twin() == 1 and callsites.resolve(*(read,)) is twin
             assert id(read) not in context_stack.plan_of(ctx).twins.values

@@ -289,7 +289,7 @@ typedef _PyCFunctionFastWithKeywords PyCFunctionFastWithKeywords;
 
 /* Does a count of 1 tell a C function that its caller's reference to an object is the
  * only one?  Not from 3.14: a borrowed load (LOAD_FAST_BORROW, which the rewriter writes
- * in twins too) pushes a local's object without a reference of its own, so a bound
+ * in twins too, but for a callee's) pushes a local's object without a reference of its own, so a bound
  * method that a variable holds comes with a count of 1 as well (callsite.c's
  * primitive_in_place is then never asked). */
 #define CH_SOLE_BY_REFCOUNT (PY_VERSION_HEX < 0x030E0000)

@@ -40,11 +40,21 @@ class Family(Protocol):
         as compiled; where ``bytecode`` misreads an instruction of the version (3.14's
         ``BUILD_INTERPOLATION``), that instruction as the version's module fixes it."""
 
-    def plain_forms(self, items: list[Item]) -> list[Item]:
+    def plain_forms(self, items: list[Item], *, borrowable: bool = False) -> list[Item]:
         """``items`` (a decoded body) in the forms the rewriting and the passes read: the
         instructions of a version that only speed the body up or inline a call (3.14's
         borrowed loads, ``LOAD_SMALL_INT``, an inlined ``all(genexp)``) as the plain ones
-        they stand for, behaving the same."""
+        they stand for, behaving the same.  With ``borrowable`` (a body as compiled, which
+        no pass has seen), each load the compiler wrote borrowed is marked, for
+        :meth:`borrowed_again`."""
+
+    def borrowed_again(self, items: list[Item], depths: Sequence[int | None]) -> list[Item]:
+        """``items`` from ``plain_forms(..., borrowable=True)`` (``depths``: their stack
+        depths) with the loads the compiler wrote borrowed borrowed again (3.14+), but for
+        those that may push a call's callee: the rewriting adds no store to a variable,
+        so a borrowed value is still consumed before its variable changes, as compiled;
+        a callee is handed to the call site's hook, which reads its reference count
+        (see docs/internals.md, "CPython 3.14").  Every other version: ``items``."""
 
     # -- call sites and operator sites --------------------------------------------------
 

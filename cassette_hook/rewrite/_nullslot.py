@@ -78,8 +78,11 @@ class NullSlotFamily:
     def decode(self, code: CodeType) -> Bytecode:
         return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
 
-    def plain_forms(self, items: list[Item]) -> list[Item]:
+    def plain_forms(self, items: list[Item], *, borrowable: bool = False) -> list[Item]:
         return items  # (3.11-3.13 compile nothing the rewriting reads otherwise)
+
+    def borrowed_again(self, items: list[Item], depths: Sequence[int | None]) -> list[Item]:
+        return items  # (3.11-3.13 borrow nothing)
 
     def call(self, nargs: int, loc: Location) -> list[Instr]:
         """The instructions of a plain positional ``CALL nargs``."""

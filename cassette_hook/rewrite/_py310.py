@@ -134,7 +134,10 @@ class _Py310:
     def decode(self, code: CodeType) -> Bytecode:
         return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
 
-    def plain_forms(self, items: list[Item]) -> list[Item]:
+    def plain_forms(self, items: list[Item], *, borrowable: bool = False) -> list[Item]:
+        return items
+
+    def borrowed_again(self, items: list[Item], depths: Sequence[int | None]) -> list[Item]:
         return items
 
     def load_global(self, name: str, loc: Location) -> Instr:

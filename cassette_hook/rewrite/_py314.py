@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import operator
 from types import CodeType
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Sequence, cast
 
 from bytecode import BinaryOp, Bytecode, ConcreteBytecode, ConcreteInstr, Instr, Label
+from bytecode.instr import TryBegin
 
 from ._instr import Location, arg_of
 from ._py313 import _Py313
+from ._stack import jumps
 
 if TYPE_CHECKING:
     from ._assembler import Assembler
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 
 # The pair forms of the loads 3.13 has, by their borrowed names.
 _UNBORROWED = {"LOAD_FAST_BORROW": "LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW": "LOAD_FAST_LOAD_FAST"}
+_BORROWED = {plain: borrowed for borrowed, plain in _UNBORROWED.items()}
 _NAME_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FROM_DICT_OR_GLOBALS"})
 
 
@@ -51,6 +54,13 @@ class _Interpolation(Instr):
         super()._check_arg(name, opcode, arg)  # (set() to another instruction)
 
 
+class _Borrowable(Instr):
+    """A load the compiler wrote borrowed, read as the plain one (``plain_forms`` with
+    ``borrowable``), which ``borrowed_again`` may make borrowed again."""
+
+    __slots__ = ()
+
+
 class _Py314(_Py313):
     for_iter_exit: tuple[str, ...] = ("END_FOR",)  # an exhausted FOR_ITER lands on the POP_ITER after it
     inlined: tuple[object, ...] = (all, any, tuple)  # the builtins whose call of a genexp the compiler inlines
@@ -76,7 +86,7 @@ class _Py314(_Py313):
             assert next(args, None) is None, f"{code.co_name}: an interpolation was lost in decoding"
         return bc
 
-    def plain_forms(self, items: list[Item]) -> list[Item]:
+    def plain_forms(self, items: list[Item], *, borrowable: bool = False) -> list[Item]:
         """Borrowed loads as plain ones, and ``LOAD_SMALL_INT`` as ``LOAD_CONST``: a
         borrowed reference is safe only while nothing the compiler did not see runs before
         its use, and the rewriter puts calls (hooks, a pass's statements) there.  A pass is
@@ -99,12 +109,90 @@ class _Py314(_Py313):
                 index += 4
                 continue
             if isinstance(item, Instr) and item.name in _UNBORROWED:
-                item = Instr(_UNBORROWED[item.name], item.arg, location=item.location)
+                item = (_Borrowable if borrowable else Instr)(_UNBORROWED[item.name], item.arg, location=item.location)
             elif isinstance(item, Instr) and item.name == "LOAD_SMALL_INT":
                 item = Instr("LOAD_CONST", item.arg, location=item.location)
             out.append(item)
             index += 1
         return out
+
+    def borrowed_again(self, items: list[Item], depths: Sequence[int | None]) -> list[Item]:
+        """A twin reads its variables as compiled, without a reference of its own where the
+        compiler borrowed (as a plain load, every local a twin read cost it an increment
+        and a decrement of its count that the program does not pay: a null context's ratio
+        to plain 1-4% higher on 3.14 and 3.15; docs/performance.md, "Borrowed loads in
+        twins").  But not a load that may push a call's callee: ``resolve`` and ``enter``
+        take a callee with no reference but the site's for a bound method made for that
+        call alone, and rebind it to its twin in place (callsite.c), which a variable's
+        bound method, borrowed, would look like."""
+        if not any(type(item) is _Borrowable for item in items):
+            return items
+        callees = self._callee_loads(items, depths)
+        out: list[Item] = []
+        for index, item in enumerate(items):
+            if type(item) is _Borrowable:  # (never left marked: nothing else may tell it from a plain load)
+                name = item.name if index in callees else _BORROWED[item.name]
+                item = Instr(name, item.arg, location=item.location)
+            out.append(item)
+        return out
+
+    def _callee_loads(self, items: list[Item], depths: Sequence[int | None]) -> set[int]:
+        """The indices of the marked loads whose value may be a call's callee, on some
+        path: a walk of the control flow carrying, for each slot of the stack, the marked
+        loads its value may come from (moved by ``COPY`` and ``SWAP``; anything else an
+        instruction pushes is a value of its own)."""
+        labels = {id(item): index for index, item in enumerate(items) if isinstance(item, Label)}
+        seen: list[tuple[frozenset[int], ...] | None] = [None] * len(items)
+        found: set[int] = set()
+        none: frozenset[int] = frozenset()
+        pending: list[tuple[int, tuple[frozenset[int], ...]]] = [(0, ())]
+
+        def at(index: int, stack: tuple[frozenset[int], ...]) -> tuple[frozenset[int], ...]:
+            depth = depths[index]  # (what the stack holds there, as the depth walk found it)
+            assert depth is not None
+            return stack[:depth] + (none,) * (depth - len(stack))
+
+        while pending:
+            index, stack = pending.pop()
+            while index < len(items):
+                stack = at(index, stack)
+                known = seen[index]
+                if known is not None:
+                    merged = tuple(a | b for a, b in zip(known, stack))
+                    if merged == known:
+                        break
+                    stack = merged
+                seen[index] = stack
+                item = items[index]
+                if isinstance(item, TryBegin):
+                    pending.append((labels[id(item.target)], stack))  # (at() cuts it to the handler's depth)
+                if isinstance(item, Instr):
+                    callee = self.consumer_depth(item, len(stack))
+                    if callee is not None:
+                        found |= stack[callee]
+                    if jumps(item):
+                        pending.append((labels[id(item.arg)], stack))
+                    if item.is_uncond_jump() or item.is_final():
+                        break
+                    stack = self._moved(item, index, stack)
+                index += 1
+        return found
+
+    @staticmethod
+    def _moved(instr: Instr, index: int, stack: tuple[frozenset[int], ...]) -> tuple[frozenset[int], ...]:
+        """The stack's sources after ``instr`` (see ``_callee_loads``)."""
+        if type(instr) is _Borrowable:
+            return stack + (frozenset({index}),) * (2 if instr.name == "LOAD_FAST_LOAD_FAST" else 1)
+        if instr.name == "COPY":
+            return stack + (stack[-arg_of(instr, int)],)
+        if instr.name == "SWAP":
+            n = arg_of(instr, int)
+            swapped = list(stack)
+            swapped[-1], swapped[-n] = stack[-n], stack[-1]
+            return tuple(swapped)
+        pre, _ = instr.pre_and_post_stack_effect(jump=False)  # (what it takes, negative; or 0 and what it pushes)
+        popped = -min(pre, 0)
+        return stack[:len(stack) - popped] + (frozenset(),) * (popped + instr.stack_effect(jump=False))
 
     def consumer_depth(self, instr: Instr, depth: int) -> int | None:
         # [callee, NULL, args, kwargs or NULL]: the keyword slot is always there.

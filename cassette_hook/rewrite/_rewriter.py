@@ -53,13 +53,18 @@ def set_items(bc: Bytecode, items: list[Item]) -> None:
 
 
 def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
-              decoded: Bytecode | None = None, enters: bool = False) -> Bytecode:
-    """``code`` decoded (or ``decoded``: its decoding, reused, or what a pass made of it),
-    with its sites rewritten, its code constants mapped by ``nested`` and the pass markers
-    (``_markers``) replaced."""
+              decoded: Bytecode | None = None, enters: bool = False, compiled: bool = True) -> Bytecode:
+    """``code`` decoded (or ``decoded``: its decoding, reused, or what a pass made of it,
+    then not ``compiled``), with its sites rewritten, its code constants mapped by
+    ``nested`` and the pass markers (``_markers``) replaced.  The loads the compiler
+    borrowed stay borrowed where the rewriting allows it (``Family.borrowed_again``), in a
+    body as ``compiled`` only: a pass may have put anything between a load and its use."""
     bc = decode(code) if decoded is None else decoded
-    items = family.plain_forms(items_of(bc))
-    items = family.rewrite_calls(items, stack_depths(items), hooks, enters)
+    items = family.plain_forms(items_of(bc), borrowable=compiled)
+    depths = stack_depths(items)
+    if compiled:
+        items = family.borrowed_again(items, depths)  # (the same stack effects: depths still hold)
+    items = family.rewrite_calls(items, depths, hooks, enters)
     if operators:
         items = _rewrite_operators(items, hooks)
     out: list[Item] = []
