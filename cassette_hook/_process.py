@@ -78,10 +78,13 @@ def _instrument_mp_main() -> None:
         return
     from multiprocessing import spawn
 
+    from .runtime import hotpath
+
     fixup = spawn._fixup_main_from_path  # type: ignore[attr-defined]  # (private: not in typeshed)
 
     def _fixup_main_from_path(main_path: str) -> None:
-        fixup(main_path)
+        # (ours, so neither traced nor shown: the call it stands in for is made as a call site)
+        hotpath.call(fixup, main_path)
         main, patterns = sys.modules.get("__mp_main__"), finder.installed()
         if main is not None and patterns is not None and patterns.matches("__mp_main__", os.path.abspath(main_path)):
             finder.instrument(main)
@@ -193,8 +196,10 @@ def _writing_before_exec(original: Any, depth: list[int]) -> Any:
 
 
 def _wrapper(wrapper: Any, original: Any) -> Any:
-    """``wrapper`` dressed as ``original`` (its name, docstring, ``__wrapped__``)."""
-    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+    """``wrapper`` dressed as ``original`` (its name, docstring, ``__wrapped__``).  Its
+    ``__module__`` stays ours: a context decides by it whether to trace a function's
+    calls, and never traces ours (docs/contexts.md)."""
+    for attribute in ("__name__", "__qualname__", "__doc__"):
         try:
             setattr(wrapper, attribute, getattr(original, attribute))
         except (AttributeError, TypeError):

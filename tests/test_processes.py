@@ -738,3 +738,26 @@ def test_a_child_running_a_script_of_the_program_runs_it_switched_as_the_command
     assert result.stdout == plain.stdout.replace("switched: False", "switched: True"), (result.stdout, plain.stdout)
     children = [p.read_text() for p in tmp_path.glob("prof.*.txt")]
     assert len(children) == 1 and re.search(r"^ +1 .* __main__\.f$", children[0], re.M), children
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_pool_workers_trace_of_the_standard_library_never_shows_cassette_hooks_own_calls(tmp_path, method):
+    # A spawn child (and a forkserver) instruments the main script it runs again as
+    # __mp_main__ through a wrapper of ours that multiprocessing's traced code calls: the
+    # wrapper, and what it calls, are ours, never in a report (docs/contexts.md)
+    write(tmp_path, "worker.py", WORK)
+    write(tmp_path, "prog.py", f"""
+        import multiprocessing
+        import worker
+
+        if __name__ == "__main__":
+            pool = {start_with(method)}.Pool(2)
+            print(sum(pool.map(worker.work, range(4))))
+            pool.close()
+            pool.join()
+    """)
+    result = run_with_subprocesses(tmp_path, "--context", "trace,libraries=yes", "--output", "trace.txt", "prog.py")
+    assert (result.returncode, result.stdout) == (0, "4\n"), result.stderr
+    workers = [p.read_text() for p in tmp_path.glob("trace.*.txt")]
+    assert any("multiprocessing.spawn._fixup_main_from_path(" in trace for trace in workers), workers
+    assert not [line for trace in workers for line in trace.splitlines() if "cassette_hook" in line]
