@@ -151,6 +151,7 @@ def _write_all() -> None:
 
 _ending = False  # the reports are being written as the process ends
 _terminated = False  # SIGTERM came meanwhile: the process ends by it once they are written
+_repeated = False  # SIGTERM is delivered again until the process ends (cli._sigterm.arm)
 
 
 def _patch_exits() -> None:
@@ -216,7 +217,9 @@ def _catch_sigterm() -> None:
     (``install_from_env`` called in a thread), nothing is set.  ``_sigterm`` delivers
     the signal again until the handler has run (a Python handler runs only when the main
     thread checks for signals, which a thread that blocked just after the signal came
-    never does: see ``_sigterm.c``)."""
+    never does: see ``_sigterm.c``).  That also lets the handler put off writing when
+    the signal interrupted a context mid-update (the trace writing a line): it writes at
+    a later delivery, from a whole state (``_on_sigterm``)."""
     import signal
 
     try:
@@ -229,7 +232,8 @@ def _catch_sigterm() -> None:
             from .cli import _sigterm
         except ImportError:  # not built: a signal that comes as the main thread blocks may be lost
             return
-        _sigterm.arm()
+        global _repeated
+        _repeated = _sigterm.arm()
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
@@ -240,8 +244,15 @@ def _on_sigterm(signum: int, frame: object) -> None:
     if _ending:
         _terminated = True
         return
+    if _repeated and any(_updating_here(ctx) for ctx in _active):
+        return  # (the signal interrupted this thread mid-update: it comes again in 100 ms)
     _write_at_end()
     _die_of_sigterm()
+
+
+def _updating_here(ctx: context_stack.Context) -> bool:
+    updating_here = getattr(ctx, "updating_here", None)
+    return updating_here is not None and updating_here()
 
 
 def _die_of_sigterm() -> NoReturn:

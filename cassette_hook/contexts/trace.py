@@ -36,7 +36,7 @@ import threading
 import time
 from typing import Any, Sequence, TextIO, cast
 
-from .._locks import rlock
+from .._locks import held_levels, rlock
 from .._own import PACKAGE
 from .._saferepr import SafeRepr
 from . import _timeline
@@ -398,6 +398,12 @@ class TraceContext(ReportingContext):
             except (OSError, ValueError):
                 pass
             self._stream = None  # the child's file is opened at its first line
+
+    def updating_here(self) -> bool:
+        """This thread holds the lock of the trace's state: a call's end being folded or
+        written, a line half-written to the file (see
+        :meth:`ReportingContext.updating_here`)."""
+        return held_levels(self._lock) > 0
 
     def observed_nothing(self) -> bool:
         """No call was shown (see :meth:`ReportingContext.observed_nothing`)."""
