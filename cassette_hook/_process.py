@@ -78,13 +78,18 @@ def _instrument_mp_main() -> None:
         return
     from multiprocessing import spawn
 
+    from functools import partial
+
     from .runtime import hotpath
 
     fixup = spawn._fixup_main_from_path  # type: ignore[attr-defined]  # (private: not in typeshed)
+    # The wrapper is ours, so neither traced nor shown: in a spawn child, whose
+    # ``prepare`` calls it from overdubbed code, the call it stands in for is made as a
+    # call site; a forkserver calls it from its own loop, which observes nothing.
+    call = partial(hotpath.call, fixup) if "from multiprocessing.spawn import" in code else fixup
 
     def _fixup_main_from_path(main_path: str) -> None:
-        # (ours, so neither traced nor shown: the call it stands in for is made as a call site)
-        hotpath.call(fixup, main_path)
+        call(main_path)
         main, patterns = sys.modules.get("__mp_main__"), finder.installed()
         if main is not None and patterns is not None and patterns.matches("__mp_main__", os.path.abspath(main_path)):
             finder.instrument(main)
