@@ -78,10 +78,18 @@ def _instrument_mp_main() -> None:
         return
     from multiprocessing import spawn
 
+    from functools import partial
+
+    from .runtime import hotpath
+
     fixup = spawn._fixup_main_from_path  # type: ignore[attr-defined]  # (private: not in typeshed)
+    # The wrapper is ours, so neither traced nor shown: in a spawn child, whose
+    # ``prepare`` calls it from overdubbed code, the call it stands in for is made as a
+    # call site; a forkserver calls it from its own loop, which observes nothing.
+    call = partial(hotpath.call, fixup) if "from multiprocessing.spawn import" in code else fixup
 
     def _fixup_main_from_path(main_path: str) -> None:
-        fixup(main_path)
+        call(main_path)
         main, patterns = sys.modules.get("__mp_main__"), finder.installed()
         if main is not None and patterns is not None and patterns.matches("__mp_main__", os.path.abspath(main_path)):
             finder.instrument(main)
@@ -148,6 +156,7 @@ def _write_all() -> None:
 
 _ending = False  # the reports are being written as the process ends
 _terminated = False  # SIGTERM came meanwhile: the process ends by it once they are written
+_repeated = False  # SIGTERM is delivered again until the process ends (cli._sigterm.arm)
 
 
 def _patch_exits() -> None:
@@ -193,8 +202,10 @@ def _writing_before_exec(original: Any, depth: list[int]) -> Any:
 
 
 def _wrapper(wrapper: Any, original: Any) -> Any:
-    """``wrapper`` dressed as ``original`` (its name, docstring, ``__wrapped__``)."""
-    for attribute in ("__module__", "__name__", "__qualname__", "__doc__"):
+    """``wrapper`` dressed as ``original`` (its name, docstring, ``__wrapped__``).  Its
+    ``__module__`` stays ours: a context decides by it whether to trace a function's
+    calls, and never traces ours (docs/contexts.md)."""
+    for attribute in ("__name__", "__qualname__", "__doc__"):
         try:
             setattr(wrapper, attribute, getattr(original, attribute))
         except (AttributeError, TypeError):
@@ -211,7 +222,9 @@ def _catch_sigterm() -> None:
     (``install_from_env`` called in a thread), nothing is set.  ``_sigterm`` delivers
     the signal again until the handler has run (a Python handler runs only when the main
     thread checks for signals, which a thread that blocked just after the signal came
-    never does: see ``_sigterm.c``)."""
+    never does: see ``_sigterm.c``).  That also lets the handler put off writing when
+    the signal interrupted a context mid-update (the trace writing a line): it writes at
+    a later delivery, from a whole state (``_on_sigterm``)."""
     import signal
 
     try:
@@ -224,7 +237,8 @@ def _catch_sigterm() -> None:
             from .cli import _sigterm
         except ImportError:  # not built: a signal that comes as the main thread blocks may be lost
             return
-        _sigterm.arm()
+        global _repeated
+        _repeated = _sigterm.arm()
 
 
 def _on_sigterm(signum: int, frame: object) -> None:
@@ -235,8 +249,15 @@ def _on_sigterm(signum: int, frame: object) -> None:
     if _ending:
         _terminated = True
         return
+    if _repeated and any(_updating_here(ctx) for ctx in _active):
+        return  # (the signal interrupted this thread mid-update: it comes again in 100 ms)
     _write_at_end()
     _die_of_sigterm()
+
+
+def _updating_here(ctx: context_stack.Context) -> bool:
+    updating_here = getattr(ctx, "updating_here", None)
+    return updating_here is not None and updating_here()
 
 
 def _die_of_sigterm() -> NoReturn:

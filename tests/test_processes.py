@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -435,6 +436,35 @@ def test_every_pool_worker_that_ran_program_code_writes_its_report_when_the_pool
     assert sum(calls) == sum(range(40)), workers  # work(n) calls abs n times
 
 
+def test_a_trace_that_sigterm_ends_as_it_writes_is_written_whole(tmp_path):
+    # The signal's handler runs in the main thread between two of its instructions, often
+    # as the trace is writing a line there: the trace is written at a later delivery
+    # (docs/processes.md, "Forked children"), never from half a line, and the process
+    # still ends by SIGTERM
+    write(tmp_path, "prog.py", """
+        import os, signal, threading
+
+        def outer(i):
+            return inner(i)
+
+        def inner(i):
+            return i
+
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+        n = 0
+        while True:
+            outer(n)
+            n += 1
+    """)
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--context", "trace,lines=all,fold=no",
+                             "--output", "trace.txt", "prog.py"], cwd=tmp_path, env=env_for(tmp_path),
+                            capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stderr) == (-signal.SIGTERM, ""), result.stderr
+    lines = (tmp_path / "trace.txt").read_text().splitlines()[3:]  # (after the timer's start)
+    whole = re.compile(r"__main__\.outer\((\d+)\)|  __main__\.inner\((\d+)\) -> \2|__main__\.outer -> \d+")
+    assert len(lines) > 100 and [line for line in lines if not whole.fullmatch(line)] == []
+
+
 def test_sigterm_that_comes_as_the_main_thread_blocks_still_ends_the_process_with_its_report(tmp_path):
     # A Python handler runs when the main thread checks for signals; one noted by another
     # thread while the main thread waits on a lock is acted on only because cassette_hook
@@ -530,13 +560,11 @@ from concurrent.futures import ProcessPoolExecutor
 
 def main(method):
     ctx = multiprocessing.get_context(method)
-    pool = ctx.Pool(2)
-    out = [pool.map(by_map, range(4)), list(pool.imap(by_imap, range(3))),
-           sorted(pool.imap_unordered(by_imap_unordered, range(2))), pool.starmap(by_starmap, [(1, 2), (3, 4)]),
-           pool.apply(by_apply, (5,)), pool.apply_async(by_apply_async, (6,)).get(),
-           pool.map_async(by_map_async, range(3)).get()]
-    pool.close()  # (not terminate(): under the trace, a forkserver's worker it ends may lose its report's end)
-    pool.join()
+    with ctx.Pool(2) as pool:  # (ends by terminate(): SIGTERM to the workers, which write their reports whole)
+        out = [pool.map(by_map, range(4)), list(pool.imap(by_imap, range(3))),
+               sorted(pool.imap_unordered(by_imap_unordered, range(2))), pool.starmap(by_starmap, [(1, 2), (3, 4)]),
+               pool.apply(by_apply, (5,)), pool.apply_async(by_apply_async, (6,)).get(),
+               pool.map_async(by_map_async, range(3)).get()]
     with ProcessPoolExecutor(2, mp_context=ctx) as executor:
         out += [executor.submit(by_submit, 7).result(), list(executor.map(by_executor_map, range(5)))]
     print(out)
@@ -738,3 +766,26 @@ def test_a_child_running_a_script_of_the_program_runs_it_switched_as_the_command
     assert result.stdout == plain.stdout.replace("switched: False", "switched: True"), (result.stdout, plain.stdout)
     children = [p.read_text() for p in tmp_path.glob("prof.*.txt")]
     assert len(children) == 1 and re.search(r"^ +1 .* __main__\.f$", children[0], re.M), children
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_pool_workers_trace_of_the_standard_library_never_shows_cassette_hooks_own_calls(tmp_path, method):
+    # A spawn child (and a forkserver) instruments the main script it runs again as
+    # __mp_main__ through a wrapper of ours that multiprocessing's traced code calls: the
+    # wrapper, and what it calls, are ours, never in a report (docs/contexts.md)
+    write(tmp_path, "worker.py", WORK)
+    write(tmp_path, "prog.py", f"""
+        import multiprocessing
+        import worker
+
+        if __name__ == "__main__":
+            pool = {start_with(method)}.Pool(2)
+            print(sum(pool.map(worker.work, range(4))))
+            pool.close()
+            pool.join()
+    """)
+    result = run_with_subprocesses(tmp_path, "--context", "trace,libraries=yes", "--output", "trace.txt", "prog.py")
+    assert (result.returncode, result.stdout) == (0, "4\n"), result.stderr
+    workers = [p.read_text() for p in tmp_path.glob("trace.*.txt")]
+    assert any("multiprocessing.spawn.prepare(" in trace for trace in workers), workers  # (where the wrapper is called)
+    assert not [line for trace in workers for line in trace.splitlines() if "cassette_hook" in line]

@@ -13,10 +13,11 @@
  * chain=True): it calls Python's, which notes the signal, and starts a timer that sends
  * SIGTERM to the process again every 100 ms: the next one interrupts the blocking call,
  * and Python's handler runs.  That handler ends the process (while it writes, the signals
- * it gets again are noted and ignored: _process._on_sigterm).  A program that sets its own
- * handler later replaces both, and the timer is never started.  Where there are no POSIX
- * timers (macOS), arm() does nothing.  A forked child inherits the handler but not the
- * timer: arm() is called again there.
+ * it gets again are noted and ignored: _process._on_sigterm; one that interrupted a
+ * context mid-update, the trace writing a line, is let go: the next one writes).  A
+ * program that sets its own handler later replaces both, and the timer is never started.
+ * Where there are no POSIX timers (macOS), arm() does nothing and returns False.  A forked
+ * child inherits the handler but not the timer: arm() is called again there.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -74,7 +75,7 @@ arm(PyObject *module, PyObject *unused)
         timer_owner = getpid();
     }
     if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_sigterm) {
-        Py_RETURN_NONE; /* (inherited from the parent) */
+        Py_RETURN_TRUE; /* (inherited from the parent) */
     }
     if (current.sa_handler == SIG_DFL || current.sa_handler == SIG_IGN) {
         PyErr_SetString(PyExc_RuntimeError, "arm(): SIGTERM has no handler to chain to");
@@ -87,14 +88,16 @@ arm(PyObject *module, PyObject *unused)
     if (sigaction(SIGTERM, &ours, NULL) != 0) {
         return PyErr_SetFromErrno(PyExc_OSError);
     }
+    Py_RETURN_TRUE;
+#else
+    Py_RETURN_FALSE;
 #endif
-    Py_RETURN_NONE;
 }
 
 static PyMethodDef methods[] = {
     {"arm", arm, METH_NOARGS,
      "arm()\n--\n\nPut a handler in front of SIGTERM's (Python's) that calls it and delivers SIGTERM again "
-     "every 100 ms, until the process ends."},
+     "every 100 ms, until the process ends.  Returns whether it does (False where there are no POSIX timers)."},
     {NULL},
 };
 

@@ -123,6 +123,13 @@ class ReportingContext(Context):
         ``False`` by default: the report is always written."""
         return False
 
+    def updating_here(self) -> bool:
+        """Whether this thread is in the middle of updating what the report is written
+        from (a signal handler interrupted it there): SIGTERM's handler then writes the
+        report later, from a whole state, rather than from a half-made one.  ``False`` by
+        default."""
+        return False
+
     def process_ending(self) -> None:
         """Called before :meth:`write_report` when the process is about to end (at exit, in
         ``os._exit``, on SIGTERM), in the thread that ends it: the calls running in that

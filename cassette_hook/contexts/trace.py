@@ -36,7 +36,8 @@ import threading
 import time
 from typing import Any, Sequence, TextIO, cast
 
-from .._locks import rlock
+from .._locks import held_levels, rlock
+from .._own import PACKAGE
 from .._saferepr import SafeRepr
 from . import _timeline
 from ._base import (Output, ReportingContext, choice, expand, path, patterns, per_process, positive_number,
@@ -48,6 +49,7 @@ DEFAULT_LINES = 10_000  # the default cap of the text trace: a long read, not a 
 DEFAULT_EVENTS = 100_000  # and of the timeline's calls (a viewer opens that many at ease)
 DEFAULT_FOLD = 3  # a run of this many calls of one shape, in a row, is one entry
 HOLD = 200  # the most lines a call holds back, to fold them (a bigger call is written as it runs)
+_OWN_PREFIX = PACKAGE + "."  # a callee named so is a function of ours (a wrapper a call site calls): never shown
 REPRS = ("safe", "user")  # the values of the option ``reprs``
 
 
@@ -198,9 +200,13 @@ class TraceContext(ReportingContext):
                 self.filter.everything or self.filter.shows(module_and_qualname(f)[0])):
             state.ends.append(False)
             return
+        name = name_of(f)
+        if name.startswith(_OWN_PREFIX):  # a wrapper of ours: the calls it makes are shown in its place
+            state.ends.append(False)
+            return
         # (past both caps, the values are not shown anywhere: not worth their reprs)
         arguments = "" if self._capped() else self._arguments(args, kwargs)
-        stack.append(_Frame(name_of(f), arguments, time.perf_counter_ns()))
+        stack.append(_Frame(name, arguments, time.perf_counter_ns()))
         state.ends.append(True)
 
     def posthook(self, out: Any, f: Any, /, *args: Any, **kwargs: Any) -> None:
@@ -392,6 +398,12 @@ class TraceContext(ReportingContext):
             except (OSError, ValueError):
                 pass
             self._stream = None  # the child's file is opened at its first line
+
+    def updating_here(self) -> bool:
+        """This thread holds the lock of the trace's state: a call's end being folded or
+        written, a line half-written to the file (see
+        :meth:`ReportingContext.updating_here`)."""
+        return held_levels(self._lock) > 0
 
     def observed_nothing(self) -> bool:
         """No call was shown (see :meth:`ReportingContext.observed_nothing`)."""
