@@ -19,6 +19,7 @@ import sys
 import warnings
 from pathlib import Path
 from types import CodeType
+from typing import Callable
 
 import pytest
 
@@ -35,6 +36,17 @@ SOURCES = [
 ]
 
 
+def _switch_sources(monkeypatch: pytest.MonkeyPatch, assemble: Callable[..., CodeType]) -> None:
+    """Every source switched as an import under a context switches it, ``assemble``
+    standing in for ``dual_code``'s."""
+    monkeypatch.setattr(dual_code, "assemble", assemble)
+    switch.install_builtins()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for path in SOURCES:
+            dual_code.switched(compile(path.read_text(encoding="utf-8"), str(path), "exec"), path.stem)
+
+
 def _assembled_bodies(monkeypatch: pytest.MonkeyPatch) -> list[tuple[CodeType, CodeType, bytes]]:
     """(switched body as assembled, the same as ``bytecode``'s ``to_code`` makes it, the
     line table the family writes for ``bytecode``'s) for every body that switching the
@@ -48,12 +60,7 @@ def _assembled_bodies(monkeypatch: pytest.MonkeyPatch) -> list[tuple[CodeType, C
         made.append((ours, theirs, family.line_table(theirs, concrete) if sys.version_info < (3, 11) else b""))
         return ours
 
-    monkeypatch.setattr(dual_code, "assemble", recording)
-    switch.install_builtins()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for path in SOURCES:
-            dual_code.switched(compile(path.read_text(encoding="utf-8"), str(path), "exec"), path.stem)
+    _switch_sources(monkeypatch, recording)
     assert len(made) > 1000  # (every source was switched)
     return made
 
@@ -110,12 +117,7 @@ def _both_ways(monkeypatch: pytest.MonkeyPatch) -> list[tuple[CodeType | None, C
         made.append((family.assembler.code(bc, stacksize), _by_bytecode(bc, stacksize)))
         return made[-1][1]
 
-    monkeypatch.setattr(dual_code, "assemble", recording)
-    switch.install_builtins()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for path in SOURCES:
-            dual_code.switched(compile(path.read_text(encoding="utf-8"), str(path), "exec"), path.stem)
+    _switch_sources(monkeypatch, recording)
     return made
 
 

@@ -80,6 +80,21 @@ def _units(arg: int) -> int:
     return 1 if arg <= 0xFF else 2 if arg <= 0xFFFF else 3 if arg <= 0xFFFFFF else 4
 
 
+def _numbering(values: list[str]) -> Callable[[str], int]:
+    """A name's index in ``values``, appended at its first use (as ``bytecode`` numbers
+    names and local variables)."""
+    index_of: dict[str, int] = {}
+
+    def number(value: str) -> int:
+        index = index_of.get(value)
+        if index is None:
+            index = index_of[value] = len(values)
+            values.append(value)
+        return index
+
+    return number
+
+
 class _Declined(Exception):
     """Something the assembler does not know: ``bytecode``'s route assembles it."""
 
@@ -110,9 +125,7 @@ class Assembler:
         consts: list[object] = []
         const_index: dict[object, int] = {}
         names: list[str] = []
-        name_index: dict[str, int] = {}
         varnames: list[str] = []
-        varname_index: dict[str, int] = {}
 
         def const(value: object) -> int:
             key = const_key(value)
@@ -122,19 +135,7 @@ class Assembler:
                 consts.append(value)
             return index
 
-        def name(value: str) -> int:
-            index = name_index.get(value)
-            if index is None:
-                index = name_index[value] = len(names)
-                names.append(value)
-            return index
-
-        def varname(value: str) -> int:
-            index = varname_index.get(value)
-            if index is None:
-                index = varname_index[value] = len(varnames)
-                varnames.append(value)
-            return index
+        name, varname = _numbering(names), _numbering(varnames)
 
         items = list.copy(bc)
         if bc.docstring is not UNSET:
@@ -231,7 +232,7 @@ class Assembler:
                 c_arg = arg.value
             elif kind == _DUAL:
                 pair = cast(tuple[str, str], arg)
-                first, second = varname_index[pair[0]], varname_index[pair[1]]
+                first, second = varnames.index(pair[0]), varnames.index(pair[1])  # (ValueError: declined)
                 if first > 16 or second > 16:  # (bytecode then splits it in two: rare enough to leave to it)
                     raise _Declined
                 c_arg = (first << 4) + second
