@@ -575,8 +575,9 @@ class _Shipped(_Kept):
 
 def _received(function: Any) -> Any:
     """What a worker process unpickles a :class:`_Shipped` as: a call site of its
-    whole-program contexts, or the function itself where it has none."""
-    return _kept(function) if context_stack.whole_program() else function
+    whole-program contexts, or the function itself where it has none (as a thread is
+    handed one)."""
+    return _handed_to_a_thread(function)
 
 
 def _pickles_by_reference(function: Any) -> bool:
@@ -624,30 +625,14 @@ _POOL_ROUTES = {
 }
 
 
-def _process_pool_method(name: str) -> Handler:
-    """A handler for ``multiprocessing.pool.Pool``'s method ``name`` (the function after
-    the receiver): the function as a :class:`_Shipped` where the pool's class keeps the
-    methods the call goes through."""
-    route = _POOL_ROUTES[name]
+def _shipping_method(module: str, pool: str, route: tuple[str, ...]) -> Handler:
+    """A handler for a method of the process pool class ``module.pool`` that takes the
+    function after the receiver: the function as a :class:`_Shipped` where the pool's
+    class keeps ``route``, the pool's own methods the call goes through."""
 
     def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        from multiprocessing import pool  # (imported: the call being run is of its code)
-
-        if len(args) > 1 and _keeps(type(args[0]), pool.Pool, route):
-            args = (args[0], _shipped(args[1]), *args[2:])
-        return f(*args, **kwargs)
-
-    return handler
-
-
-def _executor_method(*, through_submit: bool) -> Handler:
-    """A handler for ``ProcessPoolExecutor.submit`` or ``.map`` (``through_submit``: which
-    calls the pool's ``submit``): the function as a :class:`_Shipped`."""
-    def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        from concurrent.futures import process  # (imported: the call being run is of its code)
-
-        if len(args) > 1 and _keeps(type(args[0]), process.ProcessPoolExecutor,
-                                    ("submit",) if through_submit else ()):
+        base = getattr(sys.modules[module], pool)  # (imported: the call being run is of its code)
+        if len(args) > 1 and _keeps(type(args[0]), base, route):
             args = (args[0], _shipped(args[1]), *args[2:])
         return f(*args, **kwargs)
 
@@ -662,9 +647,12 @@ _LATER: dict[tuple[str, str], Handler] = {
     ("concurrent.futures._base", "Executor.map"): _pool_method(through_submit=True),
     ("asyncio.threads", "to_thread"): _to_thread,
     ("asyncio.base_events", "BaseEventLoop.run_in_executor"): _run_in_executor,
-    **{("multiprocessing.pool", f"Pool.{name}"): _process_pool_method(name) for name in _POOL_ROUTES},
-    ("concurrent.futures.process", "ProcessPoolExecutor.submit"): _executor_method(through_submit=False),
-    ("concurrent.futures.process", "ProcessPoolExecutor.map"): _executor_method(through_submit=True),
+    **{("multiprocessing.pool", f"Pool.{name}"): _shipping_method("multiprocessing.pool", "Pool", route)
+       for name, route in _POOL_ROUTES.items()},
+    ("concurrent.futures.process", "ProcessPoolExecutor.submit"):
+        _shipping_method("concurrent.futures.process", "ProcessPoolExecutor", ()),
+    ("concurrent.futures.process", "ProcessPoolExecutor.map"):
+        _shipping_method("concurrent.futures.process", "ProcessPoolExecutor", ("submit",)),
 }
 _ENTERED: list[FunctionType] = []  # those entered: kept alive, so that no other object takes their ids
 
