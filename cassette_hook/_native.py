@@ -112,7 +112,8 @@ class Python:
         return variable.get
 
     def exit_method(self, context: type, pop: Callable[..., Any]) -> Any:
-        """The context class's own ``__exit__``."""
+        """The context class's own ``__exit__``: a descriptor whose binding resumes, from C,
+        a generator already inside its ``try`` (``context_stack._ExitMethod``)."""
         return context.__dict__["__exit__"]
 
     def recurse_from(self, reference: T, strip: Callable[[BaseException], Any]) -> T:

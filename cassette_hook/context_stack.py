@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import operator
 import sys
+from collections import defaultdict
 from contextvars import ContextVar
+from functools import partial
 
 from ._budget import recursion_budget
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
-    from typing import Any, Callable, ClassVar, Iterable, Sequence
+    from typing import Any, Callable, ClassVar, Generator, Iterable, Sequence
 
     from . import dispatch
     from .runtime.interface import Runtime
@@ -118,9 +120,10 @@ def read_top_with(runtime: Runtime) -> None:
     loads: the C path's hooks run popped without setting the variable)."""
     global _stack_reader
     _stack_reader = runtime.stack_reader
-    # In C, a with block's exit that an interrupt in pop's first lines has call pop again (a
-    # Python __exit__ cannot protect its own first instruction: docs/internals.md, "Interrupts").
-    Context.__exit__ = runtime.exit_method(Context, pop)  # type: ignore[method-assign]
+    # A with block's exit that an interrupt in pop's first lines has call pop again (a Python
+    # __exit__ cannot protect its own first instruction: docs/internals.md, "Interrupts"): C on
+    # the C path, _ExitMethod (the class's own) on the pure-Python one.
+    Context.__exit__ = runtime.exit_method(Context, pop)
     _rebound()
 
 
@@ -129,6 +132,66 @@ def _rebound() -> None:
     top = _stack_reader(active)
     for bind in _followers:
         bind(active, top)
+
+
+def _exiting(ctx: Context) -> Generator[None, None, None]:
+    """The exit of a ``with`` block of ``ctx`` on the pure-Python path: made, and run to its
+    ``yield``, as the block is entered (:class:`_ExitMethod`), resumed as the block ends.
+
+    A Python ``__exit__`` cannot protect its own first instruction: the interpreter checks
+    for signals as a frame starts (``RESUME``), before any ``try`` of the frame's own.  A
+    generator resumed is already inside its ``try``: its ``RESUME`` after the ``yield``
+    is covered by the handler, so an interrupt anywhere from the resumption on is caught
+    here, and ``pop`` is called again if it arrived before ``pop`` changed anything, as the
+    C path's ``__exit__`` does (``_speedups/context.c``, ``context_exit``).  "Before it
+    changed anything": the innermost entry is still the one that was (``was``: compared
+    by identity only, not held, since ``pop`` lets the entry go, and ``settle`` then finds
+    it gone).  The first exception is the one that goes on.
+    """
+    was: int | None = None  # (None: pop not called yet)
+    try:
+        yield
+        was = id(top())
+        pop(ctx)
+    except GeneratorExit:  # (closed unresumed: the block's __enter__ failed, or it never ended)
+        return
+    except BaseException:
+        now = top()
+        if now is not None and now.ctx is ctx and (was is None or id(now) == was):
+            pop(ctx)  # an interrupt before pop changed anything
+        raise
+
+
+class _ExitMethod:
+    """``Context.__exit__`` on the pure-Python path (the C path's is C), which pops even
+    when an interrupt arrives as the ``with`` statement calls it.
+
+    A ``with`` statement looks ``__exit__`` up, and binds it, as the block is entered,
+    before it calls ``__enter__``: here the binding makes the block's own exit
+    (:func:`_exiting`) and runs it to its ``yield``, inside its ``try``, and hands the
+    statement a callable made only of C parts that resumes it: ``str.format`` takes the
+    three exception values and ignores them (unused arguments are allowed), reads field
+    ``{0[x]}`` of a ``defaultdict`` whose missing key calls ``next(exiting, None)``, and
+    formats the ``None`` that gives as nothing (``!s:.0``): ``""``, false, so the
+    exception goes on.  No Python frame starts, and no signal is checked, between the
+    statement's call and the resumption.  An interrupt in the binding itself comes before
+    ``__enter__``: nothing is pushed, and the unused exit is closed.  Read off the class
+    (``type(ctx).__exit__``, as ``contextlib.ExitStack`` does), it is this object, called
+    as ``Context.__exit__(ctx, *exc_info)`` (an ordinary method's exposure).
+    """
+
+    def __get__(self, ctx: Context | None, owner: type | None = None) -> Any:
+        if ctx is None:
+            return self
+        exiting = _exiting(ctx)
+        next(exiting)
+        return partial(_RESUME_IGNORING_ARGUMENTS, defaultdict(partial(next, exiting, None)))
+
+    def __call__(self, ctx: Context, *exc_info: object) -> None:
+        self.__get__(ctx)(*exc_info)
+
+
+_RESUME_IGNORING_ARGUMENTS = "{0[x]!s:.0}".format
 
 
 class Context:
@@ -198,8 +261,7 @@ class Context:
             pop_if_pushed(self, held)
             raise
 
-    def __exit__(self, *exc_info: object) -> None:
-        pop(self)
+    __exit__ = _ExitMethod()  # (C on the C path: see read_top_with)
 
     def __repr__(self) -> str:
         return f"{type(self).__qualname__}(metadata={getattr(self, 'metadata', None)!r})"

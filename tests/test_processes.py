@@ -416,6 +416,78 @@ def test_a_forked_childs_profile_is_of_its_own_calls_on_its_own_clock(tmp_path, 
         assert "multiprocessing.context.BaseContext.get_context" not in report  # the parent's call
 
 
+DEEP_FORK = """
+import os, sys
+
+def work(n):
+    return n + 1
+
+def down(n):
+    if n:
+        return down(n - 1)
+    child = os.fork()
+    if child == 0:
+        work(1)
+        return 0
+    os.waitpid(child, 0)
+    return child
+
+if down(12) == 0:
+    work(2)
+    sys.exit(0)
+print("parent")
+"""
+
+
+def test_a_forked_childs_trace_starts_at_the_top_at_the_fork_however_deep_it_forked(tmp_path):
+    # Forked 13 calls deep, past the trace's 10 levels: the child's calls used to be hidden
+    # (counted from the parent's calls running at the fork), and the ends of those calls
+    # written as the child returned through them (docs/processes.md, "Forked children").
+    write(tmp_path, "prog.py", DEEP_FORK)
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--context", "trace", "--output", "trace.txt",
+                             "prog.py"], cwd=tmp_path, env=env_for(tmp_path), capture_output=True, text=True,
+                            timeout=120)
+    assert (result.returncode, result.stdout) == (0, "parent\n"), result.stderr
+    (child,) = [p for p in tmp_path.glob("trace.*.txt")]
+    assert child.read_text() == "__main__.work(1) -> 2\n__main__.work(2) -> 3\nsys.exit(0) !! SystemExit(0)\n"
+    assert "__main__.work" not in (tmp_path / "trace.txt").read_text()
+
+
+def test_a_forked_childs_lines_on_the_stream_it_shares_with_its_parent_say_its_process_id(tmp_path):
+    write(tmp_path, "prog.py", DEEP_FORK.replace("if child == 0:", "if child == 0:\n        print(os.getpid())"))
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--context", "trace", "prog.py"], cwd=tmp_path,
+                            env=env_for(tmp_path), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    child = result.stdout.split()[0]
+    assert [line for line in result.stderr.splitlines() if "__main__.work" in line] == [
+        f"[pid {child}] __main__.work(1) -> 2", f"[pid {child}] __main__.work(2) -> 3"], result.stderr
+
+
+def test_a_fork_pools_workers_traced_inside_the_standard_library_show_each_call_of_the_programs_function(tmp_path):
+    # Under libraries=yes a fork worker starts deep inside multiprocessing's calls, past
+    # the trace's 10 levels: its trace was empty (docs/processes.md, "Forked children").
+    write(tmp_path, "prog.py", """
+        import multiprocessing
+
+        def work(x):
+            return x * x
+
+        if __name__ == "__main__":
+            pool = multiprocessing.get_context("fork").Pool(2)
+            print(sum(pool.map(work, range(6))))
+            pool.close()
+            pool.join()
+    """)
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--context", "trace,libraries=yes", "--output",
+                             "trace.txt", "prog.py"], cwd=tmp_path, env=env_for(tmp_path), capture_output=True,
+                            text=True, timeout=120)
+    assert (result.returncode, result.stdout) == (0, "55\n"), result.stderr
+    workers = [p.read_text() for p in tmp_path.glob("trace.*.txt")]
+    shown = sorted(int(m[1]) for trace in workers for m in re.finditer(r"^ *__main__\.work\((\d+)\) -> ", trace, re.M))
+    assert shown == list(range(6)), (result.stderr, [trace[:3000] for trace in workers])
+    assert not [trace for trace in workers if trace.startswith(" ")], workers  # (at the top)
+
+
 @pytest.mark.parametrize("method", START_METHODS)
 def test_every_pool_worker_that_ran_program_code_writes_its_report_when_the_pool_is_terminated(tmp_path, method):
     # `with Pool() as pool:` ends with terminate(): SIGTERM to each worker, which used to

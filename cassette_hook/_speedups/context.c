@@ -111,7 +111,7 @@ run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nar
  * first lines: what no Python __exit__ can protect, since the interrupt may come before
  * its first instruction).  The first pop's exception is the one that goes on.  "Before it
  * changed anything": the innermost entry is still the one that was. */
-/* Mirrors context_stack.Context.__exit__. */
+/* Mirrors context_stack._exiting. */
 static PyObject *
 context_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {

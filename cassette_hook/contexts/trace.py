@@ -165,6 +165,7 @@ class TraceContext(ReportingContext):
         self._unrecorded = 0  # calls past its cap
         self._clock = _timeline.Clock()
         self._thread_names: dict[int, str] = {}
+        self._process = ""  # what a forked child's lines start with on a stream it shares with its parent
         # a path: its file, opened at the first line (a process that traces nothing makes
         # none); None: sys.stderr, looked up at each line
         self._stream = None if self._owned else cast("TextIO | None", output)
@@ -233,7 +234,7 @@ class TraceContext(ReportingContext):
         shown = "" if self._capped() else self.abbreviate(value)
         with self._lock:
             stack = state.stack
-            if not stack:  # (its start was before a fork: separate() dropped it)
+            if not stack:  # (its start was before a fork: separate() dropped it, the child's trace starts there)
                 return
             frame = stack.pop()
             self._ended_any = True
@@ -375,7 +376,16 @@ class TraceContext(ReportingContext):
     def separate(self) -> None:
         """A forked child's trace goes on in a file of its own (see
         :meth:`ReportingContext.separate`), as does its timeline; a stream is shared with
-        the parent.  What the parent held back or recorded is the parent's to write."""
+        the parent, and the child's lines there say its process id.  What the parent held
+        back or recorded is the parent's to write.
+
+        The child's trace starts at the fork, at the top, as a profile's records start
+        afresh there: the calls running when the process forked (``os.fork``, the pool's
+        or the ``Process``'s start, and their callers) are the parent's, shown in the
+        parent's trace, and their ends are not shown in the child's.  So ``depth`` counts
+        from the fork: a fork deeper than it (a pool's worker forked inside
+        ``multiprocessing``'s code, traced under ``libraries=yes``) still shows the calls
+        the child makes."""
         super().separate()
         self._lock = rlock()  # the fork may have copied it held by another thread
         if self.timeline is not None:
@@ -383,13 +393,14 @@ class TraceContext(ReportingContext):
         self._recorded = []
         self._unrecorded = 0
         self._written = self._left_out = 0
+        if not self._owned:
+            self._process = f"[pid {os.getpid()}] "
         state = getattr(self._threads, "state", None)
         self._states = []
         self._thread_names = {}
         if state is not None:  # the forking thread, now the child's only one
             state.root.run = None
-            for frame in state.stack:  # (opened, for the child, as the parent wrote them)
-                frame.streaming, frame.held, frame.shape, frame.run = True, [], None, None
+            del state.stack[:]  # (their ends: ``ends`` says they were shown, and _ended finds no frame)
             state.tid = threading.get_native_id()
             self._register(state)
         if self._owned and not self._closed and self._stream is not None:
@@ -448,7 +459,7 @@ class TraceContext(ReportingContext):
 
     def _write(self, lines: list[str], state: _Thread) -> None:
         """Write lines of ``state``'s thread (call it holding the lock), up to the cap."""
-        prefix = "" if state.thread is None else f"[{state.thread.name}] "
+        prefix = self._process if state.thread is None else f"{self._process}[{state.thread.name}] "
         for line in lines:
             if self.lines is not None and self._written >= self.lines:
                 self._left_out += 1

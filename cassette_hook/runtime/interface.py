@@ -53,7 +53,7 @@ class Runtime(Protocol):
         """What reads the innermost active entry of the stack held in ``variable``."""
 
     def exit_method(self, context: type, pop: Callable[..., Any]) -> Any:
-        """``Context.__exit__`` (in C: one that an interrupt cannot cut short)."""
+        """``Context.__exit__``: one that an interrupt cannot cut short before it pops."""
 
     def recurse_from(self, reference: T, strip: Callable[[BaseException], Any]) -> T:
         """``recurse``, given its Python reference (and what strips our frames from a traceback)."""
