@@ -485,9 +485,10 @@ slot_of(PyObject *box)
  * not apply (Python decides); -1 on error.  The globals' size stands for what
  * runtime.standins.reach rescans when it grows, as reach's own test does.  sole: the
  * caller's reference to f is its only one (direct_run's: a lambda called where it is
- * made), so f dies with the call, and is made its own twin in place -- its code the rewritten one, its builtins the twin's --
- * as a bound method the site's load made is rebound to its twin: nothing else can see it
- * to tell the two apart, and the twin costs no function made and freed. */
+ * made), so f dies with the call, and is made its own twin in place -- its code the
+ * rewritten one, its builtins the twin's -- as a bound method the site's load made is
+ * rebound to its twin: nothing else can see it to tell the two apart, and the twin costs
+ * no function made and freed. */
 int
 shared_twin(PyObject *plan, PyObject *f, int sole, PyObject **twin)
 {
