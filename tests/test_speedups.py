@@ -23,12 +23,13 @@ import textwrap
 import traceback
 import types
 import typing
+import warnings
 import weakref
 
 import pytest
 
 import cassette_hook as ch
-from cassette_hook import _native, context_stack
+from cassette_hook import _native, context_stack, rewrite
 from cassette_hook.runtime import callees, callsites, operators, primitives
 from cassette_hook.runtime import plan as _plan
 
@@ -279,13 +280,7 @@ def _lambda_made_per_call(value, made):  # (its own code, as _closure_made_per_c
     return function
 
 
-sole_by_refcount = pytest.mark.skipif(
-    sys.version_info >= (3, 14), reason="3.14's borrowed loads: a count of 1 does not tell that the site's "
-    "reference is the only one (the test below holds there)")
-
-
 @needs_c
-@sole_by_refcount
 def test_a_lambda_only_its_call_site_holds_is_made_its_own_twin(monkeypatch):
     # (docs/internals.md, "Twins": no function made and freed per call for `(lambda: i)()`)
     monkeypatch.setattr(_plan, "switch_before_twin", None)
@@ -302,19 +297,24 @@ def test_a_lambda_only_its_call_site_holds_is_made_its_own_twin(monkeypatch):
         gc.enable()
 
 
-@needs_c
-@pytest.mark.skipif(sys.version_info < (3, 14), reason="before 3.14 a count of 1 tells it (the test above)")
-def test_from_3_14_a_function_with_a_count_of_one_is_left_as_it_is(monkeypatch):
+def _calls_a_lambda_its_variable_holds(made):
+    function = _lambda_made_per_call(1, made)
+    return function(), function.__code__  # (the call's load of ``function``: borrowed by 3.14's compiler)
+
+
+def test_a_lambda_a_variable_of_the_program_holds_keeps_its_code_under_a_context(monkeypatch):
+    # (a twin never borrows a callee's load, 3.14+: the site's count of 2 tells that the
+    # variable holds the function too, which is then not made its own twin)
     monkeypatch.setattr(_plan, "switch_before_twin", None)
     made: list[int] = []
     plain = _lambda_made_per_call(0, made).__code__
-    function = _lambda_made_per_call(1, made)
     gc.disable()
     try:
-        with Null():
-            callsites.resolve(_lambda_made_per_call(0, made))
-            twin = callsites.resolve(function)  # (a borrowed load: the variable's reference alone)
-            assert twin is not function and twin() == 2 and function.__code__ is plain
+        ctx = Null()
+        with ctx:
+            callsites.resolve(_lambda_made_per_call(0, made))  # (the code's first twin: made by Python, shared)
+        results = [ch.overdub(ctx, _calls_a_lambda_its_variable_holds, made) for _ in range(3)]
+        assert [(value, code is plain) for value, code in results] == [(2, True)] * 3
     finally:
         gc.enable()
 
@@ -454,15 +454,11 @@ def test_resolve_of_a_builtin_under_a_fast_plan_is_the_builtin_unless_it_may_tak
 def test_a_c_method_that_takes_callbacks_bound_for_its_call_alone_is_called_as_itself():
     # items.sort, made by the call's own load (nothing else holds it): called as it is, and
     # its key still made a call site (docs/internals.md, "Callee kinds"; docs/performance.md,
-    # "Callee kinds").  From 3.14 a count of 1 no longer tells that nothing else holds it
-    # (borrowed loads): the bound caller, as for a held one.
+    # "Callee kinds").
     items = [3, 1, 2]
     with Null():
         run = callsites.resolve(items.sort)
-        if sys.version_info < (3, 14):
-            assert type(run) is types.BuiltinMethodType and run.__self__ is items and run.__name__ == "sort"
-        else:
-            assert type(run) is types.MethodType and run.__self__ is items
+        assert type(run) is types.BuiltinMethodType and run.__self__ is items and run.__name__ == "sort"
         assert run(key=lambda v: -v) is None
     assert items == [3, 2, 1]
 
@@ -472,9 +468,75 @@ def test_a_c_method_that_takes_callbacks_held_elsewhere_is_left_as_it_is():
     items = [3, 1, 2]
     held = items.sort
     with Null():
-        run = callsites.resolve(held)
+        # (this frame is no twin, whose call sites never borrow a callee: the tuple holds one)
+        run = callsites.resolve(*(held,))
         assert run(key=lambda v: v) is None
     assert items == [1, 2, 3] and held == items.sort and held.__self__ is items
+
+
+def _sorts_by_the_method_its_variable_holds(items):
+    held = items.sort
+    held(key=lambda v: -v)  # (the site's load of ``held``: borrowed by 3.14's compiler)
+    return held
+
+
+def test_a_c_method_a_variable_of_the_program_holds_is_left_as_it_is_under_a_context():
+    items = [3, 1, 2]
+    held = ch.overdub(Null(), _sorts_by_the_method_its_variable_holds, items)
+    assert items == [3, 2, 1] and held == items.sort and held.__self__ is items
+
+
+class _Noted:
+    def note(self):
+        return abs(-1)  # (a call: a body with none would be its own twin's)
+
+
+def _calling_a_constant(callee):
+    """A twin's body that calls ``callee`` loaded as a constant (as a pass may write it),
+    with no other code holding the constant: the twin's code, as a function."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning)  # ("'str' object is not callable")
+        module = compile('def program():\n    return "callee"()\n', "<constant callee>", "exec")
+    (plain,) = [const for const in module.co_consts if isinstance(const, types.CodeType)]
+    plain = plain.replace(co_consts=tuple(callee if const == "callee" else const for const in plain.co_consts))
+    return types.FunctionType(rewrite.rewrite_code(plain, callsites.HOOKS, operators=False), globals())
+
+
+def _constants_of(function):
+    return [const for held in function.__code__.co_consts for const in (held if type(held) is tuple else (held,))]
+
+
+@pytest.mark.parametrize("kind", ["bound method", "bound C method", "function"])
+def test_a_callee_only_a_twins_constants_hold_is_not_taken_for_one_made_for_its_call(monkeypatch, kind):
+    # (3.15's LOAD_CONST borrows the constant: the site's count would be the code's alone,
+    # docs/internals.md, "CPython 3.15")
+    monkeypatch.setattr(_plan, "switch_before_twin", None)
+    items, made = [3, 1, 2], []
+    plain_lambda = _lambda_made_per_call(0, made).__code__
+    ctx = Null()
+    gc.disable()
+    try:
+        with ctx:  # (the first twins, which Python makes: the callees' own are found after)
+            callsites.resolve(_Noted().note)
+            callsites.resolve(_lambda_made_per_call(0, made))
+            if kind == "bound method":
+                program = _calling_a_constant(_Noted().note)
+            elif kind == "bound C method":
+                program = _calling_a_constant(items.sort)
+            else:
+                program = _calling_a_constant(_lambda_made_per_call(1, made))
+            results = [program(), program()]
+    finally:
+        gc.enable()
+    if kind == "bound method":
+        (method,) = [const for const in _constants_of(program) if type(getattr(const, "__self__", None)) is _Noted]
+        assert results == [1, 1] and method.__func__ is _Noted.note
+    elif kind == "bound C method":
+        (method,) = [const for const in _constants_of(program) if getattr(const, "__self__", None) is items]
+        assert results == [None, None] and items == [1, 2, 3] and method == items.sort
+    else:
+        (function,) = [const for const in _constants_of(program) if getattr(const, "__name__", None) == "<lambda>"]
+        assert results == [2, 2] and function.__code__ is plain_lambda
 
 
 _sorted_globally = [3, 1, 2]

@@ -133,7 +133,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
     if (PyFunction_Check(f) && SLOT(plan, st->plan_fast) == Py_True) {
         /* a function of a code the plan has made a twin of: a closure or lambda made anew;
          * one that only the site holds (a lambda called where it is made) dies with this
-         * call, and is made its own twin (3.10-3.13), or its twin not entered in the table.
+         * call, and is made its own twin, or its twin not entered in the table.
          * (Asked first: none of the tests below takes a function, and a closure made per
          * call comes here at every call.) */
         int shared = shared_twin(plan, f, sole, run);
@@ -163,7 +163,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
     if (is_builtin(f) || Py_TYPE(f) == &PyMethodDescr_Type) {
         /* min, list.sort: a module's builtin or a class's method that takes callbacks */
         int method = is_builtin(f) ? indirect_method(((PyCFunctionObject *)f)->m_ml) : -1;
-        if (CH_SOLE_BY_REFCOUNT && method >= 0 && sole && primitive_in_place(f, method)) {
+        if (method >= 0 && sole && primitive_in_place(f, method)) {
             /* items.sort, made by the site's attribute load: decides at its call */
             *run = Py_NewRef(f);
             return 1;
@@ -249,7 +249,11 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
     return 1;
 }
 
-/* runtime.callsites.resolve under entry: a direct twin, or the overdubbed call (overdubbed_site). */
+/* runtime.callsites.resolve under entry: a direct twin, or the overdubbed call (overdubbed_site).
+ * A count of 1 is the call site's reference alone (direct_run's sole): the loads that push a
+ * callee in rewritten code hold a reference of their own on every version (3.14+: no
+ * borrowed load of a callee, Family.borrowed_again; 3.15: no callable constant loaded
+ * borrowed, _Py315.plain_forms; docs/internals.md, "CPython 3.14"). */
 static PyObject *
 resolve_in(PyObject *entry, PyObject *f)
 {

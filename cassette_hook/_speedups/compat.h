@@ -287,13 +287,6 @@ function_recoded(PyFunctionObject *func, PyObject *code)
 typedef _PyCFunctionFastWithKeywords PyCFunctionFastWithKeywords;
 #endif
 
-/* Does a count of 1 tell a C function that its caller's reference to an object is the
- * only one?  Not from 3.14: a borrowed load (LOAD_FAST_BORROW, which the rewriter writes
- * in twins too, but for a callee's) pushes a local's object without a reference of its own, so a bound
- * method that a variable holds comes with a count of 1 as well (callsite.c's
- * primitive_in_place is then never asked). */
-#define CH_SOLE_BY_REFCOUNT (PY_VERSION_HEX < 0x030E0000)
-
 /* The type of a PyCMethod's (METH_METHOD) argument count, the count alone (no
  * PY_VECTORCALL_ARGUMENTS_OFFSET): size_t before 3.14, Py_ssize_t from 3.14. */
 #if PY_VERSION_HEX >= 0x030E0000

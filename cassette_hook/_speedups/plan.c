@@ -485,10 +485,10 @@ slot_of(PyObject *box)
  * not apply (Python decides); -1 on error.  The globals' size stands for what
  * runtime.standins.reach rescans when it grows, as reach's own test does.  sole: the
  * caller's reference to f is its only one (direct_run's: a lambda called where it is
- * made), so f dies with the call; where a count of 1 tells that (CH_SOLE_BY_REFCOUNT), f
- * is made its own twin in place -- its code the rewritten one, its builtins the twin's --
- * as a bound method the site's load made is rebound to its twin: nothing else can see it
- * to tell the two apart, and the twin costs no function made and freed. */
+ * made), so f dies with the call, and is made its own twin in place -- its code the
+ * rewritten one, its builtins the twin's -- as a bound method the site's load made is
+ * rebound to its twin: nothing else can see it to tell the two apart, and the twin costs
+ * no function made and freed. */
 int
 shared_twin(PyObject *plan, PyObject *f, int sole, PyObject **twin)
 {
@@ -515,7 +515,6 @@ shared_twin(PyObject *plan, PyObject *f, int sole, PyObject **twin)
         || ch_as_ssize(PyTuple_GET_ITEM(found, 5)) != PyDict_GET_SIZE(func->func_globals)) {
         return 0;
     }
-#if CH_SOLE_BY_REFCOUNT
     if (sole && func->func_weakreflist == NULL) {
         Py_INCREF(found); /* (letting the old code go may run Python: code watchers, co_extra) */
         function_recoded(func, PyTuple_GET_ITEM(found, 0));
@@ -526,7 +525,6 @@ shared_twin(PyObject *plan, PyObject *f, int sole, PyObject **twin)
         *twin = Py_NewRef(f);
         return 1;
     }
-#endif
     PyObject *defaults = func->func_defaults ? func->func_defaults : Py_None;
     PyObject *kwdefaults = func->func_kwdefaults ? func->func_kwdefaults : Py_None;
     TwinSlot *kept = NULL;
