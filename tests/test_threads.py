@@ -1031,7 +1031,7 @@ def test_threads_start_as_plain_where_threadings_bootstrap_cannot_be_copied(monk
     monkeypatch.setattr(thread_bootstrap, "_swapped_code", unreadable)
     monkeypatch.setattr(thread_bootstrap, "_copies", None)
     thread = threading.Thread(target=lambda: None)
-    assert thread_bootstrap.seeing_start(thread, lambda f: f) is None
+    assert thread_bootstrap.seeing("Thread.start", thread, lambda f: f) is None
     assert thread_bootstrap._copies == {}  # (not tried again at every thread)
 
 

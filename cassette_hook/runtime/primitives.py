@@ -429,7 +429,7 @@ def _thread_start(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     started: Any = own.get("_started")
     if not issubclass(type(started), threading.Event) or started.is_set():
         return f(*args, **kwargs)  # (not initialised, or started: start's own error)
-    start = thread_bootstrap.seeing_start(thread, _kept) or functools.partial(f, thread)
+    start = thread_bootstrap.seeing("Thread.start", thread, _kept) or functools.partial(f, thread)
     target = own.get("_target")
     kept = _kept(target) if type(thread).run is threading.Thread.run else target
     if kept is target:
@@ -459,6 +459,26 @@ def _thread_run(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     finally:
         if own.get("_target") is kept:  # (still there: run did not get to delete it)
             own["_target"] = target
+
+
+def _thread_code(name: str) -> Handler:
+    """A handler for ``threading``'s method of qualified name ``name`` (``Thread._bootstrap``,
+    ``Thread._bootstrap_inner``, ``Timer.run``) run as a primitive: called from the
+    program's code (a subclass's own ``_bootstrap`` calling ``super()._bootstrap()``, or a
+    ``Timer``'s ``run``, which the copy of ``_bootstrap_inner`` calls as a call site, or the
+    program does), it runs the copy of that code that hands the thread's ``run``, the
+    program's ``threading.excepthook`` and a timer's ``function`` over as call sites
+    (``thread_bootstrap``).  It runs in the calling thread, seen by its contexts."""
+
+    def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        thread: Any = args[0] if len(args) == 1 and not kwargs else None
+        if issubclass(type(thread), threading.Thread):  # (asked by type: no __class__ of the program's read)
+            copy = thread_bootstrap.seeing(name, thread, _kept)
+            if copy is not None:
+                return copy()
+        return f(*args, **kwargs)
+
+    return handler
 
 
 # -- functions handed to a thread pool by a library's code that runs plain -------------
@@ -695,6 +715,8 @@ class _FinalizerRef(_Arguments):
 _KEPT: dict[Any, Handler] = {
     atexit.register: _atexit_register, _signal.signal: _signal_signal, _signal.getsignal: _signal_getsignal,
     threading.Thread.start: _thread_start, threading.Thread.run: _thread_run,
+    **{getattr(threading, kind).__dict__[name]: _thread_code(f"{kind}.{name}")
+       for kind, name in (("Thread", "_bootstrap"), ("Thread", "_bootstrap_inner"), ("Timer", "run"))},
     weakref.ref: _FinalizerRef(),
 }
 
