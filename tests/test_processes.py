@@ -94,6 +94,17 @@ def test_install_from_env_refuses_an_unwritable_report_file_naming_the_variable(
     assert ch.current_context() is None
 
 
+def test_install_from_env_refuses_two_contexts_writing_their_reports_to_one_file(tmp_path):
+    # (docs/cli.md, "Contexts": each would write its report over the other's)
+    environ = {"CASSETTE_HOOK_CONTEXT": "trace;profile", "CASSETTE_HOOK_OUTPUT": str(tmp_path / "r.{pid}.txt")}
+    message = r"^CASSETTE_HOOK_OUTPUT: 2 contexts \(TraceContext, ProfileContext\) would write their reports to the same"
+    from cassette_hook.contexts import ReportPathError
+
+    with pytest.raises(ReportPathError, match=message):
+        ch.install_from_env(environ)
+    assert ch.current_context() is None and list(tmp_path.iterdir()) == []
+
+
 def test_sitecustomize_instruments_a_plain_python_child(tmp_path):
     write(tmp_path, "worker.py", WORK)
     write(tmp_path, "prog.py", """
