@@ -402,9 +402,10 @@ def _signal_getsignal(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
 # whatever contexts are active there, and the target would not be a call of its own
 # (docs/internals.md, "Callbacks from C").  So ``Thread.start`` run as a primitive makes
 # the target a call site before it starts the thread, and starts it from copies of
-# ``threading``'s code that hand a subclass's own ``run`` and the program's
-# ``threading.excepthook`` over as call sites (``thread_bootstrap``): the whole-program
-# contexts, which are the new thread's, see those calls.
+# ``threading``'s code that hand a subclass's own ``run``, ``_bootstrap`` and
+# ``_bootstrap_inner``, the program's ``threading.excepthook`` and a ``Timer``'s function
+# over as call sites (``thread_bootstrap``): the whole-program contexts, which are the new
+# thread's, see those calls.
 
 def _handed_to_a_thread(callback: Any) -> Any:
     """``callback``, which code that runs plain will call in another thread, as a call
