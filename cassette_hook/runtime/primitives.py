@@ -624,10 +624,31 @@ def _pickles_by_reference(function: Any) -> bool:
 def _shipped(function: Any) -> Any:
     """``function``, which a process pool's plain code pickles for a worker, as a call
     site the worker unpickles as its own (a :class:`_Shipped`, equal to it); itself where
-    no whole-program context is active, or where it does not pickle by reference."""
-    if context_stack.whole_program() and _pickles_by_reference(function):
+    no whole-program context is active, or where it does not pickle by reference.  A
+    ``functools.partial`` of a function that does is handed on as a partial of the same
+    type, arguments and attributes whose function is shipped (:func:`_partial_shipping`)."""
+    if not context_stack.whole_program():
+        return function
+    if _pickles_by_reference(function):
         return _Shipped(hotpath.call, function)
+    if type(function) is functools.partial and _pickles_by_reference(function.func):
+        return _partial_shipping(function)
     return function
+
+
+def _partial_shipping(given: functools.partial[Any]) -> functools.partial[Any]:
+    """A ``functools.partial`` like ``given`` whose function is a :class:`_Shipped` of
+    ``given``'s.  Pickled, it is what ``given`` is, but for its function: the same type,
+    the same arguments, keywords and attributes, pickled by the same reduction in the
+    same order, so what fails to pickle among them fails as plain (the same exception,
+    message and, 3.14+, notes), and the program's ``__reduce__`` of an argument runs once,
+    where the pool pickles the task.  Made by ``__setstate__``, which keeps the function
+    as given: ``partial(shipped, ...)`` would flatten a partial subclass into its own."""
+    made = functools.partial(_Shipped)  # (any callable: replaced by the state)
+    attributes = given.__dict__
+    made.__setstate__((_Shipped(hotpath.call, given.func), given.args, given.keywords or None,
+                       dict(attributes) if attributes else None))
+    return made
 
 
 def _keeps(kind: type, base: type, names: tuple[str, ...]) -> bool:
