@@ -844,7 +844,8 @@ def test_the_profile_counts_each_call_a_thread_pool_makes_of_the_programs_functi
 
 
 OWN_SUBMIT = """
-from concurrent.futures import ThreadPoolExecutor
+import sys
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
 def work(x):
     return x + 1
@@ -854,8 +855,17 @@ class Pool(ThreadPoolExecutor):
         print("submit got work itself:", fn is work, type(fn).__name__)
         return super().submit(fn, *args, **kwargs)
 
+class Inline(Executor):  # (an executor of the program's own: it runs the function at once)
+    def submit(self, fn, /, *args, **kwargs):
+        future = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+# (3.14+: a map that submits one ahead, the rest as its iterator is read)
+lazily = {"buffersize": 1} if sys.version_info >= (3, 14) else {}
 with Pool(1) as pool:
     print(pool.submit(work, 1).result(), list(pool.map(work, [2])))
+print(list(Inline().map(work, [3, 4, 5], timeout=None, **lazily)))
 """
 
 
@@ -863,12 +873,23 @@ def test_a_pools_own_submit_gets_the_programs_function_itself_under_the_trace(tm
     # (docs/internals.md, "Callbacks from C": only the standard library's submit gets the call site)
     write(tmp_path, "prog.py", OWN_SUBMIT)
     plain = run_plain(tmp_path, "prog.py")
-    assert plain.stdout == ("submit got work itself: True function\n" * 2) + "2 [3]\n", plain.stderr
-    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert plain.stdout == ("submit got work itself: True function\n" * 2) + "2 [3]\n[4, 5, 6]\n", plain.stderr
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no,fold=no", "--output", "trace.txt", "prog.py")
     assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, "")
     trace = (tmp_path / "trace.txt").read_text()
-    # the call the program makes of its submit is seen, and so is the pool's of work
-    assert (traced_calls(trace, "__main__.Pool.submit"), traced_calls(trace, "__main__.work")) == (1, 2), trace
+    assert traced_calls(trace, "__main__.work") == 5, trace
+
+
+def test_the_trace_shows_each_call_executor_map_makes_of_a_pools_own_submit(tmp_path, path):
+    # (docs/internals.md, "Callbacks from C": map, run as a primitive, runs a copy whose
+    # reads of self.submit are call sites where submit is the program's)
+    write(tmp_path, "prog.py", OWN_SUBMIT)
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no,fold=no", "--output", "trace.txt", "prog.py")
+    assert result.returncode == 0, result.stderr
+    trace = (tmp_path / "trace.txt").read_text()
+    lines = [re.sub(r" at 0x[0-9a-f]+", "", line) for line in trace.splitlines()]
+    assert (traced_calls(trace, "__main__.Pool.submit"), traced_calls(trace, "__main__.Inline.submit")) == (2, 3), trace
+    assert "  __main__.Pool.submit(<Pool object>, <function work>, 2)" in lines, lines  # (inside map's call)
 
 
 POOL_ERRORS = """

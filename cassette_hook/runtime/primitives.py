@@ -36,7 +36,7 @@ import weakref
 from types import BuiltinFunctionType, FrameType, FunctionType, MethodDescriptorType, MethodType, ModuleType
 from typing import Any, Callable, cast
 
-from . import hotpath, operators, thread_bootstrap
+from . import hotpath, operators, receivers, thread_bootstrap
 from .. import context_stack, dispatch, generics
 from .._budget import recursion_budget
 from .._own import is_own_frame, strip_traceback
@@ -511,17 +511,80 @@ def _runs_work_as_given(executor: Any, *, through_submit: bool) -> bool:
         for name in (("submit", "prepare_context") if through_submit else ("prepare_context",)))
 
 
-def _pool_method(*, through_submit: bool) -> Handler:
-    """A handler for a pool's method that takes the function after the receiver
-    (``submit(fn, ...)``, ``map(fn, ...)``): the function as a call site where the pool
-    runs it as given."""
+def _thread_pool_submit(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``ThreadPoolExecutor.submit(pool, fn, ...)`` run as a primitive: ``fn`` as a call
+    site where the pool runs it as given."""
+    if len(args) > 1 and _runs_work_as_given(args[0], through_submit=False):
+        args = (args[0], _handed_to_a_thread(args[1]), *args[2:])
+    return f(*args, **kwargs)
 
-    def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if len(args) > 1 and _runs_work_as_given(args[0], through_submit=through_submit):
-            args = (args[0], _handed_to_a_thread(args[1]), *args[2:])
+
+class _Submitting:
+    """What the copy of ``Executor.map`` reads ``submit`` off (``receivers``): the pool's
+    ``submit``, read as ``self.submit`` reads it, as a call site where it is code the
+    running context's plan recurses into -- the program's own ``submit`` -- and as read
+    otherwise (a library's executor's: as plain).  The pool is held weakly, as ``map``'s
+    iterator holds it (3.14+, which submits more as it is iterated, through
+    ``executor_weakref``): the copy of the iterator's code holds this receiver."""
+
+    __slots__ = ("_pool",)
+
+    def __init__(self, pool: Any) -> None:
+        self._pool = weakref.ref(pool)
+
+    @property
+    def submit(self) -> Any:
+        submit = self._pool().submit  # (the program's lookup, if any; alive: map or its iterator holds it)
+        func = submit.__func__ if type(submit) is MethodType else None
+        entry = context_stack.top()
+        if type(func) is FunctionType and entry is not None and entry.plan.recurses_into(func):
+            return _kept(submit)
+        return submit
+
+
+_map_copy: list[Any] = []  # [the copy's code, or None where it cannot be made], once made
+
+
+def _map_submitting(map_: FunctionType, pool: Any) -> Any:
+    """``Executor.map`` (``map_``) bound to ``pool``, run from a copy that reads each
+    ``self.submit`` off a :class:`_Submitting` (in ``map``, in the comprehension or
+    generator expression that submits and, 3.14+, in the iterator that submits more, as
+    ``executor.submit``); None where the copy cannot be made."""
+    if not _map_copy:
+        try:
+            code, found = receivers.swapped_code(map_.__code__, ("submit",), ("self", "executor"))
+        except (RecursionError, MemoryError):
+            return None  # (plain this time; tried again at the next)
+        except Exception:  # a concurrent.futures or bytecode the copy cannot be made of: map runs plain
+            code, found = None, {}
+        _map_copy.append(code if found.get("submit") else None)
+    code = _map_copy[0]
+    if code is None:
+        return None
+    func = FunctionType(receivers.with_receiver(code, _Submitting(pool)), map_.__globals__, map_.__name__,
+                        map_.__defaults__, map_.__closure__)
+    func.__kwdefaults__, func.__qualname__ = map_.__kwdefaults__, map_.__qualname__
+    return MethodType(func, pool)
+
+
+def _executor_map(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``Executor.map(pool, fn, *iterables)`` run as a primitive: for the standard library's
+    thread pool, ``fn`` as a call site; for a pool whose ``submit`` is its own, a copy of
+    ``map`` whose calls of ``self.submit`` are call sites (the program's ``submit``, which
+    ``map`` calls plainly, would not be a call of its own)."""
+    if len(args) < 2:
         return f(*args, **kwargs)
+    pool = args[0]
+    if _runs_work_as_given(pool, through_submit=True):
+        return f(pool, _handed_to_a_thread(args[1]), *args[2:], **kwargs)
+    from concurrent.futures import _base  # (imported: the call being run is of its code)
 
-    return handler
+    if issubclass(type(pool), _base.Executor) and operators.class_attribute(type(pool), "submit") is not vars(
+            _base.Executor).get("submit"):
+        copy = _map_submitting(f, pool)
+        if copy is not None:
+            return copy(*args[1:], **kwargs)
+    return f(*args, **kwargs)
 
 
 def _hands_to_a_thread_pool(loop: Any, executor: Any) -> bool:
@@ -685,8 +748,8 @@ def _shipping_method(module: str, pool: str, route: tuple[str, ...]) -> Handler:
 # and qualified name: a plan that meets one as a primitive enters it in SPECIAL
 # (:func:`note_primitive`), once it is sure it is the module's own.
 _LATER: dict[tuple[str, str], Handler] = {
-    ("concurrent.futures.thread", "ThreadPoolExecutor.submit"): _pool_method(through_submit=False),
-    ("concurrent.futures._base", "Executor.map"): _pool_method(through_submit=True),
+    ("concurrent.futures.thread", "ThreadPoolExecutor.submit"): _thread_pool_submit,
+    ("concurrent.futures._base", "Executor.map"): _executor_map,
     ("asyncio.threads", "to_thread"): _to_thread,
     ("asyncio.base_events", "BaseEventLoop.run_in_executor"): _run_in_executor,
     **{("multiprocessing.pool", f"Pool.{name}"): _shipping_method("multiprocessing.pool", "Pool", route)

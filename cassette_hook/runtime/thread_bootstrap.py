@@ -38,6 +38,8 @@ import threading
 from types import CodeType, FunctionType, MethodType
 from typing import Any, Callable
 
+from . import receivers
+
 Handed = Callable[[Any], Any]  # a Python callback -> a call site of it (primitives._kept)
 
 # What each copy (a method of threading's, by qualified name) reads off the receiver
@@ -52,35 +54,12 @@ def _original(qualname: str) -> FunctionType:
     return vars(vars(threading)[kind])[name]  # type: ignore[no-any-return]
 
 
-class _Placeholder:
-    """The constant a copy's code holds where the receiver goes (replaced per thread)."""
-
-    __slots__ = ()
-
-
-_PLACEHOLDER = _Placeholder()
-
-
 def _swapped_code(func: FunctionType, names: tuple[str, ...]) -> CodeType | None:
-    """``func``'s code with each ``self.<name>`` of ``names`` read off :data:`_PLACEHOLDER`
-    instead of ``self``; None where the code is not of the shape expected (each name read
+    """``func``'s code with each ``self.<name>`` of ``names`` read off the receiver
+    (``receivers``); None where the code is not of the shape expected (each name read
     once, right after ``self`` is loaded), which leaves the thread to run plain."""
-    from bytecode import Bytecode, Instr  # (imported here: only a thread started under the trace needs it)
-
-    code = Bytecode.from_code(func.__code__)
-    found = {name: 0 for name in names}
-    previous: Any = None
-    for item in code:
-        if isinstance(item, Instr) and item.name in ("LOAD_ATTR", "LOAD_METHOD"):
-            name: Any = item.arg[1] if isinstance(item.arg, tuple) else item.arg  # (3.12+: (method?, name))
-            if name in found and isinstance(previous, Instr) and previous.name.startswith("LOAD_FAST") \
-                    and previous.arg == "self":
-                found[name] += 1
-                previous.set("LOAD_CONST", _PLACEHOLDER)
-        previous = item
-    if any(count != 1 for count in found.values()):
-        return None
-    return code.to_code()
+    code, found = receivers.swapped_code(func.__code__, names)
+    return code if all(count == 1 for count in found.values()) else None
 
 
 _copies: dict[str, CodeType] | None = None  # the copies' code, made at the first thread started here
@@ -103,10 +82,7 @@ def _codes() -> dict[str, CodeType]:
 
 def _bound(name: str, thread: Any, receiver: _Receiver) -> MethodType:
     """The copy of ``threading.<name>`` (a qualified name) bound to ``thread``, reading ``receiver``."""
-    code = _codes()[name]
-    consts = code.co_consts
-    at = consts.index(_PLACEHOLDER)  # (compared by identity first: it has no __eq__)
-    code = code.replace(co_consts=(*consts[:at], receiver, *consts[at + 1:]))
+    code = receivers.with_receiver(_codes()[name], receiver)
     original = _original(name)
     func = FunctionType(code, original.__globals__, original.__name__, original.__defaults__)
     func.__qualname__ = original.__qualname__
