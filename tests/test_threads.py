@@ -865,7 +865,8 @@ class Inline(Executor):  # (an executor of the program's own: it runs the functi
 lazily = {"buffersize": 1} if sys.version_info >= (3, 14) else {}
 with Pool(1) as pool:
     print(pool.submit(work, 1).result(), list(pool.map(work, [2])))
-print(list(Inline().map(work, [3, 4, 5], timeout=None, **lazily)))
+inline = Inline()  # (kept: map's iterator holds it weakly, and submits no more once it is gone)
+print(list(inline.map(work, [3, 4, 5], timeout=None, **lazily)))
 """
 
 

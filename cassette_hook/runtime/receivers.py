@@ -42,7 +42,10 @@ def _loads(instr: Any, owners: tuple[str, ...]) -> bool:
         return False
     if instr.name.startswith("LOAD_FAST"):
         return instr.arg in owners  # (LOAD_FAST_LOAD_FAST's is a pair: not a single load)
-    return instr.name == "LOAD_DEREF" and getattr(instr.arg, "name", None) in owners
+    if instr.name != "LOAD_DEREF":
+        return False
+    # (a free variable's is a FreeVar; a cell that is also an argument's, the argument's name)
+    return (instr.arg if isinstance(instr.arg, str) else getattr(instr.arg, "name", None)) in owners
 
 
 def swapped_code(code: CodeType, names: tuple[str, ...],
