@@ -33,19 +33,30 @@ class _Placeholder:
 PLACEHOLDER = _Placeholder()
 
 
-def _loads(instr: Any, owners: tuple[str, ...]) -> bool:
-    """Does ``instr`` push one of the variables ``owners`` (a local, or a free variable of
-    a comprehension)?"""
+def _owner_load(instr: Any, owners: tuple[str, ...]) -> list[Any] | None:
+    """Where ``instr`` pushes one of the variables ``owners`` last (a local, a free
+    variable of a comprehension, or the second half of a 3.13+ pair such as
+    ``STORE_FAST_LOAD_FAST (args, self)``), the instructions that do what it does with
+    the placeholder pushed in the owner's place; else None."""
     from bytecode import Instr
 
     if not isinstance(instr, Instr):
-        return False
-    if instr.name.startswith("LOAD_FAST"):
-        return instr.arg in owners  # (LOAD_FAST_LOAD_FAST's is a pair: not a single load)
-    if instr.name != "LOAD_DEREF":
-        return False
-    # (a free variable's is a FreeVar; a cell that is also an argument's, the argument's name)
-    return (instr.arg if isinstance(instr.arg, str) else getattr(instr.arg, "name", None)) in owners
+        return None
+    arg, name = instr.arg, instr.name
+    if isinstance(arg, tuple) and len(arg) == 2 and arg[1] in owners:
+        for second in ("_LOAD_FAST_BORROW", "_LOAD_FAST"):
+            if name.endswith(second):  # (the first half kept as it was, then the placeholder)
+                return [Instr(name[:-len(second)], arg[0], location=instr.location),
+                        Instr("LOAD_CONST", PLACEHOLDER, location=instr.location)]
+        return None
+    if name.startswith("LOAD_FAST"):
+        loads = arg in owners
+    elif name == "LOAD_DEREF":
+        # (a free variable's is a FreeVar; a cell that is also an argument's, the argument's name)
+        loads = (arg if isinstance(arg, str) else getattr(arg, "name", None)) in owners
+    else:
+        loads = False
+    return [Instr("LOAD_CONST", PLACEHOLDER, location=instr.location)] if loads else None
 
 
 def swapped_code(code: CodeType, names: tuple[str, ...],
@@ -62,20 +73,23 @@ def swapped_code(code: CodeType, names: tuple[str, ...],
     def swap(code: CodeType) -> CodeType:
         made = Bytecode.from_code(code)
         changed = False
-        previous: Any = None
-        for item in made:
+        at = 0
+        while at < len(made):
+            item = made[at]
             if isinstance(item, Instr):
                 if isinstance(item.arg, CodeType):  # a comprehension's, a generator expression's
                     nested = swap(item.arg)
                     if nested is not item.arg:
                         item.arg, changed = nested, True
-                elif item.name in ("LOAD_ATTR", "LOAD_METHOD"):
+                elif item.name in ("LOAD_ATTR", "LOAD_METHOD") and at > 0:
                     name: Any = item.arg[1] if isinstance(item.arg, tuple) else item.arg  # (3.12+: (method?, name))
-                    if name in found and _loads(previous, owners):
+                    swapped = _owner_load(made[at - 1], owners) if name in found else None
+                    if swapped is not None:
                         found[name] += 1
-                        previous.set("LOAD_CONST", PLACEHOLDER)
+                        made[at - 1:at] = swapped
+                        at += len(swapped) - 1
                         changed = True
-            previous = item
+            at += 1
         return made.to_code() if changed else code
 
     return swap(code), found
