@@ -98,7 +98,7 @@ def test_install_from_env_refuses_an_unwritable_report_file_naming_the_variable(
 def test_install_from_env_refuses_two_contexts_writing_their_reports_to_one_file(tmp_path):
     # (docs/cli.md, "Contexts": each would write its report over the other's)
     environ = {"CASSETTE_HOOK_CONTEXT": "trace;profile", "CASSETTE_HOOK_OUTPUT": str(tmp_path / "r.{pid}.txt")}
-    message = r"^CASSETTE_HOOK_OUTPUT: 2 contexts \(TraceContext, ProfileContext\) would write their reports to the same"
+    message = r"^CASSETTE_HOOK_OUTPUT: 2 contexts \(TraceContext, ProfileContext\) would write their reports to"
     from cassette_hook.contexts import ReportPathError
 
     with pytest.raises(ReportPathError, match=message):

@@ -1157,7 +1157,8 @@ def test_the_trace_shows_a_timers_function_as_a_call_in_the_timers_thread(tmp_pa
     lines = [re.sub(r" at 0x[0-9a-f]+", "", line) for line in (tmp_path / "trace.txt").read_text().splitlines()]
     assert [line for line in lines if line.startswith("[timer]") and "__main__.fire" in line] == [
         "[timer]   __main__.fire(1)", "[timer]   __main__.fire -> 1"], lines
-    assert "[later]     __main__.fire(2)" in lines and "  __main__.fire(4)" in lines, lines  # (later's: in super().run())
+    # (later's: inside its own run's super().run())
+    assert "[later]     __main__.fire(2)" in lines and "  __main__.fire(4)" in lines, lines
     assert traced_calls("\n".join(lines), "__main__.fire") == 3, lines
 
 

@@ -530,11 +530,12 @@ class _Submitting:
     __slots__ = ("_pool",)
 
     def __init__(self, pool: Any) -> None:
-        self._pool = weakref.ref(pool)
+        self._pool: weakref.ref[Any] = weakref.ref(pool)
 
     @property
     def submit(self) -> Any:
-        submit = self._pool().submit  # (the program's lookup, if any; alive: map or its iterator holds it)
+        pool: Any = self._pool()  # (alive: map, or its iterator that has just read it, holds it)
+        submit = pool.submit  # (the program's lookup, if any)
         func = submit.__func__ if type(submit) is MethodType else None
         entry = context_stack.top()
         if type(func) is FunctionType and entry is not None and entry.plan.recurses_into(func):
@@ -699,7 +700,7 @@ def _shipped(function: Any) -> Any:
     return function
 
 
-def _partial_shipping(given: functools.partial[Any]) -> functools.partial[Any]:
+def _partial_shipping(given: functools.partial[Any]) -> Any:
     """A ``functools.partial`` like ``given`` whose function is a :class:`_Shipped` of
     ``given``'s.  Pickled, it is what ``given`` is, but for its function: the same type,
     the same arguments, keywords and attributes, pickled by the same reduction in the
@@ -707,7 +708,7 @@ def _partial_shipping(given: functools.partial[Any]) -> functools.partial[Any]:
     message and, 3.14+, notes), and the program's ``__reduce__`` of an argument runs once,
     where the pool pickles the task.  Made by ``__setstate__``, which keeps the function
     as given: ``partial(shipped, ...)`` would flatten a partial subclass into its own."""
-    made = functools.partial(_Shipped)  # (any callable: replaced by the state)
+    made: Any = functools.partial(_Shipped)  # (any callable: replaced by the state)
     attributes = given.__dict__
     made.__setstate__((_Shipped(hotpath.call, given.func), given.args, given.keywords or None,
                        dict(attributes) if attributes else None))
