@@ -1162,6 +1162,41 @@ def test_the_trace_shows_a_timers_function_as_a_call_in_the_timers_thread(tmp_pa
     assert traced_calls("\n".join(lines), "__main__.fire") == 3, lines
 
 
+RAISING_TIMERS = """
+import threading
+
+def fire():
+    raise ValueError("from the timer")
+
+class OwnInner(threading.Thread):
+    def _bootstrap_inner(self):
+        super()._bootstrap_inner()
+
+    def run(self):
+        raise KeyError("from run")
+
+timer = threading.Timer(0, fire)
+timer.name = "timer"
+timer.start()
+timer.join()
+thread = OwnInner(name="own-inner")
+thread.start()
+thread.join()
+"""
+
+
+def test_what_a_timers_function_and_a_run_behind_a_classs_own_bootstrap_raise_is_reported_as_plain(tmp_path, path):
+    # (the copies keep threading's names, files, lines and positions: the default hook's
+    # tracebacks, carets included, read as plain)
+    write(tmp_path, "prog.py", RAISING_TIMERS)
+    plain = run_plain(tmp_path, "prog.py")
+    assert "Exception in thread timer:" in plain.stderr and "KeyError: 'from run'" in plain.stderr, plain.stderr
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, plain.stderr)
+    trace = (tmp_path / "trace.txt").read_text()
+    assert (traced_calls(trace, "__main__.fire"), traced_calls(trace, "__main__.OwnInner.run")) == (1, 1), trace
+
+
 def test_the_profile_counts_a_timers_function_and_the_timers_thread(tmp_path, path):
     write(tmp_path, "prog.py", TIMERS)
     result = run_cli_on(tmp_path, path, "--context", "profile,operators=no", "--output", "prof.txt", "prog.py")
