@@ -356,7 +356,7 @@ def install_from_env(environ: Mapping[str, str] | None = None) -> bool:
     specs = split(environ.get(CONTEXT), ";")
     output = environ.get(OUTPUT) or None
     try:
-        contexts = [_specs.make(spec, output) for spec in specs]
+        contexts = _specs.make_all(specs, output)
     except Exception as exc:
         from .contexts import ReportPathError  # (a context raised it: imported by now)
 

@@ -17,6 +17,7 @@ from .context_stack import Context
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
+    from collections.abc import Sequence
     from typing import Any
 
     import importlib_metadata
@@ -96,6 +97,26 @@ def make(spec: str, output: str | None = None) -> Context:
     if options:
         raise SpecError(f"context {target!r} takes no options (it has no from_options), got {sorted(options)}")
     return found()
+
+
+def make_all(specs: Sequence[str], output: str | None = None) -> list[Context]:
+    """The contexts ``specs`` describe (as :func:`make` makes each), refusing a report file
+    that two of them would write: each writes its report to ``output`` whole, the last
+    over the others' (docs/cli.md, "Contexts").  Raises ``ReportPathError`` for the report
+    file (``option`` None) then."""
+    contexts = [make(spec, output) for spec in specs]
+    if isinstance(output, str):  # (a file name; standard error, None, takes every report)
+        from .contexts import ReportingContext, ReportPathError
+
+        writers = [type(ctx).__name__ for ctx in contexts  # (those that write one: not null)
+                   if isinstance(ctx, ReportingContext) and ctx.output == output
+                   and type(ctx).write_report is not ReportingContext.write_report]
+        if len(writers) > 1:
+            raise ReportPathError(
+                f"{len(writers)} contexts ({', '.join(writers)}) would write their reports to the same file "
+                f"{output!r}, each over the one before: run the program once per context, each with a "
+                f"report file of its own", None)
+    return contexts
 
 
 def load(target: str) -> Any:

@@ -67,7 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not specs:
         return
     try:
-        contexts = [_specs.make(spec, config.getoption("cassette_output")) for spec in specs]
+        contexts = _specs.make_all(specs, config.getoption("cassette_output"))
     except Exception as exc:
         raise pytest.UsageError(_specs.describe_error(exc, "--cassette-context", "--cassette-output")) from None
     context_stack.push_whole_program(contexts)  # every thread the tests start runs under them

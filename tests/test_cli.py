@@ -185,6 +185,26 @@ def test_unwritable_report_file_is_a_usage_error_before_the_program_starts(tmp_p
     assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.py"]  # nothing created
 
 
+@pytest.mark.parametrize("output", ["r.txt", "r.{pid}.txt"])
+def test_two_contexts_writing_their_reports_to_one_output_file_is_a_usage_error(tmp_path, output):
+    # (docs/cli.md, "Contexts": the last report written would replace the others)
+    script(tmp_path, "open('started', 'w').close()")
+    result = run("--context", "trace", "--context", "profile", "--output", output, "prog.py", cwd=tmp_path)
+    assert result.returncode == 2 and not (tmp_path / "started").exists(), result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        f"python -m cassette_hook: error: --output: 2 contexts (TraceContext, ProfileContext) would write their "
+        f"reports to the same file {output!r}, each over the one before: run the program once per context, each "
+        f"with a report file of its own")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["prog.py"]
+
+
+def test_a_context_that_writes_no_report_shares_the_output_file_with_one_that_does(tmp_path):
+    script(tmp_path, "print('ran')")
+    result = run("--context", "null", "--context", "trace", "--output", "trace.txt", "prog.py", cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (0, "ran\n"), result.stderr
+    assert "builtins.print('ran')" in (tmp_path / "trace.txt").read_text()
+
+
 def test_profile_report_file_is_written_at_exit_not_before(tmp_path):
     script(tmp_path, "import os\nprint(os.path.exists('table.txt'))\n")
     result = run("--context", "profile", "--output", "table.txt", "prog.py", cwd=tmp_path)

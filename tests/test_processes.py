@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import os
 import re
 import signal
@@ -92,6 +93,17 @@ def test_install_from_env_refuses_an_unwritable_report_file_naming_the_variable(
     with pytest.raises(ch.contexts.ReportPathError, match=message):
         ch.install_from_env(environ)
     assert ch.current_context() is None
+
+
+def test_install_from_env_refuses_two_contexts_writing_their_reports_to_one_file(tmp_path):
+    # (docs/cli.md, "Contexts": each would write its report over the other's)
+    environ = {"CASSETTE_HOOK_CONTEXT": "trace;profile", "CASSETTE_HOOK_OUTPUT": str(tmp_path / "r.{pid}.txt")}
+    message = r"^CASSETTE_HOOK_OUTPUT: 2 contexts \(TraceContext, ProfileContext\) would write their reports to"
+    from cassette_hook.contexts import ReportPathError
+
+    with pytest.raises(ReportPathError, match=message):
+        ch.install_from_env(environ)
+    assert ch.current_context() is None and list(tmp_path.iterdir()) == []
 
 
 def test_sitecustomize_instruments_a_plain_python_child(tmp_path):
@@ -768,6 +780,71 @@ def test_what_a_process_pools_function_raises_and_what_cannot_be_pickled_are_as_
                              "--output", "trace.txt", "prog.py", method], cwd=tmp_path,
                             env=env_for(tmp_path, **pure), capture_output=True, text=True, timeout=120)
     assert (result.returncode, result.stdout) == (0, plain.stdout), result.stderr
+
+
+POOL_PARTIALS = """
+import functools, multiprocessing, re, sys
+from concurrent.futures import ProcessPoolExecutor
+
+def work(scale, x, *, offset=0):
+    return scale * x + offset
+
+def other(x):
+    return x
+
+class Refused:
+    reduced = 0
+
+    def __reduce__(self):
+        Refused.reduced += 1
+        raise TypeError("not this one")
+
+class Own(functools.partial):
+    pass
+
+def shown(error):
+    notes = getattr(error, "__notes__", [])
+    return re.sub(r"0x[0-9a-f]+", "ADDR", f"{type(error).__name__}: {error} {notes}")
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context(sys.argv[1])
+    scaled = functools.partial(work, 10, offset=1)
+    scaled.note = "kept"
+    with ctx.Pool(2) as pool:
+        print(pool.map(scaled, range(3)), pool.apply(functools.partial(work, 2), (5,)),
+              pool.map(Own(other), [7]))
+        try:
+            pool.map(functools.partial(work, Refused()), [1])
+        except Exception as error:
+            print(shown(error), Refused.reduced)
+    with ProcessPoolExecutor(1, mp_context=ctx) as executor:
+        print(executor.submit(scaled, 4).result(), list(executor.map(scaled, [5, 6])))
+    print(scaled.note, scaled.func is work, scaled.args, scaled.keywords)
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_a_process_pools_partial_of_the_programs_function_is_a_call_in_its_workers_under_the_trace(
+        tmp_path, method):
+    # (docs/processes.md, "Pools": a partial is handed on as a partial whose function is
+    # the call site; its arguments pickle as plain, once: what fails, fails as plain)
+    write(tmp_path, "prog.py", POOL_PARTIALS)
+    pure = {k: v for k, v in os.environ.items() if k == "CASSETTE_HOOK_PURE_PYTHON"}
+    plain = subprocess.run([sys.executable, "prog.py", method], cwd=tmp_path, env=env_for(tmp_path, **pure),
+                           capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0 and "TypeError: not this one" in plain.stdout, plain.stderr
+    assert plain.stdout.splitlines()[1].endswith(" 1")  # (the argument's __reduce__ ran once)
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context", "trace",
+                             "--output", "trace.txt", "prog.py", method], cwd=tmp_path,
+                            env=env_for(tmp_path, **pure), capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout) == (0, plain.stdout), result.stderr
+    calls = collections.Counter()
+    for report in (p.read_text() for p in tmp_path.glob("trace*.txt")):
+        for m in re.finditer(r"^ *(?:__main__|__mp_main__)\.(work|other)\(.*?(?:\(× (\d+), the first shown\))?$",
+                             report, re.M):
+            calls[m[1]] += int(m[2] or 1)
+    # map 3, apply 1, submit 1, executor map 2; a partial subclass's function is handed on as it is
+    assert calls == {"work": 7}, calls
 
 
 def test_a_process_pools_function_runs_as_itself_in_a_worker_with_no_context(tmp_path):

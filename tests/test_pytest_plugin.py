@@ -230,6 +230,15 @@ def test_unwritable_report_file_is_a_usage_error(project, args, option):
     result.stderr.fnmatch_lines([f"*{option}: ProfileContext: cannot write *: no such directory *missing*"])
 
 
+def test_two_session_contexts_writing_their_reports_to_one_file_is_a_usage_error(project):
+    # (docs/cli.md, "Contexts": each would write its report over the other's)
+    project.makepyfile(test_it="def test_never(): pass")
+    result = project.runpytest_subprocess("--cassette-context", "trace", "--cassette-context", "profile",
+                                          "--cassette-output", "report.txt")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--cassette-output: 2 contexts (TraceContext, ProfileContext) would write *"])
+
+
 def test_suite_that_makes_warnings_errors_runs_under_the_command_line(project):
     # python -m cassette_hook imports cassette_hook before pytest loads it as a plugin;
     # pytest must not warn that it cannot rewrite it (toolz's suite makes that an error).

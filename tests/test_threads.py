@@ -844,7 +844,8 @@ def test_the_profile_counts_each_call_a_thread_pool_makes_of_the_programs_functi
 
 
 OWN_SUBMIT = """
-from concurrent.futures import ThreadPoolExecutor
+import sys
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 
 def work(x):
     return x + 1
@@ -854,8 +855,18 @@ class Pool(ThreadPoolExecutor):
         print("submit got work itself:", fn is work, type(fn).__name__)
         return super().submit(fn, *args, **kwargs)
 
+class Inline(Executor):  # (an executor of the program's own: it runs the function at once)
+    def submit(self, fn, /, *args, **kwargs):
+        future = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+# (3.14+: a map that submits one ahead, the rest as its iterator is read)
+lazily = {"buffersize": 1} if sys.version_info >= (3, 14) else {}
 with Pool(1) as pool:
     print(pool.submit(work, 1).result(), list(pool.map(work, [2])))
+inline = Inline()  # (kept: map's iterator holds it weakly, and submits no more once it is gone)
+print(list(inline.map(work, [3, 4, 5], timeout=None, **lazily)))
 """
 
 
@@ -863,12 +874,23 @@ def test_a_pools_own_submit_gets_the_programs_function_itself_under_the_trace(tm
     # (docs/internals.md, "Callbacks from C": only the standard library's submit gets the call site)
     write(tmp_path, "prog.py", OWN_SUBMIT)
     plain = run_plain(tmp_path, "prog.py")
-    assert plain.stdout == ("submit got work itself: True function\n" * 2) + "2 [3]\n", plain.stderr
-    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert plain.stdout == ("submit got work itself: True function\n" * 2) + "2 [3]\n[4, 5, 6]\n", plain.stderr
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no,fold=no", "--output", "trace.txt", "prog.py")
     assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, "")
     trace = (tmp_path / "trace.txt").read_text()
-    # the call the program makes of its submit is seen, and so is the pool's of work
-    assert (traced_calls(trace, "__main__.Pool.submit"), traced_calls(trace, "__main__.work")) == (1, 2), trace
+    assert traced_calls(trace, "__main__.work") == 5, trace
+
+
+def test_the_trace_shows_each_call_executor_map_makes_of_a_pools_own_submit(tmp_path, path):
+    # (docs/internals.md, "Callbacks from C": map, run as a primitive, runs a copy whose
+    # reads of self.submit are call sites where submit is the program's)
+    write(tmp_path, "prog.py", OWN_SUBMIT)
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no,fold=no", "--output", "trace.txt", "prog.py")
+    assert result.returncode == 0, result.stderr
+    trace = (tmp_path / "trace.txt").read_text()
+    lines = [re.sub(r" at 0x[0-9a-f]+", "", line) for line in trace.splitlines()]
+    assert (traced_calls(trace, "__main__.Pool.submit"), traced_calls(trace, "__main__.Inline.submit")) == (2, 3), trace
+    assert "  __main__.Pool.submit(<Pool object>, <function work>, 2)" in lines, lines  # (inside map's call)
 
 
 POOL_ERRORS = """
@@ -963,10 +985,22 @@ class OwnBootstrap(threading.Thread):
     def run(self):
         work(-5)
 
+class OwnInner(threading.Thread):
+    def _bootstrap_inner(self):
+        note("own bootstrap_inner")
+        super()._bootstrap_inner()
+
+    def run(self):
+        work(-9)
+
 class Fails(threading.Thread):
     def run(self):
         work(-6)
         raise ValueError("from run")
+
+class FailsInner(OwnInner):
+    def run(self):
+        raise KeyError("from run")
 
 def hook(args):
     note(("hook", args.exc_type.__name__, args.thread.name,
@@ -975,13 +1009,16 @@ def hook(args):
 
 def main():
     for thread in (Worker(name="worker"), WithTarget(target=work, args=(-7,), name="with-target"),
-                   OwnStart(name="own-start"), OwnBootstrap(name="own-bootstrap"),
+                   OwnStart(name="own-start"), OwnBootstrap(name="own-bootstrap"), OwnInner(name="own-inner"),
                    Worker(name="daemon", daemon=True), Fails(name="fails-plain")):
         thread.start()
         thread.join()
         note((thread.name, sorted(vars(thread)), "run" in vars(thread), type(thread).run is vars(type(thread))["run"]))
     threading.excepthook = hook
     failing = Fails(name="fails")
+    failing.start()
+    failing.join()
+    failing = FailsInner(name="fails-inner")
     failing.start()
     failing.join()
     note(threading.excepthook is hook)
@@ -996,8 +1033,8 @@ def test_a_thread_subclass_and_threading_excepthook_see_what_they_see_plain_unde
     # in threading)
     write(tmp_path, "prog.py", SUBCLASSED + "main()\n")
     plain = run_plain(tmp_path, "prog.py")
-    assert ("hook", "ValueError", "fails", ["_bootstrap_inner", "run"]) == ast.literal_eval(
-        plain.stdout.splitlines()[-2]), plain.stdout
+    assert "('hook', 'ValueError', 'fails', ['_bootstrap_inner', 'run'])\nown bootstrap_inner\n" \
+           "('hook', 'KeyError', 'fails-inner', ['_bootstrap_inner', 'run'])\nTrue\n" in plain.stdout, plain.stdout
     assert "Exception in thread fails-plain:" in plain.stderr and "own bootstrap" in plain.stdout
     for spec in ("trace,operators=no", "profile,operators=no"):
         result = run_cli_on(tmp_path, path, "--context", spec, "--output", "report.txt", "prog.py")
@@ -1015,9 +1052,8 @@ def test_the_trace_shows_a_thread_subclasss_own_run_as_a_call_in_that_thread(tmp
                      "[own-start]     builtins.abs(-4) -> 4", "[own-start]   __main__.work -> 4",
                      "[own-start] __main__.OwnStart.run -> None"], lines
     runs = {name: traced_calls("\n".join(lines), f"__main__.{name}.run")
-            for name in ("Worker", "WithTarget", "OwnStart", "OwnBootstrap", "Fails")}
-    # a class that overrides threading's private _bootstrap runs it as plain: its run is not handed over
-    assert runs == {"Worker": 2, "WithTarget": 1, "OwnStart": 1, "OwnBootstrap": 0, "Fails": 2}, lines
+            for name in ("Worker", "WithTarget", "OwnStart", "OwnBootstrap", "OwnInner", "Fails")}
+    assert runs == {"Worker": 2, "WithTarget": 1, "OwnStart": 1, "OwnBootstrap": 1, "OwnInner": 1, "Fails": 2}, lines
     assert "[with-target]     __main__.work(-7)" in lines, lines  # super().run()'s call of the target
 
 
@@ -1031,7 +1067,7 @@ def test_threads_start_as_plain_where_threadings_bootstrap_cannot_be_copied(monk
     monkeypatch.setattr(thread_bootstrap, "_swapped_code", unreadable)
     monkeypatch.setattr(thread_bootstrap, "_copies", None)
     thread = threading.Thread(target=lambda: None)
-    assert thread_bootstrap.seeing_start(thread, lambda f: f) is None
+    assert thread_bootstrap.seeing("Thread.start", thread, lambda f: f) is None
     assert thread_bootstrap._copies == {}  # (not tried again at every thread)
 
 
@@ -1052,6 +1088,123 @@ def test_the_trace_shows_the_programs_threading_excepthook_called_when_a_threads
                              "[fails]   __main__.work -> 8"], lines
 
 
+def test_the_trace_shows_a_classs_own_bootstrap_and_the_run_it_leads_to_as_calls_in_that_thread(tmp_path, path):
+    # (docs/internals.md, "Callbacks from C": a class's own _bootstrap or _bootstrap_inner
+    # is handed over as a call site, and its super() call runs threading's copy)
+    write(tmp_path, "prog.py", SUBCLASSED + "main()\n")
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert result.returncode == 0, result.stderr
+    lines = (tmp_path / "trace.txt").read_text().splitlines()
+    shown = [re.sub(r" at 0x[0-9a-f]+", "", line) for line in lines if line.startswith("[own-inner]")]
+    assert [line for line in shown if "bootstrap_inner(" in line or ".run(" in line] == [
+        "[own-inner] __main__.OwnInner._bootstrap_inner(<OwnInner object>)",
+        "[own-inner]   threading.Thread._bootstrap_inner(<OwnInner object>)",
+        "[own-inner]     __main__.OwnInner.run(<OwnInner object>)"], lines
+    assert traced_calls("\n".join(lines), "__main__.OwnBootstrap._bootstrap") == 1, lines
+
+
+def test_the_trace_shows_threading_excepthook_called_for_a_thread_whose_class_overrides_its_bootstrap(tmp_path, path):
+    write(tmp_path, "prog.py", SUBCLASSED + "main()\n")
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert result.returncode == 0, result.stderr
+    in_the_thread = [line for line in (tmp_path / "trace.txt").read_text().splitlines()
+                     if line.startswith("[fails-inner] ")]
+    assert "[fails-inner]     __main__.hook -> None" in in_the_thread, in_the_thread
+    assert traced_calls("\n".join(in_the_thread), "__main__.hook") == 1, in_the_thread
+
+
+TIMERS = """
+import threading
+
+seen = []
+
+def fire(x):
+    timer = threading.current_thread()
+    seen.append((x, getattr(timer, "function", None) is fire, "function" in vars(timer)))
+    return abs(-x)
+
+class Later(threading.Timer):
+    def run(self):
+        seen.append("later")
+        super().run()
+
+timer = threading.Timer(0.01, fire, args=(1,))
+timer.name = "timer"
+timer.start()
+timer.join()
+later = Later(0.0, fire, args=(2,))
+later.name = "later"
+later.start()
+later.join()
+cancelled = threading.Timer(60, fire, args=(3,))
+cancelled.start()
+cancelled.cancel()
+cancelled.join()
+now = threading.Timer(0.0, fire, args=(4,))
+now.run()  # (in this thread: the program's own call of Timer.run)
+print(seen, timer.function is fire, sorted(vars(timer)) == sorted(vars(threading.Timer(1, fire))))
+"""
+
+
+def test_the_trace_shows_a_timers_function_as_a_call_in_the_timers_thread(tmp_path, path):
+    # (docs/internals.md, "Callbacks from C": Timer.run, run as a primitive, runs a copy
+    # that reads its function off a receiver, which hands it over as a call site)
+    write(tmp_path, "prog.py", TIMERS)
+    plain = run_plain(tmp_path, "prog.py")
+    assert plain.stdout == "[(1, True, True), 'later', (2, True, True), (4, False, False)] True True\n", plain.stderr
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, "")
+    lines = [re.sub(r" at 0x[0-9a-f]+", "", line) for line in (tmp_path / "trace.txt").read_text().splitlines()]
+    assert [line for line in lines if line.startswith("[timer]") and "__main__.fire" in line] == [
+        "[timer]   __main__.fire(1)", "[timer]   __main__.fire -> 1"], lines
+    # (later's: inside its own run's super().run())
+    assert "[later]     __main__.fire(2)" in lines and "  __main__.fire(4)" in lines, lines
+    assert traced_calls("\n".join(lines), "__main__.fire") == 3, lines
+
+
+RAISING_TIMERS = """
+import threading
+
+def fire():
+    raise ValueError("from the timer")
+
+class OwnInner(threading.Thread):
+    def _bootstrap_inner(self):
+        super()._bootstrap_inner()
+
+    def run(self):
+        raise KeyError("from run")
+
+timer = threading.Timer(0, fire)
+timer.name = "timer"
+timer.start()
+timer.join()
+thread = OwnInner(name="own-inner")
+thread.start()
+thread.join()
+"""
+
+
+def test_what_a_timers_function_and_a_run_behind_a_classs_own_bootstrap_raise_is_reported_as_plain(tmp_path, path):
+    # (the copies keep threading's names, files, lines and positions: the default hook's
+    # tracebacks, carets included, read as plain)
+    write(tmp_path, "prog.py", RAISING_TIMERS)
+    plain = run_plain(tmp_path, "prog.py")
+    assert "Exception in thread timer:" in plain.stderr and "KeyError: 'from run'" in plain.stderr, plain.stderr
+    result = run_cli_on(tmp_path, path, "--context", "trace,operators=no", "--output", "trace.txt", "prog.py")
+    assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, plain.stderr)
+    trace = (tmp_path / "trace.txt").read_text()
+    assert (traced_calls(trace, "__main__.fire"), traced_calls(trace, "__main__.OwnInner.run")) == (1, 1), trace
+
+
+def test_the_profile_counts_a_timers_function_and_the_timers_thread(tmp_path, path):
+    write(tmp_path, "prog.py", TIMERS)
+    result = run_cli_on(tmp_path, path, "--context", "profile,operators=no", "--output", "prof.txt", "prog.py")
+    assert result.returncode == 0, result.stderr
+    table = (tmp_path / "prof.txt").read_text()
+    assert profiled_calls(table, "__main__.fire") == 3 and " in 4 threads," in table.splitlines()[0], table
+
+
 def test_install_from_envs_trace_shows_a_thread_subclasss_run_and_threading_excepthook(tmp_path, path):
     write(tmp_path, "subclassed.py", SUBCLASSED)
     write(tmp_path, "prog.py", "import subclassed\nsubclassed.main()\n")
@@ -1064,7 +1217,7 @@ def test_install_from_envs_trace_shows_a_thread_subclasss_run_and_threading_exce
                             timeout=120)
     assert (result.returncode, result.stdout, result.stderr) == (0, plain.stdout, plain.stderr)
     trace = (tmp_path / "trace.txt").read_text()
-    assert (traced_calls(trace, "subclassed.Worker.run"), traced_calls(trace, "subclassed.hook")) == (2, 1), trace
+    assert (traced_calls(trace, "subclassed.Worker.run"), traced_calls(trace, "subclassed.hook")) == (2, 2), trace
 
 
 def test_the_profile_counts_a_thread_subclasss_run_threading_excepthook_and_their_threads(tmp_path, path):
@@ -1074,10 +1227,11 @@ def test_the_profile_counts_a_thread_subclasss_run_threading_excepthook_and_thei
     assert result.returncode == 0, result.stderr
     table = (tmp_path / "prof.txt").read_text()
     runs = {name: profiled_calls(table, f"__main__.{name}.run")
-            for name in ("Worker", "WithTarget", "OwnStart", "OwnBootstrap", "Fails")}
-    assert runs == {"Worker": 2, "WithTarget": 1, "OwnStart": 1, "OwnBootstrap": 1, "Fails": 2}, table
-    assert profiled_calls(table, "__main__.hook") == 1 and profiled_calls(table, "__main__.work") == 8, table
-    assert " in 8 threads," in table.splitlines()[0], table  # main and the seven it started
+            for name in ("Worker", "WithTarget", "OwnStart", "OwnBootstrap", "OwnInner", "Fails", "FailsInner")}
+    assert runs == {"Worker": 2, "WithTarget": 1, "OwnStart": 1, "OwnBootstrap": 1, "OwnInner": 1, "Fails": 2,
+                    "FailsInner": 1}, table
+    assert profiled_calls(table, "__main__.hook") == 2 and profiled_calls(table, "__main__.work") == 10, table
+    assert " in 10 threads," in table.splitlines()[0], table  # main and the nine it started
 
 
 THREAD_FRAMES = """

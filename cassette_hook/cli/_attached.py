@@ -66,7 +66,7 @@ def _start(request: dict[str, Any]) -> dict[str, Any]:
     if output is None:  # (the report goes to a file of the attacher's, which shows it)
         output = stream = open(request["report"], "w", encoding="utf-8")
     try:
-        contexts = [_specs.make(_absolute_paths(spec, request["cwd"]), output) for spec in request["contexts"]]
+        contexts = _specs.make_all([_absolute_paths(spec, request["cwd"]) for spec in request["contexts"]], output)
     except Exception as exc:  # a bad name, option or report file: the user's mistake
         if stream is not None:
             stream.close()

@@ -198,7 +198,7 @@ def _run_here(options: _Options, include: list[str], program_args: list[str]) ->
     from ..importhook import unmatched, finder
 
     try:
-        contexts = [_specs.make(spec, options.output) for spec in options.context]
+        contexts = _specs.make_all(options.context, options.output)
     except Exception as exc:  # a bad name, option, report file or constructor: the error, not our traceback
         _usage_error(_specs.describe_error(exc, "--context", "--output"))
     if options.subprocesses:

@@ -294,7 +294,7 @@ def _make_contexts(specs: Sequence[str], output: str | None, path0: str | None, 
     if path0 is not None:
         sys.path.insert(0, path0)
     try:
-        return [_specs.make(spec, output) for spec in specs]
+        return _specs.make_all(specs, output)
     except Exception as exc:  # a bad name, option, report file or constructor: the command line's usage error
         message = _specs.describe_error(exc, "--context", "--output")
         print(f"usage: {USAGE}\n{PROG}: error: {message}", file=sys.stderr, flush=True)  # (as argparse says it)

@@ -36,7 +36,7 @@ import weakref
 from types import BuiltinFunctionType, FrameType, FunctionType, MethodDescriptorType, MethodType, ModuleType
 from typing import Any, Callable, cast
 
-from . import hotpath, operators, thread_bootstrap
+from . import hotpath, operators, receivers, thread_bootstrap
 from .. import context_stack, dispatch, generics
 from .._budget import recursion_budget
 from .._own import is_own_frame, strip_traceback
@@ -402,9 +402,10 @@ def _signal_getsignal(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
 # whatever contexts are active there, and the target would not be a call of its own
 # (docs/internals.md, "Callbacks from C").  So ``Thread.start`` run as a primitive makes
 # the target a call site before it starts the thread, and starts it from copies of
-# ``threading``'s code that hand a subclass's own ``run`` and the program's
-# ``threading.excepthook`` over as call sites (``thread_bootstrap``): the whole-program
-# contexts, which are the new thread's, see those calls.
+# ``threading``'s code that hand a subclass's own ``run``, ``_bootstrap`` and
+# ``_bootstrap_inner``, the program's ``threading.excepthook`` and a ``Timer``'s function
+# over as call sites (``thread_bootstrap``): the whole-program contexts, which are the new
+# thread's, see those calls.
 
 def _handed_to_a_thread(callback: Any) -> Any:
     """``callback``, which code that runs plain will call in another thread, as a call
@@ -429,7 +430,7 @@ def _thread_start(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     started: Any = own.get("_started")
     if not issubclass(type(started), threading.Event) or started.is_set():
         return f(*args, **kwargs)  # (not initialised, or started: start's own error)
-    start = thread_bootstrap.seeing_start(thread, _kept) or functools.partial(f, thread)
+    start = thread_bootstrap.seeing("Thread.start", thread, _kept) or functools.partial(f, thread)
     target = own.get("_target")
     kept = _kept(target) if type(thread).run is threading.Thread.run else target
     if kept is target:
@@ -461,6 +462,26 @@ def _thread_run(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             own["_target"] = target
 
 
+def _thread_code(name: str) -> Handler:
+    """A handler for ``threading``'s method of qualified name ``name`` (``Thread._bootstrap``,
+    ``Thread._bootstrap_inner``, ``Timer.run``) run as a primitive: called from the
+    program's code (a subclass's own ``_bootstrap`` calling ``super()._bootstrap()``, or a
+    ``Timer``'s ``run``, which the copy of ``_bootstrap_inner`` calls as a call site, or the
+    program does), it runs the copy of that code that hands the thread's ``run``, the
+    program's ``threading.excepthook`` and a timer's ``function`` over as call sites
+    (``thread_bootstrap``).  It runs in the calling thread, seen by its contexts."""
+
+    def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        thread: Any = args[0] if len(args) == 1 and not kwargs else None
+        if issubclass(type(thread), threading.Thread):  # (asked by type: no __class__ of the program's read)
+            copy = thread_bootstrap.seeing(name, thread, _kept)
+            if copy is not None:
+                return copy()
+        return f(*args, **kwargs)
+
+    return handler
+
+
 # -- functions handed to a thread pool by a library's code that runs plain -------------
 #
 # Likewise a thread pool's function, under such a plan: ``pool.submit(f)``, ``pool.map(f,
@@ -490,17 +511,81 @@ def _runs_work_as_given(executor: Any, *, through_submit: bool) -> bool:
         for name in (("submit", "prepare_context") if through_submit else ("prepare_context",)))
 
 
-def _pool_method(*, through_submit: bool) -> Handler:
-    """A handler for a pool's method that takes the function after the receiver
-    (``submit(fn, ...)``, ``map(fn, ...)``): the function as a call site where the pool
-    runs it as given."""
+def _thread_pool_submit(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``ThreadPoolExecutor.submit(pool, fn, ...)`` run as a primitive: ``fn`` as a call
+    site where the pool runs it as given."""
+    if len(args) > 1 and _runs_work_as_given(args[0], through_submit=False):
+        args = (args[0], _handed_to_a_thread(args[1]), *args[2:])
+    return f(*args, **kwargs)
 
-    def handler(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if len(args) > 1 and _runs_work_as_given(args[0], through_submit=through_submit):
-            args = (args[0], _handed_to_a_thread(args[1]), *args[2:])
+
+class _Submitting:
+    """What the copy of ``Executor.map`` reads ``submit`` off (``receivers``): the pool's
+    ``submit``, read as ``self.submit`` reads it, as a call site where it is code the
+    running context's plan recurses into -- the program's own ``submit`` -- and as read
+    otherwise (a library's executor's: as plain).  The pool is held weakly, as ``map``'s
+    iterator holds it (3.14+, which submits more as it is iterated, through
+    ``executor_weakref``): the copy of the iterator's code holds this receiver."""
+
+    __slots__ = ("_pool",)
+
+    def __init__(self, pool: Any) -> None:
+        self._pool: weakref.ref[Any] = weakref.ref(pool)
+
+    @property
+    def submit(self) -> Any:
+        pool: Any = self._pool()  # (alive: map, or its iterator that has just read it, holds it)
+        submit = pool.submit  # (the program's lookup, if any)
+        func = submit.__func__ if type(submit) is MethodType else None
+        entry = context_stack.top()
+        if type(func) is FunctionType and entry is not None and entry.plan.recurses_into(func):
+            return _kept(submit)
+        return submit
+
+
+_map_copy: list[Any] = []  # [the copy's code, or None where it cannot be made], once made
+
+
+def _map_submitting(map_: FunctionType, pool: Any) -> Any:
+    """``Executor.map`` (``map_``) bound to ``pool``, run from a copy that reads each
+    ``self.submit`` off a :class:`_Submitting` (in ``map``, in the comprehension or
+    generator expression that submits and, 3.14+, in the iterator that submits more, as
+    ``executor.submit``); None where the copy cannot be made."""
+    if not _map_copy:
+        try:
+            code, found = receivers.swapped_code(map_.__code__, ("submit",), ("self", "executor"))
+        except (RecursionError, MemoryError):
+            return None  # (plain this time; tried again at the next)
+        except Exception:  # a concurrent.futures or bytecode the copy cannot be made of: map runs plain
+            code, found = None, {}
+        _map_copy.append(code if found.get("submit") else None)
+    code = _map_copy[0]
+    if code is None:
+        return None
+    func = FunctionType(receivers.with_receiver(code, _Submitting(pool)), map_.__globals__, map_.__name__,
+                        map_.__defaults__, map_.__closure__)
+    func.__kwdefaults__, func.__qualname__ = map_.__kwdefaults__, map_.__qualname__
+    return MethodType(func, pool)
+
+
+def _executor_map(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``Executor.map(pool, fn, *iterables)`` run as a primitive: for the standard library's
+    thread pool, ``fn`` as a call site; for a pool whose ``submit`` is its own, a copy of
+    ``map`` whose calls of ``self.submit`` are call sites (the program's ``submit``, which
+    ``map`` calls plainly, would not be a call of its own)."""
+    if len(args) < 2:
         return f(*args, **kwargs)
+    pool = args[0]
+    if _runs_work_as_given(pool, through_submit=True):
+        return f(pool, _handed_to_a_thread(args[1]), *args[2:], **kwargs)
+    from concurrent.futures import _base  # (imported: the call being run is of its code)
 
-    return handler
+    if issubclass(type(pool), _base.Executor) and operators.class_attribute(type(pool), "submit") is not vars(
+            _base.Executor).get("submit"):
+        copy = _map_submitting(f, pool)
+        if copy is not None:
+            return copy(*args[1:], **kwargs)
+    return f(*args, **kwargs)
 
 
 def _hands_to_a_thread_pool(loop: Any, executor: Any) -> bool:
@@ -603,10 +688,31 @@ def _pickles_by_reference(function: Any) -> bool:
 def _shipped(function: Any) -> Any:
     """``function``, which a process pool's plain code pickles for a worker, as a call
     site the worker unpickles as its own (a :class:`_Shipped`, equal to it); itself where
-    no whole-program context is active, or where it does not pickle by reference."""
-    if context_stack.whole_program() and _pickles_by_reference(function):
+    no whole-program context is active, or where it does not pickle by reference.  A
+    ``functools.partial`` of a function that does is handed on as a partial of the same
+    type, arguments and attributes whose function is shipped (:func:`_partial_shipping`)."""
+    if not context_stack.whole_program():
+        return function
+    if _pickles_by_reference(function):
         return _Shipped(hotpath.call, function)
+    if type(function) is functools.partial and _pickles_by_reference(function.func):
+        return _partial_shipping(function)
     return function
+
+
+def _partial_shipping(given: functools.partial[Any]) -> Any:
+    """A ``functools.partial`` like ``given`` whose function is a :class:`_Shipped` of
+    ``given``'s.  Pickled, it is what ``given`` is, but for its function: the same type,
+    the same arguments, keywords and attributes, pickled by the same reduction in the
+    same order, so what fails to pickle among them fails as plain (the same exception,
+    message and, 3.14+, notes), and the program's ``__reduce__`` of an argument runs once,
+    where the pool pickles the task.  Made by ``__setstate__``, which keeps the function
+    as given: ``partial(shipped, ...)`` would flatten a partial subclass into its own."""
+    made: Any = functools.partial(_Shipped)  # (any callable: replaced by the state)
+    attributes = given.__dict__
+    made.__setstate__((_Shipped(hotpath.call, given.func), given.args, given.keywords or None,
+                       dict(attributes) if attributes else None))
+    return made
 
 
 def _keeps(kind: type, base: type, names: tuple[str, ...]) -> bool:
@@ -643,8 +749,8 @@ def _shipping_method(module: str, pool: str, route: tuple[str, ...]) -> Handler:
 # and qualified name: a plan that meets one as a primitive enters it in SPECIAL
 # (:func:`note_primitive`), once it is sure it is the module's own.
 _LATER: dict[tuple[str, str], Handler] = {
-    ("concurrent.futures.thread", "ThreadPoolExecutor.submit"): _pool_method(through_submit=False),
-    ("concurrent.futures._base", "Executor.map"): _pool_method(through_submit=True),
+    ("concurrent.futures.thread", "ThreadPoolExecutor.submit"): _thread_pool_submit,
+    ("concurrent.futures._base", "Executor.map"): _executor_map,
     ("asyncio.threads", "to_thread"): _to_thread,
     ("asyncio.base_events", "BaseEventLoop.run_in_executor"): _run_in_executor,
     **{("multiprocessing.pool", f"Pool.{name}"): _shipping_method("multiprocessing.pool", "Pool", route)
@@ -695,6 +801,8 @@ class _FinalizerRef(_Arguments):
 _KEPT: dict[Any, Handler] = {
     atexit.register: _atexit_register, _signal.signal: _signal_signal, _signal.getsignal: _signal_getsignal,
     threading.Thread.start: _thread_start, threading.Thread.run: _thread_run,
+    **{getattr(threading, kind).__dict__[name]: _thread_code(f"{kind}.{name}")
+       for kind, name in (("Thread", "_bootstrap"), ("Thread", "_bootstrap_inner"), ("Timer", "run"))},
     weakref.ref: _FinalizerRef(),
 }
 

@@ -18,9 +18,14 @@ thing: where the original reads ``self._bootstrap``, ``self._bootstrap_inner``,
 :class:`_Receiver` of the thread (a constant of the copy's code, one per thread), which
 reads it off the thread -- at the same moment, through the same lookup, the program's
 ``__getattribute__`` included -- and gives back the next copy, ``run`` as a call site,
-or the standard ``invoke_excepthook`` with the program's hook as a call site.  Anything
-else (a class that overrides ``_bootstrap``, a ``run`` set on the instance that is not a
-Python callback) it gives back as read.  The copies keep the originals' names, file and
+or the standard ``invoke_excepthook`` with the program's hook as a call site.  A class's
+own ``_bootstrap`` or ``_bootstrap_inner`` is given back as a call site (its
+``super()._bootstrap()`` is a call site of ``threading``'s, which the primitive runs from
+the copy again: ``primitives._thread_code``); anything else (a ``run`` set on the
+instance that is not a Python callback) as read.  A ``threading.Timer``'s ``run`` is
+copied too, reading its public ``function`` off the receiver, which gives it back as a
+call site: the timer's ``run`` is the standard library's, and the function only ever
+reaches it through that read.  The copies keep the originals' names, file and
 line numbers, and their locals: the thread's frames and tracebacks read as plain.  What
 differs is only what introspection of ``threading``'s own frames would find: their
 ``f_code`` is not ``Thread._bootstrap_inner.__code__``, and ``invoke_excepthook``'s
@@ -33,42 +38,28 @@ import threading
 from types import CodeType, FunctionType, MethodType
 from typing import Any, Callable
 
+from . import receivers
+
 Handed = Callable[[Any], Any]  # a Python callback -> a call site of it (primitives._kept)
 
-# What each copy reads off the receiver rather than off the thread.
-_SWAPPED = {"start": ("_bootstrap",), "_bootstrap": ("_bootstrap_inner",),
-            "_bootstrap_inner": ("run", "_invoke_excepthook")}
+# What each copy (a method of threading's, by qualified name) reads off the receiver
+# rather than off the thread.
+_SWAPPED = {"Thread.start": ("_bootstrap",), "Thread._bootstrap": ("_bootstrap_inner",),
+            "Thread._bootstrap_inner": ("run", "_invoke_excepthook"), "Timer.run": ("function",)}
 
 
-class _Placeholder:
-    """The constant a copy's code holds where the receiver goes (replaced per thread)."""
-
-    __slots__ = ()
-
-
-_PLACEHOLDER = _Placeholder()
+def _original(qualname: str) -> FunctionType:
+    """``threading``'s own method of that qualified name (``"Thread.start"``)."""
+    kind, name = qualname.split(".")
+    return vars(vars(threading)[kind])[name]  # type: ignore[no-any-return]
 
 
 def _swapped_code(func: FunctionType, names: tuple[str, ...]) -> CodeType | None:
-    """``func``'s code with each ``self.<name>`` of ``names`` read off :data:`_PLACEHOLDER`
-    instead of ``self``; None where the code is not of the shape expected (each name read
+    """``func``'s code with each ``self.<name>`` of ``names`` read off the receiver
+    (``receivers``); None where the code is not of the shape expected (each name read
     once, right after ``self`` is loaded), which leaves the thread to run plain."""
-    from bytecode import Bytecode, Instr  # (imported here: only a thread started under the trace needs it)
-
-    code = Bytecode.from_code(func.__code__)
-    found = {name: 0 for name in names}
-    previous: Any = None
-    for item in code:
-        if isinstance(item, Instr) and item.name in ("LOAD_ATTR", "LOAD_METHOD"):
-            name: Any = item.arg[1] if isinstance(item.arg, tuple) else item.arg  # (3.12+: (method?, name))
-            if name in found and isinstance(previous, Instr) and previous.name.startswith("LOAD_FAST") \
-                    and previous.arg == "self":
-                found[name] += 1
-                previous.set("LOAD_CONST", _PLACEHOLDER)
-        previous = item
-    if any(count != 1 for count in found.values()):
-        return None
-    return code.to_code()
+    code, found = receivers.swapped_code(func.__code__, names)
+    return code if all(count == 1 for count in found.values()) else None
 
 
 _copies: dict[str, CodeType] | None = None  # the copies' code, made at the first thread started here
@@ -78,11 +69,11 @@ def _codes() -> dict[str, CodeType]:
     global _copies
     if _copies is None:
         try:
-            made = {name: _swapped_code(vars(threading.Thread)[name], names) for name, names in _SWAPPED.items()}
+            made = {name: _swapped_code(_original(name), names) for name, names in _SWAPPED.items()}
         except (RecursionError, MemoryError):
             return {}  # (this thread starts plain; the copies are tried again at the next)
         except Exception:  # a threading or bytecode the copies cannot be made of: threads start plain
-            made = {"start": None}
+            made = {"Thread.start": None}
         _copies = {name: code for name, code in made.items() if code is not None}
         if len(_copies) != len(made):
             _copies = {}
@@ -90,12 +81,9 @@ def _codes() -> dict[str, CodeType]:
 
 
 def _bound(name: str, thread: Any, receiver: _Receiver) -> MethodType:
-    """The copy of ``Thread.<name>`` bound to ``thread``, reading ``receiver``."""
-    code = _codes()[name]
-    consts = code.co_consts
-    at = consts.index(_PLACEHOLDER)  # (compared by identity first: it has no __eq__)
-    code = code.replace(co_consts=(*consts[:at], receiver, *consts[at + 1:]))
-    original = vars(threading.Thread)[name]
+    """The copy of ``threading.<name>`` (a qualified name) bound to ``thread``, reading ``receiver``."""
+    code = receivers.with_receiver(_codes()[name], receiver)
+    original = _original(name)
     func = FunctionType(code, original.__globals__, original.__name__, original.__defaults__)
     func.__qualname__ = original.__qualname__
     return MethodType(func, thread)
@@ -121,11 +109,13 @@ class _Receiver:
         self._thread, self._handed = thread, handed
 
     def _own(self, name: str) -> Any:
+        """The thread's ``_bootstrap`` or ``_bootstrap_inner``: threading's own as the next
+        copy, a class's own (the program's) as a call site."""
         value = getattr(self._thread, name)  # (as ``self.<name>``: the program's lookup, if any)
         if type(value) is MethodType and value.__self__ is self._thread \
                 and value.__func__ is vars(threading.Thread)[name]:
-            return _bound(name, self._thread, self)
-        return value
+            return _bound(f"Thread.{name}", self._thread, self)
+        return self._handed(value)
 
     @property
     def _bootstrap(self) -> Any:
@@ -143,6 +133,10 @@ class _Receiver:
         return self._handed(run)
 
     @property
+    def function(self) -> Any:
+        return self._handed(self._thread.function)  # (a Timer's: what its run calls)
+
+    @property
     def _invoke_excepthook(self) -> Any:
         invoke = self._thread._invoke_excepthook
         hook = vars(threading).get("excepthook")
@@ -153,10 +147,12 @@ class _Receiver:
         return FunctionType(invoke.__code__, namespace, invoke.__name__, invoke.__defaults__, invoke.__closure__)
 
 
-def seeing_start(thread: threading.Thread, handed: Handed) -> Callable[[], None] | None:
-    """``thread.start`` (``Thread.start``'s code, bound) with the new thread's ``run`` and
-    ``threading.excepthook`` handed over as call sites (by ``handed``), or None where the
-    copies cannot be made on this CPython."""
+def seeing(name: str, thread: Any, handed: Handed) -> Callable[[], None] | None:
+    """``thread.<method>``, where ``name`` is the method's qualified name in ``threading``
+    (``"Thread.start"``, ``"Thread._bootstrap"``, ``"Thread._bootstrap_inner"``,
+    ``"Timer.run"``): its code, bound, with what it calls of the thread's -- and so the
+    new thread's ``run`` and ``threading.excepthook``, a timer's function -- handed over
+    as call sites (by ``handed``); None where the copies cannot be made on this CPython."""
     if not _codes():
         return None
-    return _bound("start", thread, _Receiver(thread, handed))
+    return _bound(name, thread, _Receiver(thread, handed))
