@@ -151,3 +151,17 @@ def test_our_decoder_leaves_a_handler_range_starting_inside_an_instruction_to_by
     assert start_units < 64 and table[0] & 128 and not table[0] & 64  # (a one-byte start: rewritten in place)
     moved = body.replace(co_exceptiontable=bytes([128 | start_units, *table[1:]]))
     assert decoder.bytecode(moved) is None
+
+
+def test_our_decoder_names_arguments_cells_and_free_variables_as_bytecode_does():
+    source = ("def f(a, b=1, /, c=2, *args, d, e=3, **kwargs):\n"
+              "    '''The docstring.'''\n"
+              "    x = a\n"
+              "    def g(y):\n"
+              "        return a + x + y + d\n"
+              "    return g\n")
+    outer = next(c for c in compile(source, "<f>", "exec").co_consts if isinstance(c, CodeType))
+    for body in _bodies(outer):
+        ours = decoder.bytecode(body)
+        assert ours is not None
+        _assert_same(ours, _by_bytecode(body))
