@@ -27,6 +27,7 @@ whether a local opcode may name a cell) come from the family (``_py312``, ``_py3
 
 from __future__ import annotations
 
+import sys
 from opcode import EXTENDED_ARG, opname
 from types import CodeType
 from typing import Callable, NamedTuple, Sequence
@@ -137,7 +138,7 @@ class Decoder:
         converters: dict[int, Callable[[int], object]] = {
             _COMPARE: compare, _INTRINSIC1: Intrinsic1Op, _INTRINSIC2: Intrinsic2Op, _BINARY: BinaryOp,
             _FORMAT: FormatValue}
-        self._converters = [converters.get(kind) for kind in range(_UNKNOWN + 1)]
+        self._converters = [converters.get(kind, int) for kind in range(_UNKNOWN + 1)]  # (int: no enum)
         self._members: list[dict[int, object]] = [{} for _ in range(_UNKNOWN + 1)]  # enum members by arg
 
     def bytecode(self, code: CodeType) -> Bytecode | None:
@@ -149,13 +150,17 @@ class Decoder:
             return None  # (bytecode's route then gives its result, or its error)
 
     def _bytecode(self, code: CodeType) -> Bytecode:
+        if sys.version_info < (3, 11):  # (never: made for 3.12 and 3.13; this says so to the type checker)
+            raise _Declined
         raw = code.co_code
         positions = list(code.co_positions())
         consts, names, freevars = code.co_consts, code.co_names, code.co_freevars
         varnames = list(code.co_varnames)
-        cells = varnames + [CellVar(name) for name in code.co_cellvars if name not in varnames]
+        cells: list[str | CellVar] = [*varnames, *(CellVar(name) for name in code.co_cellvars if name not in varnames)]
         ncells = len(cells)
-        locals_ = cells + [FreeVar(name) for name in freevars if name not in varnames] if self._local_cells else varnames
+        locals_: Sequence[str | CellVar | FreeVar] = varnames
+        if self._local_cells:
+            locals_ = [*cells, *(FreeVar(name) for name in freevars if name not in varnames)]
         table, converters, members = self._table, self._converters, self._members
 
         entries = _entries(code.co_exceptiontable)
@@ -231,7 +236,7 @@ class Decoder:
                 known = members[kind]
                 arg = known.get(c_arg)
                 if arg is None:
-                    arg = known[c_arg] = converters[kind](c_arg)  # type: ignore[misc]
+                    arg = known[c_arg] = converters[kind](c_arg)
             elif kind == _FLAGS_NAME:
                 arg = (bool(c_arg & 1), bool(c_arg & 2), names[c_arg >> 2])
             elif kind == _DUAL:
@@ -280,7 +285,8 @@ class Decoder:
             items = _with_labels(items, [(starts[target], label) for target, label in labels.items()])
 
         bc = Bytecode()
-        bc.argcount, bc.posonlyargcount, bc.kwonlyargcount = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+        bc.argcount, bc.posonlyargcount = code.co_argcount, code.co_posonlyargcount
+        bc.kwonlyargcount = code.co_kwonlyargcount
         bc.flags = CompilerFlags(code.co_flags)
         bc.first_lineno = code.co_firstlineno
         bc.name, bc.qualname, bc.filename = code.co_name, code.co_qualname, code.co_filename
