@@ -97,12 +97,18 @@ def _assert_same(ours, theirs) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_our_decoder_makes_the_bytecode_bytecode_makes_of_real_modules_item_by_item():
-    bodies = _real_bodies()
-    assert len(bodies) > 1000
-    for body in bodies:
+    compared = 0
+    for body in _real_bodies():
+        try:
+            theirs = _by_bytecode(body)
+        except Exception:  # (3.13: a class body's inlined comprehension naming a free variable)
+            assert decoder.bytecode(body) is None, body.co_qualname  # (left to bytecode, and its error)
+            continue
         ours = decoder.bytecode(body)
-        assert ours is not None, body.co_qualname
-        _assert_same(ours, _by_bytecode(body))
+        assert ours is not None, body.co_qualname  # (it declines nothing bytecode reads)
+        _assert_same(ours, theirs)
+        compared += 1
+    assert compared > 1000
 
 
 def test_the_family_decodes_with_our_decoder_not_bytecodes(monkeypatch):
