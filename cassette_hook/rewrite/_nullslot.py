@@ -75,9 +75,10 @@ def own_decoder(compare: Callable[[int], Compare], *, local_cells: bool) -> Deco
 
 
 def _inline_caches() -> list[int]:
-    """Inline cache entries after each opcode."""
+    """Inline cache entries after each opcode, for every opcode."""
     entries = dis._inline_cache_entries  # type: ignore[attr-defined]  # (a list by opcode on 3.12, by name since)
-    return [entries.get(name, 0) for name in opname] if isinstance(entries, dict) else list(entries)
+    caches = [entries.get(name, 0) for name in opname] if isinstance(entries, dict) else list(entries)
+    return caches + [0] * (len(opname) - len(caches))  # (3.15's list ends at the last opcode with caches)
 
 
 class NullSlotFamily:
