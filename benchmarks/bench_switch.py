@@ -104,7 +104,9 @@ def main() -> None:
         got = {}
         for tree in order:
             env = {**os.environ, "PYTHONPATH": tree}
-            out = subprocess.run([sys.executable, "-c", CHILD, args.package], env=env, check=True,
+            # (run in the tree: ``-c`` puts the working directory first on sys.path, so a child
+            # run from inside another checkout would import that one)
+            out = subprocess.run([sys.executable, "-c", CHILD, args.package], env=env, check=True, cwd=tree,
                                  capture_output=True, text=True).stdout.split()
             if out[2] != "c":
                 raise SystemExit(f"{tree}: switched code made without the C accelerators (build them in place)")

@@ -43,11 +43,13 @@ from ._stack import Item, pair_by_depth
 if TYPE_CHECKING:
     from . import Hooks
     from ._assembler import Assembler
+    from ._decoder import Decoder
 
 ASSEMBLER_FOLLOWS = "0.19."
-"""The ``bytecode`` releases whose conversion ``_assembler`` follows (0.19.1 is the one
-``tests/test_assembly.py`` compared it with; older ones lack names it imports): with another
-release ``bytecode`` assembles everything, as before."""
+"""The ``bytecode`` releases whose conversions ``_assembler`` and ``_decoder`` follow (0.19.1
+is the one ``tests/test_assembly.py`` and ``tests/test_decoding.py`` compared them with;
+older ones lack names they import): with another release ``bytecode`` assembles and decodes
+everything, as before."""
 MAX_ENTERED = 15  # the most positional arguments an entering call site copies (a call with more resolves)
 
 
@@ -58,9 +60,25 @@ def own_assembler(compare: Callable[[Compare], int], *, local_cells: bool) -> As
         return None
     from ._assembler import Assembler  # (here: it imports names older releases do not have)
 
+    return Assembler(_inline_caches(), compare, _line_table, cache_opcode=opmap["CACHE"], local_cells=local_cells)
+
+
+def own_decoder(compare: Callable[[int], Compare], *, local_cells: bool) -> Decoder | None:
+    """A family's own decoder (3.12, 3.13; ``compare``: a ``COMPARE_OP`` argument's
+    comparison, as ``bytecode`` decodes it), or None where the installed ``bytecode`` is not
+    a release it follows."""
+    if not bytecode.__version__.startswith(ASSEMBLER_FOLLOWS):
+        return None
+    from ._decoder import Decoder  # (here: it imports names older releases do not have)
+
+    return Decoder(_inline_caches(), compare, cache_opcode=opmap["CACHE"], local_cells=local_cells)
+
+
+def _inline_caches() -> list[int]:
+    """Inline cache entries after each opcode, for every opcode."""
     entries = dis._inline_cache_entries  # type: ignore[attr-defined]  # (a list by opcode on 3.12, by name since)
     caches = [entries.get(name, 0) for name in opname] if isinstance(entries, dict) else list(entries)
-    return Assembler(caches, compare, _line_table, cache_opcode=opmap["CACHE"], local_cells=local_cells)
+    return caches + [0] * (len(opname) - len(caches))  # (3.15's list ends at the last opcode with caches)
 
 
 class NullSlotFamily:
@@ -70,12 +88,17 @@ class NullSlotFamily:
     for_iter_exit: tuple[str, ...] = ()
     loads_trust_binding = False
     assembler: Assembler | None = None
+    decoder: Decoder | None = None  # our own decoder for the version (3.12, 3.13), else bytecode's
     operator_names = frozenset({"BINARY_OP", "BINARY_SUBSCR", *UNARY, "GET_ITER", "GET_YIELD_FROM_ITER", "COMPARE_OP",
                                 "CONTAINS_OP", "STORE_SUBSCR", "DELETE_SUBSCR"})  # (what :meth:`operator_site` reads)
 
     # -- version details -------------------------------------------------------------
 
     def decode(self, code: CodeType) -> Bytecode:
+        if self.decoder is not None:  # (the same Bytecode, made cheaper: _decoder)
+            decoded = self.decoder.bytecode(code)
+            if decoded is not None:
+                return decoded
         return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
 
     def plain_forms(self, items: list[Item], *, borrowable: bool = False) -> list[Item]:

@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING
 from bytecode import Compare, Instr
 from bytecode.instr import Intrinsic1Op
 
-from ._nullslot import NullSlotFamily, own_assembler
+from ._nullslot import NullSlotFamily, own_assembler, own_decoder
 
 if TYPE_CHECKING:
     from . import Hooks
     from ._assembler import Assembler
+    from ._decoder import Decoder
     from ._family import Family
 
 
@@ -22,11 +23,17 @@ def _compare_arg(compare: Compare) -> int:
     return int(compare._get_mask()) + (compare.value << 4)  # type: ignore[no-untyped-call]
 
 
+def _compare_of(arg: int) -> Compare:
+    """The comparison of ``COMPARE_OP``'s argument on 3.12, as ``bytecode`` decodes it."""
+    return Compare(arg >> 4)
+
+
 class _Py312(NullSlotFamily):
     for_iter_exit: tuple[str, ...] = ("END_FOR",)  # an exhausted FOR_ITER jumps past its END_FOR
     loads_trust_binding = True
     operator_names = NullSlotFamily.operator_names | {"BINARY_SLICE", "STORE_SLICE", "CALL_INTRINSIC_1"}
     assembler: Assembler | None = own_assembler(_compare_arg, local_cells=False)
+    decoder: Decoder | None = own_decoder(_compare_of, local_cells=False)
 
     def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
         loc = instr.location

@@ -66,6 +66,7 @@ class _Py314(_Py313):
     inlined: tuple[object, ...] = (all, any, tuple)  # the builtins whose call of a genexp the compiler inlines
     # (3.14's new argument kinds -- small ints, common constants -- are bytecode's to encode)
     assembler: Assembler | None = None
+    decoder = None  # (bytecode decodes: see decode)
 
     def decode(self, code: CodeType) -> Bytecode:
         """As ``bytecode`` decodes it, but each ``BUILD_INTERPOLATION`` keeps its argument
