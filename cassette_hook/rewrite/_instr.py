@@ -46,11 +46,11 @@ make = _trusted if hasattr(Instr, "_from_trusted") and bytecode.__version__.star
 """``Instr(name, arg, location=loc)``, for the instructions the rewriting makes of its own
 (the arguments their opcodes take, never a pass's).  ``Instr``'s constructor checks its
 argument against lists of opcodes by ``in`` (``dis.hasname`` and the like): 2.5 µs an
-instruction, and the rewriting makes one to three for each instruction it reads, about a
-sixth of a cold rewrite (docs/internals.md, "Where a cold import's time goes").  Where the
+instruction, and the rewriting makes about three for every two it reads: about a fifth of
+a cold rewrite (docs/internals.md, "Where a cold import's time goes").  Where the
 installed ``bytecode`` is a release :data:`TRUSTED_FOLLOWS` names, the instruction is made
 as ``bytecode`` makes those it decodes (``Instr._from_trusted``): the same object, without
-the checks; ``tests/test_rewrite.py`` compares the code made both ways."""
+the checks; ``tests/test_rewrite_shortcuts.py`` compares the code made both ways."""
 
 
 def arg_of(instr: Instr, kind: type[T]) -> T:

@@ -11,8 +11,8 @@ unrewritten.
 Both walks ask of each instruction only what its opcode, or its opcode and argument, say:
 where it goes (:func:`flow`) and how it moves the stack (:func:`effect`), asked of
 ``bytecode`` once per opcode (and argument) and remembered, not at every instruction
-(``Instr.stack_effect`` computes its argument for ``dis`` at each call: about a quarter of
-the walks' time, which were together a tenth of a cold rewrite).
+(``Instr.stack_effect`` works out, at each call, the argument it hands ``dis``: 0.7 µs, most
+of the depth walk's time, which was 4% of a cold rewrite).
 """
 
 from __future__ import annotations
