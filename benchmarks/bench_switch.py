@@ -30,6 +30,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
 # Both children start alike: the packages' modules compiled (those that compile), the
 # switched code's builtins installed.
@@ -104,10 +105,11 @@ def main() -> None:
         got = {}
         for tree in order:
             env = {**os.environ, "PYTHONPATH": tree}
-            # (run in the tree: ``-c`` puts the working directory first on sys.path, so a child
-            # run from inside another checkout would import that one)
-            out = subprocess.run([sys.executable, "-c", CHILD, args.package], env=env, check=True, cwd=tree,
-                                 capture_output=True, text=True).stdout.split()
+            # (from an empty directory: ``-c`` puts the working directory first on sys.path, so a
+            # checkout's own package there would be imported whatever PYTHONPATH says)
+            with tempfile.TemporaryDirectory() as empty:
+                out = subprocess.run([sys.executable, "-c", CHILD, args.package], env=env, check=True,
+                                     capture_output=True, text=True, cwd=empty).stdout.split()
             if out[2] != "c":
                 raise SystemExit(f"{tree}: switched code made without the C accelerators (build them in place)")
             got[tree] = float(out[0])

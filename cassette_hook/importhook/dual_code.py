@@ -44,7 +44,7 @@ from bytecode import Bytecode, Instr, Label
 from bytecode.instr import TryBegin, TryEnd
 
 from ..rewrite import RESOURCE_ERRORS, rewrite_part
-from ..rewrite._instr import global_name
+from ..rewrite._instr import global_name, make
 from ..rewrite._names import ACTIVE, ENTER, TWIN, is_annotate, is_part, switched_hooks
 from ..rewrite._family import family
 from ..rewrite._rewriter import assemble, decode, items_of, rewritten, set_items
@@ -161,11 +161,11 @@ class _Switcher:
             if isinstance(item, Instr):
                 arg = item.arg
                 if isinstance(arg, Label):
-                    item = Instr(item.name, label(arg), location=item.location)
+                    item = make(item.name, label(arg), item.location)
                 elif isinstance(arg, CodeType):
                     replacement = self._plain_nested(arg)
                     if replacement is not arg:
-                        item = Instr(item.name, replacement, location=item.location)
+                        item = make(item.name, replacement, item.location)
             elif isinstance(item, Label):
                 item = label(item)
             elif isinstance(item, TryBegin):
@@ -227,7 +227,7 @@ class _Switcher:
             family.load_global(TWIN, loc),
             family.jump_if_true(instrumented, loc),
             family.load_global_callee(ENTER, loc),
-            Instr("LOAD_CONST", self.module, location=loc),
+            make("LOAD_CONST", self.module, loc),
             *family.call(1, loc),
             family.jump_if_true(instrumented, loc),
             plain,

@@ -78,6 +78,11 @@ class Family(Protocol):
     def load_global(self, name: str, loc: Location) -> Instr:
         """Load a global (or builtin) to use as a value."""
 
+    def load_hook(self, hook: object, loc: Location) -> Instr:
+        """Load a hook: a ``GlobalName`` as the global it names (``load_global``), anything
+        else as a constant.  (Every site loads its hooks through this, already in the form
+        the code keeps, rather than as constants that a last walk over the body replaced.)"""
+
     def load_global_callee(self, name: str, loc: Location) -> Instr:
         """Load a global to call, with the slot a call needs beside it."""
 

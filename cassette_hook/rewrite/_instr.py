@@ -7,10 +7,12 @@ opcodes they are used on -- checked, here, rather than at every use.
 
 from __future__ import annotations
 
+from opcode import opmap
 from typing import TypeVar, cast
 
+import bytecode
 from bytecode import Instr
-from bytecode.instr import InstrLocation
+from bytecode.instr import UNSET, InstrLocation
 
 T = TypeVar("T")
 
@@ -19,6 +21,36 @@ Location = InstrLocation | None  # an instruction's position, or none
 # ``LOAD_GLOBAL`` (3.11+), ``LOAD_ATTR`` (3.12+): (flag, name); ``LOAD_SUPER_ATTR``:
 # (flag, two-argument form, name).  The first flag says "push NULL" / "method load".
 FlaggedName = tuple[bool, str] | tuple[bool, bool, str]
+
+
+TRUSTED_FOLLOWS = "0.19."
+"""The ``bytecode`` releases whose ``Instr._from_trusted`` :func:`make` uses (0.19.1 is
+the one the tests compared it with): with another release every instruction is made by
+``Instr``'s own constructor, as before."""
+
+
+def _checked(name: str, arg: object = UNSET, loc: Location = None) -> Instr:
+    return Instr(name, arg, location=loc)
+
+
+def _trusted(name: str, arg: object = UNSET, loc: Location = None) -> Instr:
+    opcode = opmap[name]
+    if arg is UNSET and opcode in _CACHE_ONLY_ARG:  # (what ``Instr``'s constructor does besides its checks)
+        arg = 0
+    return Instr._from_trusted(name, opcode, arg, loc)
+
+
+_CACHE_ONLY_ARG: frozenset[int] = frozenset(getattr(bytecode.instr, "CACHE_ONLY_ARG_OPCODES", ()))
+
+make = _trusted if hasattr(Instr, "_from_trusted") and bytecode.__version__.startswith(TRUSTED_FOLLOWS) else _checked
+"""``Instr(name, arg, location=loc)``, for the instructions the rewriting makes of its own
+(the arguments their opcodes take, never a pass's).  ``Instr``'s constructor checks its
+argument against lists of opcodes by ``in`` (``dis.hasname`` and the like): 2.5 µs an
+instruction, and the rewriting makes about three for every two it reads: about a fifth of
+a cold rewrite (docs/internals.md, "Where a cold import's time goes").  Where the
+installed ``bytecode`` is a release :data:`TRUSTED_FOLLOWS` names, the instruction is made
+as ``bytecode`` makes those it decodes (``Instr._from_trusted``): the same object, without
+the checks; ``tests/test_rewrite_shortcuts.py`` compares the code made both ways."""
 
 
 def arg_of(instr: Instr, kind: type[T]) -> T:

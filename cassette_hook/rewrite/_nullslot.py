@@ -35,7 +35,8 @@ import bytecode
 
 from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, Instr, Label
 
-from ._instr import Location, arg_of, flagged_name
+from . import GlobalName
+from ._instr import Location, arg_of, flagged_name, make
 from ._operators import UNARY, binary_op, compare_op
 from ._markers import nooverdub
 from ._stack import Item, pair_by_depth
@@ -89,6 +90,11 @@ class NullSlotFamily:
     loads_trust_binding = False
     assembler: Assembler | None = None
     decoder: Decoder | None = None  # our own decoder for the version (3.12, 3.13), else bytecode's
+    # The instructions :meth:`consumer_depth` and :meth:`producer_depth` answer for, and
+    # :meth:`is_method_load` may be true of: ``pair_by_depth`` asks them of no other.
+    consumer_names = frozenset({"CALL", "CALL_KW", "CALL_FUNCTION_EX"})
+    method_load_names = frozenset({"LOAD_ATTR", "LOAD_SUPER_ATTR"})
+    producer_names = frozenset({"PUSH_NULL", "LOAD_GLOBAL", "LOAD_SUPER_ATTR", *method_load_names})
     operator_names = frozenset({"BINARY_OP", "BINARY_SUBSCR", *UNARY, "GET_ITER", "GET_YIELD_FROM_ITER", "COMPARE_OP",
                                 "CONTAINS_OP", "STORE_SUBSCR", "DELETE_SUBSCR"})  # (what :meth:`operator_site` reads)
 
@@ -109,13 +115,13 @@ class NullSlotFamily:
 
     def call(self, nargs: int, loc: Location) -> list[Instr]:
         """The instructions of a plain positional ``CALL nargs``."""
-        return [Instr("CALL", nargs, location=loc)]
+        return [make("CALL", nargs, loc)]
 
     def jump_if_true(self, target: Label, loc: Location) -> Instr:
-        return Instr("POP_JUMP_IF_TRUE", target, location=loc)
+        return make("POP_JUMP_IF_TRUE", target, loc)
 
     def jump_if_false(self, target: Label, loc: Location) -> Instr:
-        return Instr("POP_JUMP_IF_FALSE", target, location=loc)
+        return make("POP_JUMP_IF_FALSE", target, loc)
 
     def line_table(self, code: CodeType, concrete: ConcreteBytecode) -> bytes:
         # (concrete instructions only: no SetLineno after assembly)
@@ -133,7 +139,7 @@ class NullSlotFamily:
 
     def plain_load(self, instr: Instr) -> Instr:
         """The method load ``instr`` as a load of the bound attribute."""
-        return Instr(instr.name, (False, *flagged_name(instr)[1:]), location=instr.location)
+        return make(instr.name, (False, *flagged_name(instr)[1:]), instr.location)
 
     def consumer_depth(self, instr: Instr, depth: int) -> int | None:
         """Depth of the lower slot of the callee pair that a call-family instr consumes."""
@@ -152,11 +158,14 @@ class NullSlotFamily:
         return above[instr.name] + (2 if self.null_after_callee else 1)
 
     def load_global(self, name: str, loc: Location) -> Instr:
-        return Instr("LOAD_GLOBAL", (False, name), location=loc)
+        return make("LOAD_GLOBAL", (False, name), loc)
+
+    def load_hook(self, hook: object, loc: Location) -> Instr:
+        return self.load_global(str(hook), loc) if type(hook) is GlobalName else make("LOAD_CONST", hook, loc)
 
     def load_global_callee(self, name: str, loc: Location) -> Instr:
         """Load a global to call, with its ``NULL`` slot."""
-        return Instr("LOAD_GLOBAL", (True, name), location=loc)
+        return make("LOAD_GLOBAL", (True, name), loc)
 
     def null_slots(self, instr: Instr) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """Where ``instr`` may meet or leave a ``NULL``: the stack positions (1 = top) of
@@ -193,14 +202,18 @@ class NullSlotFamily:
 
     def call_constant(self, obj: object, loc: Location) -> list[Instr]:
         """Call ``obj`` with no arguments, leaving its result on the stack."""
-        pair = [Instr("LOAD_CONST", obj, location=loc), Instr("PUSH_NULL", location=loc)]
+        pair = [make("LOAD_CONST", obj, loc), make("PUSH_NULL", loc=loc)]
         return [*(pair if self.null_after_callee else reversed(pair)), *self.call(0, loc)]
 
     def rewrite_calls(self, items: list[Item], depths: Sequence[int | None], hooks: Hooks,
                       enters: bool) -> list[Item]:
-        paired = pair_by_depth(items, depths, self.producer_depth, self.consumer_depth)
+        paired = pair_by_depth(items, depths, self.producer_depth, self.consumer_depth, self.producer_names,
+                               self.consumer_names)
         for plain_call in self._plain_calls(items, depths):
             paired.pop(plain_call, None)
+        loads = self.method_load_names
+        method_loads = {index for index, item in enumerate(items)
+                        if isinstance(item, Instr) and item.name in loads and self.is_method_load(item)}
         method_site = hooks.method_site
         sites = ({} if method_site is None or enters  # the method loads to make method sites, and their sites
                  else {load: method_site(self.attribute_name(cast(Instr, items[load])))
@@ -210,8 +223,11 @@ class NullSlotFamily:
         for index, item in enumerate(items):
             if not isinstance(item, Instr):
                 continue
-            if item.name in ("MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE"):
+            if item.name in _DEFINING:
                 defined.add(index)
+                continue
+            if item.name not in self.consumer_names:  # (only a call is paired, or a decoration)
+                continue
             producers = paired.get(index)
             if producers is not None and all(producer in sites for producer in producers):
                 continue  # (its method sites resolve the callee)
@@ -228,20 +244,25 @@ class NullSlotFamily:
                     else:
                         resolve = hooks.resolve_star if item.name == "CALL_FUNCTION_EX" else hooks.resolve
                         resolving[point] = self._resolve_callee(resolve, position, item.location)
-            elif self.consumer_depth(item, 0) is not None and self._is_decoration(items, index, defined):
+            elif self._is_decoration(items, index, defined):
                 # A decoration ``deco(obj)`` is ``[deco, obj]``: its callee is the lower slot.
                 defined.add(self._call_end(items, index))
                 resolving[self._resolution_point(items, index)] = self._resolve_callee(hooks.resolve, 2, item.location)
+        # The items between the places that change are copied as they are, a slice at a time.
         out: list[Item] = []
-        for index, item in enumerate(items):
+        start = 0
+        for index in sorted(resolving.keys() | method_loads):
+            out += items[start:index]
             if index in resolving:
                 out += resolving[index]
             if index in sites:
-                out += self._method_site(sites[index], cast(Instr, item).location)
-            elif isinstance(item, Instr) and self.is_method_load(item):
-                out += self._load_with_null(item)
+                out += self._method_site(sites[index], cast(Instr, items[index]).location)
+            elif index in method_loads:
+                out += self._load_with_null(cast(Instr, items[index]))
             else:
-                out.append(item)
+                out.append(items[index])
+            start = index + 1
+        out += items[start:]
         return out
 
     def _method_site_loads(self, items: Sequence[Item], paired: dict[int, frozenset[int]]) -> set[int]:
@@ -285,20 +306,20 @@ class NullSlotFamily:
         method, joined = Label(), Label()
         callee, *rest = site
         return [
-            Instr("COPY", 1, location=loc),  # [obj, obj]
-            Instr("LOAD_CONST", callee, location=loc),
-            Instr("SWAP", 2, location=loc),  # [obj, site, obj]
-            *(Instr("LOAD_CONST", argument, location=loc) for argument in rest),
+            make("COPY", 1, loc),  # [obj, obj]
+            self.load_hook(callee, loc),
+            make("SWAP", 2, loc),  # [obj, site, obj]
+            *(self.load_hook(argument, loc) for argument in rest),
             *self.call(len(rest), loc),  # [obj, run]
-            Instr("MATCH_SEQUENCE", location=loc),  # (a 1-tuple?)
+            make("MATCH_SEQUENCE", loc=loc),  # (a 1-tuple?)
             self.jump_if_false(method, loc),
-            Instr("UNPACK_SEQUENCE", 1, location=loc),
-            Instr("SWAP", 2, location=loc),
-            Instr("POP_TOP", location=loc),  # [run]
+            make("UNPACK_SEQUENCE", 1, loc),
+            make("SWAP", 2, loc),
+            make("POP_TOP", loc=loc),  # [run]
             *self._null_beside(loc),
-            Instr("JUMP_FORWARD", joined, location=loc),
+            make("JUMP_FORWARD", joined, loc),
             method,
-            Instr("SWAP", 2, location=loc),  # [run, obj]: run(obj, ...)
+            make("SWAP", 2, loc),  # [run, obj]: run(obj, ...)
             joined,
         ]
 
@@ -314,7 +335,7 @@ class NullSlotFamily:
             lower = self.consumer_depth(instr, depth)
             return None if lower is None else lower + (0 if self.null_after_callee else 1)
 
-        return set(pair_by_depth(items, depths, marker, callee))
+        return set(pair_by_depth(items, depths, marker, callee, _CONSTANT_LOADS, self.consumer_names))
 
     def _resolution_point(self, items: Sequence[object], consumer: int) -> int:
         """Where the resolve sequence goes: before the call and its ``KW_NAMES``/``PRECALL``."""
@@ -343,8 +364,8 @@ class NullSlotFamily:
 
     def _resolve_callee(self, resolve: object, position: int, loc: Location) -> list[Instr]:
         """Replace the stack item at ``position`` (1 = top) by ``resolve(item)``."""
-        swap = [Instr("SWAP", position, location=loc)] if position > 1 else []
-        call = [Instr("LOAD_CONST", resolve, location=loc), Instr("SWAP", 2, location=loc), *self.call(0, loc)]
+        swap = [make("SWAP", position, loc)] if position > 1 else []
+        call = [self.load_hook(resolve, loc), make("SWAP", 2, loc), *self.call(0, loc)]
         return swap + call + swap
 
     def _enter_callee(self, enter: object, position: int, nargs: int, loc: Location) -> list[Instr]:
@@ -353,10 +374,10 @@ class NullSlotFamily:
         the arguments are copied above the call's slots, ``enter`` called with them through
         the same slot trick as ``resolve`` (``enter`` in the lower slot, the callee's copy
         as its self), and its result swapped into the callee's place."""
-        copies = [Instr("COPY", position + 1, location=loc)]  # the callee, then each argument in turn,
-        copies += [Instr("COPY", nargs + 2, location=loc) for _ in range(nargs)]  # each as deep as the last
-        return [Instr("LOAD_CONST", enter, location=loc), *copies, *self.call(nargs, loc),
-                Instr("SWAP", position + 1, location=loc), Instr("POP_TOP", location=loc)]
+        copies = [make("COPY", position + 1, loc)]  # the callee, then each argument in turn,
+        copies += [make("COPY", nargs + 2, loc) for _ in range(nargs)]  # each as deep as the last
+        return [self.load_hook(enter, loc), *copies, *self.call(nargs, loc),
+                make("SWAP", position + 1, loc), make("POP_TOP", loc=loc)]
 
     def _load_with_null(self, instr: Instr) -> list[Instr]:
         """A method load as ``[NULL, bound]`` (``[bound, NULL]`` on 3.13)."""
@@ -365,8 +386,8 @@ class NullSlotFamily:
     def _null_beside(self, loc: Location) -> list[Instr]:
         """The callee on top of the stack made a callee pair with its ``NULL``."""
         if self.null_after_callee:
-            return [Instr("PUSH_NULL", location=loc)]
-        return [Instr("PUSH_NULL", location=loc), Instr("SWAP", 2, location=loc)]
+            return [make("PUSH_NULL", loc=loc)]
+        return [make("PUSH_NULL", loc=loc), make("SWAP", 2, loc)]
 
     # -- operators -------------------------------------------------------------------
 
@@ -386,40 +407,44 @@ class NullSlotFamily:
         if name == "COMPARE_OP":
             op, cast = compare_op(arg_of(instr, Compare))
             out = self._binary(hooks.operator_site(op), loc)
-            return out + [Instr("TO_BOOL", location=loc)] if cast else out
+            return out + [make("TO_BOOL", loc=loc)] if cast else out
         if name == "CONTAINS_OP":  # ``a in b`` is ``operator.contains(b, a)``
-            site = Instr("LOAD_CONST", hooks.operator_site(operator.contains), location=loc)
-            out = [site, Instr("SWAP", 3, location=loc), *self.call(1, loc)]
+            site = self.load_hook(hooks.operator_site(operator.contains), loc)
+            out = [site, make("SWAP", 3, loc), *self.call(1, loc)]
             return out + self.negate(loc) if instr.arg else out
         if name == "STORE_SUBSCR":  # [v, a, i] -> setitem(a, i, v)
             return self._store(hooks.operator_site(operator.setitem), loc)
         if name == "DELETE_SUBSCR":
-            return self._binary(hooks.operator_site(operator.delitem), loc) + [Instr("POP_TOP", location=loc)]
+            return self._binary(hooks.operator_site(operator.delitem), loc) + [make("POP_TOP", loc=loc)]
         return None
 
     def negate(self, loc: Location) -> list[Instr]:
-        return [Instr("UNARY_NOT", location=loc)]
+        return [make("UNARY_NOT", loc=loc)]
 
     def _binary(self, site: object, loc: Location) -> list[Instr]:
         """[a, b] -> site(a, b): the site below both operands, called with ``a`` as self."""
         return [
-            Instr("LOAD_CONST", site, location=loc),
-            Instr("SWAP", 3, location=loc),
-            Instr("SWAP", 2, location=loc),
+            self.load_hook(site, loc),
+            make("SWAP", 3, loc),
+            make("SWAP", 2, loc),
             *self.call(1, loc),
         ]
 
     def _unary(self, site: object, loc: Location) -> list[Instr]:
-        return [Instr("LOAD_CONST", site, location=loc), Instr("SWAP", 2, location=loc), *self.call(0, loc)]
+        return [self.load_hook(site, loc), make("SWAP", 2, loc), *self.call(0, loc)]
 
     def _store(self, site: object, loc: Location) -> list[Instr]:
         """[v, a, i] -> site(a, i, v), result dropped."""
         return [
-            Instr("LOAD_CONST", site, location=loc),
-            Instr("SWAP", 4, location=loc),
+            self.load_hook(site, loc),
+            make("SWAP", 4, loc),
             *self.call(2, loc),
-            Instr("POP_TOP", location=loc),
+            make("POP_TOP", loc=loc),
         ]
+
+
+_DEFINING = frozenset({"MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE"})  # (what a decorator may apply to, made)
+_CONSTANT_LOADS = frozenset({"LOAD_CONST"})  # (what may load a ``nooverdub`` marker)
 
 
 def _is_marker(item: object) -> bool:

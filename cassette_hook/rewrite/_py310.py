@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from bytecode import Bytecode, Compare, ConcreteBytecode, ConcreteInstr, Instr, Label
 
-from ._instr import Location, arg_of
+from . import GlobalName
+from ._instr import Location, arg_of, make
 from ._markers import nooverdub
 from ._operators import BINARY_310, UNARY, compare_op
 from ._names import COMPREHENSIONS
@@ -28,6 +29,10 @@ if TYPE_CHECKING:
     from ._assembler import Assembler
     from . import Hooks
     from ._family import Family
+
+_CALLS = frozenset({"CALL_FUNCTION", "CALL_METHOD", "CALL_FUNCTION_KW", "CALL_FUNCTION_EX"})  # (_callee_depth's)
+_COMPILER_CALLEES = frozenset({"LOAD_BUILD_CLASS", "LOAD_CONST", "MAKE_FUNCTION"})  # (compiler_callee's, below)
+
 
 def _callee_depth(instr: Instr, depth: int) -> int | None:
     name = instr.name
@@ -54,21 +59,21 @@ def _rewrite_calls(items: list[Item], depths: Sequence[int | None], hooks: Hooks
         return None
 
     position = {id(item): index for index, item in enumerate(items)}
-    compiler_calls = pair_by_depth(items, depths, compiler_callee, _callee_depth)
+    compiler_calls = pair_by_depth(items, depths, compiler_callee, _callee_depth, _COMPILER_CALLEES, _CALLS)
     out: list[Item] = []
     for index, item in enumerate(items):
         if not isinstance(item, Instr) or index in compiler_calls or _is_with_exit(items, index):
             out.append(item)
         elif item.name == "LOAD_METHOD":
-            out.append(Instr("LOAD_ATTR", item.arg, location=item.location))
+            out.append(make("LOAD_ATTR", item.arg, item.location))
         elif item.name in ("CALL_FUNCTION", "CALL_METHOD", "CALL_FUNCTION_KW"):
             kw, nargs = item.name == "CALL_FUNCTION_KW", arg_of(item, int)
             out += _under(hooks.call, nargs + 2 + kw, item)
-            out.append(Instr("CALL_FUNCTION_KW" if kw else "CALL_FUNCTION", nargs + 1, location=item.location))
+            out.append(make("CALL_FUNCTION_KW" if kw else "CALL_FUNCTION", nargs + 1, item.location))
         elif item.name == "CALL_FUNCTION_EX":
             nargs = 2 + (arg_of(item, int) & 1)
             out += _under(hooks.call_ex, nargs + 1, item)
-            out.append(Instr("CALL_FUNCTION", nargs, location=item.location))
+            out.append(make("CALL_FUNCTION", nargs, item.location))
         else:
             out.append(item)
     return out
@@ -76,16 +81,22 @@ def _rewrite_calls(items: list[Item], depths: Sequence[int | None], hooks: Hooks
 
 def _is_with_exit(items: Sequence[object], index: int) -> bool:
     """``LOAD_CONST None; DUP_TOP; DUP_TOP; CALL_FUNCTION 3`` is how 3.10 calls ``__exit__``."""
+    if getattr(items[index], "name", None) != "CALL_FUNCTION" or getattr(items[index], "arg", None) != 3:
+        return False  # (asked of every instruction: the cheap test first)
     tail = [getattr(item, "name", None) for item in items[max(0, index - 3) : index + 1]]
-    return tail == ["LOAD_CONST", "DUP_TOP", "DUP_TOP", "CALL_FUNCTION"] and getattr(items[index], "arg", None) == 3
+    return tail == ["LOAD_CONST", "DUP_TOP", "DUP_TOP", "CALL_FUNCTION"]
 
 
 def _under(obj: object, depth: int, at: Instr) -> list[Instr]:
     """Push ``obj`` and slide it down to ``depth`` (1 = top of stack)."""
     loc = at.location
     rot = {2: "ROT_TWO", 3: "ROT_THREE", 4: "ROT_FOUR"}.get(depth)
-    slide = Instr(rot, location=loc) if rot else Instr("ROT_N", depth, location=loc)
-    return [Instr("LOAD_CONST", obj, location=loc), slide]
+    slide = make(rot, loc=loc) if rot else make("ROT_N", depth, loc)
+    return [_load_hook(obj, loc), slide]
+
+
+def _load_hook(hook: object, loc: Location) -> Instr:
+    return make("LOAD_GLOBAL", str(hook), loc) if type(hook) is GlobalName else make("LOAD_CONST", hook, loc)
 
 
 def _operator_site(instr: Instr, hooks: Hooks) -> list[Instr] | None:
@@ -94,29 +105,29 @@ def _operator_site(instr: Instr, hooks: Hooks) -> list[Instr] | None:
         return _binary(hooks.operator_site(BINARY_310[name]), instr)
     if name in UNARY or name == "GET_ITER":  # ``for x in obj`` starts with ``iter(obj)``
         op = UNARY.get(name, iter)
-        return [*_under(hooks.operator_site(op), 2, instr), Instr("CALL_FUNCTION", 1, location=loc)]
+        return [*_under(hooks.operator_site(op), 2, instr), make("CALL_FUNCTION", 1, loc)]
     if name == "GET_YIELD_FROM_ITER":  # ``yield from obj``: ``iter(obj)`` unless a generator
-        return [*_under(hooks.yield_from, 2, instr), Instr("CALL_FUNCTION", 1, location=loc), instr]
+        return [*_under(hooks.yield_from, 2, instr), make("CALL_FUNCTION", 1, loc), instr]
     if name == "COMPARE_OP":
         return _binary(hooks.operator_site(compare_op(arg_of(instr, Compare))[0]), instr)
     if name == "CONTAINS_OP":  # ``a in b`` is ``operator.contains(b, a)``
-        out = [Instr("ROT_TWO", location=loc), *_binary(hooks.operator_site(operator.contains), instr)]
-        return out + [Instr("UNARY_NOT", location=loc)] if instr.arg else out
+        out = [make("ROT_TWO", loc=loc), *_binary(hooks.operator_site(operator.contains), instr)]
+        return out + [make("UNARY_NOT", loc=loc)] if instr.arg else out
     if name == "STORE_SUBSCR":  # [v, a, i] -> setitem(a, i, v)
         return [
-            Instr("ROT_THREE", location=loc),
-            Instr("ROT_THREE", location=loc),
+            make("ROT_THREE", loc=loc),
+            make("ROT_THREE", loc=loc),
             *_under(hooks.operator_site(operator.setitem), 4, instr),
-            Instr("CALL_FUNCTION", 3, location=loc),
-            Instr("POP_TOP", location=loc),
+            make("CALL_FUNCTION", 3, loc),
+            make("POP_TOP", loc=loc),
         ]
     if name == "DELETE_SUBSCR":
-        return [*_binary(hooks.operator_site(operator.delitem), instr), Instr("POP_TOP", location=loc)]
+        return [*_binary(hooks.operator_site(operator.delitem), instr), make("POP_TOP", loc=loc)]
     return None
 
 
 def _binary(site: object, at: Instr) -> list[Instr]:
-    return [*_under(site, 3, at), Instr("CALL_FUNCTION", 2, location=at.location)]
+    return [*_under(site, 3, at), make("CALL_FUNCTION", 2, at.location)]
 
 
 class _Py310:
@@ -141,22 +152,24 @@ class _Py310:
         return items
 
     def load_global(self, name: str, loc: Location) -> Instr:
-        return Instr("LOAD_GLOBAL", name, location=loc)
+        return make("LOAD_GLOBAL", name, loc)
+
+    load_hook = staticmethod(_load_hook)
 
     def load_global_callee(self, name: str, loc: Location) -> Instr:
-        return Instr("LOAD_GLOBAL", name, location=loc)  # (3.10 calls need no slot beside the callee)
+        return make("LOAD_GLOBAL", name, loc)  # (3.10 calls need no slot beside the callee)
 
     def call(self, nargs: int, loc: Location) -> list[Instr]:
-        return [Instr("CALL_FUNCTION", nargs, location=loc)]
+        return [make("CALL_FUNCTION", nargs, loc)]
 
     def call_constant(self, obj: object, loc: Location) -> list[Instr]:
-        return [Instr("LOAD_CONST", obj, location=loc), Instr("CALL_FUNCTION", 0, location=loc)]
+        return [make("LOAD_CONST", obj, loc), make("CALL_FUNCTION", 0, loc)]
 
     def jump_if_true(self, target: Label, loc: Location) -> Instr:
-        return Instr("POP_JUMP_IF_TRUE", target, location=loc)
+        return make("POP_JUMP_IF_TRUE", target, loc)
 
     def jump_if_false(self, target: Label, loc: Location) -> Instr:
-        return Instr("POP_JUMP_IF_FALSE", target, location=loc)
+        return make("POP_JUMP_IF_FALSE", target, loc)
 
     def line_table(self, code: CodeType, concrete: ConcreteBytecode) -> bytes:
         return _line_table(code.co_firstlineno, [(instr.size, instr.lineno) for instr in concrete

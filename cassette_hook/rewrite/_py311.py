@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from bytecode import Instr, Label
 
-from ._instr import Location, arg_of
+from ._instr import Location, arg_of, make
 from ._nullslot import NullSlotFamily
 
 if TYPE_CHECKING:
@@ -14,14 +14,18 @@ if TYPE_CHECKING:
 
 
 class _Py311(NullSlotFamily):
+    consumer_names = frozenset({"PRECALL", "CALL_FUNCTION_EX"})  # (CALL: see consumer_depth)
+    method_load_names = frozenset({"LOAD_METHOD"})
+    producer_names = frozenset({"PUSH_NULL", "LOAD_GLOBAL", *method_load_names})
+
     def call(self, nargs: int, loc: Location) -> list[Instr]:
-        return [Instr("PRECALL", nargs, location=loc), Instr("CALL", nargs, location=loc)]
+        return [make("PRECALL", nargs, loc), make("CALL", nargs, loc)]
 
     def jump_if_true(self, target: Label, loc: Location) -> Instr:
-        return Instr("POP_JUMP_FORWARD_IF_TRUE", target, location=loc)
+        return make("POP_JUMP_FORWARD_IF_TRUE", target, loc)
 
     def jump_if_false(self, target: Label, loc: Location) -> Instr:
-        return Instr("POP_JUMP_FORWARD_IF_FALSE", target, location=loc)
+        return make("POP_JUMP_FORWARD_IF_FALSE", target, loc)
 
     def attribute_name(self, instr: Instr) -> str:
         return arg_of(instr, str)
@@ -47,7 +51,7 @@ class _Py311(NullSlotFamily):
         return instr.name == "LOAD_METHOD"
 
     def plain_load(self, instr: Instr) -> Instr:
-        return Instr("LOAD_ATTR", instr.arg, location=instr.location)
+        return make("LOAD_ATTR", instr.arg, instr.location)
 
 
 FAMILY: Family = _Py311()

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from bytecode import Compare, Instr
 from bytecode.instr import Intrinsic1Op
 
+from ._instr import make
 from ._nullslot import NullSlotFamily, own_assembler, own_decoder
 
 if TYPE_CHECKING:
@@ -38,9 +39,9 @@ class _Py312(NullSlotFamily):
     def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
         loc = instr.location
         if instr.name == "BINARY_SLICE":  # [a, i, j] -> getitem(a, slice(i, j))
-            return [Instr("BUILD_SLICE", 2, location=loc), *self._binary(hooks.operator_site(operator.getitem), loc)]
+            return [make("BUILD_SLICE", 2, loc), *self._binary(hooks.operator_site(operator.getitem), loc)]
         if instr.name == "STORE_SLICE":  # [v, a, i, j] -> setitem(a, slice(i, j), v)
-            return [Instr("BUILD_SLICE", 2, location=loc), *self._store(hooks.operator_site(operator.setitem), loc)]
+            return [make("BUILD_SLICE", 2, loc), *self._store(hooks.operator_site(operator.setitem), loc)]
         if instr.name == "CALL_INTRINSIC_1" and instr.arg == Intrinsic1Op.INTRINSIC_UNARY_POSITIVE:
             return self._unary(hooks.operator_site(operator.pos), loc)
         return super().operator_site(instr, hooks)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from bytecode import Compare, Instr
 
-from ._instr import Location
+from ._instr import Location, make
 from ._nullslot import own_assembler, own_decoder
 from ._py312 import _Py312
 
@@ -36,7 +36,7 @@ class _Py313(_Py312):
     decoder: Decoder | None = own_decoder(_compare_of, local_cells=True)
 
     def negate(self, loc: Location) -> list[Instr]:
-        return [Instr("TO_BOOL", location=loc), Instr("UNARY_NOT", location=loc)]
+        return [make("TO_BOOL", loc=loc), make("UNARY_NOT", loc=loc)]
 
 
 FAMILY: Family = _Py313()

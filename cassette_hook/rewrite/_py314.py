@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Sequence, cast
 from bytecode import BinaryOp, Bytecode, ConcreteBytecode, ConcreteInstr, Instr, Label
 from bytecode.instr import TryBegin
 
-from ._instr import Location, arg_of
+from ._instr import Location, arg_of, make
 from ._py313 import _Py313
 from ._stack import jumps
 
@@ -106,13 +106,13 @@ class _Py314(_Py313):
                 # inline loop is left unreachable.
                 forward = any(other is fallback for other in items[index:])
                 location = cast(Instr, item).location  # (the COPY)
-                out.append(Instr("JUMP_FORWARD" if forward else "JUMP_BACKWARD", fallback, location=location))
+                out.append(make("JUMP_FORWARD" if forward else "JUMP_BACKWARD", fallback, location))
                 index += 4
                 continue
             if isinstance(item, Instr) and item.name in _UNBORROWED:
                 item = (_Borrowable if borrowable else Instr)(_UNBORROWED[item.name], item.arg, location=item.location)
             elif isinstance(item, Instr) and item.name == "LOAD_SMALL_INT":
-                item = Instr("LOAD_CONST", item.arg, location=item.location)
+                item = make("LOAD_CONST", item.arg, item.location)
             out.append(item)
             index += 1
         return out
@@ -133,7 +133,7 @@ class _Py314(_Py313):
         for index, item in enumerate(items):
             if type(item) is _Borrowable:  # (never left marked: nothing else may tell it from a plain load)
                 name = item.name if index in callees else _BORROWED[item.name]
-                item = Instr(name, item.arg, location=item.location)
+                item = make(name, item.arg, item.location)
             out.append(item)
         return out
 
@@ -213,7 +213,7 @@ class _Py314(_Py313):
         return super().operator_site(instr, hooks)
 
     def jump_if_true(self, target: Label, loc: Location) -> Instr:
-        return Instr("POP_JUMP_IF_TRUE", target, location=loc)
+        return make("POP_JUMP_IF_TRUE", target, loc)
 
 
 def _inlined_call(items: list[Item], index: int, inlined: tuple[object, ...]) -> Label | None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, cast
 
 from bytecode import Instr
 
+from ._instr import make
 from ._py314 import _Py314
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ class _Py315(_Py314):
             # [iterable] -> [iter(iterable), NULL]: what GET_ITER leaves for an iterator that
             # is not a list or tuple (whose index it would start instead); FOR_ITER then asks
             # the iterator for each item, as the plain loop does for any other iterator.
-            return [*self._unary(hooks.operator_site(iter), loc), Instr("PUSH_NULL", location=loc)]
+            return [*self._unary(hooks.operator_site(iter), loc), make("PUSH_NULL", loc=loc)]
         # ``yield from obj``: ``iter(obj)`` unless a generator, then the instruction itself,
         # which keeps a generator as it is and gives SEND its two slots.
         return [*self._unary(hooks.yield_from, loc), instr]

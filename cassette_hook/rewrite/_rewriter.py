@@ -7,13 +7,13 @@ code the import hook cached) never imports ``bytecode``: only rewriting does.
 from __future__ import annotations
 
 from types import CodeType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from bytecode import Bytecode, ConcreteBytecode, Instr, Label
 
 from . import RESOURCE_ERRORS, GlobalName, Hooks, UnsupportedCode
 from ._family import family
-from ._instr import arg_of
+from ._instr import arg_of, make
 from ._markers import ContextSlot, nooverdub
 from ._names import COMPREHENSIONS
 from ._stack import Item, stack_depths
@@ -65,14 +65,7 @@ def rewritten(code: CodeType, hooks: Hooks, *, operators: bool, nested: Nested,
     if compiled:
         items = family.borrowed_again(items, depths)  # (the same stack effects: depths still hold)
     items = family.rewrite_calls(items, depths, hooks, enters)
-    if operators:
-        items = _rewrite_operators(items, hooks)
-    out: list[Item] = []
-    for item in _rewrite_nested(items, nested):
-        if isinstance(item, Instr) and item.name in _CONSTANT_LOADS and type(item.arg) in _SPECIAL_CONSTANTS:
-            out += _load_special(item, hooks)
-        else:
-            out.append(item)
+    out = _rewrite_constants_and_operators(items, hooks, operators, nested)
     set_items(bc, out)
     # ``bytecode`` numbers locals by first use after the arguments it is given; giving it
     # all of them keeps co_varnames -- and so the order of ``locals()`` -- as compiled.
@@ -132,43 +125,54 @@ def _load_special(item: Instr, hooks: Hooks) -> list[Instr]:
     if isinstance(arg, nooverdub):  # its calls were left plain by rewrite_calls: load the callable itself
         return [Instr(item.name, arg.func, location=loc)]
     load = family.call_constant(hooks.current_context, loc)  # a contextslot: the running context, here and now
-    return load if item.name == "LOAD_CONST" else [*load, Instr("RETURN_VALUE", location=loc)]
+    return load if item.name == "LOAD_CONST" else [*load, make("RETURN_VALUE", loc=loc)]
 
 
-def _rewrite_operators(items: list[Item], hooks: Hooks) -> list[Item]:
-    out: list[Item] = []
-    names = family.operator_names
-    for item in items:
-        if (not isinstance(item, Instr) or item.name not in names
-                or (replacement := family.operator_site(item, hooks)) is None):
-            out.append(item)
-        elif hooks.operators_on is None:
-            out.extend(replacement)
-        else:  # the site only while the flag is true; else the instruction as compiled
-            loc, plain, joined = item.location, Label(), Label()
-            # (``yield from``'s site is a hook on the operand, then the instruction itself,
-            # which both ways then share; any other site replaces the instruction)
-            site = replacement[:-1] if replacement[-1] is item else [
-                *replacement, Instr("JUMP_FORWARD", joined, location=loc)]
-            out += [Instr("LOAD_CONST", hooks.operators_on, location=loc), family.jump_if_false(plain, loc),
-                    *site, plain, item, joined]
-    return out
+def _rewrite_constants_and_operators(items: list[Item], hooks: Hooks, operators: bool, nested: Nested) -> list[Item]:
+    """``items`` with their operator sites (``operators``), their code constants mapped by
+    ``nested``, and the pass markers and hooks loaded by name replaced, in one walk (the
+    sites made here and by ``rewrite_calls`` load their hooks as they are kept:
+    ``Family.load_hook``).
 
-
-def _rewrite_nested(items: list[Item], nested: Nested) -> list[Item]:
-    """Map the code constants: comprehensions and generator expressions, and the body of a
+    The code constants are comprehensions and generator expressions, and the body of a
     ``class`` statement (the first code constant after ``LOAD_BUILD_CLASS``), run as part
     of this body; the others are the bodies of functions it defines."""
     out: list[Item] = []
+    names = family.operator_names if operators else frozenset()
     class_body_next = False
     for item in items:
-        if isinstance(item, Instr) and item.name == "LOAD_BUILD_CLASS":
+        if not isinstance(item, Instr):
+            out.append(item)
+            continue
+        name = item.name
+        if name in names:
+            site = family.operator_site(item, hooks)
+            if site is not None:
+                out += _operator_site(item, site, hooks)
+                continue
+        elif name == "LOAD_BUILD_CLASS":
             class_body_next = True
-        elif isinstance(item, Instr) and item.name == "LOAD_CONST" and isinstance(item.arg, CodeType):
-            part = item.arg.co_name in COMPREHENSIONS or class_body_next
-            replacement = nested(item.arg, part)
-            if replacement is not item.arg:
-                item = Instr("LOAD_CONST", replacement, location=item.location)
-            class_body_next = False
+        elif name in _CONSTANT_LOADS:
+            arg = item.arg
+            if name == "LOAD_CONST" and isinstance(arg, CodeType):
+                replacement = nested(arg, arg.co_name in COMPREHENSIONS or class_body_next)
+                if replacement is not arg:
+                    item = make("LOAD_CONST", replacement, item.location)
+                class_body_next = False
+            elif type(arg) in _SPECIAL_CONSTANTS:
+                out += _load_special(item, hooks)
+                continue
         out.append(item)
     return out
+
+
+def _operator_site(item: Instr, replacement: list[Instr], hooks: Hooks) -> Sequence[Item]:
+    """The operator ``item`` as its site, ``replacement``; in switched code, the site only
+    while the flag is true, else the instruction as compiled."""
+    if hooks.operators_on is None:
+        return replacement
+    loc, plain, joined = item.location, Label(), Label()
+    # (``yield from``'s site is a hook on the operand, then the instruction itself,
+    # which both ways then share; any other site replaces the instruction)
+    site = replacement[:-1] if replacement[-1] is item else [*replacement, make("JUMP_FORWARD", joined, loc)]
+    return [family.load_hook(hooks.operators_on, loc), family.jump_if_false(plain, loc), *site, plain, item, joined]

@@ -1,0 +1,183 @@
+"""The rewriter's own passes read and make instructions without ``bytecode``'s per-instruction
+methods where those cost most of a pass (docs/internals.md, "Where a cold import's time
+goes", "Our passes"): instructions made without the constructor's checks, stack effects and
+control flow remembered per opcode, pairing asked only of the instructions that can take part
+in it, hooks loaded in the form the code keeps.  Over real modules -- standard library
+packages and this suite's corpus -- each shortcut must give what ``bytecode``'s own
+computation gives, on every Python.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import warnings
+from pathlib import Path
+from types import CodeType
+
+import pytest
+from bytecode import Instr, Label
+from bytecode.instr import TryBegin
+
+from cassette_hook.importhook import dual_code, switch
+from cassette_hook.rewrite import GlobalName, UnsupportedCode, _instr, _stack, rewrite_code
+from cassette_hook.rewrite._family import family
+from cassette_hook.rewrite._names import switched_hooks
+from cassette_hook.rewrite._rewriter import decode, items_of, rewritten
+
+SOURCES = [
+    *(p for name in ("email", "json")
+      for p in sorted(Path(importlib.util.find_spec(name).origin).parent.glob("*.py"))),
+    Path(importlib.util.find_spec("asyncio.tasks").origin),
+    Path(__file__).with_name("corpus.py"),
+]
+
+
+def _modules() -> list[CodeType]:
+    return [compile(path.read_text(encoding="utf-8"), str(path), "exec") for path in SOURCES]
+
+
+def _code_objects() -> list[CodeType]:
+    """Every code object of the sources: module bodies, classes, functions, comprehensions."""
+    found, todo = [], _modules()
+    while todo:
+        code = todo.pop()
+        found.append(code)
+        todo += [const for const in code.co_consts if isinstance(const, CodeType)]
+    return found
+
+
+def _bodies() -> list[list[_stack.Item]]:
+    """Each code object's items as the rewriting reads them, then as it leaves them."""
+    bodies = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for code in _code_objects():
+            try:
+                bodies.append(family.plain_forms(items_of(decode(code))))
+                bodies.append(items_of(rewritten(code, switched_hooks(), operators=True, nested=lambda c, part: c)))
+            except UnsupportedCode:  # (shapes the rewriter refuses are tested elsewhere)
+                continue
+    return bodies
+
+
+BODIES = _bodies()
+
+
+def _instructions() -> list[Instr]:
+    return [item for body in BODIES for item in body if isinstance(item, Instr)]
+
+
+def test_the_stack_effects_the_walks_remember_are_those_bytecode_computes():
+    for instr in _instructions():
+        for jump in (False, True):
+            assert _stack.effect(instr, jump) == instr.stack_effect(jump=jump), (instr, jump)
+
+
+def test_where_the_walks_take_an_instruction_is_what_bytecode_says_of_it():
+    for instr in _instructions():
+        assert _stack.flow(instr) == (instr.has_jump() and instr.name != "END_ASYNC_FOR",
+                                      instr.is_uncond_jump() or instr.is_final()), instr
+
+
+def test_each_stack_depth_follows_from_the_depths_before_it_by_bytecodes_stack_effects():
+    checked = 0
+    for items in BODIES:
+        depths = _stack.stack_depths(items)
+        labels = {id(item): index for index, item in enumerate(items) if isinstance(item, Label)}
+        for index, (item, depth) in enumerate(zip(items, depths)):
+            if depth is None:
+                continue
+            if isinstance(item, TryBegin):
+                assert depths[labels[id(item.target)]] == item.stack_depth + item.push_lasti + 1
+            if not isinstance(item, Instr):
+                assert index + 1 == len(items) or depths[index + 1] == depth
+                continue
+            if item.has_jump() and item.name != "END_ASYNC_FOR":
+                assert depths[labels[id(item.arg)]] == depth + item.stack_effect(jump=True), (index, item)
+            if not (item.is_uncond_jump() or item.is_final()):
+                after = depth + (1 if item.name == "RETURN_GENERATOR" else item.stack_effect(jump=False))
+                assert depths[index + 1] == after, (index, item)
+                checked += 1
+    assert checked > 10_000
+
+
+def test_pairing_asks_only_the_instructions_the_family_names():
+    """``pair_by_depth`` asks the family's ``consumer_depth`` and ``producer_depth`` only of
+    the instructions named in ``consumer_names`` and ``producer_names``, and the rewriter its
+    ``is_method_load`` of those in ``method_load_names``: of any other, each must say no."""
+    if sys.version_info < (3, 11):  # (3.10 pairs compiler-made calls with their callees: _py310)
+        from cassette_hook.rewrite import _py310
+
+        for instr in _instructions():
+            assert instr.name in _py310._CALLS or _py310._callee_depth(instr, 20) is None, instr
+        return
+    named = {"consumers": 0, "producers": 0, "method loads": 0}
+    for instr in _instructions():
+        if instr.name in family.consumer_names:
+            named["consumers"] += 1
+        else:
+            assert family.consumer_depth(instr, 20) is None, instr
+        if instr.name in family.producer_names:
+            named["producers"] += 1
+        else:
+            assert family.producer_depth(instr, 20) is None, instr
+        if instr.name in family.method_load_names:
+            named["method loads"] += family.is_method_load(instr)
+        else:
+            assert not family.is_method_load(instr), instr
+    assert all(named.values()), named  # (the sources have each kind, so the filters had both to tell apart)
+
+
+def _switched_and_twins() -> list[CodeType]:
+    """Switched code of each source (as an import under a context makes it), and a twin of
+    every function in it (as a context's first call of it makes it)."""
+    from cassette_hook.runtime.callsites import HOOKS
+
+    made = []
+    switch.install_builtins()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for module in _modules():
+            made.append(dual_code.switched(module, "m"))
+            for code in _code_objects_of(module):
+                if code.co_flags & 0x2:  # CO_NEWLOCALS: a function's body (not a module's or a class's)
+                    for enters in (False, True):
+                        try:
+                            made.append(rewrite_code(code, HOOKS, operators=True, enters=enters))
+                        except UnsupportedCode:
+                            continue
+    return made
+
+
+def _code_objects_of(code: CodeType) -> list[CodeType]:
+    nested = [const for const in code.co_consts if isinstance(const, CodeType)]
+    return [*nested, *(inner for const in nested for inner in _code_objects_of(const))]
+
+
+@pytest.mark.skipif(_instr.make is _instr._checked, reason="this bytecode release: every instruction is checked")
+def test_instructions_made_without_bytecodes_checks_are_those_its_constructor_makes(monkeypatch):
+    unchecked = _switched_and_twins()
+    fast = _instr.make
+    patched = [m.__name__ for m in list(sys.modules.values())
+               if m.__name__.startswith("cassette_hook.") and getattr(m, "make", None) is fast]
+    for name in patched:
+        monkeypatch.setattr(sys.modules[name], "make", _instr._checked)
+    assert "cassette_hook.rewrite._nullslot" in patched and "cassette_hook.importhook.dual_code" in patched
+    checked = _switched_and_twins()
+    assert len(unchecked) == len(checked) > 1000
+    for ours, theirs in zip(unchecked, checked):
+        assert ours == theirs and ours.co_linetable == theirs.co_linetable, ours.co_name
+        assert _code_objects_of(ours) == _code_objects_of(theirs), ours.co_name
+
+
+def test_switched_code_keeps_no_hook_as_a_constant():
+    """Every site loads its hooks by name in switched code (``Family.load_hook``): a
+    ``GlobalName`` left as a constant would be called as the string it is."""
+    switch.install_builtins()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for module in _modules():
+            switched = dual_code.switched(module, "m")
+            for code in [switched, *_code_objects_of(switched)]:
+                assert not any(type(const) is GlobalName for const in code.co_consts), code.co_name
