@@ -23,10 +23,17 @@ Location = InstrLocation | None  # an instruction's position, or none
 FlaggedName = tuple[bool, str] | tuple[bool, bool, str]
 
 
-TRUSTED_FOLLOWS = "0.19."
-"""The ``bytecode`` releases whose ``Instr._from_trusted`` :func:`make` uses (0.19.1 is
-the one the tests compared it with): with another release every instruction is made by
-``Instr``'s own constructor, as before."""
+BYTECODE_FOLLOWED = "0.19."
+"""The ``bytecode`` releases whose internals the rewriting follows: ``Instr._from_trusted``
+(:func:`make`), and the conversions ``_assembler`` and ``_decoder`` reproduce (0.19.1 is the
+one ``tests/test_rewrite_shortcuts.py``, ``tests/test_assembly.py`` and
+``tests/test_decoding.py`` compared them with; older ones lack names they import).  With
+another release ``bytecode`` makes, assembles and decodes everything, as before."""
+
+
+def follows_bytecode() -> bool:
+    """Is the installed ``bytecode`` a release :data:`BYTECODE_FOLLOWED` names?"""
+    return bytecode.__version__.startswith(BYTECODE_FOLLOWED)
 
 
 def _checked(name: str, arg: object = UNSET, loc: Location = None) -> Instr:
@@ -42,13 +49,13 @@ def _trusted(name: str, arg: object = UNSET, loc: Location = None) -> Instr:
 
 _CACHE_ONLY_ARG: frozenset[int] = frozenset(getattr(bytecode.instr, "CACHE_ONLY_ARG_OPCODES", ()))
 
-make = _trusted if hasattr(Instr, "_from_trusted") and bytecode.__version__.startswith(TRUSTED_FOLLOWS) else _checked
+make = _trusted if follows_bytecode() else _checked
 """``Instr(name, arg, location=loc)``, for the instructions the rewriting makes of its own
 (the arguments their opcodes take, never a pass's).  ``Instr``'s constructor checks its
 argument against lists of opcodes by ``in`` (``dis.hasname`` and the like): 2.5 µs an
 instruction, and the rewriting makes about three for every two it reads: about a fifth of
 a cold rewrite (docs/internals.md, "Where a cold import's time goes").  Where the
-installed ``bytecode`` is a release :data:`TRUSTED_FOLLOWS` names, the instruction is made
+installed ``bytecode`` is a release :data:`BYTECODE_FOLLOWED` names, the instruction is made
 as ``bytecode`` makes those it decodes (``Instr._from_trusted``): the same object, without
 the checks; ``tests/test_rewrite_shortcuts.py`` compares the code made both ways."""
 

@@ -31,12 +31,11 @@ from opcode import opmap, opname
 from types import CodeType
 from typing import TYPE_CHECKING, Callable, Iterable, Sequence, cast
 
-import bytecode
 
 from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, Instr, Label
 
 from . import GlobalName
-from ._instr import Location, arg_of, flagged_name, make
+from ._instr import Location, arg_of, flagged_name, follows_bytecode, make
 from ._operators import UNARY, binary_op, compare_op
 from ._markers import nooverdub
 from ._stack import Item, pair_by_depth
@@ -46,18 +45,13 @@ if TYPE_CHECKING:
     from ._assembler import Assembler
     from ._decoder import Decoder
 
-ASSEMBLER_FOLLOWS = "0.19."
-"""The ``bytecode`` releases whose conversions ``_assembler`` and ``_decoder`` follow (0.19.1
-is the one ``tests/test_assembly.py`` and ``tests/test_decoding.py`` compared them with;
-older ones lack names they import): with another release ``bytecode`` assembles and decodes
-everything, as before."""
 MAX_ENTERED = 15  # the most positional arguments an entering call site copies (a call with more resolves)
 
 
 def own_assembler(compare: Callable[[Compare], int], *, local_cells: bool) -> Assembler | None:
     """A family's own assembler (3.12, 3.13), or None where the installed ``bytecode`` is not a
     release it follows."""
-    if not bytecode.__version__.startswith(ASSEMBLER_FOLLOWS):
+    if not follows_bytecode():
         return None
     from ._assembler import Assembler  # (here: it imports names older releases do not have)
 
@@ -68,7 +62,7 @@ def own_decoder(compare: Callable[[int], Compare], *, local_cells: bool) -> Deco
     """A family's own decoder (3.12, 3.13; ``compare``: a ``COMPARE_OP`` argument's
     comparison, as ``bytecode`` decodes it), or None where the installed ``bytecode`` is not
     a release it follows."""
-    if not bytecode.__version__.startswith(ASSEMBLER_FOLLOWS):
+    if not follows_bytecode():
         return None
     from ._decoder import Decoder  # (here: it imports names older releases do not have)
 
