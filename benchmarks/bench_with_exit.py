@@ -9,7 +9,10 @@ overloads nothing, entered and left, interleaved:
 - ``python exit``: a subclass whose ``__exit__`` is a plain Python method calling
   ``pop`` (the pure path's ``__exit__`` before, which an interrupt at its first line
   left on the stack);
-- ``context's exit``: ``Context.__exit__`` as it is on the path the run takes.
+- ``context's exit``: ``Context.__exit__`` as it is on the path the run takes, which calls
+  ``context_stack.pop_at_exit`` (``pop``, then a tagging context's end of its extent);
+- ``exit calling pop``: the same, calling ``pop`` itself (as before ``pop_at_exit`` took
+  over the end of a tagging context's extent from ``_TaggingContext.__exit__``).
 
 Run it on both paths (``CASSETTE_HOOK_PURE_PYTHON=1`` for the pure one); ``--cpu`` times
 by the process's CPU time rather than the wall clock.
@@ -51,6 +54,23 @@ def blocks(ctx: ch.Context) -> Any:
     return run
 
 
+def calling_pop(run: Any) -> Any:
+    """``run`` with the exit calling ``pop`` rather than ``pop_at_exit``: on the C path
+    what ``Context.__exit__`` calls is set by ``exit_method``; on the pure path the exit's
+    generator reads ``pop_at_exit`` from the module."""
+    at_exit = context_stack.pop_at_exit
+
+    def with_pop() -> None:
+        _native.runtime.exit_method(ch.Context, context_stack.pop)
+        context_stack.pop_at_exit = context_stack.pop
+        try:
+            run()
+        finally:
+            _native.runtime.exit_method(ch.Context, at_exit)
+            context_stack.pop_at_exit = at_exit
+    return with_pop
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=21)
@@ -58,7 +78,8 @@ def main() -> None:
     options = parser.parse_args()
     if options.cpu:
         harness.use_cpu_time()
-    variants = {"python exit": blocks(PythonExit()), "context's exit": blocks(Exiting())}
+    variants = {"python exit": blocks(PythonExit()), "context's exit": blocks(Exiting()),
+                "exit calling pop": calling_pop(blocks(Exiting()))}
     result = harness.measure("100 with blocks", variants, rounds=options.rounds)
     clock = "CPU" if options.cpu else "wall"
     print(f"Python {sys.version.split()[0]}, {_native.runtime.name} path, {options.rounds} rounds, {clock} time")

@@ -123,7 +123,7 @@ def read_top_with(runtime: Runtime) -> None:
     # A with block's exit that an interrupt in pop's first lines has call pop again (a Python
     # __exit__ cannot protect its own first instruction: docs/internals.md, "Interrupts"): C on
     # the C path, _ExitMethod (the class's own) on the pure-Python one.
-    Context.__exit__ = runtime.exit_method(Context, pop)
+    Context.__exit__ = runtime.exit_method(Context, pop_at_exit)
     _rebound()
 
 
@@ -152,13 +152,13 @@ def _exiting(ctx: Context) -> Generator[None, None, None]:
     try:
         yield
         was = id(top())
-        pop(ctx)
+        pop_at_exit(ctx)
     except GeneratorExit:  # (closed unresumed: the block's __enter__ failed, or it never ended)
         return
     except BaseException:
         now = top()
         if now is not None and now.ctx is ctx and (was is None or id(now) == was):
-            pop(ctx)  # an interrupt before pop changed anything
+            pop_at_exit(ctx)  # an interrupt before pop changed anything
         raise
 
 
@@ -445,6 +445,19 @@ def pop(ctx: Context) -> None:
         raise
     del entry  # (the last reference, most often: it is no longer live)
     _settle()
+
+
+def pop_at_exit(ctx: Context) -> None:
+    """What a ``with`` block of ``ctx`` does as it ends: :func:`pop`, then, for a tagging
+    context, the end of its tag's extent if this was its outermost activation
+    (``Tag.leave``: the wrappers made inside it unwrapped).  Done here, by the exit that
+    calls ``pop`` again after an interrupt, rather than by a Python ``__exit__`` of the
+    tagging class, whose first line an interrupt could cut short before anything was
+    popped (docs/internals.md, "Interrupts")."""
+    pop(ctx)
+    tag = ctx.tag
+    if tag is not None:
+        tag.leave(None)
 
 
 def pop_if_pushed(ctx: Context, held: Any) -> None:

@@ -334,13 +334,12 @@ def enabletagging(ctx: context_stack.Context, f: Any) -> context_stack.Context:
 
 
 class _TaggingContext(context_stack.Context):
-    """Marks the classes ``enabletagging`` makes (``hastagging``); ends a ``with`` extent."""
+    """Marks the classes ``enabletagging`` makes (``hastagging``).  Its ``with`` exit is
+    ``Context.__exit__``, which ends the tag's extent after the pop
+    (``context_stack.pop_at_exit``): a Python ``__exit__`` here could be interrupted
+    before it popped (docs/internals.md, "Interrupts")."""
 
     tags_values = True  # read by ``plan.Plan``: never the fast plan
-
-    def __exit__(self, *exc_info: object) -> None:
-        super().__exit__(*exc_info)
-        _leave(self.tag, None)
 
 
 _TAGGING_CLASS = "__cassette_hook_tagging__"

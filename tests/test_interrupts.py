@@ -229,7 +229,7 @@ def settled(module: Any, locks: list[Any]) -> tuple[Any, ...]:
     return state(locks)
 
 
-def run_interrupted(module: Any, at: int) -> tuple[type[BaseException] | None, str, int, str]:
+def run_interrupted(module: Any, at: int, workload: Any = workload) -> tuple[type[BaseException] | None, str, int, str]:
     """The workload, interrupted at the ``at``-th event: what it raised, and how many
     events it ran.  (Only the exception's type and text are kept: its traceback would
     keep the interrupted frames, and the entries they hold, alive.)  No collection starts
@@ -254,7 +254,9 @@ def run_interrupted(module: Any, at: int) -> tuple[type[BaseException] | None, s
     return None, "", record.seen, record.where  # (where: an interrupt swallowed)
 
 
-def test_an_interrupt_anywhere_in_the_runtime_reaches_the_program_and_leaves_no_state_behind(tree, monkeypatch):  # noqa: F811
+def damage_of_interrupts_everywhere(tree: Any, monkeypatch: Any, workload: Any) -> tuple[int, list[Any]]:  # noqa: F811
+    """Run ``workload`` interrupted at each event in turn (see the module's docstring):
+    how many events it was interrupted at, and the damage each interrupt did."""
     # Idle spells do not give the import hook's functions their light code back here: the
     # pass that switches them again visits every object of the heap, tens of thousands of
     # line events per run.  (An interrupt in it leaves them to the next activation's pass.)
@@ -284,7 +286,7 @@ def test_an_interrupt_anywhere_in_the_runtime_reaches_the_program_and_leaves_no_
             checking[0] = f"the run interrupted at event {at}"
             signal.setitimer(signal.ITIMER_REAL, BOUND)
             workload(module)  # (warm: so that the run interrupted at event N is the same run for every N)
-            raised, message, seen, where = run_interrupted(module, at)
+            raised, message, seen, where = run_interrupted(module, at, workload)
             if raised is Hung:
                 pytest.fail(message)
             if raised is None and seen < at:
@@ -310,8 +312,35 @@ def test_an_interrupt_anywhere_in_the_runtime_reaches_the_program_and_leaves_no_
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+    return at, damaged
+
+
+def test_an_interrupt_anywhere_in_the_runtime_reaches_the_program_and_leaves_no_state_behind(tree, monkeypatch):  # noqa: F811
+    at, damaged = damage_of_interrupts_everywhere(tree, monkeypatch, workload)
     assert at > 50  # (the workload runs that many events of ours)
     assert damaged == [], "\n".join(map(str, damaged))
+
+
+TAGS: list[Any] = []
+"""The tags of the tagging contexts :func:`tagging_workload` made: each extent ended."""
+
+
+def tagging_workload(module: Any) -> int:
+    """A ``with`` block of a tagging context (``enabletagging``), whose exit also ends the
+    tag's extent (docs/internals.md, "Interrupts")."""
+    ctx = ch.enabletagging(Count([0]), module.g)
+    TAGS.append(ctx.tag)
+    with ctx:
+        module.g(1)
+    return ctx.metadata[0]
+
+
+def test_an_interrupt_anywhere_in_a_tagging_contexts_with_block_reaches_the_program_and_leaves_no_state_behind(
+        tree, monkeypatch):  # noqa: F811
+    at, damaged = damage_of_interrupts_everywhere(tree, monkeypatch, tagging_workload)
+    assert at > 20  # (the workload runs that many events of ours)
+    assert damaged == [], "\n".join(map(str, damaged))
+    assert [tag for tag in TAGS if tag.depth] == []  # (no extent left open)
 
 
 # -- a with block's exit: on the pure-Python path, bound as the block is entered and

@@ -633,6 +633,17 @@ def test_a_with_block_is_an_extent_too() -> None:
     assert type(kept[0]) is int
 
 
+def test_an_exit_stacks_exit_of_a_tagging_context_ends_the_extent_too() -> None:
+    # ExitStack calls type(ctx).__exit__(ctx, ...): the class's with exit, which ends the
+    # extent after its pop (docs/internals.md, "Interrupts").
+    ctx = tagging()
+    kept: list[Any] = []
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(ctx)
+        kept.append(ch.tag(1, ctx))
+    assert type(kept[0]) is int and ch.current_context() is None and ctx.tag.depth == 0
+
+
 def test_nested_activations_keep_tags_until_the_outermost_ends() -> None:
     ctx = tagging()
 

@@ -106,11 +106,12 @@ run_hook(PyObject *entry, PyObject *hook, PyObject *const *stack, Py_ssize_t nar
     return out == NULL ? -1 : 0;
 }
 
-/* Context.__exit__ on the C path: context_stack.pop(ctx), which either pops or raises having
- * changed nothing, called again if an interrupt arrived before it changed anything (its
- * first lines: what no Python __exit__ can protect, since the interrupt may come before
- * its first instruction).  The first pop's exception is the one that goes on.  "Before it
- * changed anything": the innermost entry is still the one that was. */
+/* Context.__exit__ on the C path: context_stack.pop_at_exit(ctx) (pop, which either pops or
+ * raises having changed nothing, then a tagging context's end of its extent), called again
+ * if an interrupt arrived before it changed anything (its first lines: what no Python
+ * __exit__ can protect, since the interrupt may come before its first instruction).  The
+ * first pop's exception is the one that goes on.  "Before it changed anything": the
+ * innermost entry is still the one that was. */
 /* Mirrors context_stack._exiting. */
 static PyObject *
 context_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
@@ -148,7 +149,7 @@ context_exit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static PyMethodDef context_exit_def = {"__exit__", (PyCFunction)(void (*)(void))context_exit, METH_FASTCALL,
                                        "Deactivate the context (the innermost active one)."};
 
-/* exit_method(Context, pop): Context.__exit__ for the C path, a method descriptor. */
+/* exit_method(Context, pop_at_exit): Context.__exit__ for the C path, a method descriptor. */
 /* C only: makes Context.__exit__ of the C path (context_exit) a method descriptor. */
 PyObject *
 exit_method(PyObject *module, PyObject *const *args, Py_ssize_t nargs)

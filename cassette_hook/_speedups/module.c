@@ -297,7 +297,7 @@ static PyMethodDef methods[] = {
     {"handled_traceback", (PyCFunction)(void (*)(void))handled_traceback, METH_FASTCALL,
      "handled_traceback(exc, tb): tb becomes the traceback of exc, the exception being handled (3.10)."},
     {"exit_method", (PyCFunction)(void (*)(void))exit_method, METH_FASTCALL,
-     "exit_method(Context, pop): Context.__exit__ for the C path (pop, called again after an interrupt)."},
+     "exit_method(Context, pop_at_exit): Context.__exit__ for the C path (pop_at_exit, called again after an interrupt)."},
     {"unpopped", unpopped, METH_NOARGS, "unpopped(): is what unpop() put back in force on this thread?"},
     {"top", top, METH_NOARGS, "top(): the innermost active Entry as the running code sees it, or None."},
     {"overload_of", overload_of, METH_O,

@@ -65,7 +65,7 @@ typedef struct {
      * context, and runs what it is given as the plain program would, rather than reading a
      * NULL variable; everything else the hot path reads it reaches from an active entry. */
     PyObject *active;
-    PyObject *pop_function;  /* context_stack.pop (exit_method) */
+    PyObject *pop_function;  /* context_stack.pop_at_exit (exit_method) */
 
     /* -- the classes whose slots are read at their offsets (configure) -- */
     PyTypeObject *entry_type, *plan_type, *id_table_type; /* id_table_type: _weakid.WeakIdCache */
