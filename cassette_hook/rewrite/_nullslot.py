@@ -26,6 +26,7 @@ operator opcodes; each version module subclasses :class:`NullSlotFamily` with ju
 from __future__ import annotations
 
 import dis
+import itertools
 import operator
 from opcode import opmap, opname
 from types import CodeType
@@ -445,18 +446,33 @@ def _is_marker(item: object) -> bool:
     return isinstance(item, Instr) and item.name == "LOAD_CONST" and type(item.arg) is nooverdub
 
 
-def _varint(out: bytearray, value: int) -> None:
-    """``value`` appended to ``out`` in six-bit chunks, low first (``Objects/locations.md``)."""
+def _varint(value: int) -> bytes:
+    """``value`` in six-bit chunks, low first (``Objects/locations.md``)."""
+    out = bytearray()
     while value > 0x3F:
         out.append(0x40 | (value & 0x3F))
         value >>= 6
     out.append(value)
+    return bytes(out)
 
 
-def _svarint(out: bytearray, value: int) -> None:
-    _varint(out, (-value << 1) | 1 if value < 0 else value << 1)
+_VARINTS = tuple(_varint(value) for value in range(0x1000))  # (every number of one or two chunks)
 
 
+def _unsigned(value: int) -> bytes:
+    return _VARINTS[value] if value < 0x1000 else _varint(value)
+
+
+def _signed(value: int) -> bytes:
+    return _unsigned((-value << 1) | 1 if value < 0 else value << 1)
+
+
+class _NoPosition:
+    """The position of ``_END``: no line, so it never joins the run before it."""
+    lineno = end_lineno = col_offset = end_col_offset = None
+
+
+_END = ((_NoPosition(), 0),)
 _Position = tuple[int | None, int | None, int | None, int | None]  # line, end line, column, end column
 
 
@@ -478,6 +494,11 @@ def _line_table(first_line: int, runs: Iterable[tuple[Location, int]]) -> bytes:
     backwards, which it does to look up a line number (tracebacks, ``co_lines``), and a
     column byte of 128 or more was taken for an entry of its own, giving the instructions
     after it the line of an earlier one.  Such a column takes the long form here.
+
+    One loop, the entries written inline and the numbers' forms looked up rather than
+    computed: a call per run and per number was most of the table's cost (a third of it
+    saved; docs/performance.md, "Our passes cheaper").  A last pseudo-instruction
+    (``_END``, never equal to a run) writes the last run's entries.
     """
     out = bytearray()
     line = first_line  # what the next entry's line is a delta from
@@ -485,7 +506,8 @@ def _line_table(first_line: int, runs: Iterable[tuple[Location, int]]) -> bytes:
     units = 0
     seen: object = out  # the last instruction's location object (none yet)
     joins = False  # does an instruction at the run's position join the run (it has a line)?
-    for loc, size in runs:
+    varints = _VARINTS
+    for loc, size in itertools.chain(runs, _END):
         if loc is seen and joins:  # (one object: CACHE entries, the instructions of a site)
             units += size
             continue
@@ -497,40 +519,47 @@ def _line_table(first_line: int, runs: Iterable[tuple[Location, int]]) -> bytes:
         if here == run and joins:
             units += size
             continue
-        if run is not None:
-            line = _entries(out, units, line, run)
+        if run is not None:  # the run's entries, eight code units to one
+            start, end, column, end_column = run
+            while True:
+                header = 0x87 if units >= 8 else 0x7F + units
+                if start is None:  # no position at all
+                    out.append(header | 15 << 3)
+                elif column is None:  # a line, no columns
+                    if end is not None and end != start:
+                        raise ValueError(f"An instruction cannot have no column offset and span multiple lines "
+                                         f"(lineno: {start}, end lineno: {end}")
+                    out.append(header | 13 << 3)
+                    out += _signed(start - line)
+                    line = start
+                elif end_column is None or end is None:
+                    raise ValueError(f"a position with a column has an end line and column, not {run}")
+                elif end == start:
+                    delta = start - line
+                    if delta == 0 and column < 72 and end_column - column <= 15:  # the short form
+                        out.append(header | (column >> 3) << 3)
+                        out.append(((column & 7) << 4) + end_column - column)
+                    elif 1 <= delta <= 2 and column < 0x80 and end_column < 0x80:  # the one-line form
+                        out.append(header | (10 + delta) << 3)
+                        out.append(column)
+                        out.append(end_column)
+                        line = start
+                    else:  # the long form, on one line
+                        out.append(header | 14 << 3)
+                        out += _signed(delta)
+                        out.append(0)
+                        out += varints[column + 1] if column < 0xFFF else _unsigned(column + 1)
+                        out += varints[end_column + 1] if end_column < 0xFFF else _unsigned(end_column + 1)
+                        line = start
+                else:  # the long form
+                    out.append(header | 14 << 3)
+                    out += _signed(start - line)
+                    out += _unsigned(end - start)
+                    out += varints[column + 1] if column < 0xFFF else _unsigned(column + 1)
+                    out += varints[end_column + 1] if end_column < 0xFFF else _unsigned(end_column + 1)
+                    line = start
+                units -= 8
+                if units <= 0:
+                    break
         run, units, joins = here, size, here[0] is not None
-    if run is not None:
-        _entries(out, units, line, run)
     return bytes(out)
-
-
-def _entries(out: bytearray, units: int, line: int, position: _Position) -> int:
-    """``units`` code units at ``position`` appended to ``out``, eight to an entry; the
-    line the next entry's delta is from."""
-    start, end, column, end_column = position
-    while units > 0:
-        header = 0x80 | (min(units, 8) - 1)
-        if start is None:  # no position at all
-            out.append(header | 15 << 3)
-        elif column is None:  # a line, no columns
-            if end is not None and end != start:
-                raise ValueError(f"An instruction cannot have no column offset and span multiple lines "
-                                 f"(lineno: {start}, end lineno: {end}")
-            out.append(header | 13 << 3)
-            _svarint(out, start - line)
-        elif end_column is None or end is None:
-            raise ValueError(f"a position with a column has an end line and column, not {position}")
-        elif end == start and start == line and column < 72 and end_column - column <= 15:
-            out += bytes((header | (column >> 3) << 3, ((column & 7) << 4) + end_column - column))
-        elif end == start and 1 <= start - line <= 2 and column < 0x80 and end_column < 0x80:
-            out += bytes((header | (10 + start - line) << 3, column, end_column))
-        else:
-            out.append(header | 14 << 3)
-            _svarint(out, start - line)
-            _varint(out, end - start)
-            _varint(out, column + 1)
-            _varint(out, end_column + 1)
-        line = start if start is not None else line
-        units -= 8
-    return line
