@@ -111,7 +111,7 @@ class Python:
         """The stack's top is the variable's value."""
         return variable.get
 
-    def exit_method(self, context: type, pop: Callable[..., Any]) -> Any:
+    def exit_method(self, context: type, pop_at_exit: Callable[..., Any]) -> Any:
         """The context class's own ``__exit__``: a descriptor whose binding resumes, from C,
         a generator already inside its ``try`` (``context_stack._ExitMethod``)."""
         return context.__dict__["__exit__"]

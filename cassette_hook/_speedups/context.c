@@ -155,7 +155,7 @@ PyObject *
 exit_method(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (nargs != 2 || !PyType_Check(args[0]) || !PyCallable_Check(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "exit_method(Context, pop)");
+        PyErr_SetString(PyExc_TypeError, "exit_method(Context, pop_at_exit)");
         return NULL;
     }
     Py_XSETREF(state->pop_function, Py_NewRef(args[1]));

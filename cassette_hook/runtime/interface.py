@@ -52,7 +52,7 @@ class Runtime(Protocol):
     def stack_reader(self, variable: ContextVar[Any]) -> Callable[[], Any]:
         """What reads the innermost active entry of the stack held in ``variable``."""
 
-    def exit_method(self, context: type, pop: Callable[..., Any]) -> Any:
+    def exit_method(self, context: type, pop_at_exit: Callable[..., Any]) -> Any:
         """``Context.__exit__``: one that an interrupt cannot cut short before it pops."""
 
     def recurse_from(self, reference: T, strip: Callable[[BaseException], Any]) -> T:
