@@ -41,10 +41,10 @@ from types import CodeType
 from typing import Sequence
 
 from bytecode import Bytecode, Instr, Label
-from bytecode.instr import TryBegin, TryEnd
+from bytecode.instr import InstrLocation, TryBegin, TryEnd
 
 from ..rewrite import RESOURCE_ERRORS, rewrite_part
-from ..rewrite._instr import global_name, make
+from ..rewrite._instr import Location, global_name, make
 from ..rewrite._names import ACTIVE, ENTER, TWIN, is_annotate, is_part, switched_hooks
 from ..rewrite._family import family
 from ..rewrite._rewriter import assemble, decode, items_of, rewritten, set_items
@@ -130,9 +130,15 @@ class _Switcher:
         # and its plain half is a copy of the decoding (new labels and handlers, the same
         # other instructions).
         decoded = decode(code)
-        plain = self._plain_items(items_of(decoded))
+        # (where the assembler copies the plain half as compiled, no copy of the decoding is needed)
+        plain = None if family.assembler is not None else self._plain_items(items_of(decoded))
         body = rewritten(code, self.hooks, operators=True, nested=self._instrumented_nested, decoded=decoded)
-        result = self._plain(code) if not self._sites(body) else self._join(plain, body, code)
+        if not self._sites(body):
+            result = self._plain(code)
+        else:
+            result = self._join_compiled(body, code) if plain is None else None
+            if result is None:
+                result = self._join(self._plain_items(items_of(decode(code))) if plain is None else plain, body, code)
         self._done[id(code)] = (code, result)
         return result
 
@@ -208,6 +214,36 @@ class _Switcher:
                 return True
         return False
 
+    def _join_compiled(self, body: Bytecode, code: CodeType) -> CodeType | None:
+        """As :meth:`_join`, the plain half being ``code``'s own units, copied rather than
+        assembled again (``_assembler.Verbatim``: 3.12+, where jumps are relative), or None
+        where the family's assembler cannot do that (:meth:`_join` then does).  The same
+        switched code, but for the numbering of constants and names."""
+        assembler = family.assembler
+        assert assembler is not None
+        halves = assembler.halves(code, self._plain(code).co_consts)
+        rewritten_items = items_of(body)
+        rewritten_start = _prefix_length(rewritten_items)
+        prefix = [i for i in rewritten_items[:rewritten_start] if isinstance(i, Instr)]
+        if halves is None or halves[2] != len(prefix):
+            return None
+        compiled_prefix, compiled_body, _ = halves
+        loc = InstrLocation(*compiled_body.positions[0])  # (as the decoded plain body's first instruction has it)
+        plain, instrumented = Label(), Label()
+        set_items(body, [
+            compiled_prefix,
+            *self._switch(plain, instrumented, loc),
+            plain,
+            compiled_body,
+            instrumented,
+            *(i for i in rewritten_items[:rewritten_start] if isinstance(i, TryBegin)),
+            *rewritten_items[rewritten_start:],
+        ])
+        result = assembler.code(body, max(code.co_stacksize + 2, 3))
+        if result is None:
+            set_items(body, rewritten_items)
+        return result
+
     def _join(self, items: list[Item], body: Bytecode, code: CodeType) -> CodeType:
         """The plain ``items`` behind the switch, then ``body``, as one code object (in
         ``body``, which has ``code``'s names and flags)."""
@@ -222,6 +258,20 @@ class _Switcher:
         plain, instrumented = Label(), Label()
         set_items(body, [
             *items[:start],
+            *self._switch(plain, instrumented, loc),
+            plain,
+            *items[start:],
+            instrumented,
+            *instrumented_body,
+        ])
+        # The switch needs three slots, at an empty stack; each body what it needed.
+        return assemble(body, max(code.co_stacksize + 2, 3), code.co_name)
+
+
+    def _switch(self, plain: Label, instrumented: Label, loc: Location) -> list[Instr]:
+        """The question that chooses a body, at the position of the plain body's first
+        instruction (a tracer sees no line event of its own)."""
+        return [
             family.load_global(ACTIVE, loc),
             family.jump_if_false(plain, loc),
             family.load_global(TWIN, loc),
@@ -230,13 +280,7 @@ class _Switcher:
             make("LOAD_CONST", self.module, loc),
             *family.call(1, loc),
             family.jump_if_true(instrumented, loc),
-            plain,
-            *items[start:],
-            instrumented,
-            *instrumented_body,
-        ])
-        # The switch needs three slots, at an empty stack; each body what it needed.
-        return assemble(body, max(code.co_stacksize + 2, 3), code.co_name)
+        ]
 
 
 def _with_consts(code: CodeType, consts: tuple[object, ...]) -> CodeType:
