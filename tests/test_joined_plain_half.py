@@ -59,7 +59,8 @@ def _plain_half(code: CodeType) -> tuple[int, int] | None:
     for index, instruction in enumerate(instructions):
         if instruction.opname == "LOAD_GLOBAL" and instruction.argval == ACTIVE:
             start = instructions[index + 1].argval  # (POP_JUMP_IF_FALSE plain)
-            asked = max((i for i in instructions if i.offset < start), key=lambda i: i.offset)  # (the question's last jump: to the other body)
+            # (the question's last jump, just before the plain half: to the other body)
+            asked = max((i for i in instructions if i.offset < start), key=lambda i: i.offset)
             return start, asked.argval
     return None
 

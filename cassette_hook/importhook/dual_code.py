@@ -38,7 +38,7 @@ written to a ``.pyc`` file.
 from __future__ import annotations
 
 from types import CodeType
-from typing import Sequence
+from typing import Sequence, cast
 
 from bytecode import Bytecode, Instr, Label
 from bytecode.instr import InstrLocation, TryBegin, TryEnd
@@ -126,19 +126,20 @@ class _Switcher:
         done = self._done.get(id(code))
         if done is not None:
             return done[1]
-        # Decoding is a fifth of the work, and was done twice: now the body is decoded once,
-        # and its plain half is a copy of the decoding (new labels and handlers, the same
-        # other instructions).
+        # Decoding is a fifth of the work, and was done twice: now the body is decoded once.
+        # Where the family's assembler copies the plain half as compiled (3.12, 3.13), that
+        # is all; elsewhere the plain half is a copy of the decoding (new labels and
+        # handlers, the same other instructions).
         decoded = decode(code)
-        # (where the assembler copies the plain half as compiled, no copy of the decoding is needed)
         plain = None if family.assembler is not None else self._plain_items(items_of(decoded))
         body = rewritten(code, self.hooks, operators=True, nested=self._instrumented_nested, decoded=decoded)
         if not self._sites(body):
             result = self._plain(code)
         else:
-            result = self._join_compiled(body, code) if plain is None else None
-            if result is None:
-                result = self._join(self._plain_items(items_of(decode(code))) if plain is None else plain, body, code)
+            joined = self._join_compiled(body, code) if plain is None else None
+            if joined is None:
+                joined = self._join(self._plain_items(items_of(decode(code))) if plain is None else plain, body, code)
+            result = joined
         self._done[id(code)] = (code, result)
         return result
 
@@ -225,12 +226,14 @@ class _Switcher:
         rewritten_items = items_of(body)
         rewritten_start = _prefix_length(rewritten_items)
         prefix = [i for i in rewritten_items[:rewritten_start] if isinstance(i, Instr)]
-        if halves is None or halves[2] != len(prefix):
+        if halves is None or not halves[1].positions or halves[2] != len(prefix):
             return None
         compiled_prefix, compiled_body, _ = halves
-        loc = InstrLocation(*compiled_body.positions[0])  # (as the decoded plain body's first instruction has it)
+        first = compiled_body.positions[0]  # (as the decoded plain body's first instruction has it)
+        loc = None if first is None else InstrLocation(first.lineno, first.end_lineno, first.col_offset,
+                                                        first.end_col_offset)
         plain, instrumented = Label(), Label()
-        set_items(body, [
+        set_items(body, cast(list[Item], [  # (the assembler's Verbatim blocks among bytecode's items)
             compiled_prefix,
             *self._switch(plain, instrumented, loc),
             plain,
@@ -238,7 +241,7 @@ class _Switcher:
             instrumented,
             *(i for i in rewritten_items[:rewritten_start] if isinstance(i, TryBegin)),
             *rewritten_items[rewritten_start:],
-        ])
+        ]))
         result = assembler.code(body, max(code.co_stacksize + 2, 3))
         if result is None:
             set_items(body, rewritten_items)
@@ -266,7 +269,6 @@ class _Switcher:
         ])
         # The switch needs three slots, at an empty stack; each body what it needed.
         return assemble(body, max(code.co_stacksize + 2, 3), code.co_name)
-
 
     def _switch(self, plain: Label, instrumented: Label, loc: Location) -> list[Instr]:
         """The question that chooses a body, at the position of the plain body's first

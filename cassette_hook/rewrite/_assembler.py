@@ -28,7 +28,7 @@ import itertools
 import operator
 from opcode import EXTENDED_ARG, opmap
 from types import CodeType
-from typing import Callable, Iterable, Iterator, Optional, Sequence, cast
+from typing import Any, Callable, Iterable, Iterator, Sequence, cast
 
 from bytecode import Bytecode, Compare, Instr, Label
 from bytecode.concrete import HAS_COMPARE, HAS_CONST, HAS_FREE, HAS_LOCAL, HAS_NAME
@@ -97,7 +97,7 @@ def _numbering(values: list[str]) -> Callable[[str], int]:
     return number
 
 
-class _Position(tuple[Optional[int], Optional[int], Optional[int], Optional[int]]):
+class _Position(tuple[int | None, int | None, int | None, int | None]):
     """A compiled position, as ``co_positions`` gives it, read by the line table's encoder
     as it reads a ``bytecode`` position (``lineno`` ... ``end_col_offset``)."""
 
@@ -130,7 +130,7 @@ class Verbatim:
         self.opcodes, self.args = list(raw[0::2]), list(raw[1::2])
         positions: list[Location] = []
         last: _Position | None = None
-        for position in itertools.islice(code.co_positions(), start, stop):
+        for position in itertools.islice(cast(Any, code).co_positions(), start, stop):  # (3.11+: typed as 3.10 too)
             if position != last:  # (one object a run, as the encoder likes them)
                 last = _Position(position)
             positions.append(cast(Location, last))
@@ -140,7 +140,7 @@ class Verbatim:
 def _exception_entries(code: CodeType) -> Iterator[tuple[int, int, int, int]]:
     """``code``'s exception table as (start, end, target, depth and lasti) in code units,
     the end exclusive (``Objects/exception_handling_notes.txt``)."""
-    table = code.co_exceptiontable
+    table: bytes = cast(Any, code).co_exceptiontable  # (3.11+: typed as 3.10 too)
     index = 0
 
     def varint() -> int:
@@ -216,7 +216,7 @@ class Assembler:
 
         name, varname = _numbering(names), _numbering(varnames)
 
-        items = list.copy(bc)
+        items = cast(list[object], list.copy(bc))  # (bytecode's items, and Verbatim blocks)
         seed = items[0] if items and type(items[0]) is Verbatim else None
         if seed is not None:  # (numbered as compiled, so that its units hold as they are)
             for value in seed.consts:
@@ -356,19 +356,19 @@ class Assembler:
             raise _Declined  # (the cells would not be numbered as compiled)
         self._number_cells(args, cells, frees, varnames, cellvars)
         label_offsets, instruction_offsets = self._resolve_jumps(opcodes, args, labels, jumps)
-        entries: list[tuple[int, int, int, int]] = []  # (start, size, target, depth and lasti)
+        handlers: list[tuple[int, int, int, int]] = []  # (start, size, target, depth and lasti)
         for block, (start, stop) in blocks.items():
             start_offset = instruction_offsets[start]
             size = instruction_offsets[stop] - start_offset + 1
             if size < 0:  # (a try block never ended; bytecode's encoder would never stop)
                 raise _Declined
-            entries.append((start_offset, size, label_offsets[labels[cast(Label, block.target)]],
+            handlers.append((start_offset, size, label_offsets[labels[cast(Label, block.target)]],
                             (block.stack_depth << 1) + block.push_lasti))
         if verbatim:
-            entries += _moved_entries(verbatim, label_offsets)
-            entries.sort()
+            handlers += _moved_entries(verbatim, label_offsets)
+            handlers.sort()
         table = bytearray()
-        for start_offset, size, target, depth_lasti in entries:
+        for start_offset, size, target, depth_lasti in handlers:
             _exception_varint(table, start_offset, True)
             _exception_varint(table, size)
             _exception_varint(table, target)
