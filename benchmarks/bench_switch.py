@@ -21,6 +21,12 @@ before the family wrote it, less its second walk repairing columns past 127: so 
 saving is if anything understated).
 
     PYTHONPATH=. python benchmarks/bench_switch.py --lines [--package networkx] [--rounds 1]
+
+``--plain-half`` compares likewise the joined bodies' plain half copied as compiled
+(``_assembler.Verbatim``, 3.12 and 3.13) against the same decoded and assembled again (the
+way before), and counts the joined bodies the assembler declined to copy.
+
+    PYTHONPATH=. python benchmarks/bench_switch.py --plain-half [--package sympy] [--rounds 1]
 """
 
 from __future__ import annotations
@@ -84,17 +90,48 @@ print(f"{sys.argv[1]} ({len(modules)} modules) x {sys.argv[2]}, {sys.version.spl
       f"{old:.2f} s, the family's {new:.2f} s CPU: {new / old:.3f}")
 """
 
+HALF = MODULES + r"""
+Switcher = dual_code._Switcher
+copied = Switcher._join_compiled
+declined = [0, 0]
+def counting(self, body, code):
+    result = copied(self, body, code)
+    declined[result is None] += 1
+    return result
+ways = {"assembled again": lambda self, body, code: None, "copied": counting}
+spent = dict.fromkeys(ways, 0.0)
+for round_ in range(int(sys.argv[2])):
+    for index, module in enumerate(modules):
+        for way in (list(ways) if (index + round_) % 2 == 0 else list(ways)[::-1]):
+            Switcher._join_compiled = ways[way]
+            t = time.process_time()
+            try:
+                dual_code.switched(module, "m")
+            except Exception:
+                pass
+            spent[way] += time.process_time() - t
+old, new = spent.values()
+print(f"{sys.argv[1]} ({len(modules)} modules) x {sys.argv[2]}, {sys.version.split()[0]}: plain half assembled "
+      f"again {old:.2f} s, copied {new:.2f} s CPU: {new / old:.3f} ({declined[0]} joined bodies copied, "
+      f"{declined[1]} declined)")
+"""
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tree", action="append", help="a checkout of cassette_hook (twice: A, then B)")
     ap.add_argument("--lines", action="store_true",
                     help="in this checkout: the family's line table against bytecode's, module by module")
+    ap.add_argument("--plain-half", action="store_true",
+                    help="in this checkout: joined bodies' plain half copied as compiled against assembled again")
     ap.add_argument("--package", default="networkx", help="installed packages whose sources to switch, comma-separated")
     ap.add_argument("--rounds", type=int, default=6, help="(with --lines: passes over the modules; give 1)")
     args = ap.parse_args()
     if args.lines:
         subprocess.run([sys.executable, "-c", LINES, args.package, str(args.rounds)], check=True)
+        return
+    if args.plain_half:
+        subprocess.run([sys.executable, "-c", HALF, args.package, str(args.rounds)], check=True)
         return
     if not args.tree or len(args.tree) != 2:
         raise SystemExit("give --tree twice: A, then B")

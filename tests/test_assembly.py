@@ -40,6 +40,9 @@ def _switch_sources(monkeypatch: pytest.MonkeyPatch, assemble: Callable[..., Cod
     """Every source switched as an import under a context switches it, ``assemble``
     standing in for ``dual_code``'s."""
     monkeypatch.setattr(dual_code, "assemble", assemble)
+    # (every joined body through ``assemble`` too, its plain half decoded: where it is copied
+    # as compiled instead, tests/test_joined_plain_half.py holds it to this route)
+    monkeypatch.setattr(dual_code._Switcher, "_join_compiled", lambda self, body, code: None)
     switch.install_builtins()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -38,13 +38,13 @@ written to a ``.pyc`` file.
 from __future__ import annotations
 
 from types import CodeType
-from typing import Sequence
+from typing import Sequence, cast
 
 from bytecode import Bytecode, Instr, Label
-from bytecode.instr import TryBegin, TryEnd
+from bytecode.instr import InstrLocation, TryBegin, TryEnd
 
 from ..rewrite import RESOURCE_ERRORS, rewrite_part
-from ..rewrite._instr import global_name, make
+from ..rewrite._instr import Location, global_name, make
 from ..rewrite._names import ACTIVE, ENTER, TWIN, is_annotate, is_part, switched_hooks
 from ..rewrite._family import family
 from ..rewrite._rewriter import assemble, decode, items_of, rewritten, set_items
@@ -126,13 +126,20 @@ class _Switcher:
         done = self._done.get(id(code))
         if done is not None:
             return done[1]
-        # Decoding is a fifth of the work, and was done twice: now the body is decoded once,
-        # and its plain half is a copy of the decoding (new labels and handlers, the same
-        # other instructions).
+        # Decoding is a fifth of the work, and was done twice: now the body is decoded once.
+        # Where the family's assembler copies the plain half as compiled (3.12, 3.13), that
+        # is all; elsewhere the plain half is a copy of the decoding (new labels and
+        # handlers, the same other instructions).
         decoded = decode(code)
-        plain = self._plain_items(items_of(decoded))
+        plain = None if family.assembler is not None else self._plain_items(items_of(decoded))
         body = rewritten(code, self.hooks, operators=True, nested=self._instrumented_nested, decoded=decoded)
-        result = self._plain(code) if not self._sites(body) else self._join(plain, body, code)
+        if not self._sites(body):
+            result = self._plain(code)
+        else:
+            joined = self._join_compiled(body, code) if plain is None else None
+            if joined is None:
+                joined = self._join(self._plain_items(items_of(decode(code))) if plain is None else plain, body, code)
+            result = joined
         self._done[id(code)] = (code, result)
         return result
 
@@ -208,6 +215,38 @@ class _Switcher:
                 return True
         return False
 
+    def _join_compiled(self, body: Bytecode, code: CodeType) -> CodeType | None:
+        """As :meth:`_join`, the plain half being ``code``'s own units, copied rather than
+        assembled again (``_assembler.Verbatim``: 3.12+, where jumps are relative), or None
+        where the family's assembler cannot do that (:meth:`_join` then does).  The same
+        switched code, but for the numbering of constants and names."""
+        assembler = family.assembler
+        assert assembler is not None
+        halves = assembler.halves(code, self._plain(code).co_consts)
+        rewritten_items = items_of(body)
+        rewritten_start = _prefix_length(rewritten_items)
+        prefix = [i for i in rewritten_items[:rewritten_start] if isinstance(i, Instr)]
+        if halves is None or not halves[1].positions or halves[2] != len(prefix):
+            return None
+        compiled_prefix, compiled_body, _ = halves
+        first = compiled_body.positions[0]  # (as the decoded plain body's first instruction has it)
+        loc = None if first is None else InstrLocation(first.lineno, first.end_lineno, first.col_offset,
+                                                        first.end_col_offset)
+        plain, instrumented = Label(), Label()
+        set_items(body, cast(list[Item], [  # (the assembler's Verbatim blocks among bytecode's items)
+            compiled_prefix,
+            *self._switch(plain, instrumented, loc),
+            plain,
+            compiled_body,
+            instrumented,
+            *(i for i in rewritten_items[:rewritten_start] if isinstance(i, TryBegin)),
+            *rewritten_items[rewritten_start:],
+        ]))
+        result = assembler.code(body, max(code.co_stacksize + 2, 3))
+        if result is None:
+            set_items(body, rewritten_items)
+        return result
+
     def _join(self, items: list[Item], body: Bytecode, code: CodeType) -> CodeType:
         """The plain ``items`` behind the switch, then ``body``, as one code object (in
         ``body``, which has ``code``'s names and flags)."""
@@ -222,6 +261,19 @@ class _Switcher:
         plain, instrumented = Label(), Label()
         set_items(body, [
             *items[:start],
+            *self._switch(plain, instrumented, loc),
+            plain,
+            *items[start:],
+            instrumented,
+            *instrumented_body,
+        ])
+        # The switch needs three slots, at an empty stack; each body what it needed.
+        return assemble(body, max(code.co_stacksize + 2, 3), code.co_name)
+
+    def _switch(self, plain: Label, instrumented: Label, loc: Location) -> list[Instr]:
+        """The question that chooses a body, at the position of the plain body's first
+        instruction (a tracer sees no line event of its own)."""
+        return [
             family.load_global(ACTIVE, loc),
             family.jump_if_false(plain, loc),
             family.load_global(TWIN, loc),
@@ -230,13 +282,7 @@ class _Switcher:
             make("LOAD_CONST", self.module, loc),
             *family.call(1, loc),
             family.jump_if_true(instrumented, loc),
-            plain,
-            *items[start:],
-            instrumented,
-            *instrumented_body,
-        ])
-        # The switch needs three slots, at an empty stack; each body what it needed.
-        return assemble(body, max(code.co_stacksize + 2, 3), code.co_name)
+        ]
 
 
 def _with_consts(code: CodeType, consts: tuple[object, ...]) -> CodeType:

@@ -25,9 +25,10 @@ is encoded, two-variable opcodes) come from the family (``_py312``, ``_py313``).
 from __future__ import annotations
 
 import itertools
-from opcode import EXTENDED_ARG
+import operator
+from opcode import EXTENDED_ARG, opmap
 from types import CodeType
-from typing import Callable, Iterable, Sequence, cast
+from typing import Any, Callable, Iterable, Iterator, Sequence, cast
 
 from bytecode import Bytecode, Compare, Instr, Label
 from bytecode.concrete import HAS_COMPARE, HAS_CONST, HAS_FREE, HAS_LOCAL, HAS_NAME
@@ -37,7 +38,7 @@ from bytecode.instr import (BITFLAG2_OPCODES, BITFLAG_OPCODES, DUAL_ARG_OPCODES,
 
 from ._instr import Location
 
-__all__ = ["Assembler"]
+__all__ = ["Assembler", "Verbatim"]
 
 LineTable = Callable[[int, Iterable[tuple[Location, int]]], bytes]
 """The family's line table of (position, code units) runs (``_nullslot._line_table``)."""
@@ -45,6 +46,7 @@ LineTable = Callable[[int, Iterable[tuple[Location, int]]], bytes]
 # What each opcode's argument is, as bytecode's conversion asks it, in its order.
 _CONST, _LOCAL, _DUAL, _NAME, _FLAG_NAME, _FLAGS_NAME, _FREE, _COMPARE, _INTRINSIC, _INT = range(10)
 _FORWARD, _BACKWARD, _ABSOLUTE = 1, 2, 3
+_RESUME = opmap["RESUME"]
 _JUMP_PASSES = 10  # bytecode's own limit before it gives up on jumps that do not settle
 
 
@@ -95,6 +97,70 @@ def _numbering(values: list[str]) -> Callable[[str], int]:
     return number
 
 
+class _Position(tuple[int | None, int | None, int | None, int | None]):
+    """A compiled position, as ``co_positions`` gives it, read by the line table's encoder
+    as it reads a ``bytecode`` position (``lineno`` ... ``end_col_offset``)."""
+
+    __slots__ = ()
+    lineno = property(operator.itemgetter(0))
+    end_lineno = property(operator.itemgetter(1))
+    col_offset = property(operator.itemgetter(2))
+    end_col_offset = property(operator.itemgetter(3))
+
+
+class Verbatim:
+    """Code units ``start`` to ``stop`` of a compiled ``code``, to be assembled as they are.
+
+    The import hook's switched code holds a body twice, the plain half being the compiled
+    body (docs/internals.md, "The import hook: switched code, made at import").  Decoding
+    that half and assembling it again instruction by instruction was most of the
+    assembler's work in a cold import; its code units can be copied instead, provided the
+    code object numbers constants, names and local variables as ``code`` does (the first
+    item of what is assembled is then a ``Verbatim``: its ``consts`` -- ``code``'s, its
+    nested code objects replaced -- names and variables come first) and the jumps in it
+    are relative (3.12+: a block moves unchanged).  Its exception table entries come along,
+    their offsets moved with the units, and the positions are ``code``'s own.
+    """
+
+    __slots__ = ("code", "consts", "start", "stop", "opcodes", "args", "positions")
+
+    def __init__(self, code: CodeType, consts: tuple[object, ...], start: int, stop: int) -> None:
+        self.code, self.consts, self.start, self.stop = code, consts, start, stop
+        raw = code.co_code[2 * start:2 * stop]
+        self.opcodes, self.args = list(raw[0::2]), list(raw[1::2])
+        positions: list[Location] = []
+        last: _Position | None = None
+        for position in itertools.islice(cast(Any, code).co_positions(), start, stop):  # (3.11+: typed as 3.10 too)
+            if position != last:  # (one object a run, as the encoder likes them)
+                last = _Position(position)
+            positions.append(cast(Location, last))
+        self.positions = positions
+
+
+def _exception_entries(code: CodeType) -> Iterator[tuple[int, int, int, int]]:
+    """``code``'s exception table as (start, end, target, depth and lasti) in code units,
+    the end exclusive (``Objects/exception_handling_notes.txt``)."""
+    table: bytes = cast(Any, code).co_exceptiontable  # (3.11+: typed as 3.10 too)
+    index = 0
+
+    def varint() -> int:
+        nonlocal index
+        byte = table[index]
+        index += 1
+        value = byte & 63
+        while byte & 64:
+            byte = table[index]
+            index += 1
+            value = (value << 6) | (byte & 63)
+        return value
+
+    while index < len(table):
+        start = varint()
+        size = varint()
+        target = varint()
+        yield start, start + size, target, varint()
+
+
 class _Declined(Exception):
     """Something the assembler does not know: ``bytecode``'s route assembles it."""
 
@@ -121,6 +187,19 @@ class Assembler:
         except (_Declined, KeyError, IndexError, TypeError, ValueError, AttributeError):
             return None  # (bytecode's route then gives its result, or its error)
 
+    def halves(self, code: CodeType, consts: tuple[object, ...]) -> tuple[Verbatim, Verbatim, int] | None:
+        """``code``'s prefix (its units up to its first ``RESUME``, that one's caches
+        included: where a frame starts) and the rest, as :class:`Verbatim` blocks with
+        ``consts``, and how many instructions the prefix has; None where there is no
+        ``RESUME``."""
+        opcodes = code.co_code[0::2]
+        resume = opcodes.find(_RESUME)
+        if resume < 0:
+            return None
+        stop = resume + 1 + self._caches[_RESUME]
+        instructions = sum(1 for opcode in opcodes[:stop] if opcode != EXTENDED_ARG and opcode != self._cache_opcode)
+        return Verbatim(code, consts, 0, stop), Verbatim(code, consts, stop, len(opcodes)), instructions
+
     def _code(self, bc: Bytecode, stacksize: int) -> CodeType:
         consts: list[object] = []
         const_index: dict[object, int] = {}
@@ -137,7 +216,18 @@ class Assembler:
 
         name, varname = _numbering(names), _numbering(varnames)
 
-        items = list.copy(bc)
+        items = cast(list[object], list.copy(bc))  # (bytecode's items, and Verbatim blocks)
+        seed = items[0] if items and type(items[0]) is Verbatim else None
+        if seed is not None:  # (numbered as compiled, so that its units hold as they are)
+            for value in seed.consts:
+                const(value)
+            for value in seed.code.co_names:
+                name(value)
+            for value in seed.code.co_varnames:
+                varname(value)
+            if (len(consts), len(names), len(varnames)) != (len(seed.consts), len(seed.code.co_names),
+                                                             len(seed.code.co_varnames)):
+                raise _Declined  # (two constants of one key)
         if bc.docstring is not UNSET:
             const(bc.docstring)
         for arg_name in bc.argnames:
@@ -162,7 +252,17 @@ class Assembler:
         frees: list[int] = []
         position: Location = InstrLocation(bc.first_lineno, None, None, None)
         in_try = False
+        verbatim: list[tuple[int, Verbatim]] = []  # (index of its first unit, the block)
         for item in items:
+            if type(item) is Verbatim:
+                if seed is None or item.code is not seed.code:
+                    raise _Declined
+                verbatim.append((len(opcodes), item))
+                opcodes += item.opcodes
+                args += item.args
+                positions += item.positions
+                position = item.positions[-1] if item.positions else position
+                continue
             if type(item) is Label:
                 labels[item] = len(opcodes)
                 continue
@@ -251,18 +351,28 @@ class Assembler:
                 args += zeros[entries]
                 positions += [position] * entries
 
+        if seed is not None and (len(varnames) != len(seed.code.co_varnames) or tuple(cellvars) != seed.code.co_cellvars
+                                 or tuple(freevars) != seed.code.co_freevars):
+            raise _Declined  # (the cells would not be numbered as compiled)
         self._number_cells(args, cells, frees, varnames, cellvars)
         label_offsets, instruction_offsets = self._resolve_jumps(opcodes, args, labels, jumps)
-        table = bytearray()
+        handlers: list[tuple[int, int, int, int]] = []  # (start, size, target, depth and lasti)
         for block, (start, stop) in blocks.items():
             start_offset = instruction_offsets[start]
             size = instruction_offsets[stop] - start_offset + 1
             if size < 0:  # (a try block never ended; bytecode's encoder would never stop)
                 raise _Declined
+            handlers.append((start_offset, size, label_offsets[labels[cast(Label, block.target)]],
+                            (block.stack_depth << 1) + block.push_lasti))
+        if verbatim:
+            handlers += _moved_entries(verbatim, label_offsets)
+            handlers.sort()
+        table = bytearray()
+        for start_offset, size, target, depth_lasti in handlers:
             _exception_varint(table, start_offset, True)
             _exception_varint(table, size)
-            _exception_varint(table, label_offsets[labels[cast(Label, block.target)]])
-            _exception_varint(table, (block.stack_depth << 1) + block.push_lasti)
+            _exception_varint(table, target)
+            _exception_varint(table, depth_lasti)
 
         if max(args, default=0) <= 0xFF:  # (most bodies: every instruction one code unit)
             code = bytearray(2 * len(opcodes))
@@ -348,6 +458,36 @@ class Assembler:
             if not moved:
                 return label_offsets, instruction_offsets
         raise _Declined
+
+
+def _moved_entries(verbatim: list[tuple[int, Verbatim]], offsets: list[int]) -> list[tuple[int, int, int, int]]:
+    """The exception table entries of the compiled code the ``verbatim`` blocks come from
+    (each with the index of its first unit among ``offsets``, the units' offsets), moved
+    with the units.  An entry that ends where a block ends, or runs on into the next, covers
+    what was put between them, as a try block open there does when the code is decoded and
+    assembled again (the switch, after a 3.12+ generator's prefix, whose try block ends with
+    its ``RESUME``).  Declined: an entry or handler outside the blocks."""
+    code = verbatim[0][1].code
+
+    def moved(unit: int) -> int:
+        for index, block in verbatim:
+            if block.start <= unit < block.stop:
+                return offsets[index] + unit - block.start  # (a block's units are one instruction each)
+        raise _Declined
+
+    def moved_end(unit: int) -> int:  # (an end, exclusive)
+        for number, (index, block) in enumerate(verbatim):
+            if block.start < unit <= block.stop:
+                if unit == block.stop and number + 1 < len(verbatim):
+                    return offsets[verbatim[number + 1][0]]
+                return offsets[index] + unit - block.start
+        raise _Declined
+
+    out: list[tuple[int, int, int, int]] = []
+    for start, end, target, depth_lasti in _exception_entries(code):
+        first = moved(start)
+        out.append((first, moved_end(end) - first, moved(target), depth_lasti))
+    return out
 
 
 def _exception_varint(out: bytearray, value: int, start: bool = False) -> None:
