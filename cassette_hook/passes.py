@@ -135,7 +135,7 @@ def _run(pass_: Pass, ctx_type: type, func: FunctionType, code: CodeType) -> _Re
         given[:] = family.plain_forms(list(given))  # (what 3.13 would give it: see rewrite._family)
     except rewrite.RESOURCE_ERRORS:
         raise
-    except Exception as exc:  # see docs/internals.md, "One CPython 3.13 shape the bytecode package cannot read"
+    except Exception as exc:  # (code neither decoder reads: _rewriter.decode)
         return _Failure(f"cannot be given the body: the bytecode package cannot decode it ({type(exc).__name__}: "
                         f"{exc}); it cannot run without the pass either", exc)
     try:

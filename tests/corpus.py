@@ -738,6 +738,41 @@ def class_body_comprehension_and_method_share_a_free_variable(a):
     return Body.y, Body().get()
 
 
+@case(1)
+def class_body_comprehension_shares_the_first_of_two_free_variables(a):
+    # On 3.13 the class body has a local ``outer`` (the inlined comprehension's) and free
+    # variables ``outer`` and ``zed``: the method's closure must get ``outer``'s cell, not
+    # ``zed``'s (which a decoder that numbers only ``zed`` after the locals would give it).
+    outer = a * 2
+    zed = a + 10
+
+    class Body:
+        y = [i * outer for i in range(3)]
+        w = zed
+
+        def get(self):
+            return outer
+
+    return Body.y, Body.w, Body().get()
+
+
+@case(1)
+def class_body_comprehension_variable_shadows_a_free_variable(a):
+    # 3.13+: the comprehension's ``outer`` is a local of the class body, the method's a free
+    # variable in a slot of its own, which the method's closure must be given.
+    outer = a * 2
+    zed = a + 10
+
+    class Body:
+        y = [outer for outer in range(3)]
+        w = zed
+
+        def get(self):
+            return outer
+
+    return Body.y, Body.w, Body().get()
+
+
 # --------------------------------------------------------------------------------------
 # callables: instances, partial, static/class methods, properties
 

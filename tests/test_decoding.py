@@ -8,10 +8,14 @@ standard library packages and this suite's corpus -- every body must decode to w
 its type, position), labels where ``bytecode`` puts them and jumps to the same ones, the
 same try blocks, and the same attributes of the whole.  What the decoder does not know it
 leaves to ``bytecode``, whose result or error is then the one the rewriting always had.
+The one body ``bytecode`` misreads (3.13: a free variable named like a local, in a class
+body with an inlined comprehension) our decoder reads as CPython lays it out, and it must
+assemble back to itself.
 """
 
 from __future__ import annotations
 
+import dis
 import importlib.util
 import warnings
 from opcode import opmap
@@ -99,16 +103,76 @@ def _assert_same(ours, theirs) -> None:  # type: ignore[no-untyped-def]
 def test_our_decoder_makes_the_bytecode_bytecode_makes_of_real_modules_item_by_item():
     compared = 0
     for body in _real_bodies():
-        try:
-            theirs = _by_bytecode(body)
-        except Exception:  # (3.13: a class body's inlined comprehension naming a free variable)
-            assert decoder.bytecode(body) is None, body.co_qualname  # (left to bytecode, and its error)
-            continue
+        if _has_a_free_variable_named_like_a_local(body):
+            continue  # (bytecode misreads those on 3.13: they are assembled back below instead)
         ours = decoder.bytecode(body)
         assert ours is not None, body.co_qualname  # (it declines nothing bytecode reads)
-        _assert_same(ours, theirs)
+        _assert_same(ours, _by_bytecode(body))
         compared += 1
     assert compared > 1000
+
+
+def _has_a_free_variable_named_like_a_local(body: CodeType) -> bool:
+    return not set(body.co_freevars).isdisjoint(body.co_varnames)
+
+
+def _assert_assembles_back(body: CodeType) -> None:
+    """``body`` decoded by our decoder and assembled by our assembler, unchanged, is
+    ``body`` again: the same instructions at the same offsets, reading the same local, cell
+    and free variable slots and the same constants and names (which the assembler numbers
+    in the order it meets them, the compiler in its own), the same handlers and positions."""
+    decoded = decoder.bytecode(body)
+    assert decoded is not None, body.co_qualname
+    decoded.argnames = list(body.co_varnames)  # (as the rewriting gives it: _rewriter.rewritten)
+    again = family.assembler.code(decoded, body.co_stacksize)
+    assert again is not None, body.co_qualname
+    for field in ("co_varnames", "co_cellvars", "co_freevars", "co_nlocals", "co_flags", "co_stacksize",
+                  "co_exceptiontable"):
+        assert getattr(again, field) == getattr(body, field), (body.co_qualname, field)
+    slots = set(dis.haslocal) | set(dis.hasfree)
+    assert [(i.offset, i.opname, i.arg if i.opcode in slots else i.argval, i.positions)
+            for i in dis.get_instructions(again)] == [
+        (i.offset, i.opname, i.arg if i.opcode in slots else i.argval, i.positions)
+        for i in dis.get_instructions(body)], body.co_qualname
+
+
+def test_bodies_with_a_free_variable_named_like_a_local_assemble_back_to_themselves():
+    # (3.13: a class body whose inlined comprehension names a free variable has a local and
+    # a free variable of the same name, in two slots)
+    bodies = [body for body in _real_bodies() if _has_a_free_variable_named_like_a_local(body)]
+    assert bodies
+    for body in bodies:
+        _assert_assembles_back(body)
+
+
+_CLASS_BODY_SHARING_A_NAME = (
+    "def f(a):\n"
+    "    outer, zed = a * 2, a + 1\n"
+    "    class Body:\n"
+    "        y = [i * outer for i in range(3)]\n"
+    "        w = zed\n"
+    "        def get(self):\n"
+    "            return outer\n"
+    "    return Body\n")
+
+
+def _class_body_sharing_a_name() -> CodeType:
+    outer = next(c for c in compile(_CLASS_BODY_SHARING_A_NAME, "<f>", "exec").co_consts if isinstance(c, CodeType))
+    return next(c for c in outer.co_consts if isinstance(c, CodeType))
+
+
+def test_our_decoder_gives_a_methods_closure_the_free_variable_a_local_shares_its_name_with():
+    from bytecode import FreeVar
+
+    body = _class_body_sharing_a_name()
+    assert body.co_freevars == ("outer", "zed")
+    closure = [item.arg for item in decoder.bytecode(body)
+               if getattr(item, "name", None) in ("LOAD_FAST", "LOAD_CLOSURE") and isinstance(item.arg, FreeVar)]
+    assert closure == [FreeVar("outer")]  # (bytecode 0.19 reads FreeVar('zed') on 3.13)
+
+
+def test_a_class_body_with_a_local_and_a_free_variable_of_one_name_assembles_back_to_itself():
+    _assert_assembles_back(_class_body_sharing_a_name())
 
 
 def test_the_family_decodes_with_our_decoder_not_bytecodes(monkeypatch):

@@ -183,11 +183,6 @@ DOCUMENTED: dict[str, tuple[Any, Any]] = {  # case -> (when it applies, what hol
     "running_code_is_the_functions_code": (
         lambda ctx: True, lambda plain, overdubbed: plain[1] is True and overdubbed[1] is False),
 }
-# bytecode 0.19 cannot decode a 3.13 class body whose inlined comprehension shares a free
-# variable with a method; that class body runs unrewritten (with a warning), the rest of
-# the function rewritten.
-UNREWRITABLE_CLASS_BODIES = {"class_bodies", "class_body_comprehension_and_method_share_a_free_variable"} \
-    if sys.version_info[:2] == (3, 13) else set()  # (3.14 compiles them in a shape bytecode reads)
 
 
 def check(case: corpus.Case, args: tuple[Any, ...], ctx_type: type[ch.Context]) -> None:
@@ -198,9 +193,6 @@ def check(case: corpus.Case, args: tuple[Any, ...], ctx_type: type[ch.Context]) 
         overdubbed = run_overdubbed(case, copy.deepcopy(args), ctx)
     fallbacks = [str(w.message) for w in caught
                  if "cassette_hook: cannot rewrite" in str(w.message) and "corpus" in str(w.message)]
-    if case.name in UNREWRITABLE_CLASS_BODIES:
-        assert all("Body" in message and "runs unrewritten" in message for message in fallbacks), fallbacks
-        fallbacks = []
     applies, instead = DOCUMENTED.get(case.name, (lambda ctx: False, None))
     if applies(ctx):
         assert instead(plain, overdubbed), f"{case.name}: documented difference no longer holds: {overdubbed!r}"

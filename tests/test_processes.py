@@ -847,6 +847,94 @@ def test_a_process_pools_partial_of_the_programs_function_is_a_call_in_its_worke
     assert calls == {"work": 7}, calls
 
 
+POOL_METHODS = """
+import functools, multiprocessing, re, sys
+from concurrent.futures import ProcessPoolExecutor
+
+class Worker:
+    def __init__(self, scale):
+        self.scale = scale
+
+    def work(self, x, *, offset=0):
+        return self.scale * x + offset
+
+class Refused(Worker):
+    reduced = 0
+
+    def __reduce__(self):
+        Refused.reduced += 1
+        raise TypeError("not this one")
+
+def shown(error):
+    notes = getattr(error, "__notes__", [])
+    return re.sub(r"0x[0-9a-f]+", "ADDR", f"{type(error).__name__}: {error} {notes}")
+
+def local_worker():
+    class Local(Worker):
+        pass
+
+    return Local(1)
+
+if __name__ == "__main__":
+    ctx = multiprocessing.get_context(sys.argv[1])
+    worker = Worker(10)
+    with ctx.Pool(2) as pool:
+        print(pool.map(worker.work, range(3)), pool.apply(worker.work, (5,)),
+              pool.apply_async(worker.work, (6,)).get(), pool.map(functools.partial(worker.work, offset=1), [7]))
+        for refused in (Refused(1).work, local_worker().work):
+            try:
+                pool.map(refused, [1])
+            except Exception as error:
+                print(shown(error), Refused.reduced)
+    with ProcessPoolExecutor(1, mp_context=ctx) as executor:
+        print(executor.submit(worker.work, 4).result(), list(executor.map(worker.work, [5, 6])))
+        try:
+            executor.submit(Refused(1).work, 1).result()
+        except Exception as error:
+            print(shown(error), Refused.reduced)
+"""
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn", "forkserver"])
+def test_a_process_pools_bound_method_of_the_programs_function_is_a_call_in_its_workers_under_the_trace(
+        tmp_path, method):
+    # (docs/processes.md, "Pools": a bound method is handed on as a call site that pickles
+    # its object and its function's name as plain pickles it: what fails, fails as plain)
+    write(tmp_path, "prog.py", POOL_METHODS)
+    pure = {k: v for k, v in os.environ.items() if k == "CASSETTE_HOOK_PURE_PYTHON"}
+    plain = subprocess.run([sys.executable, "prog.py", method], cwd=tmp_path, env=env_for(tmp_path, **pure),
+                           capture_output=True, text=True, timeout=120)
+    lines = plain.stdout.splitlines()
+    assert plain.returncode == 0 and len(lines) == 5, plain.stderr
+    assert "TypeError: not this one" in lines[1] and "Can't" in lines[2]  # (the local class's object refused)
+    assert lines[1].endswith(" 1") and lines[4].endswith(" 2")  # (the object's __reduce__ ran once a call)
+    result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context", "trace",
+                             "--output", "trace.txt", "prog.py", method], cwd=tmp_path,
+                            env=env_for(tmp_path, **pure), capture_output=True, text=True, timeout=120)
+    assert (result.returncode, result.stdout) == (0, plain.stdout), result.stderr
+    calls = 0
+    for report in (p.read_text() for p in tmp_path.glob("trace*.txt")):
+        for m in re.finditer(r"^ *(?:__main__|__mp_main__)\.Worker\.work\(.*?(?:\(× (\d+), the first shown\))?$",
+                             report, re.M):
+            calls += int(m[1] or 1)
+    assert calls == 9, calls  # map 3, apply 1, apply_async 1, the partial's map 1, submit 1, executor map 2
+
+
+def test_a_process_pools_bound_method_is_shipped_only_where_its_function_pickles_by_reference():
+    import fractions
+
+    import cassette_hook.runtime.callsites  # noqa: F401  (publishes the call sites' hotpath.call)
+    from cassette_hook.runtime import primitives
+
+    class Local:
+        def work(self):
+            return 1
+
+    assert primitives._shipping(Local().work) is None
+    assert primitives._shipping(fractions.Fraction.from_float) is None  # (a class method)
+    assert type(primitives._shipping(collections.Counter().most_common)) is primitives._ShippedMethod
+
+
 def test_a_process_pools_function_runs_as_itself_in_a_worker_with_no_context(tmp_path):
     # Without --subprocesses the workers are plain: they unpickle the call site as the
     # function itself (importing cassette_hook to do so) and run it as plain.

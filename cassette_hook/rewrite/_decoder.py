@@ -16,7 +16,13 @@ precedence, where a jump lands, a ``CellVar`` shared by the instructions of an u
 cell, a label before a ``TryBegin`` at the same offset, a ``TryEnd`` after the instruction
 a handler's range ends on (or after its caches) -- so that what it makes is equal to what
 ``bytecode`` makes (``tests/test_decoding.py`` compares the two, item by item, over real
-modules on every Python that uses it).  What it does not know it declines
+modules on every Python that uses it).  In one rule it does not follow ``bytecode``: 3.13's
+local opcodes index the free variables after the locals and the unshared cells, every one
+of them, as CPython lays them out (a free variable never shares a local's slot, though a
+class body's inlined comprehension may have a local of the same name); ``bytecode`` leaves
+out those named like a local, and then fails to read such a body, or, where the class body
+has another free variable, reads the wrong one (docs/internals.md, "A decoder of our own").
+What it does not know it declines
 (:meth:`Decoder.bytecode` returns None: an ``EXTENDED_ARG`` where ``bytecode`` would raise
 or drop it, a jump or a handler that lands on a cache entry or inside an instruction,
 exception table entries that are not in order, an opcode of a kind it does not know), and
@@ -160,7 +166,7 @@ class Decoder:
         ncells = len(cells)
         locals_: Sequence[str | CellVar | FreeVar] = varnames
         if self._local_cells:
-            locals_ = [*cells, *(FreeVar(name) for name in freevars if name not in varnames)]
+            locals_ = [*cells, *(FreeVar(name) for name in freevars)]  # (all: see above)
         table, converters, members = self._table, self._converters, self._members
 
         entries = _entries(code.co_exceptiontable)

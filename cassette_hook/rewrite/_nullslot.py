@@ -100,6 +100,11 @@ class NullSlotFamily:
             decoded = self.decoder.bytecode(code)
             if decoded is not None:
                 return decoded
+        return self.decode_by_bytecode(code)
+
+    def decode_by_bytecode(self, code: CodeType) -> Bytecode:
+        """``code`` as ``bytecode`` decodes it, where the family has no decoder of its own
+        or it declines ``code``."""
         return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
 
     def plain_forms(self, items: list[Item], *, borrowable: bool = False) -> list[Item]:

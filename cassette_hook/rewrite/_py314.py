@@ -13,7 +13,7 @@ from bytecode import BinaryOp, Bytecode, ConcreteBytecode, ConcreteInstr, Instr,
 from bytecode.instr import TryBegin
 
 from ._instr import Location, arg_of, make
-from ._py313 import _Py313
+from ._py313 import _Py313, free_variables_apart
 from ._stack import jumps
 
 if TYPE_CHECKING:
@@ -66,9 +66,13 @@ class _Py314(_Py313):
     inlined: tuple[object, ...] = (all, any, tuple)  # the builtins whose call of a genexp the compiler inlines
     # (3.14's new argument kinds -- small ints, common constants -- are bytecode's to encode)
     assembler: Assembler | None = None
-    decoder = None  # (bytecode decodes: see decode)
+    decoder = None  # (bytecode decodes: see decode_by_bytecode)
 
-    def decode(self, code: CodeType) -> Bytecode:
+    def decode_by_bytecode(self, code: CodeType) -> Bytecode:
+        return free_variables_apart(code, self._with_interpolations)
+
+    @staticmethod
+    def _with_interpolations(code: CodeType) -> Bytecode:
         """As ``bytecode`` decodes it, but each ``BUILD_INTERPOLATION`` keeps its argument
         as compiled (an :class:`_Interpolation`): it is decoded from a stand-in argument
         ``bytecode`` reads, then given its own back, in the order they come."""

@@ -28,8 +28,8 @@ def decode(code: CodeType) -> Bytecode:
     """``code`` as ``bytecode`` instructions, with the exception handlers' stack depths
     (``Family.decode``).
 
-    Raises ``UnsupportedCode`` for code the ``bytecode`` package cannot read (see
-    docs/internals.md, "One CPython 3.13 shape the bytecode package cannot read")."""
+    Raises ``UnsupportedCode`` for code the ``bytecode`` package cannot read (what our own
+    decoder, where the family has one, declines and ``bytecode`` fails on)."""
     try:
         return family.decode(code)
     except RESOURCE_ERRORS:

@@ -641,6 +641,9 @@ def _to_thread(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
 # reference (its module's attribute of its qualified name is itself) is shipped this way:
 # pickling it cannot fail, and so nothing else can (a lambda or a local function is
 # handed on as it is, and fails to pickle as plain, with the same exception and notes).
+# A bound method of such a function is shipped as a :class:`_ShippedMethod`, which
+# pickles its object and its function's name as plain pickles the method, so that only
+# what fails plain fails, and as plain.
 # A ``multiprocessing.pool.ThreadPool``, a ``Pool`` whose workers are threads, calls the
 # ``_Shipped`` itself: a call site there too.  Only where the function reaches the
 # standard library's task as it was given: a pool whose class has its own version of a
@@ -656,6 +659,34 @@ class _Shipped(_Kept):
 
     def __reduce__(self) -> tuple[Any, tuple[Any]]:
         return _received, (self.args[0],)
+
+
+class _ShippedMethod(_Shipped):
+    """A call site made of a process pool's bound method: pickled, it becomes
+    ``_received_method(obj, name)``, as plain pickles the method as ``getattr(obj, name)``
+    (multiprocessing's reducer, and the method's own ``__reduce__``), ``name`` its
+    function's ``__name__``.  So its object is pickled once, where plain pickles it, and
+    what it raises is plain's; the class is named as the method's type (``method``, of
+    ``builtins``) because 3.14+ pickling names the type of the object whose reconstructor
+    arguments fail in the exception's notes ("when serializing method reconstructor
+    arguments"), which are then plain's too."""
+
+    __slots__ = ()
+    __module__ = "builtins"
+    __qualname__ = "method"
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        method = self.args[0]
+        return _received_method, (method.__self__, method.__func__.__name__)
+
+
+_ShippedMethod.__name__ = "method"
+
+
+def _received_method(obj: Any, name: str) -> Any:
+    """What a worker process unpickles a :class:`_ShippedMethod` as: the bound method
+    plain unpickles (``getattr(obj, name)``) as :func:`_received` gives a function."""
+    return _received(getattr(obj, name))
 
 
 def _received(function: Any) -> Any:
@@ -688,21 +719,35 @@ def _pickles_by_reference(function: Any) -> bool:
 def _shipped(function: Any) -> Any:
     """``function``, which a process pool's plain code pickles for a worker, as a call
     site the worker unpickles as its own (a :class:`_Shipped`, equal to it); itself where
-    no whole-program context is active, or where it does not pickle by reference.  A
-    ``functools.partial`` of a function that does is handed on as a partial of the same
-    type, arguments and attributes whose function is shipped (:func:`_partial_shipping`)."""
+    no whole-program context is active, or where it neither pickles by reference nor is a
+    bound method of a function that does.  A ``functools.partial`` of either is handed on
+    as a partial of the same type, arguments and attributes whose function is shipped
+    (:func:`_partial_shipping`)."""
     if not context_stack.whole_program():
         return function
-    if _pickles_by_reference(function):
-        return _Shipped(hotpath.call, function)
-    if type(function) is functools.partial and _pickles_by_reference(function.func):
-        return _partial_shipping(function)
+    site = _shipping(function)
+    if site is not None:
+        return site
+    if type(function) is functools.partial:
+        site = _shipping(function.func)
+        if site is not None:
+            return _partial_shipping(function, site)
     return function
 
 
-def _partial_shipping(given: functools.partial[Any]) -> Any:
-    """A ``functools.partial`` like ``given`` whose function is a :class:`_Shipped` of
-    ``given``'s.  Pickled, it is what ``given`` is, but for its function: the same type,
+def _shipping(function: Any) -> _Shipped | None:
+    """The call site ``function`` is shipped as, where it pickles as a function by
+    reference or as a bound method of one; else None."""
+    if _pickles_by_reference(function):
+        return _Shipped(hotpath.call, function)
+    if type(function) is MethodType and _pickles_by_reference(function.__func__):
+        return _ShippedMethod(hotpath.call, function)
+    return None
+
+
+def _partial_shipping(given: functools.partial[Any], site: _Shipped) -> Any:
+    """A ``functools.partial`` like ``given`` whose function is ``site``, the call site
+    of ``given``'s.  Pickled, it is what ``given`` is, but for its function: the same type,
     the same arguments, keywords and attributes, pickled by the same reduction in the
     same order, so what fails to pickle among them fails as plain (the same exception,
     message and, 3.14+, notes), and the program's ``__reduce__`` of an argument runs once,
@@ -710,7 +755,7 @@ def _partial_shipping(given: functools.partial[Any]) -> Any:
     as given: ``partial(shipped, ...)`` would flatten a partial subclass into its own."""
     made: Any = functools.partial(_Shipped)  # (any callable: replaced by the state)
     attributes = given.__dict__
-    made.__setstate__((_Shipped(hotpath.call, given.func), given.args, given.keywords or None,
+    made.__setstate__((site, given.args, given.keywords or None,
                        dict(attributes) if attributes else None))
     return made
 
