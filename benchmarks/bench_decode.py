@@ -1,6 +1,7 @@
 """Decoding alone: every code object of a package's modules decoded by ``bytecode``
-(``Bytecode.from_code``, as the families decode without a decoder of their own) and by the
-family's own decoder (``rewrite._decoder``, 3.12 and 3.13), module by module, the two ways
+(``Family.decode_by_bytecode``, as the families decode without a decoder of their own:
+``Bytecode.from_code``, on 3.14+ through ``BUILD_INTERPOLATION``'s fix) and by the
+family's own decoder (``rewrite._decoder``, 3.12+), module by module, the two ways
 alternating, in one process; CPU time.
 
     PYTHONPATH=. python benchmarks/bench_decode.py [--package networkx] [--rounds 3]
@@ -34,8 +35,6 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
 
-    from bytecode import Bytecode
-
     from cassette_hook.rewrite._family import family
 
     decoder = getattr(family, "decoder", None)
@@ -54,7 +53,7 @@ def main() -> None:
 
     def theirs(code: CodeType) -> object:
         try:
-            return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+            return family.decode_by_bytecode(code)  # type: ignore[attr-defined]  # (3.11+ families)
         except Exception:  # noqa: BLE001  (a body bytecode cannot read: ours declines it too)
             return None
 

@@ -1,7 +1,7 @@
 """Switched code is assembled as ``bytecode``'s own assembly makes it.
 
 ``rewrite._rewriter.assemble`` has the family write the line table rather than
-``bytecode``'s ``to_code``, and on 3.12 and 3.13 assembles with an assembler of our own
+``bytecode``'s ``to_code``, and on 3.12+ assembles with an assembler of our own
 (``rewrite._assembler``) rather than ``bytecode``'s conversion to concrete instructions
 (docs/internals.md, "Where a cold import's time goes"), to make a cold import cheaper.
 Over real modules -- standard library packages and this suite's corpus -- every body the
@@ -36,18 +36,21 @@ SOURCES = [
 ]
 
 
-def _switch_sources(monkeypatch: pytest.MonkeyPatch, assemble: Callable[..., CodeType]) -> None:
-    """Every source switched as an import under a context switches it, ``assemble``
-    standing in for ``dual_code``'s."""
+def _switch_sources(monkeypatch: pytest.MonkeyPatch, assemble: Callable[..., CodeType],
+                    sources: list[tuple[str, str]] | None = None) -> None:
+    """Every source (by default ``SOURCES``; else (text, name) pairs) switched as an import
+    under a context switches it, ``assemble`` standing in for ``dual_code``'s."""
     monkeypatch.setattr(dual_code, "assemble", assemble)
     # (every joined body through ``assemble`` too, its plain half decoded: where it is copied
     # as compiled instead, tests/test_joined_plain_half.py holds it to this route)
     monkeypatch.setattr(dual_code._Switcher, "_join_compiled", lambda self, body, code: None)
     switch.install_builtins()
+    if sources is None:
+        sources = [(path.read_text(encoding="utf-8"), str(path)) for path in SOURCES]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for path in SOURCES:
-            dual_code.switched(compile(path.read_text(encoding="utf-8"), str(path), "exec"), path.stem)
+        for text, name in sources:
+            dual_code.switched(compile(text, name, "exec"), Path(name).stem)
 
 
 def _assembled_bodies(monkeypatch: pytest.MonkeyPatch) -> list[tuple[CodeType, CodeType, bytes]]:
@@ -110,9 +113,10 @@ def _by_bytecode(bc, stacksize):  # type: ignore[no-untyped-def]
     return code.replace(co_linetable=family.line_table(code, concrete))
 
 
-def _both_ways(monkeypatch: pytest.MonkeyPatch) -> list[tuple[CodeType | None, CodeType]]:
+def _both_ways(monkeypatch: pytest.MonkeyPatch,
+               sources: list[tuple[str, str]] | None = None) -> list[tuple[CodeType | None, CodeType]]:
     """(our assembler's code or None where it declined, ``bytecode``'s route's) for every
-    body that switching the sources assembles."""
+    body that switching the sources (``_switch_sources``'s) assembles."""
     made: list[tuple[CodeType | None, CodeType]] = []
 
     def recording(bc, stacksize, name):  # type: ignore[no-untyped-def]
@@ -120,7 +124,7 @@ def _both_ways(monkeypatch: pytest.MonkeyPatch) -> list[tuple[CodeType | None, C
         made.append((family.assembler.code(bc, stacksize), _by_bytecode(bc, stacksize)))
         return made[-1][1]
 
-    _switch_sources(monkeypatch, recording)
+    _switch_sources(monkeypatch, recording, sources)
     return made
 
 
@@ -146,6 +150,53 @@ def test_our_assembler_takes_every_body_the_import_hook_makes_of_real_modules(mo
     assert declined == []
 
 
+# Each kind of argument 3.14 and 3.15 added, in code any Python compiles (as
+# tests/test_decoding.py's NEW_KINDS; docs/internals.md, "CPython 3.14", "CPython 3.15").
+NEW_KINDS = """
+def f(xs, y, m):
+    import os.path
+    assert xs, "empty"
+    a = all(x > 1 for x in xs) or any(x < -1 for x in xs)
+    b = tuple(x for x in xs), list(x for x in xs), set(x for x in xs)
+    with m as n, m:
+        c = (y, xs, n, 0, 7, 255, 256, -1, None, True, False, "")
+    for x in xs:
+        y += x
+    return a, b, c, y, [x for x in xs]
+
+async def g(m, it):
+    async with m as n:
+        async for x in it:
+            n.append(x)
+"""
+NEW_OPCODES = ("LOAD_SMALL_INT", "LOAD_COMMON_CONSTANT", "LOAD_SPECIAL", "LOAD_FAST_BORROW",
+               "LOAD_FAST_BORROW_LOAD_FAST_BORROW", "END_ASYNC_FOR", "GET_ITER", "IMPORT_NAME")
+
+
+def _assembles_as_bytecode_does(monkeypatch: pytest.MonkeyPatch, source: str) -> set[str]:
+    """Asserts our assembler makes each switched body of ``source`` as ``bytecode``'s route
+    does; the instructions those bodies have."""
+    made = _both_ways(monkeypatch, [(source, "<new kinds>")])
+    assert made
+    for ours, theirs in made:
+        assert ours is not None, theirs.co_qualname
+        assert _fields(ours) == _fields(theirs) and ours == theirs, theirs.co_qualname
+    return {dis.opname[op] for _, theirs in made for op in theirs.co_code[0::2]}
+
+
+@needs_assembler
+def test_our_assembler_assembles_the_argument_kinds_of_3_14_and_3_15_as_bytecode_does(monkeypatch):
+    assembled = _assembles_as_bytecode_does(monkeypatch, NEW_KINDS)
+    assert {name for name in NEW_OPCODES if name in dis.opmap} <= assembled  # (each kind this Python has)
+
+
+@needs_assembler
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="template strings (PEP 750) are 3.14's")
+def test_our_assembler_assembles_build_interpolation_as_the_family_keeps_it(monkeypatch):
+    source = "def g(x, w):\n    return t'a{len(x)}b{x!r:>{w}}c{x!s}{x!a:^{w}}{x:}{x=}'\n"  # (a call: rewritten)
+    assert "BUILD_INTERPOLATION" in _assembles_as_bytecode_does(monkeypatch, source)
+
+
 @needs_assembler
 def test_our_assembler_leaves_a_body_with_a_set_lineno_to_bytecode():
     from bytecode import Bytecode, SetLineno
@@ -165,7 +216,7 @@ def test_our_assembler_leaves_nested_try_blocks_to_bytecode_and_its_error():
     handler = Label()
     outer, inner = TryBegin(handler, False, 0), TryBegin(handler, False, 0)
     bc = Bytecode([Instr("RESUME", 0), outer, inner, Instr("NOP"), TryEnd(inner), TryEnd(outer),
-                   Instr("RETURN_CONST", None), handler, Instr("RERAISE", 0)])
+                   Instr("LOAD_CONST", None), Instr("RETURN_VALUE"), handler, Instr("RERAISE", 0)])
     assert family.assembler is not None and family.assembler.code(bc, 2) is None
     with pytest.raises(UnsupportedCode, match="cannot be nested"):
         _rewriter.assemble(bc, 2, "f")
@@ -177,12 +228,13 @@ def test_our_assembler_widens_a_jump_past_255_units_with_extended_args_as_byteco
 
     end = Label()
     bc = Bytecode([Instr("RESUME", 0), Instr("LOAD_CONST", True), Instr("POP_JUMP_IF_TRUE", end),
-                   *(Instr("NOP") for _ in range(300)), end, Instr("RETURN_CONST", None)])
+                   *(Instr("NOP") for _ in range(300)), end, Instr("LOAD_CONST", None), Instr("RETURN_VALUE")])
     assert family.assembler is not None
     ours = family.assembler.code(bc, 2)
     assert ours is not None and ours == _by_bytecode(bc, 2)
     assert ours.co_linetable == _by_bytecode(bc, 2).co_linetable
-    assert dis.opname[ours.co_code[4]] == "EXTENDED_ARG"
+    opcodes = list(ours.co_code[0::2])
+    assert dis.opname[opcodes[opcodes.index(dis.opmap["POP_JUMP_IF_TRUE"]) - 1]] == "EXTENDED_ARG"
 
 
 def test_bytecode_leaves_the_line_table_to_the_family():

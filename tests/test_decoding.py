@@ -1,7 +1,8 @@
 """Code is decoded as ``bytecode``'s own decoding decodes it.
 
-On 3.12 and 3.13 the families decode with a decoder of our own (``rewrite._decoder``)
-rather than ``bytecode.Bytecode.from_code``, to make a cold import cheaper (docs/internals.md,
+On 3.12+ the families decode with a decoder of our own (``rewrite._decoder``) rather than
+``bytecode.Bytecode.from_code`` (on 3.14+, the family's route through it, which keeps
+``BUILD_INTERPOLATION``'s argument), to make a cold import cheaper (docs/internals.md,
 "Our own decoder"; docs/performance.md, "A decoder of our own").  Over real modules --
 standard library packages and this suite's corpus -- every body must decode to what
 ``bytecode`` makes of it: item by item the same instructions (name, opcode, argument and
@@ -17,8 +18,9 @@ from __future__ import annotations
 
 import dis
 import importlib.util
+import sys
 import warnings
-from opcode import opmap
+from opcode import opmap, opname
 from pathlib import Path
 from types import CodeType
 from typing import Iterator
@@ -57,9 +59,8 @@ def _real_bodies() -> list[CodeType]:
 
 
 def _by_bytecode(code: CodeType):  # type: ignore[no-untyped-def]
-    from bytecode import Bytecode
-
-    return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
+    """What the family's decoding made before our decoder: ``bytecode``'s."""
+    return family.decode_by_bytecode(code)
 
 
 def _assert_same(ours, theirs) -> None:  # type: ignore[no-untyped-def]
@@ -87,7 +88,7 @@ def _assert_same(ours, theirs) -> None:  # type: ignore[no-untyped-def]
         elif type(mine) is TryEnd:
             assert blocks[mine.entry] is its.entry, (where, index)
         else:
-            assert type(mine) is Instr, (where, index, mine)
+            assert isinstance(mine, Instr), (where, index, mine)  # (3.14+: _py314's _Interpolation too)
             assert (mine.name, mine.opcode, mine.has_jump()) == (its.name, its.opcode, its.has_jump()), (where, index)
             assert mine.location == its.location, (where, index, mine.location, its.location)
             if type(mine.arg) is Label:
@@ -176,7 +177,7 @@ def test_a_class_body_with_a_local_and_a_free_variable_of_one_name_assembles_bac
 
 
 def test_the_family_decodes_with_our_decoder_not_bytecodes(monkeypatch):
-    from bytecode import Bytecode
+    from bytecode import Bytecode, ConcreteBytecode
 
     body = compile("def f(x):\n    try:\n        return g(x) < 2\n    finally:\n        h()\n", "<f>", "exec")
     expected = _by_bytecode(body)
@@ -185,6 +186,7 @@ def test_the_family_decodes_with_our_decoder_not_bytecodes(monkeypatch):
         raise AssertionError("bytecode's decoding was asked")
 
     monkeypatch.setattr(Bytecode, "from_code", refused)
+    monkeypatch.setattr(ConcreteBytecode, "from_code", refused)  # (3.14+'s route)
     _assert_same(_rewriter.decode(body), expected)
 
 
@@ -234,4 +236,56 @@ def test_our_decoder_names_arguments_cells_and_free_variables_as_bytecode_does()
     for body in _bodies(outer):
         ours = decoder.bytecode(body)
         assert ours is not None
+        _assert_same(ours, _by_bytecode(body))
+
+
+# Each kind of argument 3.14 and 3.15 added (docs/internals.md, "CPython 3.14", "CPython
+# 3.15"), in code any Python compiles: small ints (``LOAD_SMALL_INT``), the common constants
+# (``LOAD_COMMON_CONSTANT``: ``AssertionError``, the inlined ``all``/``any``/``tuple``/``list``/
+# ``set``; 3.15's ``None``, ``""``, ``True``, ``False``, ``-1``), ``with`` and ``async with``
+# (``LOAD_SPECIAL``), borrowed loads alone and in pairs, ``async for`` (``END_ASYNC_FOR``'s
+# backward jump), iteration (3.15's ``GET_ITER`` with its argument and its cache entry) and
+# imports (3.15's ``IMPORT_NAME`` with its lazy flag).
+NEW_KINDS = """
+def f(xs, y, m):
+    import os.path
+    assert xs, "empty"
+    a = all(x > 1 for x in xs) or any(x < -1 for x in xs)
+    b = tuple(x for x in xs), list(x for x in xs), set(x for x in xs)
+    with m as n, m:
+        c = (y, xs, n, 0, 7, 255, 256, -1, None, True, False, "")
+    for x in xs:
+        y += x
+    return a, b, c, y, [x for x in xs]
+
+async def g(m, it):
+    async with m as n:
+        async for x in it:
+            n.append(x)
+"""
+NEW_OPCODES = ("LOAD_SMALL_INT", "LOAD_COMMON_CONSTANT", "LOAD_SPECIAL", "LOAD_FAST_BORROW",
+               "LOAD_FAST_BORROW_LOAD_FAST_BORROW", "END_ASYNC_FOR", "GET_ITER", "IMPORT_NAME")
+
+
+def test_our_decoder_reads_the_argument_kinds_of_3_14_and_3_15_as_bytecode_does():
+    bodies = list(_bodies(compile(NEW_KINDS, "<new kinds>", "exec")))
+    compiled = {opname[op] for body in bodies for op in body.co_code[0::2]}
+    assert {name for name in NEW_OPCODES if name in opmap} <= compiled  # (each kind this Python has is read)
+    for body in bodies:
+        ours = decoder.bytecode(body)
+        assert ours is not None, body.co_qualname
+        _assert_same(ours, _by_bytecode(body))
+
+
+TEMPLATE = "def g(x, w):\n    return t'a{x}b{x!r:>{w}}c{x!s}{x!a:^{w}}{x:}{x=}'\n"
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="template strings (PEP 750) are 3.14's")
+def test_our_decoder_keeps_build_interpolations_argument_as_the_family_does():
+    bodies = list(_bodies(compile(TEMPLATE, "<template>", "exec")))
+    interpolations = [op for body in bodies for op in body.co_code[0::2] if op == opmap["BUILD_INTERPOLATION"]]
+    assert len(interpolations) == 6
+    for body in bodies:
+        ours = decoder.bytecode(body)
+        assert ours is not None, body.co_qualname
         _assert_same(ours, _by_bytecode(body))

@@ -1,4 +1,4 @@
-"""An assembler of our own for the common case (3.12, 3.13): a rewritten body straight to a
+"""An assembler of our own for the common case (3.12+): a rewritten body straight to a
 code object, without ``bytecode``'s concrete instructions.
 
 ``bytecode`` assembles a ``Bytecode`` in two steps: it converts every item to a
@@ -19,7 +19,10 @@ declines (:meth:`Assembler.code` returns None: a ``SetLineno``, a ``CACHE`` writ
 pass, nested try blocks, an argument of a kind it does not expect, jumps that do not
 settle), and ``_rewriter.assemble`` takes ``bytecode``'s route, whose result or error is
 then the one it always gave.  The version's details (inline cache sizes, how a comparison
-is encoded, two-variable opcodes) come from the family (``_py312``, ``_py313``).
+is encoded, two-variable opcodes, the family's own classes of ``Instr``: 3.14's
+``BUILD_INTERPOLATION``) come from the family (``_py312`` ... ``_py315``).  3.14's new
+arguments (a small int, a common constant, a special method: ints and ``IntEnum``\\s) are
+copied into the code as they are, as ``bytecode`` copies them.
 """
 
 from __future__ import annotations
@@ -169,12 +172,16 @@ class Assembler:
     """Assembles a rewritten ``Bytecode`` as ``bytecode`` would, for one CPython version."""
 
     def __init__(self, caches: Sequence[int], compare: Callable[[Compare], int], line_table: LineTable, *,
-                 cache_opcode: int, local_cells: bool) -> None:
+                 cache_opcode: int, local_cells: bool, instr_types: Iterable[type[Instr]] = ()) -> None:
+        """``instr_types``: the family's own classes of ``Instr`` that may be in a body (its
+        ``decode`` makes them), assembled as ``Instr``\\s; any other class is a pass's and
+        declined."""
+        self._instr_types = frozenset({Instr, *instr_types})
         self._caches = caches  # inline cache entries after each opcode
         self._compare = compare
         self._line_table = line_table
         self._cache_opcode = cache_opcode
-        self._local_cells = local_cells  # a cell or free variable may be a local opcode's argument (3.13)
+        self._local_cells = local_cells  # a cell or free variable may be a local opcode's argument (3.13+)
         self._kinds = [_kind(opcode) for opcode in range(256)]
         self._jumps = [_jump(opcode) for opcode in range(256)]
         self._dual = _DUAL in self._kinds
@@ -232,13 +239,14 @@ class Assembler:
             const(bc.docstring)
         for arg_name in bc.argnames:
             varname(arg_name)
-        if self._dual:  # (3.13: the two-variable opcodes' names first, for small indexes)
+        if self._dual:  # (3.13+: the two-variable opcodes' names first, for small indexes)
             for item in items:
                 if type(item) is Instr and self._kinds[item.opcode] == _DUAL:
                     for pair_name in cast(tuple[str, str], item.arg):
                         varname(pair_name)
 
         kinds, caches, cache_opcode, local_cells = self._kinds, self._caches, self._cache_opcode, self._local_cells
+        instr_types = self._instr_types
         cache_runs = [[cache_opcode] * entries for entries in range(max(caches) + 1)]
         zeros = [[0] * entries for entries in range(max(caches) + 1)]
         cellvars, freevars = bc.cellvars, bc.freevars
@@ -276,9 +284,9 @@ class Assembler:
                 in_try = False
                 blocks[item.entry][1] = len(opcodes) - 1
                 continue
-            if type(item) is not Instr:
+            if type(item) not in instr_types:
                 raise _Declined  # (a SetLineno; an instruction type of a pass's own)
-            opcode, arg, loc = item.opcode, item.arg, item.location
+            opcode, arg, loc = item.opcode, item.arg, item.location  # type: ignore[union-attr]  # (an Instr: above)
             if isinstance(loc, InstrLocation):  # (else None or UNSET: the position before holds)
                 position = loc
             kind = kinds[opcode]

@@ -1,4 +1,4 @@
-"""A decoder of our own for the common case (3.12, 3.13): a code object straight to the
+"""A decoder of our own for the common case (3.12+): a code object straight to the
 ``Bytecode`` that ``bytecode.Bytecode.from_code`` makes of it.
 
 ``bytecode`` decodes in two steps: it makes a ``ConcreteInstr`` object of every code unit
@@ -28,7 +28,11 @@ or drop it, a jump or a handler that lands on a cache entry or inside an instruc
 exception table entries that are not in order, an opcode of a kind it does not know), and
 the family's ``decode`` takes ``bytecode``'s route, whose result or error is then the one it
 always gave.  The version's details (inline cache sizes, how a comparison is decoded,
-whether a local opcode may name a cell) come from the family (``_py312``, ``_py313``).
+whether a local opcode may name a cell, an instruction whose argument the family keeps as
+CPython encodes it: 3.14's ``BUILD_INTERPOLATION``) come from the family (``_py312`` ...
+``_py315``); which opcodes take which kind of argument (3.14's small ints, common
+constants and special methods, 3.15's ``GET_ITER`` argument) from ``bytecode``'s own
+tables, which it derives from ``opcode``.
 """
 
 from __future__ import annotations
@@ -36,15 +40,15 @@ from __future__ import annotations
 import sys
 from opcode import EXTENDED_ARG, opname
 from types import CodeType
-from typing import Callable, NamedTuple, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence
 
 from bytecode import BinaryOp, Bytecode, CompilerFlags, Compare, Instr, Label
 from bytecode.concrete import HAS_COMPARE, HAS_CONST, HAS_FREE, HAS_LOCAL, HAS_NAME
-from bytecode.instr import (BINARY_OPS, BITFLAG2_OPCODES, BITFLAG_OPCODES, CACHE_ONLY_ARG_OPCODES,
+from bytecode.instr import (BINARY_OPS, BITFLAG2_OPCODES, BITFLAG_OPCODES,
                             COMMON_CONSTANT_OPS, DUAL_ARG_OPCODES, FORMAT_VALUE_OPS, HAS_ABSOLUTE_JUMP,
                             HAS_BACKWARD_RELATIVE_JUMP, HAS_FORWARD_RELATIVE_JUMP, HAS_JUMP, INTRINSIC_1OP,
-                            INTRINSIC_2OP, NOP_OPCODE, SMALL_INT_OPS, SPECIAL_OPS, UNSET, CellVar, FormatValue,
-                            FreeVar, InstrLocation, Intrinsic1Op, Intrinsic2Op, TryBegin, TryEnd,
+                            INTRINSIC_2OP, NOP_OPCODE, SPECIAL_OPS, UNSET, CellVar, CommonConstant, FormatValue,
+                            FreeVar, InstrLocation, Intrinsic1Op, Intrinsic2Op, SpecialMethod, TryBegin, TryEnd,
                             opcode_has_argument)
 
 from ._stack import Item
@@ -53,8 +57,8 @@ __all__ = ["Decoder"]
 
 # What an opcode's argument decodes to, in the order ``bytecode`` asks (to_bytecode).
 (_CONST, _LOCAL, _DUAL, _NAME, _FLAG_NAME, _FLAGS_NAME, _FREE, _INT, _NO_ARG,
- _COMPARE, _INTRINSIC1, _INTRINSIC2, _BINARY, _FORMAT,  # (an enum member, memoized by value)
- _JUMP, _EXTENDED, _UNKNOWN) = range(17)
+ _COMPARE, _INTRINSIC1, _INTRINSIC2, _BINARY, _COMMON, _SPECIAL, _FORMAT,  # (an enum member, memoized by value)
+ _JUMP, _EXTENDED, _UNKNOWN) = range(19)
 _FIRST_ENUM = _COMPARE
 _FORWARD, _BACKWARD, _ABSOLUTE = 1, 2, 3
 _NOWHERE = 1 << 62  # (past any offset: no exception table entry left)
@@ -80,8 +84,8 @@ class _Entry(NamedTuple):
 def _kind(opcode: int, cache_opcode: int) -> int:
     if opcode == EXTENDED_ARG:
         return _EXTENDED
-    if opcode == cache_opcode or opcode in COMMON_CONSTANT_OPS | SPECIAL_OPS | SMALL_INT_OPS | CACHE_ONLY_ARG_OPCODES:
-        return _UNKNOWN  # (a CACHE where an instruction should be; 3.14+'s kinds)
+    if opcode == cache_opcode:
+        return _UNKNOWN  # (a CACHE where an instruction should be)
     if opcode in HAS_JUMP:
         known = not ({opcode} & (HAS_CONST | HAS_LOCAL | HAS_NAME | HAS_FREE | HAS_COMPARE))
         return _JUMP if known and opcode_has_argument(opcode) else _UNKNOWN
@@ -103,9 +107,13 @@ def _kind(opcode: int, cache_opcode: int) -> int:
         return _INTRINSIC2
     if opcode in BINARY_OPS:
         return _BINARY
-    if opcode in FORMAT_VALUE_OPS:
+    if opcode in COMMON_CONSTANT_OPS:  # (3.14+)
+        return _COMMON
+    if opcode in SPECIAL_OPS:  # (3.14+)
+        return _SPECIAL
+    if opcode in FORMAT_VALUE_OPS:  # (3.14's BUILD_INTERPOLATION: bytecode misreads it, _py314 keeps it)
         return _UNKNOWN if opcode in BITFLAG_OPCODES else _FORMAT
-    return _INT
+    return _INT  # (3.14's LOAD_SMALL_INT, 3.15's GET_ITER with its argument: CACHE_ONLY_ARG_OPCODES)
 
 
 def _direction(opcode: int) -> int:
@@ -136,14 +144,19 @@ class Decoder:
     """Decodes a code object as ``bytecode`` would, for one CPython version."""
 
     def __init__(self, caches: Sequence[int], compare: Callable[[int], Compare], *, cache_opcode: int,
-                 local_cells: bool) -> None:
-        self._local_cells = local_cells  # a local opcode may name a cell or free variable (3.13)
+                 local_cells: bool, kept: Mapping[int, type[Instr]] | None = None) -> None:
+        """``kept``: the opcodes whose argument the family keeps as CPython encodes it (an
+        int), and the class of ``Instr`` its ``decode`` makes of them (3.14+'s
+        ``BUILD_INTERPOLATION``)."""
+        self._local_cells = local_cells  # a local opcode may name a cell or free variable (3.13+)
+        kept = kept or {}
         # (name, kind, jump direction, inline cache entries, is a jump) by opcode
-        self._table = [(opname[op], _kind(op, cache_opcode), _direction(op), caches[op], op in HAS_JUMP)
-                       for op in range(256)]
+        self._table = [(opname[op], _INT if op in kept else _kind(op, cache_opcode), _direction(op), caches[op],
+                        op in HAS_JUMP) for op in range(256)]
+        self._classes = [kept.get(op, Instr) for op in range(256)]
         converters: dict[int, Callable[[int], object]] = {
             _COMPARE: compare, _INTRINSIC1: Intrinsic1Op, _INTRINSIC2: Intrinsic2Op, _BINARY: BinaryOp,
-            _FORMAT: FormatValue}
+            _COMMON: CommonConstant, _SPECIAL: SpecialMethod, _FORMAT: FormatValue}
         self._converters = [converters.get(kind, int) for kind in range(_UNKNOWN + 1)]  # (int: no enum)
         self._members: list[dict[int, object]] = [{} for _ in range(_UNKNOWN + 1)]  # enum members by arg
 
@@ -156,7 +169,7 @@ class Decoder:
             return None  # (bytecode's route then gives its result, or its error)
 
     def _bytecode(self, code: CodeType) -> Bytecode:
-        if sys.version_info < (3, 11):  # (never: made for 3.12 and 3.13; this says so to the type checker)
+        if sys.version_info < (3, 11):  # (never: made for 3.12+; this says so to the type checker)
             raise _Declined
         raw = code.co_code
         positions = list(code.co_positions())
@@ -167,7 +180,7 @@ class Decoder:
         locals_: Sequence[str | CellVar | FreeVar] = varnames
         if self._local_cells:
             locals_ = [*cells, *(FreeVar(name) for name in freevars)]  # (all: see above)
-        table, converters, members = self._table, self._converters, self._members
+        table, converters, members, classes = self._table, self._converters, self._members, self._classes
 
         entries = _entries(code.co_exceptiontable)
         for entry, following in zip(entries, entries[1:]):
@@ -256,7 +269,7 @@ class Decoder:
             else:
                 raise _Declined
 
-            instr = _new_instr(Instr)
+            instr = _new_instr(classes[op])
             instr._name = name
             instr._opcode = op
             instr._is_jump = is_jump

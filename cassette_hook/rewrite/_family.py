@@ -30,7 +30,7 @@ class Family(Protocol):
     """``LOAD_FAST`` reads a variable without checking that it is bound (3.12+): a load a
     pass may have moved before the assignment must become ``LOAD_FAST_CHECK``."""
     assembler: Assembler | None
-    """Our own assembler for the version (3.12, 3.13), which makes what ``bytecode`` makes
+    """Our own assembler for the version (3.12+), which makes what ``bytecode`` makes
     in under half its time, or None: ``bytecode`` assembles everything."""
 
     # -- what the rewriting reads ---------------------------------------------------------

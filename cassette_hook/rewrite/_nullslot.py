@@ -30,7 +30,7 @@ import itertools
 import operator
 from opcode import opmap, opname
 from types import CodeType
-from typing import TYPE_CHECKING, Callable, Iterable, Sequence, cast
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, cast
 
 
 from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, Instr, Label
@@ -49,31 +49,37 @@ if TYPE_CHECKING:
 MAX_ENTERED = 15  # the most positional arguments an entering call site copies (a call with more resolves)
 
 
-def own_assembler(compare: Callable[[Compare], int], *, local_cells: bool) -> Assembler | None:
-    """A family's own assembler (3.12, 3.13), or None where the installed ``bytecode`` is not a
-    release it follows."""
+def own_assembler(compare: Callable[[Compare], int], *, local_cells: bool,
+                  instr_types: Iterable[type[Instr]] = ()) -> Assembler | None:
+    """A family's own assembler (3.12+; ``instr_types``: the family's own classes of
+    ``Instr``), or None where the installed ``bytecode`` is not a release it follows."""
     if not follows_bytecode():
         return None
     from ._assembler import Assembler  # (here: it imports names older releases do not have)
 
-    return Assembler(_inline_caches(), compare, _line_table, cache_opcode=opmap["CACHE"], local_cells=local_cells)
+    return Assembler(_inline_caches(), compare, _line_table, cache_opcode=opmap["CACHE"], local_cells=local_cells,
+                     instr_types=instr_types)
 
 
-def own_decoder(compare: Callable[[int], Compare], *, local_cells: bool) -> Decoder | None:
-    """A family's own decoder (3.12, 3.13; ``compare``: a ``COMPARE_OP`` argument's
-    comparison, as ``bytecode`` decodes it), or None where the installed ``bytecode`` is not
-    a release it follows."""
+def own_decoder(compare: Callable[[int], Compare], *, local_cells: bool,
+                kept: Mapping[str, type[Instr]] | None = None) -> Decoder | None:
+    """A family's own decoder (3.12+; ``compare``: a ``COMPARE_OP`` argument's comparison, as
+    ``bytecode`` decodes it; ``kept``: the instructions, by name, whose argument the family
+    keeps as CPython encodes it, and the class it decodes them to), or None where the
+    installed ``bytecode`` is not a release it follows."""
     if not follows_bytecode():
         return None
     from ._decoder import Decoder  # (here: it imports names older releases do not have)
 
-    return Decoder(_inline_caches(), compare, cache_opcode=opmap["CACHE"], local_cells=local_cells)
+    return Decoder(_inline_caches(), compare, cache_opcode=opmap["CACHE"], local_cells=local_cells,
+                   kept={opmap[name]: cls for name, cls in (kept or {}).items()})
 
 
 def _inline_caches() -> list[int]:
     """Inline cache entries after each opcode, for every opcode."""
-    entries = dis._inline_cache_entries  # type: ignore[attr-defined]  # (a list by opcode on 3.12, by name since)
-    caches = [entries.get(name, 0) for name in opname] if isinstance(entries, dict) else list(entries)
+    # (a list by opcode on 3.12, a dict by name since: 3.15's a frozendict, no dict)
+    entries = dis._inline_cache_entries  # type: ignore[attr-defined]
+    caches = [entries.get(name, 0) for name in opname] if hasattr(entries, "keys") else list(entries)
     return caches + [0] * (len(opname) - len(caches))  # (3.15's list ends at the last opcode with caches)
 
 
@@ -84,7 +90,7 @@ class NullSlotFamily:
     for_iter_exit: tuple[str, ...] = ()
     loads_trust_binding = False
     assembler: Assembler | None = None
-    decoder: Decoder | None = None  # our own decoder for the version (3.12, 3.13), else bytecode's
+    decoder: Decoder | None = None  # our own decoder for the version (3.12+), else bytecode's
     # The instructions :meth:`consumer_depth` and :meth:`producer_depth` answer for, and
     # :meth:`is_method_load` may be true of: ``pair_by_depth`` asks them of no other.
     consumer_names = frozenset({"CALL", "CALL_KW", "CALL_FUNCTION_EX"})
@@ -103,8 +109,9 @@ class NullSlotFamily:
         return self.decode_by_bytecode(code)
 
     def decode_by_bytecode(self, code: CodeType) -> Bytecode:
-        """``code`` as ``bytecode`` decodes it, where the family has no decoder of its own
-        or it declines ``code``."""
+        """``code`` as ``bytecode`` decodes it: ``decode``'s route where the family has no
+        decoder of its own or it declines ``code``, and what ``tests/test_decoding.py``
+        compares our decoder with."""
         return Bytecode.from_code(code, conserve_exception_block_stackdepth=True)
 
     def plain_forms(self, items: list[Item], *, borrowable: bool = False) -> list[Item]:

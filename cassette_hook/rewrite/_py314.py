@@ -13,12 +13,14 @@ from bytecode import BinaryOp, Bytecode, ConcreteBytecode, ConcreteInstr, Instr,
 from bytecode.instr import TryBegin
 
 from ._instr import Location, arg_of, make
-from ._py313 import _Py313, free_variables_apart
+from ._nullslot import own_assembler, own_decoder
+from ._py313 import _Py313, _compare_arg, _compare_of, free_variables_apart
 from ._stack import jumps
 
 if TYPE_CHECKING:
     from ._assembler import Assembler
     from . import Hooks
+    from ._decoder import Decoder
     from ._family import Family
     from ._stack import Item
 
@@ -64,9 +66,10 @@ class _Borrowable(Instr):
 class _Py314(_Py313):
     for_iter_exit: tuple[str, ...] = ("END_FOR",)  # an exhausted FOR_ITER lands on the POP_ITER after it
     inlined: tuple[object, ...] = (all, any, tuple)  # the builtins whose call of a genexp the compiler inlines
-    # (3.14's new argument kinds -- small ints, common constants -- are bytecode's to encode)
-    assembler: Assembler | None = None
-    decoder = None  # (bytecode decodes: see decode_by_bytecode)
+    # (3.14's comparisons are 3.13's; our decoder makes each BUILD_INTERPOLATION as
+    # decode_by_bytecode does, an _Interpolation, which our assembler takes as an Instr)
+    assembler: Assembler | None = own_assembler(_compare_arg, local_cells=True, instr_types=(_Interpolation,))
+    decoder: Decoder | None = own_decoder(_compare_of, local_cells=True, kept={_INTERPOLATION: _Interpolation})
 
     def decode_by_bytecode(self, code: CodeType) -> Bytecode:
         return free_variables_apart(code, self._with_interpolations)
