@@ -168,7 +168,8 @@ def test_our_decoder_gives_a_methods_closure_the_free_variable_a_local_shares_it
     body = _class_body_sharing_a_name()
     assert body.co_freevars == ("outer", "zed")
     closure = [item.arg for item in decoder.bytecode(body)
-               if getattr(item, "name", None) in ("LOAD_FAST", "LOAD_CLOSURE") and isinstance(item.arg, FreeVar)]
+               if getattr(item, "name", None) in ("LOAD_FAST", "LOAD_FAST_BORROW", "LOAD_CLOSURE")
+               and isinstance(item.arg, FreeVar)]
     assert closure == [FreeVar("outer")]  # (bytecode 0.19 reads FreeVar('zed') on 3.13)
 
 
