@@ -286,7 +286,8 @@ class Assembler:
                 continue
             if type(item) not in instr_types:
                 raise _Declined  # (a SetLineno; an instruction type of a pass's own)
-            opcode, arg, loc = item.opcode, item.arg, item.location  # type: ignore[union-attr]  # (an Instr: above)
+            instr = cast(Instr, item)  # (an Instr, or a subclass the family names: above)
+            opcode, arg, loc = instr.opcode, instr.arg, instr.location
             if isinstance(loc, InstrLocation):  # (else None or UNSET: the position before holds)
                 position = loc
             kind = kinds[opcode]
