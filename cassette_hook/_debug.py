@@ -125,8 +125,8 @@ class Progress:
         self.took = 0.0
         if self.uncached >= self.NOTICE and not self.noticed:
             self.noticed = True
-            say("cache", f"{self.uncached:.1f} s of this run went to instrumenting code that cannot be cached "
-                         f"({why}), and every run will take it again; {way_out}")
+            say("cache", f"instrumenting code that cannot be cached ({why}) has taken {self.uncached:.1f} s "
+                         f"of this run so far, and every run will take it again; {way_out}")
 
 
 progress = Progress()

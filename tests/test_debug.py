@@ -313,9 +313,9 @@ def test_a_cold_start_that_cannot_be_cached_says_so_once_with_the_way_out(slow_s
     first = _stderr_of_first_import(slow_start, monkeypatch, "uncached_a", tty=False)
     second = _stderr_of_first_import(slow_start, monkeypatch, "uncached_b", tty=False)
 
-    assert re.fullmatch(r"cassette_hook: cache: \d+\.\d s of this run went to instrumenting code that cannot be "
-                        r"cached \(sys\.dont_write_bytecode is set: PYTHONDONTWRITEBYTECODE or -B\), and every run "
-                        r"will take it again; unset it to have it cached beside CPython's \.pyc files\n", first)
+    assert re.fullmatch(r"cassette_hook: cache: instrumenting code that cannot be cached \(sys\.dont_write_bytecode "
+                        r"is set: PYTHONDONTWRITEBYTECODE or -B\) has taken \d+\.\d s of this run so far, and every "
+                        r"run will take it again; unset it to have it cached beside CPython's \.pyc files\n", first)
     assert second == ""
 
 
