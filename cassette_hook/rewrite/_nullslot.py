@@ -72,7 +72,9 @@ def own_decoder(compare: Callable[[int], Compare], *, local_cells: bool,
     from ._decoder import Decoder  # (here: it imports names older releases do not have)
 
     return Decoder(_inline_caches(), compare, cache_opcode=opmap["CACHE"], local_cells=local_cells,
-                   kept={opmap[name]: cls for name, cls in (kept or {}).items()})
+                   # (a name the running Python lacks: the family is another version's, imported
+                   # to be looked at, as tests/test_structure.py does, never to rewrite)
+                   kept={opmap[name]: cls for name, cls in (kept or {}).items() if name in opmap})
 
 
 def _inline_caches() -> list[int]:
