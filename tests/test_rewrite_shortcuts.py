@@ -181,3 +181,41 @@ def test_switched_code_keeps_no_hook_as_a_constant():
             switched = dual_code.switched(module, "m")
             for code in [switched, *_code_objects_of(switched)]:
                 assert not any(type(const) is GlobalName for const in code.co_consts), code.co_name
+
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="the compiler borrows loads from 3.14 on")
+def test_the_stack_shifts_the_callee_walk_remembers_are_those_bytecode_computes():
+    """``borrowed_again`` keeps plain the borrowed loads that may push a callee, found by a
+    walk that remembers what each opcode does to the stack (``_py314._shift``) under its
+    name and a number its argument holds, as the depth walk keys its steps: for every
+    instruction, the answer remembered under its key must be its own."""
+    from bytecode.instr import UNSET
+
+    from cassette_hook.rewrite import _py314
+
+    bodies = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for code in _code_objects():
+            try:
+                items = family.plain_forms(items_of(decode(code)), borrowable=True)
+                bodies.append((items, _stack.stack_depths(items)))
+            except UnsupportedCode:
+                continue
+    found = [family._callee_loads(items, depths) for items, depths in bodies]
+    assert sum(map(len, found)) > 100, "the sources have borrowed loads of callees, for the walk to find"
+    checked = 0
+    for items, depths in bodies:
+        for item, depth in zip(items, depths):
+            if not isinstance(item, Instr) or depth is None:
+                continue
+            arg = item.arg
+            number = (arg[0] if arg else None) if type(arg) is tuple else arg
+            key = (item.name, number) if number is not UNSET and isinstance(number, int) else item.name
+            pre, _ = item.pre_and_post_stack_effect(jump=False)
+            popped = -min(pre, 0)
+            assert _py314._SHIFTS[key] == (_stack.jumps(item), item.is_uncond_jump() or item.is_final(),
+                                           popped, popped + item.stack_effect(jump=False)), item
+            checked += 1
+    assert checked > 10_000

@@ -253,7 +253,7 @@ direct_run(PyObject *entry, PyObject *f, PyObject **run, int sole)
  * A count of 1 is the call site's reference alone (direct_run's sole): the loads that push a
  * callee in rewritten code hold a reference of their own on every version (3.14+: no
  * borrowed load of a callee, Family.borrowed_again; 3.15: no callable constant loaded
- * borrowed, _Py315.plain_forms; docs/internals.md, "CPython 3.14"). */
+ * borrowed, _Py315.counted; docs/internals.md, "CPython 3.14"). */
 static PyObject *
 resolve_in(PyObject *entry, PyObject *f)
 {

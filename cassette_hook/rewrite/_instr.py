@@ -36,28 +36,29 @@ def follows_bytecode() -> bool:
     return bytecode.__version__.startswith(BYTECODE_FOLLOWED)
 
 
-def _checked(name: str, arg: object = UNSET, loc: Location = None) -> Instr:
-    return Instr(name, arg, location=loc)
+def _checked(name: str, arg: object = UNSET, loc: Location = None, kind: type[Instr] = Instr) -> Instr:
+    return kind(name, arg, location=loc)
 
 
-def _trusted(name: str, arg: object = UNSET, loc: Location = None) -> Instr:
+def _trusted(name: str, arg: object = UNSET, loc: Location = None, kind: type[Instr] = Instr) -> Instr:
     opcode = opmap[name]
     if arg is UNSET and opcode in _CACHE_ONLY_ARG:  # (what ``Instr``'s constructor does besides its checks)
         arg = 0
-    return Instr._from_trusted(name, opcode, arg, loc)
+    return kind._from_trusted(name, opcode, arg, loc)
 
 
 _CACHE_ONLY_ARG: frozenset[int] = frozenset(getattr(bytecode.instr, "CACHE_ONLY_ARG_OPCODES", ()))
 
 make = _trusted if follows_bytecode() else _checked
-"""``Instr(name, arg, location=loc)``, for the instructions the rewriting makes of its own
-(the arguments their opcodes take, never a pass's).  ``Instr``'s constructor checks its
-argument against lists of opcodes by ``in`` (``dis.hasname`` and the like): 2.5 µs an
-instruction, and the rewriting makes about three for every two it reads: about a fifth of
-a cold rewrite (docs/internals.md, "Where a cold import's time goes").  Where the
-installed ``bytecode`` is a release :data:`BYTECODE_FOLLOWED` names, the instruction is made
-as ``bytecode`` makes those it decodes (``Instr._from_trusted``): the same object, without
-the checks; ``tests/test_rewrite_shortcuts.py`` compares the code made both ways."""
+"""``Instr(name, arg, location=loc)`` (or ``kind``'s: a subclass adding no state), for the
+instructions the rewriting makes of its own (the arguments their opcodes take, never a
+pass's).  ``Instr``'s constructor checks its argument against lists of opcodes by ``in``
+(``dis.hasname`` and the like): 2.5 µs an instruction, and the rewriting makes about three
+for every two it reads: about a fifth of a cold rewrite (docs/internals.md, "Where a cold
+import's time goes").  Where the installed ``bytecode`` is a release
+:data:`BYTECODE_FOLLOWED` names, the instruction is made as ``bytecode`` makes those it
+decodes (``Instr._from_trusted``): the same object, without the checks;
+``tests/test_rewrite_shortcuts.py`` compares the code made both ways."""
 
 
 def arg_of(instr: Instr, kind: type[T]) -> T:

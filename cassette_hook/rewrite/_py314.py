@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import operator
 from types import CodeType
-from typing import TYPE_CHECKING, Sequence, cast
+from typing import TYPE_CHECKING, Sequence
 
 from bytecode import BinaryOp, Bytecode, ConcreteBytecode, ConcreteInstr, Instr, Label
-from bytecode.instr import TryBegin
+from bytecode.instr import UNSET, TryBegin
 
 from ._instr import Location, arg_of, make
 from ._nullslot import own_assembler, own_decoder
 from ._py313 import _Py313, _compare_arg, _compare_of, free_variables_apart
-from ._stack import jumps
+from ._stack import flow
 
 if TYPE_CHECKING:
     from ._assembler import Assembler
@@ -66,6 +66,7 @@ class _Borrowable(Instr):
 class _Py314(_Py313):
     for_iter_exit: tuple[str, ...] = ("END_FOR",)  # an exhausted FOR_ITER lands on the POP_ITER after it
     inlined: tuple[object, ...] = (all, any, tuple)  # the builtins whose call of a genexp the compiler inlines
+    counted: tuple[type, ...] = ()  # the constants plain_forms loads from a 1-tuple (3.15)
     # (3.14's comparisons are 3.13's; our decoder makes each BUILD_INTERPOLATION as
     # decode_by_bytecode does, an _Interpolation, which our assembler takes as an Instr)
     assembler: Assembler | None = own_assembler(_compare_arg, local_cells=True, instr_types=(_Interpolation,))
@@ -101,25 +102,42 @@ class _Py314(_Py313):
         given what it would be given on 3.13 (``LOAD_CONST 1``, not ``LOAD_SMALL_INT 1``).
         And an inlined ``all``/``any``/``tuple`` (3.15: ``list``, ``set`` too) of a generator expression goes to its
         fallback, the call the compiler kept for when the name is not the builtin: under
-        a context it stays a call that hooks and overloads see, as on 3.13."""
+        a context it stays a call that hooks and overloads see, as on 3.13.  (3.15: and a
+        constant of a ``counted`` kind loaded from a 1-tuple: see :class:`_Py315`.)
+
+        One read of each item's name, and the inlined call's test looked for at a ``COPY``
+        only: this pass ran over every body of a cold rewrite, a tenth of a microsecond an
+        item (docs/performance.md, "3.14's and 3.15's own passes cheaper")."""
         out: list[Item] = []
+        kind = _Borrowable if borrowable else Instr
+        counted = self.counted
         index = 0
         while index < len(items):
             item = items[index]
-            fallback = _inlined_call(items, index, self.inlined)
-            if fallback is not None:
-                # ``COPY 1; LOAD_COMMON_CONSTANT; IS_OP 0; POP_JUMP_IF_FALSE fallback`` becomes a
-                # jump to the fallback (placed after it or not, as the compiler chose): the
-                # inline loop is left unreachable.
-                forward = any(other is fallback for other in items[index:])
-                location = cast(Instr, item).location  # (the COPY)
-                out.append(make("JUMP_FORWARD" if forward else "JUMP_BACKWARD", fallback, location))
-                index += 4
+            if not isinstance(item, Instr):
+                out.append(item)
+                index += 1
                 continue
-            if isinstance(item, Instr) and item.name in _UNBORROWED:
-                item = (_Borrowable if borrowable else Instr)(_UNBORROWED[item.name], item.arg, location=item.location)
-            elif isinstance(item, Instr) and item.name == "LOAD_SMALL_INT":
+            name = item.name
+            if name == "COPY":
+                fallback = _inlined_call(items, index, self.inlined)
+                if fallback is not None:
+                    # ``COPY 1; LOAD_COMMON_CONSTANT; IS_OP 0; POP_JUMP_IF_FALSE fallback`` becomes a
+                    # jump to the fallback (placed after it or not, as the compiler chose): the
+                    # inline loop is left unreachable.
+                    forward = any(other is fallback for other in items[index:])
+                    out.append(make("JUMP_FORWARD" if forward else "JUMP_BACKWARD", fallback, item.location))
+                    index += 4
+                    continue
+            elif name in _UNBORROWED:  # (the plain load takes the argument the borrowed one was checked for)
+                item = make(_UNBORROWED[name], item.arg, item.location, kind)
+            elif name == "LOAD_SMALL_INT":
                 item = make("LOAD_CONST", item.arg, item.location)
+            elif counted and name == "LOAD_CONST" and isinstance(item.arg, counted):  # (none in a body as compiled)
+                out += [Instr("LOAD_CONST", (item.arg,), location=item.location),
+                        Instr("UNPACK_SEQUENCE", 1, location=item.location)]
+                index += 1
+                continue
             out.append(item)
             index += 1
         return out
@@ -133,37 +151,33 @@ class _Py314(_Py313):
         take a callee with no reference but the site's for a bound method made for that
         call alone, and rebind it to its twin in place (callsite.c), which a variable's
         bound method, borrowed, would look like."""
-        if not any(type(item) is _Borrowable for item in items):
+        if _Borrowable not in map(type, items):
             return items
         callees = self._callee_loads(items, depths)
-        out: list[Item] = []
-        for index, item in enumerate(items):
-            if type(item) is _Borrowable:  # (never left marked: nothing else may tell it from a plain load)
-                name = item.name if index in callees else _BORROWED[item.name]
-                item = make(name, item.arg, item.location)
-            out.append(item)
-        return out
+        return [item if type(item) is not _Borrowable  # (never left marked: nothing else may tell it from a plain load)
+                else make(item.name if index in callees else _BORROWED[item.name], item.arg, item.location)
+                for index, item in enumerate(items)]
 
     def _callee_loads(self, items: list[Item], depths: Sequence[int | None]) -> set[int]:
         """The indices of the marked loads whose value may be a call's callee, on some
         path: a walk of the control flow carrying, for each slot of the stack, the marked
         loads its value may come from (moved by ``COPY`` and ``SWAP``; anything else an
-        instruction pushes is a value of its own)."""
+        instruction pushes is a value of its own).  What each opcode does to the stack is
+        remembered (:func:`_shift`), and only the family's ``consumer_names`` are asked
+        for a callee (tests/test_rewrite_shortcuts.py checks that no other has one)."""
         labels = {id(item): index for index, item in enumerate(items) if isinstance(item, Label)}
         seen: list[tuple[frozenset[int], ...] | None] = [None] * len(items)
         found: set[int] = set()
         none: frozenset[int] = frozenset()
+        consumers = self.consumer_names
         pending: list[tuple[int, tuple[frozenset[int], ...]]] = [(0, ())]
-
-        def at(index: int, stack: tuple[frozenset[int], ...]) -> tuple[frozenset[int], ...]:
-            depth = depths[index]  # (what the stack holds there, as the depth walk found it)
-            assert depth is not None
-            return stack[:depth] + (none,) * (depth - len(stack))
-
         while pending:
             index, stack = pending.pop()
             while index < len(items):
-                stack = at(index, stack)
+                depth = depths[index]  # (what the stack holds there, as the depth walk found it)
+                assert depth is not None
+                if len(stack) != depth:
+                    stack = stack[:depth] + (none,) * (depth - len(stack))
                 known = seen[index]
                 if known is not None:
                     merged = tuple(a | b for a, b in zip(known, stack))
@@ -172,35 +186,35 @@ class _Py314(_Py313):
                     stack = merged
                 seen[index] = stack
                 item = items[index]
-                if isinstance(item, TryBegin):
-                    pending.append((labels[id(item.target)], stack))  # (at() cuts it to the handler's depth)
                 if isinstance(item, Instr):
-                    callee = self.consumer_depth(item, len(stack))
-                    if callee is not None:
-                        found |= stack[callee]
-                    if jumps(item):
-                        pending.append((labels[id(item.arg)], stack))
-                    if item.is_uncond_jump() or item.is_final():
+                    name = item.name
+                    if name in consumers:
+                        callee = self.consumer_depth(item, depth)
+                        if callee is not None:
+                            found |= stack[callee]
+                    arg = item.arg
+                    number = (arg[0] if arg else None) if type(arg) is tuple else arg
+                    key = (name, number) if number is not UNSET and isinstance(number, int) else name
+                    jump, stops, popped, pushed = _SHIFTS.get(key) or _shift(item, key)
+                    if jump:
+                        pending.append((labels[id(arg)], stack))
+                    if stops:
                         break
-                    stack = self._moved(item, index, stack)
+                    if type(item) is _Borrowable:
+                        stack += (frozenset({index}),) * (2 if name == "LOAD_FAST_LOAD_FAST" else 1)
+                    elif name == "COPY":
+                        stack += (stack[-arg_of(item, int)],)
+                    elif name == "SWAP":
+                        n = arg_of(item, int)
+                        swapped = list(stack)
+                        swapped[-1], swapped[-n] = stack[-n], stack[-1]
+                        stack = tuple(swapped)
+                    else:
+                        stack = stack[:len(stack) - popped] + (none,) * pushed
+                elif isinstance(item, TryBegin):
+                    pending.append((labels[id(item.target)], stack))  # (cut above to the handler's depth)
                 index += 1
         return found
-
-    @staticmethod
-    def _moved(instr: Instr, index: int, stack: tuple[frozenset[int], ...]) -> tuple[frozenset[int], ...]:
-        """The stack's sources after ``instr`` (see ``_callee_loads``)."""
-        if type(instr) is _Borrowable:
-            return stack + (frozenset({index}),) * (2 if instr.name == "LOAD_FAST_LOAD_FAST" else 1)
-        if instr.name == "COPY":
-            return stack + (stack[-arg_of(instr, int)],)
-        if instr.name == "SWAP":
-            n = arg_of(instr, int)
-            swapped = list(stack)
-            swapped[-1], swapped[-n] = stack[-n], stack[-1]
-            return tuple(swapped)
-        pre, _ = instr.pre_and_post_stack_effect(jump=False)  # (what it takes, negative; or 0 and what it pushes)
-        popped = -min(pre, 0)
-        return stack[:len(stack) - popped] + (frozenset(),) * (popped + instr.stack_effect(jump=False))
 
     def consumer_depth(self, instr: Instr, depth: int) -> int | None:
         # [callee, NULL, args, kwargs or NULL]: the keyword slot is always there.
@@ -221,6 +235,22 @@ class _Py314(_Py313):
 
     def jump_if_true(self, target: Label, loc: Location) -> Instr:
         return make("POP_JUMP_IF_TRUE", target, loc)
+
+
+def _shift(instr: Instr, key: object) -> tuple[bool, bool, int, int]:
+    """What ``_callee_loads`` asks of ``instr``: may it go on at its label, does it never go
+    on to the next item (``_stack.flow``), how many values it takes, how many it pushes
+    after (``bytecode``'s ``pre_and_post_stack_effect`` and ``stack_effect``); remembered
+    under ``key``, the opcode's name and a number its argument holds, as
+    ``_stack.stack_depths`` remembers its steps (all of these are computed from those)."""
+    jump, stops = flow(instr)
+    pre, _ = instr.pre_and_post_stack_effect(jump=False)  # (what it takes, negative; or 0 and what it pushes)
+    popped = -min(pre, 0)
+    shift = _SHIFTS[key] = (jump, stops, popped, popped + instr.stack_effect(jump=False))
+    return shift
+
+
+_SHIFTS: dict[object, tuple[bool, bool, int, int]] = {}  # see _shift()
 
 
 def _inlined_call(items: list[Item], index: int, inlined: tuple[object, ...]) -> Label | None:

@@ -6,7 +6,7 @@ inline too (see docs/internals.md, "CPython 3.15")."""
 from __future__ import annotations
 
 import types
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from bytecode import Instr
 
@@ -16,7 +16,6 @@ from ._py314 import _Py314
 if TYPE_CHECKING:
     from . import Hooks
     from ._family import Family
-    from ._stack import Item
 
 _FOR_LOOP = 0  # GET_ITER's argument for a ``for`` loop; 1-3 are ``yield from``'s (pycore_opcode_utils.h)
 # The callees whose count of references a call site's ``resolve`` reads (callsite.c: a bound
@@ -28,20 +27,12 @@ _COUNTED = (types.FunctionType, types.MethodType, types.BuiltinMethodType)
 class _Py315(_Py314):
     inlined = (all, any, tuple, list, set)
 
-    def plain_forms(self, items: list[Item], *, borrowable: bool = False) -> list[Item]:
-        """As 3.14's, and a constant that is a function or a bound method (which only a
-        pass puts in a body) loaded from a 1-tuple (``LOAD_CONST (f,); UNPACK_SEQUENCE 1``):
-        3.15's ``LOAD_CONST`` pushes the code's constant without a reference of its own,
-        and a call site's ``resolve`` would take a constant that no other code holds for
-        one made for its call alone (docs/internals.md, "CPython 3.15")."""
-        out = super().plain_forms(items, borrowable=borrowable)
-        counted = [index for index, item in enumerate(out) if isinstance(item, Instr) and item.name == "LOAD_CONST"
-                   and isinstance(item.arg, _COUNTED)]
-        for index in reversed(counted):  # (none in a body as compiled)
-            load = cast(Instr, out[index])
-            out[index:index + 1] = [Instr("LOAD_CONST", (load.arg,), location=load.location),
-                                    Instr("UNPACK_SEQUENCE", 1, location=load.location)]
-        return out
+    # A constant that is a function or a bound method (which only a pass puts in a body)
+    # is loaded from a 1-tuple by ``plain_forms`` (``LOAD_CONST (f,); UNPACK_SEQUENCE 1``):
+    # 3.15's ``LOAD_CONST`` pushes the code's constant without a reference of its own, and
+    # a call site's ``resolve`` would take a constant that no other code holds for one made
+    # for its call alone (docs/internals.md, "CPython 3.15").
+    counted = _COUNTED
 
     def operator_site(self, instr: Instr, hooks: Hooks) -> list[Instr] | None:
         if instr.name != "GET_ITER":
