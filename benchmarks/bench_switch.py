@@ -179,7 +179,8 @@ def main() -> None:
             # (from an empty directory: ``-c`` puts the working directory first on sys.path, so a
             # checkout's own package there would be imported whatever PYTHONPATH says)
             with tempfile.TemporaryDirectory() as empty:
-                out = subprocess.run([sys.executable, "-c", CALLS if args.calls_pass else CHILD, args.package], env=env, check=True,
+                child = CALLS if args.calls_pass else CHILD
+                out = subprocess.run([sys.executable, "-c", child, args.package], env=env, check=True,
                                      capture_output=True, text=True, cwd=empty).stdout.split()
             if out[2] != "c":
                 raise SystemExit(f"{tree}: switched code made without the C accelerators (build them in place)")

@@ -172,9 +172,9 @@ def pair_by_depth(
             if name in producers and (slot := producer_depth(item, depth)) is not None:
                 produced[index] = slot
                 stop = True
-            known = _FLOWS.get(name) or flow(item)
-            if known[0] or known[1]:
-                exits[index] = known
+            goes = _FLOWS.get(name) or flow(item)
+            if goes[0] or goes[1]:
+                exits[index] = goes
                 stop = True
         if stop:
             stops.append(index)
