@@ -27,6 +27,12 @@ saving is if anything understated).
 way before), and counts the joined bodies the assembler declined to copy.
 
     PYTHONPATH=. python benchmarks/bench_switch.py --plain-half [--package sympy] [--rounds 1]
+
+``--calls-pass`` times, in each child, the call sites' pass alone (``Family.rewrite_calls``,
+its pairing included) over every body of the modules, decoded once beforehand, best of
+three: a change to that pass is a few percent of the whole switch, under its noise.
+
+    python benchmarks/bench_switch.py --tree A_DIR --tree B_DIR --calls-pass [--package networkx]
 """
 
 from __future__ import annotations
@@ -65,6 +71,32 @@ def once():
             pass
     return time.process_time() - t
 print(min(once(), once()), len(modules), _names.variant())
+"""
+
+
+CALLS = MODULES + r"""
+import types
+from cassette_hook.rewrite import _names, _rewriter
+from cassette_hook.rewrite._stack import stack_depths
+hooks, family, bodies = _names.switched_hooks(), _rewriter.family, []
+def codes(code):
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from codes(const)
+for module in modules:
+    for code in codes(module):
+        try:
+            items = family.plain_forms(_rewriter.items_of(_rewriter.decode(code)))
+            bodies.append((items, stack_depths(items)))
+        except Exception:
+            pass
+def once():
+    t = time.process_time()
+    for items, depths in bodies:
+        family.rewrite_calls(items, depths, hooks, False)
+    return time.process_time() - t
+print(min(once(), once(), once()), len(modules), _names.variant())
 """
 
 
@@ -124,6 +156,8 @@ def main() -> None:
                     help="in this checkout: the family's line table against bytecode's, module by module")
     ap.add_argument("--plain-half", action="store_true",
                     help="in this checkout: joined bodies' plain half copied as compiled against assembled again")
+    ap.add_argument("--calls-pass", action="store_true",
+                    help="with --tree twice: time the call sites' pass alone, over the bodies decoded once")
     ap.add_argument("--package", default="networkx", help="installed packages whose sources to switch, comma-separated")
     ap.add_argument("--rounds", type=int, default=6, help="(with --lines: passes over the modules; give 1)")
     args = ap.parse_args()
@@ -145,7 +179,8 @@ def main() -> None:
             # (from an empty directory: ``-c`` puts the working directory first on sys.path, so a
             # checkout's own package there would be imported whatever PYTHONPATH says)
             with tempfile.TemporaryDirectory() as empty:
-                out = subprocess.run([sys.executable, "-c", CHILD, args.package], env=env, check=True,
+                child = CALLS if args.calls_pass else CHILD
+                out = subprocess.run([sys.executable, "-c", child, args.package], env=env, check=True,
                                      capture_output=True, text=True, cwd=empty).stdout.split()
             if out[2] != "c":
                 raise SystemExit(f"{tree}: switched code made without the C accelerators (build them in place)")

@@ -216,26 +216,38 @@ class NullSlotFamily:
 
     def rewrite_calls(self, items: list[Item], depths: Sequence[int | None], hooks: Hooks,
                       enters: bool) -> list[Item]:
+        # One walk over the items finds all this pass reads of them besides the pairing: the
+        # method loads, the calls and definitions, and whether a pass loaded a ``nooverdub``
+        # marker (a walk each, asking each item its type and name, was most of the pass).
+        loads, consumers = self.method_load_names, self.consumer_names
+        method_loads: set[int] = set()
+        calls_and_definitions: list[int] = []
+        marked = False
+        for index, item in enumerate(items):
+            if isinstance(item, Instr):
+                name = item.name
+                if name in consumers or name in _DEFINING:
+                    calls_and_definitions.append(index)
+                elif name in loads:
+                    if self.is_method_load(item):
+                        method_loads.add(index)
+                elif name == "LOAD_CONST" and type(item.arg) is nooverdub:
+                    marked = True
         paired = pair_by_depth(items, depths, self.producer_depth, self.consumer_depth, self.producer_names,
-                               self.consumer_names)
-        for plain_call in self._plain_calls(items, depths):
-            paired.pop(plain_call, None)
-        loads = self.method_load_names
-        method_loads = {index for index, item in enumerate(items)
-                        if isinstance(item, Instr) and item.name in loads and self.is_method_load(item)}
+                               consumers)
+        if marked:
+            for plain_call in self._plain_calls(items, depths):
+                paired.pop(plain_call, None)
         method_site = hooks.method_site
         sites = ({} if method_site is None or enters  # the method loads to make method sites, and their sites
                  else {load: method_site(self.attribute_name(cast(Instr, items[load])))
                        for load in self._method_site_loads(items, paired)})
         resolving: dict[int, list[Instr]] = {}  # place -> what replaces the callee there
         defined: set[int] = set()  # ends of what a decorator applies to: functions, classes, decorations
-        for index, item in enumerate(items):
-            if not isinstance(item, Instr):
-                continue
+        for index in calls_and_definitions:
+            item = cast(Instr, items[index])
             if item.name in _DEFINING:
                 defined.add(index)
-                continue
-            if item.name not in self.consumer_names:  # (only a call is paired, or a decoration)
                 continue
             producers = paired.get(index)
             if producers is not None and all(producer in sites for producer in producers):
@@ -333,9 +345,8 @@ class NullSlotFamily:
         ]
 
     def _plain_calls(self, items: Sequence[Item], depths: Sequence[int | None]) -> set[int]:
-        """The calls whose callee is a ``nooverdub`` marker a pass loaded: they stay plain."""
-        if not any(_is_marker(item) for item in items):
-            return set()
+        """The calls whose callee is a ``nooverdub`` marker a pass loaded: they stay plain
+        (asked of a body with a marker only)."""
 
         def marker(instr: Instr, depth: int) -> int | None:
             return depth if _is_marker(instr) else None

@@ -17,7 +17,7 @@ of the depth walk's time, which was 4% of a cold rewrite).
 
 from __future__ import annotations
 
-from typing import Callable, Collection, Sequence
+from typing import Callable, Collection, Sequence, cast
 
 from bytecode import Instr, Label
 from bytecode.instr import UNSET, SetLineno, TryBegin, TryEnd
@@ -104,6 +104,7 @@ def flow(instr: Instr) -> tuple[bool, bool]:
 
 
 _FLOWS: dict[str, tuple[bool, bool]] = {}  # opcode name -> flow()
+_GOES_ON = (False, False)  # (flow() of what neither jumps nor stops)
 
 
 def effect(instr: Instr, jump: bool) -> int:
@@ -146,35 +147,67 @@ def pair_by_depth(
     into two branches pairs with both; a consumer that some path reaches without a
     producer is left out.
     """
-    # Each instruction is asked once, not at each of the walk's passes over it.
+    # Each instruction is asked once, not at each of the walk's passes over it; and the walk
+    # stops only where something can happen: where a slot is consumed or opened, where
+    # control may leave the next item (a jump, a return), where paths meet (a label), where
+    # a try block starts, at an unreachable item.  Between two such stops control only goes
+    # on to the next item and nothing changes but the depth, which can only pop slots: the
+    # lowest depth between them pops what each of them would have (``lowest``; 0 items
+    # between: None).  Stopping at every item, asking each its kind, was most of the pass
+    # (docs/performance.md, "The call sites' pass cheaper").
     consumed: dict[int, int] = {}
     produced: dict[int, int] = {}
+    exits: dict[int, tuple[bool, bool]] = {}  # the stops where control may not go on to the next item
+    stops: list[int] = []  # the items where the walk stops, in order
+    lowest: list[int | None] = []  # (by stop) the lowest depth of the items since the stop before
+    low: int | None = None
     for index, item in enumerate(items):
-        if isinstance(item, Instr):
-            name, depth = item.name, depths[index]
-            if depth is None:
-                continue
+        depth = depths[index]
+        stop = index == 0 or depth is None or not isinstance(item, (Instr, SetLineno, TryEnd))
+        if isinstance(item, Instr) and depth is not None:
+            name = item.name
             if name in consumers and (slot := consumer_depth(item, depth)) is not None:
                 consumed[index] = slot
+                stop = True
             if name in producers and (slot := producer_depth(item, depth)) is not None:
                 produced[index] = slot
+                stop = True
+            goes = _FLOWS.get(name) or flow(item)
+            if goes[0] or goes[1]:
+                exits[index] = goes
+                stop = True
+        if stop:
+            stops.append(index)
+            lowest.append(low)
+            low = None
+        elif low is None or cast(int, depth) < low:  # (a depth: an item without one is a stop)
+            low = depth
     if not consumed:
         return {}
-    labels = {id(item): index for index, item in enumerate(items) if isinstance(item, Label)}
-    seen: list[dict[int, frozenset[int]] | None] = [None] * len(items)
+    at = {id(items[index]): place for place, index in enumerate(stops) if isinstance(items[index], Label)}
+    seen: list[dict[int, frozenset[int]] | None] = [None] * len(stops)
     pairs: dict[int, frozenset[int]] = {}
     unpaired: set[int] = set()
     pending: list[tuple[int, dict[int, frozenset[int]]]] = [(0, {})]
     while pending:
-        index, state = pending.pop()
-        while index < len(items):
-            known = seen[index]
+        place, state = pending.pop()
+        on = False  # (gone on from the stop before, rather than started here)
+        while place < len(stops):
+            index = stops[place]
+            between = lowest[place]
+            if on and between is not None:
+                for slot in state:
+                    if slot >= between:  # slots popped by the items between
+                        state = {d: p for d, p in state.items() if d < between}
+                        break
+            on = True
+            known = seen[place]
             if known is not None:
                 merged = {d: known[d] | state[d] for d in known.keys() & state.keys()}
                 if merged == known:
                     break
                 state = merged
-            seen[index] = state
+            seen[place] = state
             item, depth = items[index], depths[index]
             if depth is not None:
                 for slot in state:
@@ -194,13 +227,13 @@ def pair_by_depth(
                     slot = produced.get(index)
                     if slot is not None:
                         state = {**state, slot: frozenset({index})}
-                    jump, stops = flow(item)
+                    jump, ends = exits.get(index, _GOES_ON)
                     if jump:
-                        pending.append((labels[id(item.arg)], state))
-                    if stops:
+                        pending.append((at[id(item.arg)], state))
+                    if ends:
                         break
             elif isinstance(item, TryBegin):
                 handler_depth = int(item.stack_depth)
-                pending.append((labels[id(item.target)], {d: p for d, p in state.items() if d < handler_depth}))
-            index += 1
+                pending.append((at[id(item.target)], {d: p for d, p in state.items() if d < handler_depth}))
+            place += 1
     return {c: p for c, p in pairs.items() if c not in unpaired}
