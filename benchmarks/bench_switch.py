@@ -100,17 +100,14 @@ print(min(once(), once(), once()), len(modules), _names.variant())
 """
 
 
-LINES = MODULES + r"""
-from cassette_hook.rewrite import _rewriter
-def bytecodes_lines(bc, stacksize, name):
-    concrete = bc.to_concrete_bytecode(compute_exception_stack_depths=False)
-    return concrete.to_code(stacksize=stacksize, compute_exception_stack_depths=False, check_pre_and_post=False)
-ways = {"bytecode's line table": bytecodes_lines, "the family's": _rewriter.assemble}
+# Two ways of one step, timed module by module in alternating order (``use`` puts a way in
+# place): ``old`` and ``new`` are their CPU times, in the order of ``ways``.
+ALTERNATING = r"""
 spent = dict.fromkeys(ways, 0.0)
 for round_ in range(int(sys.argv[2])):
     for index, module in enumerate(modules):
         for way in (list(ways) if (index + round_) % 2 == 0 else list(ways)[::-1]):
-            dual_code.assemble = ways[way]
+            use(ways[way])
             t = time.process_time()
             try:
                 dual_code.switched(module, "m")
@@ -118,6 +115,17 @@ for round_ in range(int(sys.argv[2])):
                 pass
             spent[way] += time.process_time() - t
 old, new = spent.values()
+"""
+
+LINES = MODULES + r"""
+from cassette_hook.rewrite import _rewriter
+def bytecodes_lines(bc, stacksize, name):
+    concrete = bc.to_concrete_bytecode(compute_exception_stack_depths=False)
+    return concrete.to_code(stacksize=stacksize, compute_exception_stack_depths=False, check_pre_and_post=False)
+ways = {"bytecode's line table": bytecodes_lines, "the family's": _rewriter.assemble}
+def use(way):
+    dual_code.assemble = way
+""" + ALTERNATING + r"""
 print(f"{sys.argv[1]} ({len(modules)} modules) x {sys.argv[2]}, {sys.version.split()[0]}: bytecode's line table "
       f"{old:.2f} s, the family's {new:.2f} s CPU: {new / old:.3f}")
 """
@@ -131,18 +139,9 @@ def counting(self, body, code):
     declined[result is None] += 1
     return result
 ways = {"assembled again": lambda self, body, code: None, "copied": counting}
-spent = dict.fromkeys(ways, 0.0)
-for round_ in range(int(sys.argv[2])):
-    for index, module in enumerate(modules):
-        for way in (list(ways) if (index + round_) % 2 == 0 else list(ways)[::-1]):
-            Switcher._join_compiled = ways[way]
-            t = time.process_time()
-            try:
-                dual_code.switched(module, "m")
-            except Exception:
-                pass
-            spent[way] += time.process_time() - t
-old, new = spent.values()
+def use(way):
+    Switcher._join_compiled = way
+""" + ALTERNATING + r"""
 print(f"{sys.argv[1]} ({len(modules)} modules) x {sys.argv[2]}, {sys.version.split()[0]}: plain half assembled "
       f"again {old:.2f} s, copied {new:.2f} s CPU: {new / old:.3f} ({declined[0]} joined bodies copied, "
       f"{declined[1]} declined)")

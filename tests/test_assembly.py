@@ -27,6 +27,8 @@ from cassette_hook.importhook import dual_code, switch
 from cassette_hook.rewrite import _rewriter
 from cassette_hook.rewrite._family import family
 
+from new_kinds import NEW_KINDS, NEW_OPCODES  # (this directory's)
+
 # Packages of many shapes: email (classes, generators, long lines), json (a scanner of
 # closures), asyncio (coroutines, try/finally, async for/with), and the suite's corpus.
 SOURCES = [
@@ -150,27 +152,6 @@ def test_our_assembler_takes_every_body_the_import_hook_makes_of_real_modules(mo
     assert declined == []
 
 
-# Each kind of argument 3.14 and 3.15 added, in code any Python compiles (as
-# tests/test_decoding.py's NEW_KINDS; docs/internals.md, "CPython 3.14", "CPython 3.15").
-NEW_KINDS = """
-def f(xs, y, m):
-    import os.path
-    assert xs, "empty"
-    a = all(x > 1 for x in xs) or any(x < -1 for x in xs)
-    b = tuple(x for x in xs), list(x for x in xs), set(x for x in xs)
-    with m as n, m:
-        c = (y, xs, n, 0, 7, 255, 256, -1, None, True, False, "")
-    for x in xs:
-        y += x
-    return a, b, c, y, [x for x in xs]
-
-async def g(m, it):
-    async with m as n:
-        async for x in it:
-            n.append(x)
-"""
-NEW_OPCODES = ("LOAD_SMALL_INT", "LOAD_COMMON_CONSTANT", "LOAD_SPECIAL", "LOAD_FAST_BORROW",
-               "LOAD_FAST_BORROW_LOAD_FAST_BORROW", "END_ASYNC_FOR", "GET_ITER", "IMPORT_NAME")
 
 
 def _assembles_as_bytecode_does(monkeypatch: pytest.MonkeyPatch, source: str) -> set[str]:
