@@ -31,7 +31,7 @@ import itertools
 import operator
 from opcode import EXTENDED_ARG, opmap
 from types import CodeType
-from typing import Any, Callable, Iterable, Iterator, Sequence, cast
+from typing import Any, Callable, Iterable, Sequence, cast
 
 from bytecode import Bytecode, Compare, Instr, Label
 from bytecode.concrete import HAS_COMPARE, HAS_CONST, HAS_FREE, HAS_LOCAL, HAS_NAME
@@ -39,6 +39,7 @@ from bytecode.instr import (BITFLAG2_OPCODES, BITFLAG_OPCODES, DUAL_ARG_OPCODES,
                             HAS_BACKWARD_RELATIVE_JUMP, HAS_FORWARD_RELATIVE_JUMP, INTRINSIC, UNSET, CellVar, FreeVar,
                             InstrLocation, Intrinsic1Op, Intrinsic2Op, TryBegin, TryEnd, const_key)
 
+from ._decoder import exception_entries
 from ._instr import Location
 
 __all__ = ["Assembler", "Verbatim"]
@@ -138,30 +139,6 @@ class Verbatim:
                 last = _Position(position)
             positions.append(cast(Location, last))
         self.positions = positions
-
-
-def _exception_entries(code: CodeType) -> Iterator[tuple[int, int, int, int]]:
-    """``code``'s exception table as (start, end, target, depth and lasti) in code units,
-    the end exclusive (``Objects/exception_handling_notes.txt``)."""
-    table: bytes = cast(Any, code).co_exceptiontable  # (3.11+: typed as 3.10 too)
-    index = 0
-
-    def varint() -> int:
-        nonlocal index
-        byte = table[index]
-        index += 1
-        value = byte & 63
-        while byte & 64:
-            byte = table[index]
-            index += 1
-            value = (value << 6) | (byte & 63)
-        return value
-
-    while index < len(table):
-        start = varint()
-        size = varint()
-        target = varint()
-        yield start, start + size, target, varint()
 
 
 class _Declined(Exception):
@@ -493,9 +470,10 @@ def _moved_entries(verbatim: list[tuple[int, Verbatim]], offsets: list[int]) -> 
         raise _Declined
 
     out: list[tuple[int, int, int, int]] = []
-    for start, end, target, depth_lasti in _exception_entries(code):
-        first = moved(start)
-        out.append((first, moved_end(end) - first, moved(target), depth_lasti))
+    for entry in exception_entries(cast(Any, code).co_exceptiontable):
+        first = moved(entry.start)
+        out.append((first, moved_end(entry.stop + 1) - first, moved(entry.target),
+                    (entry.stack_depth << 1) + entry.push_lasti))
     return out
 
 

@@ -124,9 +124,10 @@ def _direction(opcode: int) -> int:
     return _ABSOLUTE if opcode in HAS_ABSOLUTE_JUMP else 0
 
 
-def _entries(table: bytes) -> list[_Entry]:
+def exception_entries(table: bytes) -> list[_Entry]:
     """``co_exceptiontable``'s entries (``Objects/exception_handling_notes.txt``): four
-    varints each, six bits a byte, high first, bit 64 saying another byte follows."""
+    varints each, six bits a byte, high first, bit 64 saying another byte follows.  (Read
+    here for decoding, and by ``_assembler`` for the compiled entries it moves.)"""
     values: list[int] = []
     value = 0
     for byte in table:
@@ -134,8 +135,8 @@ def _entries(table: bytes) -> list[_Entry]:
         if not byte & 64:
             values.append(value)
             value = 0
-    if len(values) % 4 or value:  # (a truncated table: bytecode reads it its own way)
-        raise _Declined
+    if len(values) % 4 or value:  # (a truncated table: declined, bytecode reads it its own way)
+        raise ValueError("a truncated exception table")
     return [_Entry(values[i], values[i] + values[i + 1] - 1, values[i + 2], values[i + 3] >> 1,
                    bool(values[i + 3] & 1)) for i in range(0, len(values), 4)]
 
@@ -182,7 +183,7 @@ class Decoder:
             locals_ = [*cells, *(FreeVar(name) for name in freevars)]  # (all: see above)
         table, converters, members, classes = self._table, self._converters, self._members, self._classes
 
-        entries = _entries(code.co_exceptiontable)
+        entries = exception_entries(code.co_exceptiontable)
         for entry, following in zip(entries, entries[1:]):
             if not entry.start <= entry.stop < following.start:
                 raise _Declined  # (out of order or overlapping: bytecode has rules of its own)
