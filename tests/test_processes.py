@@ -23,7 +23,13 @@ def work(n):
 
 
 def env_for(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CASSETTE_HOOK_")}
+    """The environment of a child: none of our settings but the hot path the tox env runs.
+
+    `CASSETTE_HOOK_PURE_PYTHON` is kept so that a pure-Python env tests its children on
+    the pure-Python path too (docs/cli.md, "Which accelerators loaded").
+    """
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("CASSETTE_HOOK_") or k == "CASSETTE_HOOK_PURE_PYTHON"}
     env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), *sys.path])
     return {**env, **extra}
 
@@ -614,9 +620,8 @@ def test_a_pools_workers_reports_add_up_to_every_call_of_its_function(tmp_path, 
             pool.close()
             pool.join()
     """)
-    pure = {k: v for k, v in os.environ.items() if k == "CASSETTE_HOOK_PURE_PYTHON"}
     result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context", "profile",
-                             "--output", "prof.txt", "prog.py"], cwd=tmp_path, env=env_for(tmp_path, **pure),
+                             "--output", "prof.txt", "prog.py"], cwd=tmp_path, env=env_for(tmp_path),
                             capture_output=True, text=True, timeout=120)
     assert (result.returncode, result.stdout) == (0, "820\n"), result.stderr
     workers = [p.read_text() for p in tmp_path.glob("prof.*.txt")]
@@ -692,13 +697,12 @@ def test_a_process_pools_workers_show_each_call_of_the_programs_function_once(tm
     # hands the function on as a call site that the worker unpickles as its own
     # (docs/processes.md, "Pools"); the profile sees the worker loop's call, and only it.
     write_pool_ways(tmp_path, where)
-    pure = {k: v for k, v in os.environ.items() if k == "CASSETTE_HOOK_PURE_PYTHON"}
-    plain = subprocess.run([sys.executable, "prog.py", method], cwd=tmp_path, env=env_for(tmp_path, **pure),
+    plain = subprocess.run([sys.executable, "prog.py", method], cwd=tmp_path, env=env_for(tmp_path),
                            capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0, plain.stderr
     result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context", spec,
                              "--output", "report.txt", "prog.py", method], cwd=tmp_path,
-                            env=env_for(tmp_path, **pure), capture_output=True, text=True, timeout=120)
+                            env=env_for(tmp_path), capture_output=True, text=True, timeout=120)
     assert (result.returncode, result.stdout) == (0, plain.stdout), result.stderr
     reports = [p.read_text() for p in tmp_path.glob("report*.txt")]
     assert calls_in_reports(reports, spec) == POOL_CALLS, reports
@@ -770,15 +774,14 @@ def test_what_a_process_pools_function_raises_and_what_cannot_be_pickled_are_as_
     # the function's exception comes back with the worker's traceback as plain; a builtin
     # is handed on as it is.
     write(tmp_path, "prog.py", POOL_REFUSALS)
-    pure = {k: v for k, v in os.environ.items() if k == "CASSETTE_HOOK_PURE_PYTHON"}
-    plain = subprocess.run([sys.executable, "prog.py", method], cwd=tmp_path, env=env_for(tmp_path, **pure),
+    plain = subprocess.run([sys.executable, "prog.py", method], cwd=tmp_path, env=env_for(tmp_path),
                            capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0 and "ValueError: no 1" in plain.stdout and "ValueError: no 2" in plain.stdout, \
         plain.stderr
     assert plain.stdout.count("Can't") >= 3, plain.stdout  # (the lambdas and the local function refused)
     result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context", "trace",
                              "--output", "trace.txt", "prog.py", method], cwd=tmp_path,
-                            env=env_for(tmp_path, **pure), capture_output=True, text=True, timeout=120)
+                            env=env_for(tmp_path), capture_output=True, text=True, timeout=120)
     assert (result.returncode, result.stdout) == (0, plain.stdout), result.stderr
 
 
@@ -829,14 +832,13 @@ def test_a_process_pools_partial_of_the_programs_function_is_a_call_in_its_worke
     # (docs/processes.md, "Pools": a partial is handed on as a partial whose function is
     # the call site; its arguments pickle as plain, once: what fails, fails as plain)
     write(tmp_path, "prog.py", POOL_PARTIALS)
-    pure = {k: v for k, v in os.environ.items() if k == "CASSETTE_HOOK_PURE_PYTHON"}
-    plain = subprocess.run([sys.executable, "prog.py", method], cwd=tmp_path, env=env_for(tmp_path, **pure),
+    plain = subprocess.run([sys.executable, "prog.py", method], cwd=tmp_path, env=env_for(tmp_path),
                            capture_output=True, text=True, timeout=120)
     assert plain.returncode == 0 and "TypeError: not this one" in plain.stdout, plain.stderr
     assert plain.stdout.splitlines()[1].endswith(" 1")  # (the argument's __reduce__ ran once)
     result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context", "trace",
                              "--output", "trace.txt", "prog.py", method], cwd=tmp_path,
-                            env=env_for(tmp_path, **pure), capture_output=True, text=True, timeout=120)
+                            env=env_for(tmp_path), capture_output=True, text=True, timeout=120)
     assert (result.returncode, result.stdout) == (0, plain.stdout), result.stderr
     calls = collections.Counter()
     for report in (p.read_text() for p in tmp_path.glob("trace*.txt")):
@@ -901,8 +903,7 @@ def test_a_process_pools_bound_method_of_the_programs_function_is_a_call_in_its_
     # (docs/processes.md, "Pools": a bound method is handed on as a call site that pickles
     # its object and its function's name as plain pickles it: what fails, fails as plain)
     write(tmp_path, "prog.py", POOL_METHODS)
-    pure = {k: v for k, v in os.environ.items() if k == "CASSETTE_HOOK_PURE_PYTHON"}
-    plain = subprocess.run([sys.executable, "prog.py", method], cwd=tmp_path, env=env_for(tmp_path, **pure),
+    plain = subprocess.run([sys.executable, "prog.py", method], cwd=tmp_path, env=env_for(tmp_path),
                            capture_output=True, text=True, timeout=120)
     lines = plain.stdout.splitlines()
     assert plain.returncode == 0 and len(lines) == 5, plain.stderr
@@ -910,7 +911,7 @@ def test_a_process_pools_bound_method_of_the_programs_function_is_a_call_in_its_
     assert lines[1].endswith(" 1") and lines[4].endswith(" 2")  # (the object's __reduce__ ran once a call)
     result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context", "trace",
                              "--output", "trace.txt", "prog.py", method], cwd=tmp_path,
-                            env=env_for(tmp_path, **pure), capture_output=True, text=True, timeout=120)
+                            env=env_for(tmp_path), capture_output=True, text=True, timeout=120)
     assert (result.returncode, result.stdout) == (0, plain.stdout), result.stderr
     calls = 0
     for report in (p.read_text() for p in tmp_path.glob("trace*.txt")):
@@ -994,11 +995,10 @@ def test_a_child_running_a_script_of_the_program_runs_it_switched_as_the_command
         import subprocess, sys
         print(subprocess.run([sys.executable, "child.py", "a1"], capture_output=True, text=True).stdout, end="")
     """)
-    pure = {k: v for k, v in os.environ.items() if k == "CASSETTE_HOOK_PURE_PYTHON"}
-    plain = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env_for(tmp_path, **pure),
+    plain = subprocess.run([sys.executable, "prog.py"], cwd=tmp_path, env=env_for(tmp_path),
                            capture_output=True, text=True, timeout=120)
     result = subprocess.run([sys.executable, "-m", "cassette_hook", "--subprocesses", "--context", "profile",
-                             "--output", "prof.txt", "prog.py"], cwd=tmp_path, env=env_for(tmp_path, **pure),
+                             "--output", "prof.txt", "prog.py"], cwd=tmp_path, env=env_for(tmp_path),
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout == plain.stdout.replace("switched: False", "switched: True"), (result.stdout, plain.stdout)
