@@ -98,7 +98,8 @@ def expressions(depth: int) -> st.SearchStrategy[str]:
         # (all, any, tuple; 3.15 list, set): under a context they must stay calls
         # (the iterable a leaf: a walrus there is a syntax error)
         st.sampled_from(("all", "any", "tuple", "list", "set")).flatmap(
-            lambda name: _form(name + "({} for a in {})", x, leaves) | _form(name + "({} for b in {} if {})", x, leaves, x)),
+            lambda name: _form(name + "({} for a in {})", x, leaves)
+            | _form(name + "({} for b in {} if {})", x, leaves, x)),
         # a comprehension whose variable shadows a free variable (inlined from 3.12 on)
         _form("[(lambda: a)() for a in {}]", leaves), _form("[a for a in [a, {}]]", leaves),
     )

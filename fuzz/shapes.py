@@ -527,7 +527,7 @@ def _nested_blocks(depth: int) -> str:
     lines = ["def f(k):", "    log = []"]
     for i in range(depth):
         ind = "    " * (i + 1)
-        kind = ("try:", "with M(%d):" % i, "for _ in range(1):", "if k >= 0:")[i % 4]
+        kind = ("try:", f"with M({i}):", "for _ in range(1):", "if k >= 0:")[i % 4]
         lines.append(ind + kind)
     ind = "    " * (depth + 1)
     lines.append(ind + "log.append(1 / k)")
@@ -535,8 +535,8 @@ def _nested_blocks(depth: int) -> str:
         ind = "    " * (i + 1)
         if i % 4 == 0:
             lines.append(ind + "except ZeroDivisionError as e:")
-            lines.append(ind + "    log.append(('zde', %d))" % i)
-            lines.append(ind + "    if %d > 4: raise" % i)
+            lines.append(ind + f"    log.append(('zde', {i}))")
+            lines.append(ind + f"    if {i} > 4: raise")
     lines.append("    return log")
     pre = ("class M:\n    def __init__(self, n): self.n = n\n    def __enter__(self): return self\n"
            "    def __exit__(self, *a):\n        print('exit', self.n, a[0] and a[0].__name__)\n")
