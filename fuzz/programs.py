@@ -94,6 +94,14 @@ def expressions(depth: int) -> st.SearchStrategy[str]:
         _form("(lambda a, b=1: {})({})", x, x), _form("(d := {})", x),
         _form('f"{{ {} }}-{{ {}!r}}"', leaves, leaves),
         _form("(raise_({}) if {} else 0)", exc, x),
+        # builtins 3.14/3.15 compile as inline loops when given a generator expression
+        # (all, any, tuple; 3.15 list, set): under a context they must stay calls
+        # (the iterable a leaf: a walrus there is a syntax error)
+        st.sampled_from(("all", "any", "tuple", "list", "set")).flatmap(
+            lambda name: _form(name + "({} for a in {})", x, leaves)
+            | _form(name + "({} for b in {} if {})", x, leaves, x)),
+        # a comprehension whose variable shadows a free variable (inlined from 3.12 on)
+        _form("[(lambda: a)() for a in {}]", leaves), _form("[a for a in [a, {}]]", leaves),
     )
 
 
@@ -126,6 +134,9 @@ def statements(depth: int) -> st.SearchStrategy[str]:
               suite, exc, suite, suite),
         _form("try:\n{}\nexcept ({}, {}):\n{}\nelse:\n{}", suite, exc, exc, suite, suite),
         _form("with Mgr({}) as {}:\n{}", e, v, suite),
+        _form("with Mgr({}) as {}, Mgr({}):\n{}", e, v, e, suite),
+        _form("try:\n{}\nexcept* {} as err:\n    print('caught*', [type(x).__name__ for x in err.exceptions])",
+              suite, exc),
         _form("match {}:\n    case [x, y]:\n{}\n    case {{'k': x}}:\n{}\n    case K(v=x) if x:\n{}\n"
               "    case int() | str() as x:\n{}\n    case _:\n{}",
               e, suite.map(_indent), suite.map(_indent), suite.map(_indent), suite.map(_indent),

@@ -25,6 +25,7 @@ FUZZ_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__
 sys.path.insert(0, FUZZ_DIR)
 
 import differential  # noqa: E402
+import shapes  # noqa: E402
 
 
 def test_fixed_seed_sample_behaves_the_same_in_every_mode() -> None:
@@ -33,6 +34,26 @@ def test_fixed_seed_sample_behaves_the_same_in_every_mode() -> None:
     assert not campaign.divergences, campaign.divergences
     # The sample compares programs, it does not only skip them.
     assert campaign.counts["same"] >= len(sources) // 2, campaign.counts
+
+
+def _compiles(source: str) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            compile(source, "<fuzz>", "exec")
+    except SyntaxError:
+        return False
+    return True
+
+
+def test_program_of_each_shape_newer_compilers_make_specially_behaves_the_same_in_every_mode() -> None:
+    """``fuzz/shapes.py``: inlined ``all``/``tuple``/... of a generator, template strings,
+    ``except A, B:``, lazy imports, inlined comprehensions, ``EXTENDED_ARG`` jumps ...; each
+    program this Python compiles is compared, none only skipped."""
+    names = {source: name for name, source in shapes.SHAPES.items()}
+    campaign = differential.check_all(list(names), sys.executable)
+    assert [names[d["source"]] for d in campaign.divergences] == [], campaign.divergences
+    assert campaign.counts["same"] == sum(map(_compiles, names)), campaign.counts
 
 
 def test_program_that_hits_recursion_error_is_not_compared() -> None:
