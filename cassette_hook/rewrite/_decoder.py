@@ -24,7 +24,7 @@ out those named like a local, and then fails to read such a body, or, where the 
 has another free variable, reads the wrong one (docs/internals.md, "A decoder of our own").
 What it does not know it declines
 (:meth:`Decoder.bytecode` returns None: an ``EXTENDED_ARG`` where ``bytecode`` would raise
-or drop it, a jump or a handler that lands on a cache entry or inside an instruction,
+or drop it, a jump or a handler that lands on a cache entry, inside an instruction or outside the body,
 exception table entries that are not in order, an opcode of a kind it does not know), and
 the family's ``decode`` takes ``bytecode``'s route, whose result or error is then the one it
 always gave.  The version's details (inline cache sizes, how a comparison is decoded,
