@@ -40,7 +40,7 @@ from __future__ import annotations
 import sys
 from opcode import EXTENDED_ARG, opname
 from types import CodeType
-from typing import Callable, Mapping, NamedTuple, Sequence
+from typing import Callable, Mapping, NamedTuple, Sequence, cast
 
 from bytecode import BinaryOp, Bytecode, CompilerFlags, Compare, Instr, Label
 from bytecode.concrete import HAS_COMPARE, HAS_CONST, HAS_FREE, HAS_LOCAL, HAS_NAME
@@ -307,7 +307,7 @@ class Decoder:
             raise _Declined  # (a handler's range past the end)
         labels: dict[int, Label] = {}
         for index, target in jumps:
-            items[index]._arg = labels.get(target) or labels.setdefault(target, Label())
+            cast(Instr, items[index])._arg = labels.get(target) or labels.setdefault(target, Label())
         for try_begin, target in handlers:
             try_begin.target = labels.get(target) or labels.setdefault(target, Label())
         if labels:
