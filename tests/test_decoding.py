@@ -23,7 +23,7 @@ import warnings
 from opcode import opmap, opname
 from pathlib import Path
 from types import CodeType
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -226,6 +226,37 @@ def test_our_decoder_leaves_a_handler_range_starting_inside_an_instruction_to_by
     assert start_units < 64 and table[0] & 128 and not table[0] & 64  # (a one-byte start: rewritten in place)
     moved = body.replace(co_exceptiontable=bytes([128 | start_units, *table[1:]]))
     assert decoder.bytecode(moved) is None
+
+
+def _with_jump_moved(source: str, forward: bool, target: Callable[[bytes, int], int]) -> CodeType:
+    """``source``'s function with its first forward (or backward) jump's argument rewritten
+    to land on the code unit ``target(co_code, its "after" unit)`` gives."""
+    body = next(c for c in compile(source, "<jump>", "exec").co_consts if isinstance(c, CodeType))
+    jumps = getattr(dis, "hasjump", None) or dis.hasjrel  # (3.12's jumps are all relative)
+    jump = next(i for i in dis.get_instructions(body) if i.opcode in jumps and (i.argval > i.offset) == forward)
+    after = jump.argval // 2 - jump.arg if forward else jump.argval // 2 + jump.arg  # (the unit it counts from)
+    moved = target(body.co_code, after)
+    arg = moved - after if forward else after - moved
+    assert 0 <= arg < 256 and body.co_code[jump.offset - 2] != opmap["EXTENDED_ARG"]
+    code = bytearray(body.co_code)
+    code[jump.offset + 1] = arg
+    return body.replace(co_code=bytes(code))
+
+
+def test_our_decoder_leaves_a_jump_landing_on_a_cache_entry_to_bytecode():
+    def first_cache_after(code: bytes, after: int) -> int:
+        return next(unit for unit in range(after, len(code) // 2) if opname[code[2 * unit]] == "CACHE")
+
+    body = _with_jump_moved("def f(c):\n    if c:\n        g(c)\n    return h(c)\n", True, first_cache_after)
+    assert decoder.bytecode(body) is None
+
+
+def test_our_decoder_leaves_a_jump_landing_before_the_first_instruction_to_bytecode():
+    def as_far_before_as_the_body_is_long(code: bytes, after: int) -> int:
+        return -(len(code) // 2)  # (a list indexed there from the end would give the first instruction)
+
+    body = _with_jump_moved("def f(c):\n    while c:\n        c -= 1\n", False, as_far_before_as_the_body_is_long)
+    assert decoder.bytecode(body) is None
 
 
 def test_our_decoder_names_arguments_cells_and_free_variables_as_bytecode_does():

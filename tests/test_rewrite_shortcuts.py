@@ -17,7 +17,7 @@ from types import CodeType
 
 import pytest
 from bytecode import Instr, Label
-from bytecode.instr import TryBegin
+from bytecode.instr import TryBegin, TryEnd
 
 from cassette_hook.importhook import dual_code, switch
 from cassette_hook.rewrite import GlobalName, UnsupportedCode, _instr, _stack, rewrite_code
@@ -78,6 +78,37 @@ def test_where_the_walks_take_an_instruction_is_what_bytecode_says_of_it():
     for instr in _instructions():
         assert _stack.flow(instr) == (instr.has_jump() and instr.name != "END_ASYNC_FOR",
                                       instr.is_uncond_jump() or instr.is_final()), instr
+
+
+def _relabelled(items: list[_stack.Item], kind: type[Label]) -> list[_stack.Item]:
+    """``items`` with each label a new one of ``kind``, and the jumps and try blocks to it."""
+    labels = {id(item): kind() for item in items if isinstance(item, Label)}
+    blocks: dict[int, TryBegin] = {}
+    out: list[_stack.Item] = []
+    for item in items:
+        if isinstance(item, Label):
+            item = labels[id(item)]
+        elif isinstance(item, Instr) and isinstance(item.arg, Label):
+            item = item.copy()
+            item.arg = labels[id(item.arg)]
+        elif isinstance(item, TryBegin):
+            item = blocks[id(item)] = TryBegin(labels[id(item.target)], item.push_lasti, item.stack_depth)
+        elif isinstance(item, TryEnd):
+            item = TryEnd(blocks.get(id(item.entry), item.entry))  # (the walk reads no TryEnd)
+        out.append(item)
+    return out
+
+
+def test_the_depth_walk_finds_labels_of_a_subclass_of_label_as_it_finds_labels():
+    class Named(Label):
+        pass
+
+    walked = 0
+    for items in BODIES:
+        if any(isinstance(item, Label) for item in items):
+            assert _stack.stack_depths(_relabelled(items, Named)) == _stack.stack_depths(items)
+            walked += 1
+    assert walked > 100
 
 
 def test_each_stack_depth_follows_from_the_depths_before_it_by_bytecodes_stack_effects():
