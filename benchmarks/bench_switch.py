@@ -33,6 +33,12 @@ its pairing included) over every body of the modules, decoded once beforehand, b
 three: a change to that pass is a few percent of the whole switch, under its noise.
 
     python benchmarks/bench_switch.py --tree A_DIR --tree B_DIR --calls-pass [--package networkx]
+
+``--operators-pass`` likewise times the constants' and operators' pass alone
+(``_rewriter._rewrite_constants_and_operators``, with operators, as switched code makes
+them) over what the call sites' pass made of every body, made beforehand.
+
+    python benchmarks/bench_switch.py --tree A_DIR --tree B_DIR --operators-pass [--package networkx]
 """
 
 from __future__ import annotations
@@ -74,7 +80,8 @@ print(min(once(), once()), len(modules), _names.variant())
 """
 
 
-CALLS = MODULES + r"""
+# Every body of the modules decoded once, as the call sites' pass reads it (``bodies``: items, depths).
+BODIES = MODULES + r"""
 import types
 from cassette_hook.rewrite import _names, _rewriter
 from cassette_hook.rewrite._stack import stack_depths
@@ -91,10 +98,23 @@ for module in modules:
             bodies.append((items, stack_depths(items)))
         except Exception:
             pass
+"""
+
+CALLS = BODIES + r"""
 def once():
     t = time.process_time()
     for items, depths in bodies:
         family.rewrite_calls(items, depths, hooks, False)
+    return time.process_time() - t
+print(min(once(), once(), once()), len(modules), _names.variant())
+"""
+
+OPERATORS = BODIES + r"""
+called = [family.rewrite_calls(items, depths, hooks, False) for items, depths in bodies]
+def once():
+    t = time.process_time()
+    for items in called:
+        _rewriter._rewrite_constants_and_operators(items, hooks, True, lambda code, part: code)
     return time.process_time() - t
 print(min(once(), once(), once()), len(modules), _names.variant())
 """
@@ -157,6 +177,9 @@ def main() -> None:
                     help="in this checkout: joined bodies' plain half copied as compiled against assembled again")
     ap.add_argument("--calls-pass", action="store_true",
                     help="with --tree twice: time the call sites' pass alone, over the bodies decoded once")
+    ap.add_argument("--operators-pass", action="store_true",
+                    help="with --tree twice: time the constants' and operators' pass alone, over the call sites' "
+                         "pass's bodies")
     ap.add_argument("--package", default="networkx", help="installed packages whose sources to switch, comma-separated")
     ap.add_argument("--rounds", type=int, default=6, help="(with --lines: passes over the modules; give 1)")
     args = ap.parse_args()
@@ -178,7 +201,7 @@ def main() -> None:
             # (from an empty directory: ``-c`` puts the working directory first on sys.path, so a
             # checkout's own package there would be imported whatever PYTHONPATH says)
             with tempfile.TemporaryDirectory() as empty:
-                child = CALLS if args.calls_pass else CHILD
+                child = CALLS if args.calls_pass else OPERATORS if args.operators_pass else CHILD
                 out = subprocess.run([sys.executable, "-c", child, args.package], env=env, check=True,
                                      capture_output=True, text=True, cwd=empty).stdout.split()
             if out[2] != "c":

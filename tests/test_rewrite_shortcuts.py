@@ -20,7 +20,7 @@ from bytecode import Instr, Label
 from bytecode.instr import TryBegin, TryEnd
 
 from cassette_hook.importhook import dual_code, switch
-from cassette_hook.rewrite import GlobalName, UnsupportedCode, _instr, _stack, rewrite_code
+from cassette_hook.rewrite import GlobalName, UnsupportedCode, _instr, _rewriter, _stack, rewrite_code
 from cassette_hook.rewrite._family import family
 from cassette_hook.rewrite._names import switched_hooks
 from cassette_hook.rewrite._rewriter import decode, items_of, rewritten
@@ -256,18 +256,49 @@ def _code_objects_of(code: CodeType) -> list[CodeType]:
 
 @pytest.mark.skipif(_instr.make is _instr._checked, reason="this bytecode release: every instruction is checked")
 def test_instructions_made_without_bytecodes_checks_are_those_its_constructor_makes(monkeypatch):
+    """... and those copied from a site's shape without them (``_instr.placed``) are those
+    ``bytecode``'s ``copy`` and location setter make."""
     unchecked = _switched_and_twins()
-    fast = _instr.make
-    patched = [m.__name__ for m in list(sys.modules.values())
-               if m.__name__.startswith("cassette_hook.") and getattr(m, "make", None) is fast]
-    for name in patched:
-        monkeypatch.setattr(sys.modules[name], "make", _instr._checked)
-    assert "cassette_hook.rewrite._nullslot" in patched and "cassette_hook.importhook.dual_code" in patched
+    patched = []
+    for attribute, checked in (("make", _instr._checked), ("placed", _instr._placed_checked)):
+        fast = getattr(_instr, attribute)
+        for module in list(sys.modules.values()):
+            if module.__name__.startswith("cassette_hook.") and getattr(module, attribute, None) is fast:
+                monkeypatch.setattr(module, attribute, checked)
+                patched.append(f"{module.__name__}.{attribute}")
+    assert {"cassette_hook.rewrite._nullslot.make", "cassette_hook.importhook.dual_code.make",
+            "cassette_hook.rewrite._nullslot.placed", "cassette_hook.rewrite._rewriter.placed"} <= set(patched)
     checked = _switched_and_twins()
     assert len(unchecked) == len(checked) > 1000
     for ours, theirs in zip(unchecked, checked):
         assert ours == theirs and ours.co_linetable == theirs.co_linetable, ours.co_name
         assert _code_objects_of(ours) == _code_objects_of(theirs), ours.co_name
+
+
+def _fields(instr: Instr) -> tuple[object, ...]:
+    return type(instr), instr.name, instr.opcode, instr.arg, instr.location, instr.has_jump()
+
+
+def test_an_operator_site_copied_from_its_shape_is_the_site_made_where_it_is():
+    """An operator site's instructions are made once for its shape (its hooks, the
+    instruction's name and argument) and copied at each site: field by field what the
+    family makes at that site, as new instructions."""
+    from cassette_hook.runtime.callsites import HOOKS
+
+    compared = 0
+    for hooks in (switched_hooks(), HOOKS):
+        for item in _instructions():
+            if item.name not in family.operator_names:
+                continue
+            _rewriter._operator_replacement(item, hooks)  # (the shape, made if it was not)
+            copied, made = _rewriter._operator_replacement(item, hooks), family.operator_site(item, hooks)
+            assert (copied is None) == (made is None), item
+            if made is not None:
+                assert [_fields(i) for i in copied] == [_fields(i) for i in made], item
+                again = _rewriter._operator_replacement(item, hooks)
+                assert all(i is not j for i, j in zip(copied, again) if i is not item)  # (``yield from``'s holds it)
+                compared += 1
+    assert compared > 1000
 
 
 def test_switched_code_keeps_no_hook_as_a_constant():

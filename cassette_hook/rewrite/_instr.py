@@ -8,7 +8,7 @@ opcodes they are used on -- checked, here, rather than at every use.
 from __future__ import annotations
 
 from opcode import opmap
-from typing import TypeVar, cast
+from typing import Sequence, TypeVar, cast
 
 import bytecode
 from bytecode import Instr
@@ -59,6 +59,39 @@ import's time goes").  Where the installed ``bytecode`` is a release
 :data:`BYTECODE_FOLLOWED` names, the instruction is made as ``bytecode`` makes those it
 decodes (``Instr._from_trusted``): the same object, without the checks;
 ``tests/test_rewrite_shortcuts.py`` compares the code made both ways."""
+
+
+def _placed_checked(templates: Sequence[Instr], loc: Location) -> list[Instr]:
+    out: list[Instr] = []
+    for template in templates:
+        instr = template.copy()
+        instr.location = loc
+        out.append(instr)
+    return out
+
+
+def _placed_trusted(templates: Sequence[Instr], loc: Location) -> list[Instr]:
+    out: list[Instr] = []
+    append, new = out.append, object.__new__
+    for template in templates:  # (``Instr.copy`` and the location set, inline)
+        instr = new(type(template))
+        instr._name = template._name
+        instr._opcode = template._opcode
+        instr._is_jump = template._is_jump
+        instr._arg = template._arg
+        instr._location = loc
+        append(instr)
+    return out
+
+
+placed = _placed_trusted if follows_bytecode() else _placed_checked
+"""Copies of ``templates`` at ``loc``: the instructions of a site, made once (by
+:data:`make`, by the family's own methods) for each shape of site and copied at each site
+that has it, as ``make`` would make each of them there.  A site's instructions were a call
+of ``make`` each, and a chain of the family's methods for each site: most of what making a
+site cost (docs/performance.md, "The sites' instructions made once").  Where the installed
+``bytecode`` is a release :data:`BYTECODE_FOLLOWED` names, ``Instr.copy`` inline; else
+``copy`` and the location set, checked."""
 
 
 def arg_of(instr: Instr, kind: type[T]) -> T:

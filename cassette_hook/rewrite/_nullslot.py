@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, cast
 from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, Instr, Label
 
 from . import GlobalName
-from ._instr import Location, arg_of, flagged_name, follows_bytecode, make
+from ._instr import Location, arg_of, flagged_name, follows_bytecode, make, placed
 from ._operators import UNARY, binary_op, compare_op
 from ._markers import nooverdub
 from ._stack import Item, pair_by_depth
@@ -101,6 +101,14 @@ class NullSlotFamily:
     operator_names = frozenset({"BINARY_OP", "BINARY_SUBSCR", *UNARY, "GET_ITER", "GET_YIELD_FROM_ITER", "COMPARE_OP",
                                 "CONTAINS_OP", "STORE_SUBSCR", "DELETE_SUBSCR"})  # (what :meth:`operator_site` reads)
 
+    def __init__(self) -> None:
+        # The instructions of each shape of site the call sites' pass makes, made once by
+        # the methods below and copied at each site of that shape (``_instr.placed``), by
+        # shape: its kind, the ``id`` of its hook (held in ``_held`` while the shape is
+        # remembered, so that the ``id`` is the hook's) and its numbers.
+        self._shapes: dict[tuple[object, ...], list[Instr]] = {}
+        self._held: dict[int, object] = {}
+
     # -- version details -------------------------------------------------------------
 
     def decode(self, code: CodeType) -> Bytecode:
@@ -162,9 +170,9 @@ class NullSlotFamily:
 
     def callee_position(self, instr: Instr) -> int:
         """How far below the top of the stack (1 = top) the callee is at ``instr``."""
-        arg = arg_of(instr, int)
-        above = {"CALL": arg, "CALL_KW": arg + 1, "CALL_FUNCTION_EX": 1 + (arg & 1)}
-        return above[instr.name] + (2 if self.null_after_callee else 1)
+        arg, name = arg_of(instr, int), instr.name
+        above = arg if name == "CALL" else arg + 1 if name == "CALL_KW" else 1 + (arg & 1)  # (else CALL_FUNCTION_EX)
+        return above + (2 if self.null_after_callee else 1)
 
     def load_global(self, name: str, loc: Location) -> Instr:
         return make("LOAD_GLOBAL", (False, name), loc)
@@ -223,10 +231,11 @@ class NullSlotFamily:
         method_loads: set[int] = set()
         calls_and_definitions: list[int] = []
         marked = False
+        ends = consumers | _DEFINING
         for index, item in enumerate(items):
             if isinstance(item, Instr):
                 name = item.name
-                if name in consumers or name in _DEFINING:
+                if name in ends:
                     calls_and_definitions.append(index)
                 elif name in loads:
                     if self.is_method_load(item):
@@ -238,19 +247,20 @@ class NullSlotFamily:
         if marked:
             for plain_call in self._plain_calls(items, depths):
                 paired.pop(plain_call, None)
+        instrs = cast(Sequence[Instr], items)  # (what is read below at the places found above: instructions)
         method_site = hooks.method_site
         sites = ({} if method_site is None or enters  # the method loads to make method sites, and their sites
-                 else {load: method_site(self.attribute_name(cast(Instr, items[load])))
-                       for load in self._method_site_loads(items, paired)})
+                 else {load: method_site(self.attribute_name(instrs[load]))
+                       for load in self._method_site_loads(items, paired, method_loads)})
         resolving: dict[int, list[Instr]] = {}  # place -> what replaces the callee there
         defined: set[int] = set()  # ends of what a decorator applies to: functions, classes, decorations
         for index in calls_and_definitions:
-            item = cast(Instr, items[index])
+            item = instrs[index]
             if item.name in _DEFINING:
                 defined.add(index)
                 continue
             producers = paired.get(index)
-            if producers is not None and all(producer in sites for producer in producers):
+            if producers is not None and producers <= sites.keys():
                 continue  # (its method sites resolve the callee)
             if producers is not None:
                 if any(self._builds_class(items, p) for p in producers):
@@ -277,23 +287,25 @@ class NullSlotFamily:
             if index in resolving:
                 out += resolving[index]
             if index in sites:
-                out += self._method_site(sites[index], cast(Instr, items[index]).location)
+                out += self._method_site(sites[index], instrs[index].location)
             elif index in method_loads:
-                out += self._load_with_null(cast(Instr, items[index]))
+                out += self._load_with_null(instrs[index])
             else:
                 out.append(items[index])
             start = index + 1
         out += items[start:]
         return out
 
-    def _method_site_loads(self, items: Sequence[Item], paired: dict[int, frozenset[int]]) -> set[int]:
-        """The method loads ``obj.name`` to make method sites: those not on a global (see
-        ``_on_a_global``) that feed only calls fed only by such loads, and not a star call
-        (which resolves its own way)."""
+    def _method_site_loads(self, items: Sequence[Item], paired: dict[int, frozenset[int]],
+                           method_loads: set[int]) -> set[int]:
+        """The method loads ``obj.name`` to make method sites (of ``method_loads``, the
+        places of the method loads): those not on a global (see ``_on_a_global``) that feed
+        only calls fed only by such loads, and not a star call (which resolves its own way)."""
+        instrs = cast(Sequence[Instr], items)  # (calls and what pairs with them: instructions)
         calls = {call for call, producers in paired.items()
-                 if cast(Instr, items[call]).name != "CALL_FUNCTION_EX"
-                 and all(cast(Instr, items[p]).name != "LOAD_SUPER_ATTR" and self.is_method_load(cast(Instr, items[p]))
-                         and not self._on_a_global(items, p) for p in producers)}
+                 if instrs[call].name != "CALL_FUNCTION_EX"
+                 and all(p in method_loads and instrs[p].name != "LOAD_SUPER_ATTR" and not self._on_a_global(items, p)
+                         for p in producers)}
         feeds: dict[int, set[int]] = {}
         for call, producers in paired.items():
             for producer in producers:
@@ -312,8 +324,8 @@ class NullSlotFamily:
         site could leave unbound, and a plain attribute load finds it faster (a module's
         attribute load is specialized; the site's look-up is not)."""
         index = load - 1
-        while index >= 0 and isinstance(items[index], Instr) and cast(Instr, items[index]).name == "LOAD_ATTR" \
-                and not self.is_method_load(cast(Instr, items[index])):
+        while index >= 0 and isinstance(item := items[index], Instr) and item.name == "LOAD_ATTR" \
+                and not self.is_method_load(item):
             index -= 1
         receiver = items[index] if index >= 0 else None
         return isinstance(receiver, Instr) and receiver.name in ("LOAD_GLOBAL", "LOAD_NAME")
@@ -326,21 +338,32 @@ class NullSlotFamily:
         1-tuple, which becomes the pair of a plain call, ``NULL`` beside the callee."""
         method, joined = Label(), Label()
         callee, *rest = site
+        key = ("method", id(callee), len(rest))
+        shape = self._shapes.get(key)
+        if shape is None:  # (the site's instructions but the loads of ``rest`` and the jumps, in order)
+            shape = self._remember(key, callee, [
+                make("COPY", 1),  # [obj, obj]
+                self.load_hook(callee, None),
+                make("SWAP", 2),  # [obj, site, obj]
+                *self.call(len(rest), None),  # [obj, run]
+                make("MATCH_SEQUENCE"),  # (a 1-tuple?)
+                make("UNPACK_SEQUENCE", 1),
+                make("SWAP", 2),
+                make("POP_TOP"),  # [run]
+                *self._null_beside(None),
+                make("SWAP", 2),  # [run, obj]: run(obj, ...)
+            ])
+        made = placed(shape, loc)
+        jump = len(shape) - len(self._null_beside_shape()) - 4  # (where the first jump goes in ``made``)
         return [
-            make("COPY", 1, loc),  # [obj, obj]
-            self.load_hook(callee, loc),
-            make("SWAP", 2, loc),  # [obj, site, obj]
+            *made[:3],
             *(self.load_hook(argument, loc) for argument in rest),
-            *self.call(len(rest), loc),  # [obj, run]
-            make("MATCH_SEQUENCE", loc=loc),  # (a 1-tuple?)
+            *made[3:jump],
             self.jump_if_false(method, loc),
-            make("UNPACK_SEQUENCE", 1, loc),
-            make("SWAP", 2, loc),
-            make("POP_TOP", loc=loc),  # [run]
-            *self._null_beside(loc),
+            *made[jump:-1],
             make("JUMP_FORWARD", joined, loc),
             method,
-            make("SWAP", 2, loc),  # [run, obj]: run(obj, ...)
+            made[-1],
             joined,
         ]
 
@@ -382,11 +405,26 @@ class NullSlotFamily:
         item = items[neighbour] if 0 <= neighbour < len(items) else None
         return isinstance(item, Instr) and item.name == "LOAD_BUILD_CLASS"
 
+    def _remember(self, key: tuple[object, ...], hook: object, shape: list[Instr]) -> list[Instr]:
+        """``shape`` remembered under ``key``, made with ``hook`` (a few dozen shapes at most
+        for the hooks a process has: all of them forgotten should it ever be thousands)."""
+        if len(self._shapes) >= _SHAPES_KEPT:
+            self._shapes.clear()
+            self._held.clear()
+        self._held[id(hook)] = hook
+        self._shapes[key] = shape
+        return shape
+
     def _resolve_callee(self, resolve: object, position: int, loc: Location) -> list[Instr]:
         """Replace the stack item at ``position`` (1 = top) by ``resolve(item)``."""
-        swap = [make("SWAP", position, loc)] if position > 1 else []
-        call = [self.load_hook(resolve, loc), make("SWAP", 2, loc), *self.call(0, loc)]
-        return swap + call + swap
+        key = ("resolve", id(resolve), position)
+        shape = self._shapes.get(key)
+        if shape is None:  # (a SWAP, when the callee is not on top, then the call of ``resolve``)
+            swap = [make("SWAP", position)] if position > 1 else []
+            shape = self._remember(key, resolve, [*swap, self.load_hook(resolve, None), make("SWAP", 2),
+                                                  *self.call(0, None)])
+        made = placed(shape, loc)
+        return [*made, made[0]] if position > 1 else made  # (the same SWAP after the call)
 
     def _enter_callee(self, enter: object, position: int, nargs: int, loc: Location) -> list[Instr]:
         """Replace the callee at ``position`` (1 = top) of a call with ``nargs`` positional
@@ -394,14 +432,25 @@ class NullSlotFamily:
         the arguments are copied above the call's slots, ``enter`` called with them through
         the same slot trick as ``resolve`` (``enter`` in the lower slot, the callee's copy
         as its self), and its result swapped into the callee's place."""
-        copies = [make("COPY", position + 1, loc)]  # the callee, then each argument in turn,
-        copies += [make("COPY", nargs + 2, loc) for _ in range(nargs)]  # each as deep as the last
-        return [self.load_hook(enter, loc), *copies, *self.call(nargs, loc),
-                make("SWAP", position + 1, loc), make("POP_TOP", loc=loc)]
+        key = ("enter", id(enter), position, nargs)
+        shape = self._shapes.get(key)
+        if shape is None:
+            copies = [make("COPY", position + 1)]  # the callee, then each argument in turn,
+            copies += [make("COPY", nargs + 2) for _ in range(nargs)]  # each as deep as the last
+            shape = self._remember(key, enter, [self.load_hook(enter, None), *copies, *self.call(nargs, None),
+                                                make("SWAP", position + 1), make("POP_TOP")])
+        return placed(shape, loc)
 
     def _load_with_null(self, instr: Instr) -> list[Instr]:
         """A method load as ``[NULL, bound]`` (``[bound, NULL]`` on 3.13)."""
-        return [self.plain_load(instr), *self._null_beside(instr.location)]
+        return [self.plain_load(instr), *placed(self._null_beside_shape(), instr.location)]
+
+    def _null_beside_shape(self) -> list[Instr]:
+        """:meth:`_null_beside`'s instructions, made once."""
+        shape = self._shapes.get(("null",))
+        if shape is None:
+            shape = self._remember(("null",), None, self._null_beside(None))
+        return shape
 
     def _null_beside(self, loc: Location) -> list[Instr]:
         """The callee on top of the stack made a callee pair with its ``NULL``."""
@@ -463,6 +512,7 @@ class NullSlotFamily:
         ]
 
 
+_SHAPES_KEPT = 4096  # (the most shapes of site a family remembers)
 _DEFINING = frozenset({"MAKE_FUNCTION", "SET_FUNCTION_ATTRIBUTE"})  # (what a decorator may apply to, made)
 _CONSTANT_LOADS = frozenset({"LOAD_CONST"})  # (what may load a ``nooverdub`` marker)
 

@@ -10,10 +10,11 @@ from types import CodeType
 from typing import TYPE_CHECKING, Sequence
 
 from bytecode import Bytecode, ConcreteBytecode, Instr, Label
+from bytecode.instr import UNSET
 
 from . import RESOURCE_ERRORS, GlobalName, Hooks, UnsupportedCode
 from ._family import family
-from ._instr import arg_of, make
+from ._instr import arg_of, make, placed
 from ._markers import ContextSlot, nooverdub
 from ._names import COMPREHENSIONS
 from ._stack import Item, stack_depths
@@ -138,15 +139,20 @@ def _rewrite_constants_and_operators(items: list[Item], hooks: Hooks, operators:
     ``class`` statement (the first code constant after ``LOAD_BUILD_CLASS``), run as part
     of this body; the others are the bodies of functions it defines."""
     out: list[Item] = []
+    append = out.append
     names = family.operator_names if operators else frozenset()
+    read = names | _READ  # (the instructions this walk does anything with: most it only copies)
     class_body_next = False
     for item in items:
         if not isinstance(item, Instr):
-            out.append(item)
+            append(item)
             continue
         name = item.name
+        if name not in read:
+            append(item)
+            continue
         if name in names:
-            site = family.operator_site(item, hooks)
+            site = _operator_replacement(item, hooks)
             if site is not None:
                 out += _operator_site(item, site, hooks)
                 continue
@@ -162,8 +168,46 @@ def _rewrite_constants_and_operators(items: list[Item], hooks: Hooks, operators:
             elif type(arg) in _SPECIAL_CONSTANTS:
                 out += _load_special(item, hooks)
                 continue
-        out.append(item)
+        append(item)
     return out
+
+
+_READ = frozenset({"LOAD_BUILD_CLASS", *_CONSTANT_LOADS})
+
+# The operator sites' instructions, by their hooks' ``id`` (the hooks held here while
+# their sites are, so that the ``id`` is theirs) and the operator instruction's name and
+# argument: ``family.operator_site``'s, made once and copied at each site of that shape
+# (``_instr.placed``).  A shape is kept only where the site is instructions alone, and not
+# the operator instruction itself (``yield from``'s).
+_operator_shapes: dict[tuple[object, ...], list[Instr] | None] = {}
+_operator_hooks: dict[int, Hooks] = {}
+_UNSEEN: list[Instr] = []  # (a shape not yet made)
+_OPERATOR_SHAPES_KEPT = 4096  # (a few dozen for the hooks a process has)
+
+
+def _operator_replacement(item: Instr, hooks: Hooks) -> list[Instr] | None:
+    """``family.operator_site(item, hooks)``, its instructions copied from those made for
+    the first site of its shape.  The same instructions: what a site is made of depends on
+    the hooks and the instruction's name and argument, and an operator's hook
+    (``hooks.operator_site(op)``) is one object, or one name, for each operator."""
+    arg = item.arg
+    key = (id(hooks), item.name) if arg is UNSET else (id(hooks), item.name, type(arg), arg)  # (UNSET: unhashable)
+    try:
+        shape = _operator_shapes.get(key, _UNSEEN)
+    except TypeError:  # (an argument no dict takes)
+        return family.operator_site(item, hooks)
+    if shape is not _UNSEEN:
+        return None if shape is None else placed(shape, item.location)  # (None: not an operator site)
+    site = family.operator_site(item, hooks)
+    if len(_operator_shapes) >= _OPERATOR_SHAPES_KEPT:
+        _operator_shapes.clear()
+        _operator_hooks.clear()
+    _operator_hooks[id(hooks)] = hooks
+    shaped = site is None or all(isinstance(instr, Instr) and not isinstance(instr.arg, Label) and instr is not item
+                                 for instr in site)
+    if shaped:
+        _operator_shapes[key] = site
+    return site
 
 
 def _operator_site(item: Instr, replacement: list[Instr], hooks: Hooks) -> Sequence[Item]:
