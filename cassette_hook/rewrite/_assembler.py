@@ -239,6 +239,7 @@ class Assembler:
         blocks: dict[TryBegin, list[int]] = {}  # index of the first instruction in the block, of the last
         cells: list[int] = []
         frees: list[int] = []
+        wide: list[int] = []  # (the instructions whose argument takes EXTENDED_ARGs, in order)
         position: Location = InstrLocation(bc.first_lineno, None, None, None)
         in_try = False
         verbatim: list[tuple[int, Verbatim]] = []  # (index of its first unit, the block)
@@ -311,6 +312,8 @@ class Assembler:
                     c_arg = (first << 4) + second
                 else:  # (_CACHE: a CACHE written by a pass)
                     raise _Declined
+                if c_arg > 0xFF:
+                    wide.append(len(opcodes))
                 entries = caches[opcode]
                 if entries:  # (the opcode and its CACHE entries at once)
                     opcodes += unit_opcodes[opcode]
@@ -346,7 +349,9 @@ class Assembler:
                                  or tuple(freevars) != seed.code.co_freevars):
             raise _Declined  # (the cells would not be numbered as compiled)
         self._number_cells(args, cells, frees, varnames, cellvars)
-        label_offsets, units = self._resolve_jumps(opcodes, args, labels, jumps)
+        if cells or frees:  # (numbered among the locals now: wide or not as their slots are)
+            wide = sorted(index for index in {*wide, *cells, *frees} if args[index] > 0xFF)
+        label_offsets, wide = self._resolve_jumps(opcodes, args, labels, jumps, wide)
 
         def instruction_offset(index: int) -> int:  # (of an instruction itself, after its EXTENDED_ARGs)
             if index < 0:  # (a try block that ended before its first instruction: as a list indexes it)
@@ -374,15 +379,17 @@ class Assembler:
             _exception_varint(table, depth_lasti)
 
         code = bytearray(2 * label_offsets[-1])
-        if units is None:  # (most bodies: every instruction one code unit)
+        if not wide:  # (most bodies: every instruction one code unit)
             code[0::2], code[1::2] = opcodes, args
             return self._code_object(bc, stacksize, code, consts, names, varnames, table,
                                      zip(positions, itertools.repeat(1)))
         # (the runs of one-unit instructions between the wide ones copied as slices)
+        units = [1] * len(args)
         start = 0
-        for index in _wide(args):
+        for index in wide:
             _copy_units(code, 2 * label_offsets[start], opcodes, args, start, index)
             arg, offset = args[index], 2 * label_offsets[index]
+            units[index] = _units(arg)
             for shift in range(units[index] - 1, 0, -1):
                 code[offset] = EXTENDED_ARG
                 code[offset + 1] = (arg >> 8 * shift) & 0xFF
@@ -424,21 +431,28 @@ class Assembler:
             args[index] += free_offset
 
     def _resolve_jumps(self, opcodes: list[int], args: list[int], labels: dict[Label, int],
-                       jumps: list[tuple[int, Label]]) -> tuple[Sequence[int], list[int] | None]:
-        """The jumps' arguments, pass after pass until no ``EXTENDED_ARG`` changes an offset;
-        the offset of each instruction's first unit (a label's; the last: the end) and each
-        instruction's code units, its ``EXTENDED_ARG``\\s included (None: one each, the
-        offsets then the indexes, as in most bodies: no list is made of them)."""
+                       jumps: list[tuple[int, Label]], wide: list[int]) -> tuple[Sequence[int], list[int]]:
+        """The jumps' arguments, pass after pass until no ``EXTENDED_ARG`` changes an offset,
+        given the instructions other than jumps whose argument takes ``EXTENDED_ARG``\\s
+        (``wide``, in order); the offset of each instruction's first unit (a label's; the
+        last: the end) and the wide instructions, jumps included, in order.
+
+        The offsets are the indexes where no instruction is wide (most bodies: then no list
+        is made of them), else made a run of indexes at a time between the wide ones."""
         caches, kinds = self._caches, self._jumps
         count = len(args)
+        now = wide
         for _ in range(_JUMP_PASSES):
-            units: list[int] | None = None
             label_offsets: Sequence[int] = range(count + 1)
-            if max(args, default=0) > 0xFF:
-                units = [1] * count
-                for index in _wide(args):
-                    units[index] = _units(args[index])
-                label_offsets = [0, *itertools.accumulate(units)]
+            if now:
+                offsets: list[int] = []
+                start = shift = 0
+                for index in now:
+                    offsets += range(start + shift, index + 1 + shift)
+                    shift += _units(args[index]) - 1
+                    start = index + 1
+                offsets += range(start + shift, count + 1 + shift)
+                label_offsets = offsets
             moved = False
             for index, label in jumps:
                 target = label_offsets[labels[label]]
@@ -453,13 +467,9 @@ class Assembler:
                 if _units(arg) != width:
                     moved = True
             if not moved:
-                return label_offsets, units
+                return label_offsets, now
+            now = sorted([*wide, *(index for index, _ in jumps if args[index] > 0xFF)])
         raise _Declined
-
-
-def _wide(args: list[int]) -> Iterable[int]:
-    """The indexes of the arguments that take ``EXTENDED_ARG``\\s, in order."""
-    return itertools.compress(range(len(args)), map((0xFF).__lt__, args))
 
 
 def _copy_units(code: bytearray, offset: int, opcodes: list[int], args: list[int], start: int, stop: int) -> None:
