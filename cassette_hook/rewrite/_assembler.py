@@ -195,12 +195,19 @@ class Assembler:
         names: list[str] = []
         varnames: list[str] = []
 
+        by_id: dict[int, int] = {}  # (a constant's index by the object: the items hold them all)
+
         def const(value: object) -> int:
-            key = const_key(value)
-            index = const_index.get(key)
+            # (bytecode's key is the value marshalled: a code object's whole tree, each time
+            # a body loads it -- a module's joined body, its seed's constants too)
+            index = by_id.get(id(value))
             if index is None:
-                index = const_index[key] = len(consts)
-                consts.append(value)
+                key = const_key(value)
+                index = const_index.get(key)
+                if index is None:
+                    index = const_index[key] = len(consts)
+                    consts.append(value)
+                by_id[id(value)] = index
             return index
 
         name, varname = _numbering(names), _numbering(varnames)
