@@ -255,7 +255,7 @@ class Assembler:
                 # (the fields under bytecode's properties, read as our decoder writes them: a
                 # property call each was a tenth of this loop)
                 opcode, arg, loc = item._opcode, item._arg, item._location  # type: ignore[attr-defined]
-                if loc is not position and isinstance(loc, InstrLocation):  # (else None or UNSET: the position before holds)
+                if loc is not position and isinstance(loc, InstrLocation):  # (else None or UNSET: the one before)
                     position = loc
                 kind = kinds[opcode]
                 if type(arg) is Label:
