@@ -230,7 +230,7 @@ class Assembler:
             varname(arg_name)
         if self._dual:  # (3.13+: the two-variable opcodes' names first, for small indexes)
             for item in items:
-                if type(item) is Instr and self._kinds[item._opcode] == _DUAL:  # type: ignore[attr-defined]
+                if type(item) is Instr and self._kinds[item._opcode] == _DUAL:
                     for pair_name in cast(tuple[str, str], item.arg):
                         varname(pair_name)
 
@@ -486,7 +486,7 @@ def _copy_units(code: bytearray, offset: int, opcodes: list[int], args: list[int
     code[offset + 1:end:2] = args[start:stop]
 
 
-def _moved_entries(verbatim: list[tuple[int, Verbatim]], offsets: list[int]) -> list[tuple[int, int, int, int]]:
+def _moved_entries(verbatim: list[tuple[int, Verbatim]], offsets: Sequence[int]) -> list[tuple[int, int, int, int]]:
     """The exception table entries of the compiled code the ``verbatim`` blocks come from
     (each with the index of its first unit among ``offsets``, the units' offsets), moved
     with the units.  An entry that ends where a block ends, or runs on into the next, covers
