@@ -230,3 +230,35 @@ def test_bytecode_leaves_the_line_table_to_the_family():
     assembled = concrete.to_code(stacksize=code.co_stacksize, compute_exception_stack_depths=False,
                                  check_pre_and_post=False)
     assert assembled.co_linetable == b""
+
+
+# (300 of each: past the 255 an argument's one byte holds, so the arguments, the jumps over
+# them and the handlers' offsets take EXTENDED_ARGs; a module's joined body often does)
+_WIDE = "\n".join([
+    "def wide(flag):",
+    *(f"    v{n} = {n}.5 if flag else name{n}" for n in range(300)),
+    "    try:",
+    "        while flag:",
+    *(f"            flag = v{n} if flag else len(name{n})" for n in range(0, 300, 30)),
+    "    except ValueError:",
+    "        return v299",
+    "    return [v0, v150, v299]",
+])
+
+# (a cell after 300 locals: its index among the cells 0, its slot among the locals past 255)
+_CELLS = "\n".join([
+    "def cells(flag):",
+    *(f"    v{n} = len(name{n})" for n in range(300)),
+    "    cell = len(flag)",
+    "    return lambda: len(cell)",
+])
+
+
+@needs_assembler
+def test_our_assembler_assembles_arguments_jumps_and_handlers_past_255_as_bytecode_does(monkeypatch):
+    assert "EXTENDED_ARG" in _assembles_as_bytecode_does(monkeypatch, _WIDE)
+
+
+@needs_assembler
+def test_our_assembler_numbers_cells_past_255_among_the_locals_as_bytecode_does(monkeypatch):
+    assert "EXTENDED_ARG" in _assembles_as_bytecode_does(monkeypatch, _CELLS)

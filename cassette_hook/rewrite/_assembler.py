@@ -47,8 +47,9 @@ __all__ = ["Assembler", "Verbatim"]
 LineTable = Callable[[int, Iterable[tuple[Location, int]]], bytes]
 """The family's line table of (position, code units) runs (``_nullslot._line_table``)."""
 
-# What each opcode's argument is, as bytecode's conversion asks it, in its order.
-_CONST, _LOCAL, _DUAL, _NAME, _FLAG_NAME, _FLAGS_NAME, _FREE, _COMPARE, _INTRINSIC, _INT = range(10)
+# What each opcode's argument is, as bytecode's conversion asks it, in its order; _CACHE:
+# the family's CACHE, which a body may not hold (declined).
+_CONST, _LOCAL, _DUAL, _NAME, _FLAG_NAME, _FLAGS_NAME, _FREE, _COMPARE, _INTRINSIC, _INT, _CACHE = range(11)
 _FORWARD, _BACKWARD, _ABSOLUTE = 1, 2, 3
 _RESUME = opmap["RESUME"]
 _JUMP_PASSES = 10  # bytecode's own limit before it gives up on jumps that do not settle
@@ -159,9 +160,13 @@ class Assembler:
         self._line_table = line_table
         self._cache_opcode = cache_opcode
         self._local_cells = local_cells  # a cell or free variable may be a local opcode's argument (3.13+)
-        self._kinds = [_kind(opcode) for opcode in range(256)]
+        self._kinds = [_CACHE if opcode == cache_opcode else _kind(opcode) for opcode in range(256)]
         self._jumps = [_jump(opcode) for opcode in range(256)]
         self._dual = _DUAL in self._kinds
+        # (each opcode's units and a run of zero arguments, made once: the loop over the
+        # items extends its lists by them rather than appending unit by unit)
+        self._unit_opcodes = [[opcode] + [cache_opcode] * entries for opcode, entries in enumerate(caches)]
+        self._zeros = [[0] * entries for entries in range(max(caches) + 1)]
 
     def code(self, bc: Bytecode, stacksize: int) -> CodeType | None:
         """``bc`` as a code object with ``stacksize`` (as ``_rewriter.assemble`` makes it by
@@ -190,12 +195,19 @@ class Assembler:
         names: list[str] = []
         varnames: list[str] = []
 
+        by_id: dict[int, int] = {}  # (a constant's index by the object: the items hold them all)
+
         def const(value: object) -> int:
-            key = const_key(value)
-            index = const_index.get(key)
+            # (bytecode's key is the value marshalled: a code object's whole tree, each time
+            # a body loads it -- a module's joined body, its seed's constants too)
+            index = by_id.get(id(value))
             if index is None:
-                index = const_index[key] = len(consts)
-                consts.append(value)
+                key = const_key(value)
+                index = const_index.get(key)
+                if index is None:
+                    index = const_index[key] = len(consts)
+                    consts.append(value)
+                by_id[id(value)] = index
             return index
 
         name, varname = _numbering(names), _numbering(varnames)
@@ -218,28 +230,110 @@ class Assembler:
             varname(arg_name)
         if self._dual:  # (3.13+: the two-variable opcodes' names first, for small indexes)
             for item in items:
-                if type(item) is Instr and self._kinds[item.opcode] == _DUAL:
+                if type(item) is Instr and self._kinds[item._opcode] == _DUAL:
                     for pair_name in cast(tuple[str, str], item.arg):
                         varname(pair_name)
 
-        kinds, caches, cache_opcode, local_cells = self._kinds, self._caches, self._cache_opcode, self._local_cells
-        instr_types = self._instr_types
-        cache_runs = [[cache_opcode] * entries for entries in range(max(caches) + 1)]
-        zeros = [[0] * entries for entries in range(max(caches) + 1)]
+        kinds, caches, local_cells = self._kinds, self._caches, self._local_cells
+        instr_types, unit_opcodes, zeros = self._instr_types, self._unit_opcodes, self._zeros
         cellvars, freevars = bc.cellvars, bc.freevars
         opcodes: list[int] = []
         args: list[int] = []  # (0 where there is none: bytecode writes it so)
         positions: list[Location] = []
+        add_opcode, add_arg, add_position = opcodes.append, args.append, positions.append
         labels: dict[Label, int] = {}
         jumps: list[tuple[int, Label]] = []
         blocks: dict[TryBegin, list[int]] = {}  # index of the first instruction in the block, of the last
         cells: list[int] = []
         frees: list[int] = []
+        wide: list[int] = []  # (the instructions whose argument takes EXTENDED_ARGs, in order)
         position: Location = InstrLocation(bc.first_lineno, None, None, None)
         in_try = False
         verbatim: list[tuple[int, Verbatim]] = []  # (index of its first unit, the block)
         for item in items:
-            if type(item) is Verbatim:
+            if type(item) in instr_types:  # (an Instr, or a subclass the family names; first: most items)
+                # (the fields under bytecode's properties, read as our decoder writes them: a
+                # property call each was a tenth of this loop)
+                opcode, arg, loc = item._opcode, item._arg, item._location  # type: ignore[attr-defined]
+                if loc is not position and isinstance(loc, InstrLocation):  # (else None or UNSET: the one before)
+                    position = loc
+                kind = kinds[opcode]
+                if type(arg) is Label:
+                    jumps.append((len(opcodes), arg))
+                    c_arg = 0  # (set once the offsets are known)
+                elif kind == _INT:
+                    if type(arg) is int:
+                        c_arg = arg
+                    elif arg is UNSET:
+                        c_arg = 0
+                    elif isinstance(arg, int):  # (an enum of ``bytecode``'s: BinaryOp ...)
+                        c_arg = int(arg)
+                    else:
+                        raise _Declined
+                elif kind == _CONST:
+                    c_arg = const(arg)
+                elif kind == _NAME:
+                    if type(arg) is not str:
+                        raise _Declined
+                    c_arg = name(arg)
+                elif kind == _LOCAL:
+                    if type(arg) is str:
+                        c_arg = varname(arg)
+                    elif local_cells and isinstance(arg, CellVar):
+                        cells.append(len(opcodes))
+                        c_arg = cellvars.index(arg.name)
+                    elif local_cells and isinstance(arg, FreeVar):
+                        frees.append(len(opcodes))
+                        c_arg = freevars.index(arg.name)
+                    else:
+                        raise _Declined
+                elif kind == _FLAG_NAME:
+                    if type(arg) is not tuple or type(arg[1]) is not str:
+                        raise _Declined
+                    c_arg = int(arg[0]) + (name(arg[1]) << 1)
+                elif kind == _FLAGS_NAME:
+                    if type(arg) is not tuple or type(arg[2]) is not str:
+                        raise _Declined
+                    c_arg = int(arg[0]) + 2 * int(arg[1]) + (name(arg[2]) << 2)
+                elif kind == _FREE:
+                    if isinstance(arg, CellVar):
+                        cells.append(len(opcodes))
+                        c_arg = cellvars.index(arg.name)
+                    elif isinstance(arg, FreeVar):
+                        frees.append(len(opcodes))
+                        c_arg = freevars.index(arg.name)
+                    else:
+                        raise _Declined
+                elif kind == _COMPARE:
+                    if not isinstance(arg, Compare):
+                        raise _Declined
+                    c_arg = self._compare(arg)
+                elif kind == _INTRINSIC:
+                    if not isinstance(arg, (Intrinsic1Op, Intrinsic2Op)):
+                        raise _Declined
+                    c_arg = arg.value
+                elif kind == _DUAL:
+                    first, second = varnames.index(arg[0]), varnames.index(arg[1])  # (ValueError: declined)
+                    if first > 16 or second > 16:  # (bytecode then splits it in two: rare enough to leave to it)
+                        raise _Declined
+                    c_arg = (first << 4) + second
+                else:  # (_CACHE: a CACHE written by a pass)
+                    raise _Declined
+                if c_arg > 0xFF:
+                    wide.append(len(opcodes))
+                entries = caches[opcode]
+                if entries:  # (the opcode and its CACHE entries at once)
+                    opcodes += unit_opcodes[opcode]
+                    add_arg(c_arg)
+                    args += zeros[entries]
+                    positions += [position] * (entries + 1)
+                else:
+                    add_opcode(opcode)
+                    add_arg(c_arg)
+                    add_position(position)
+            elif type(item) is Label:
+                labels[item] = len(opcodes)
+            elif type(item) is Verbatim:
                 if seed is None or item.code is not seed.code:
                     raise _Declined
                 verbatim.append((len(opcodes), item))
@@ -247,105 +341,36 @@ class Assembler:
                 args += item.args
                 positions += item.positions
                 position = item.positions[-1] if item.positions else position
-                continue
-            if type(item) is Label:
-                labels[item] = len(opcodes)
-                continue
-            if type(item) is TryBegin:
+            elif type(item) is TryBegin:
                 if in_try or type(item.stack_depth) is not int or type(item.target) is not Label:
                     raise _Declined
                 in_try = True
                 blocks[item] = [len(opcodes), 0]
-                continue
-            if type(item) is TryEnd:
+            elif type(item) is TryEnd:
                 in_try = False
                 blocks[item.entry][1] = len(opcodes) - 1
-                continue
-            if type(item) not in instr_types:
-                raise _Declined  # (a SetLineno; an instruction type of a pass's own)
-            instr = cast(Instr, item)  # (an Instr, or a subclass the family names: above)
-            opcode, arg, loc = instr.opcode, instr.arg, instr.location
-            if isinstance(loc, InstrLocation):  # (else None or UNSET: the position before holds)
-                position = loc
-            kind = kinds[opcode]
-            if type(arg) is Label:
-                jumps.append((len(opcodes), arg))
-                c_arg = 0  # (set once the offsets are known)
-            elif opcode == cache_opcode:
-                raise _Declined
-            elif kind == _CONST:
-                c_arg = const(arg)
-            elif kind == _NAME:
-                if type(arg) is not str:
-                    raise _Declined
-                c_arg = name(arg)
-            elif kind == _FLAG_NAME:
-                if type(arg) is not tuple or type(arg[1]) is not str:
-                    raise _Declined
-                c_arg = int(arg[0]) + (name(arg[1]) << 1)
-            elif kind == _FLAGS_NAME:
-                flags = cast(tuple[bool, bool, str], arg)
-                if type(arg) is not tuple or type(flags[2]) is not str:
-                    raise _Declined
-                c_arg = int(flags[0]) + 2 * int(flags[1]) + (name(flags[2]) << 2)
-            elif kind == _LOCAL:
-                if type(arg) is str:
-                    c_arg = varname(arg)
-                elif local_cells and isinstance(arg, CellVar):
-                    cells.append(len(opcodes))
-                    c_arg = cellvars.index(arg.name)
-                elif local_cells and isinstance(arg, FreeVar):
-                    frees.append(len(opcodes))
-                    c_arg = freevars.index(arg.name)
-                else:
-                    raise _Declined
-            elif kind == _FREE:
-                if isinstance(arg, CellVar):
-                    cells.append(len(opcodes))
-                    c_arg = cellvars.index(arg.name)
-                elif isinstance(arg, FreeVar):
-                    frees.append(len(opcodes))
-                    c_arg = freevars.index(arg.name)
-                else:
-                    raise _Declined
-            elif kind == _COMPARE:
-                if not isinstance(arg, Compare):
-                    raise _Declined
-                c_arg = self._compare(arg)
-            elif kind == _INTRINSIC:
-                if not isinstance(arg, (Intrinsic1Op, Intrinsic2Op)):
-                    raise _Declined
-                c_arg = arg.value
-            elif kind == _DUAL:
-                pair = cast(tuple[str, str], arg)
-                first, second = varnames.index(pair[0]), varnames.index(pair[1])  # (ValueError: declined)
-                if first > 16 or second > 16:  # (bytecode then splits it in two: rare enough to leave to it)
-                    raise _Declined
-                c_arg = (first << 4) + second
-            elif arg is UNSET:
-                c_arg = 0
-            elif isinstance(arg, int):  # (an int, or an enum of ``bytecode``'s: BinaryOp ...)
-                c_arg = int(arg)
             else:
-                raise _Declined
-            opcodes.append(opcode)
-            args.append(c_arg)
-            positions.append(position)
-            entries = caches[opcode]
-            if entries:
-                opcodes += cache_runs[entries]
-                args += zeros[entries]
-                positions += [position] * entries
+                raise _Declined  # (a SetLineno; an instruction type of a pass's own)
 
         if seed is not None and (len(varnames) != len(seed.code.co_varnames) or tuple(cellvars) != seed.code.co_cellvars
                                  or tuple(freevars) != seed.code.co_freevars):
             raise _Declined  # (the cells would not be numbered as compiled)
         self._number_cells(args, cells, frees, varnames, cellvars)
-        label_offsets, instruction_offsets = self._resolve_jumps(opcodes, args, labels, jumps)
+        if cells or frees:  # (numbered among the locals now: wide or not as their slots are)
+            wide = sorted(index for index in {*wide, *cells, *frees} if args[index] > 0xFF)
+        label_offsets, wide = self._resolve_jumps(opcodes, args, labels, jumps, wide)
+
+        def instruction_offset(index: int) -> int:  # (of an instruction itself, after its EXTENDED_ARGs)
+            if index < 0:  # (a try block that ended before its first instruction: as a list indexes it)
+                index += len(args)
+                if index < 0:
+                    raise _Declined
+            return label_offsets[index + 1] - 1
+
         handlers: list[tuple[int, int, int, int]] = []  # (start, size, target, depth and lasti)
         for block, (start, stop) in blocks.items():
-            start_offset = instruction_offsets[start]
-            size = instruction_offsets[stop] - start_offset + 1
+            start_offset = instruction_offset(start)
+            size = instruction_offset(stop) - start_offset + 1
             if size < 0:  # (a try block never ended; bytecode's encoder would never stop)
                 raise _Declined
             handlers.append((start_offset, size, label_offsets[labels[cast(Label, block.target)]],
@@ -360,27 +385,27 @@ class Assembler:
             _exception_varint(table, target)
             _exception_varint(table, depth_lasti)
 
-        if max(args, default=0) <= 0xFF:  # (most bodies: every instruction one code unit)
-            code = bytearray(2 * len(opcodes))
+        code = bytearray(2 * label_offsets[-1])
+        if not wide:  # (most bodies: every instruction one code unit)
             code[0::2], code[1::2] = opcodes, args
             return self._code_object(bc, stacksize, code, consts, names, varnames, table,
                                      zip(positions, itertools.repeat(1)))
-        code = bytearray()
-        runs: list[tuple[Location, int]] = []
-        for opcode, arg, loc in zip(opcodes, args, positions):
-            if arg <= 0xFF:
-                code.append(opcode)
-                code.append(arg)
-                runs.append((loc, 1))
-            else:
-                units = _units(arg)
-                for shift in range(units - 1, 0, -1):
-                    code.append(EXTENDED_ARG)
-                    code.append((arg >> 8 * shift) & 0xFF)
-                code.append(opcode)
-                code.append(arg & 0xFF)
-                runs.append((loc, units))
-        return self._code_object(bc, stacksize, code, consts, names, varnames, table, runs)
+        # (the runs of one-unit instructions between the wide ones copied as slices)
+        units = [1] * len(args)
+        start = 0
+        for index in wide:
+            _copy_units(code, 2 * label_offsets[start], opcodes, args, start, index)
+            arg, offset = args[index], 2 * label_offsets[index]
+            units[index] = _units(arg)
+            for shift in range(units[index] - 1, 0, -1):
+                code[offset] = EXTENDED_ARG
+                code[offset + 1] = (arg >> 8 * shift) & 0xFF
+                offset += 2
+            code[offset] = opcodes[index]
+            code[offset + 1] = arg & 0xFF
+            start = index + 1
+        _copy_units(code, 2 * label_offsets[start], opcodes, args, start, len(args))
+        return self._code_object(bc, stacksize, code, consts, names, varnames, table, zip(positions, units))
 
     def _code_object(self, bc: Bytecode, stacksize: int, code: bytearray, consts: list[object], names: list[str],
                      varnames: list[str], table: bytearray, runs: Iterable[tuple[Location, int]]) -> CodeType:
@@ -413,40 +438,55 @@ class Assembler:
             args[index] += free_offset
 
     def _resolve_jumps(self, opcodes: list[int], args: list[int], labels: dict[Label, int],
-                       jumps: list[tuple[int, Label]]) -> tuple[list[int], list[int]]:
-        """The jumps' arguments, pass after pass until no ``EXTENDED_ARG`` changes an offset;
-        the offset of each instruction's first unit (a label's) and of the instruction itself."""
+                       jumps: list[tuple[int, Label]], wide: list[int]) -> tuple[Sequence[int], list[int]]:
+        """The jumps' arguments, pass after pass until no ``EXTENDED_ARG`` changes an offset,
+        given the instructions other than jumps whose argument takes ``EXTENDED_ARG``\\s
+        (``wide``, in order); the offset of each instruction's first unit (a label's; the
+        last: the end) and the wide instructions, jumps included, in order.
+
+        The offsets are the indexes where no instruction is wide (most bodies: then no list
+        is made of them), else made a run of indexes at a time between the wide ones."""
         caches, kinds = self._caches, self._jumps
+        count = len(args)
+        now = wide
         for _ in range(_JUMP_PASSES):
-            label_offsets: list[int] = []
-            instruction_offsets: list[int] = []
-            offset = 0
-            for arg in args:
-                label_offsets.append(offset)
-                if arg > 0xFF:
-                    offset += _units(arg) - 1
-                instruction_offsets.append(offset)
-                offset += 1
-            label_offsets.append(offset)
+            label_offsets: Sequence[int] = range(count + 1)
+            if now:
+                offsets: list[int] = []
+                start = shift = 0
+                for index in now:
+                    offsets += range(start + shift, index + 1 + shift)
+                    shift += _units(args[index]) - 1
+                    start = index + 1
+                offsets += range(start + shift, count + 1 + shift)
+                label_offsets = offsets
             moved = False
             for index, label in jumps:
                 target = label_offsets[labels[label]]
                 opcode = opcodes[index]
-                units = _units(args[index])
-                after = label_offsets[index] + caches[opcode] + units
+                width = _units(args[index])
+                after = label_offsets[index] + caches[opcode] + width
                 kind = kinds[opcode]
                 arg = target - after if kind == _FORWARD else after - target if kind == _BACKWARD else target
                 if kind == 0 or not 0 <= arg <= 0x7FFFFFFF:
                     raise _Declined
                 args[index] = arg
-                if _units(arg) != units:
+                if _units(arg) != width:
                     moved = True
             if not moved:
-                return label_offsets, instruction_offsets
+                return label_offsets, now
+            now = sorted([*wide, *(index for index, _ in jumps if args[index] > 0xFF)])
         raise _Declined
 
 
-def _moved_entries(verbatim: list[tuple[int, Verbatim]], offsets: list[int]) -> list[tuple[int, int, int, int]]:
+def _copy_units(code: bytearray, offset: int, opcodes: list[int], args: list[int], start: int, stop: int) -> None:
+    """Instructions ``start`` to ``stop``, one code unit each, into ``code`` at byte ``offset``."""
+    end = offset + 2 * (stop - start)
+    code[offset:end:2] = opcodes[start:stop]
+    code[offset + 1:end:2] = args[start:stop]
+
+
+def _moved_entries(verbatim: list[tuple[int, Verbatim]], offsets: Sequence[int]) -> list[tuple[int, int, int, int]]:
     """The exception table entries of the compiled code the ``verbatim`` blocks come from
     (each with the index of its first unit among ``offsets``, the units' offsets), moved
     with the units.  An entry that ends where a block ends, or runs on into the next, covers
