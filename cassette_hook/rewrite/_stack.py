@@ -185,26 +185,34 @@ def pair_by_depth(
     stops: list[int] = []  # the items where the walk stops, in order
     lowest: list[int | None] = []  # (by stop) the lowest depth of the items since the stop before
     low: int | None = None
+    flows = _FLOWS
+    # (an instruction told by its type first and its name read under bytecode's property:
+    # the kind of each item, asked twice, and the property were most of this loop, which
+    # was most of the pairing; docs/performance.md, "The pairing's first loop cheaper")
     for index, item in enumerate(items):
         depth = depths[index]
-        stop = index == 0 or depth is None or not isinstance(item, (Instr, SetLineno, TryEnd))
-        if isinstance(item, Instr) and depth is not None:
-            name = item.name
+        if depth is None:  # (unreachable)
+            stop = True
+        elif type(item) is Instr or isinstance(item, Instr):
+            stop = index == 0
+            name = item._name
             if name in consumers and (slot := consumer_depth(item, depth)) is not None:
                 consumed[index] = slot
                 stop = True
             if name in producers and (slot := producer_depth(item, depth)) is not None:
                 produced[index] = slot
                 stop = True
-            goes = _FLOWS.get(name) or flow(item)
+            goes = flows.get(name) or flow(item)
             if goes[0] or goes[1]:
                 exits[index] = goes
                 stop = True
+        else:
+            stop = index == 0 or not isinstance(item, (SetLineno, TryEnd))
         if stop:
             stops.append(index)
             lowest.append(low)
             low = None
-        elif low is None or cast(int, depth) < low:  # (a depth: an item without one is a stop)
+        elif low is None or depth < low:  # type: ignore[operator]  # (a depth: an item without one is a stop)
             low = depth
     if not consumed:
         return {}
