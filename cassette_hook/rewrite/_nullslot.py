@@ -554,7 +554,7 @@ _END = ((_NoPosition(), 0),)
 _Position = tuple[int | None, int | None, int | None, int | None]  # line, end line, column, end column
 
 
-def _line_table(first_line: int, runs: Iterable[tuple[Location, int]]) -> bytes:
+def _line_table(first_line: int, runs: Iterable[tuple[Location | CompiledPosition, int]]) -> bytes:
     """The 3.11+ ``co_linetable`` of instructions assembled from first to last, given as
     ``runs``: each one's position and code units (its ``EXTENDED_ARG``\\s included, a
     ``CACHE`` entry one of its own), as ``bytecode`` (0.19) writes it, with one fix.

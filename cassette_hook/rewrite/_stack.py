@@ -17,7 +17,7 @@ of the depth walk's time, which was 4% of a cold rewrite).
 
 from __future__ import annotations
 
-from typing import Callable, Collection, Sequence, cast
+from typing import Callable, Collection, Sequence
 
 from bytecode import Instr, Label
 from bytecode.instr import UNSET, SetLineno, TryBegin, TryEnd
