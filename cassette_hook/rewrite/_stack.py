@@ -196,9 +196,10 @@ def pair_by_depth(
         if type(producers) is frozenset and type(consumers) is frozenset:  # (a family's: kept, with its names)
             _ROLES[id(producers), id(consumers)] = entry
     roles = entry[2]
-    # (an instruction told by its type first and its name read under bytecode's property:
-    # the kind of each item, asked twice, and the property were most of this loop, which
-    # was most of the pairing; docs/performance.md, "The pairing's first loop cheaper")
+    # (an instruction told by its type first, its name read under bytecode's property, and
+    # its role looked up once by the name: the kind of each item, asked twice, the property
+    # and three look-ups by the name were most of this loop, which was most of the pairing;
+    # docs/performance.md, "The pairing's first loop cheaper")
     for index, item in enumerate(items):
         depth = depths[index]
         if depth is None:  # (unreachable)
