@@ -218,6 +218,32 @@ def test_our_assembler_widens_a_jump_past_255_units_with_extended_args_as_byteco
     assert dis.opname[opcodes[opcodes.index(dis.opmap["POP_JUMP_IF_TRUE"]) - 1]] == "EXTENDED_ARG"
 
 
+@needs_assembler
+def test_our_assembler_gives_each_unit_without_a_line_an_entry_of_its_own_as_bytecode_does():
+    """The line table is handed a run of instructions at a time (those of one position
+    object), but where a position has no line a unit at a time -- a wide instruction's
+    units as one, each ``CACHE`` entry apart -- as ``bytecode``'s route writes it, joining
+    no two (docs/performance.md, "The line table made of runs")."""
+    from bytecode import Bytecode, Instr, Label
+    from bytecode.instr import InstrLocation
+
+    site, none, other_none = InstrLocation(2, 2, 4, 9), InstrLocation(None, None, None, None), InstrLocation(
+        None, None, None, None)
+    end = Label()
+    bc = Bytecode([Instr("RESUME", 0, location=InstrLocation(1, 1, 0, 0)),
+                   Instr("LOAD_GLOBAL", (True, "len"), location=site), Instr("LOAD_CONST", "ab", location=site),
+                   Instr("CALL", 1, location=site),  # (one object: one run)
+                   Instr("POP_JUMP_IF_TRUE", end, location=none),  # (no line, and wide: past 255 units)
+                   *(Instr("NOP", location=InstrLocation(3, 3, 0, 4)) for _ in range(300)),
+                   end, Instr("LOAD_GLOBAL", (False, "len"), location=none),  # (no line, with CACHE entries)
+                   Instr("POP_TOP"), Instr("LOAD_CONST", None, location=other_none), Instr("RETURN_VALUE")])
+    assert family.assembler is not None
+    ours, theirs = family.assembler.code(bc, 3), _by_bytecode(bc, 3)
+    assert ours is not None and _fields(ours) == _fields(theirs) and ours == theirs
+    assert list(ours.co_positions()) == list(theirs.co_positions())
+    assert sum(1 for position in ours.co_positions() if position[0] is None) > 5
+
+
 def test_bytecode_leaves_the_line_table_to_the_family():
     """The saving rests on the names of ``bytecode``'s private line-table encoders, which
     ``_rewriter._LinesUnwritten`` overrides: a release that renames them must fail here

@@ -40,7 +40,7 @@ from bytecode.instr import (BITFLAG2_OPCODES, BITFLAG_OPCODES, DUAL_ARG_OPCODES,
                             InstrLocation, Intrinsic1Op, Intrinsic2Op, TryBegin, TryEnd, const_key)
 
 from ._decoder import exception_entries
-from ._instr import Location
+from ._instr import CompiledPosition, Location
 
 __all__ = ["Assembler", "Verbatim"]
 
@@ -102,17 +102,6 @@ def _numbering(values: list[str]) -> Callable[[str], int]:
     return number
 
 
-class _Position(tuple[int | None, int | None, int | None, int | None]):
-    """A compiled position, as ``co_positions`` gives it, read by the line table's encoder
-    as it reads a ``bytecode`` position (``lineno`` ... ``end_col_offset``)."""
-
-    __slots__ = ()
-    lineno = property(operator.itemgetter(0))
-    end_lineno = property(operator.itemgetter(1))
-    col_offset = property(operator.itemgetter(2))
-    end_col_offset = property(operator.itemgetter(3))
-
-
 class Verbatim:
     """Code units ``start`` to ``stop`` of a compiled ``code``, to be assembled as they are.
 
@@ -127,19 +116,25 @@ class Verbatim:
     their offsets moved with the units, and the positions are ``code``'s own.
     """
 
-    __slots__ = ("code", "consts", "start", "stop", "opcodes", "args", "positions")
+    __slots__ = ("code", "consts", "start", "stop", "opcodes", "args", "positions", "runs")
 
     def __init__(self, code: CodeType, consts: tuple[object, ...], start: int, stop: int) -> None:
         self.code, self.consts, self.start, self.stop = code, consts, start, stop
         raw = code.co_code[2 * start:2 * stop]
         self.opcodes, self.args = list(raw[0::2]), list(raw[1::2])
         positions: list[Location] = []
-        last: _Position | None = None
-        for position in itertools.islice(cast(Any, code).co_positions(), start, stop):  # (3.11+: typed as 3.10 too)
+        # (the line table's runs: where each starts among the units, and its position; a
+        # unit a run where there is no line -- see Assembler._code)
+        runs: list[tuple[int, InstrLocation]] = []
+        last: CompiledPosition | None = None
+        for unit, position in enumerate(itertools.islice(cast(Any, code).co_positions(), start, stop)):  # (3.11+)
             if position != last:  # (one object a run, as the encoder likes them)
-                last = _Position(position)
+                last = CompiledPosition(position)
+                runs.append((unit, cast(InstrLocation, last)))
+            elif position[0] is None:
+                runs.append((unit, cast(InstrLocation, last)))
             positions.append(cast(Location, last))
-        self.positions = positions
+        self.positions, self.runs = positions, runs
 
 
 class _Declined(Exception):
@@ -239,15 +234,22 @@ class Assembler:
         cellvars, freevars = bc.cellvars, bc.freevars
         opcodes: list[int] = []
         args: list[int] = []  # (0 where there is none: bytecode writes it so)
-        positions: list[Location] = []
-        add_opcode, add_arg, add_position = opcodes.append, args.append, positions.append
+        # (the line table's runs: where each starts among the units, and its position --
+        # one a run of instructions with one position object, or a unit where it has no
+        # line, as the table joins none of those; docs/performance.md, "The line table
+        # made of runs")
+        starts: list[int] = [0]
+        run_positions: list[InstrLocation] = []
+        add_opcode, add_arg, add_start, add_position = opcodes.append, args.append, starts.append, run_positions.append
         labels: dict[Label, int] = {}
         jumps: list[tuple[int, Label]] = []
         blocks: dict[TryBegin, list[int]] = {}  # index of the first instruction in the block, of the last
         cells: list[int] = []
         frees: list[int] = []
         wide: list[int] = []  # (the instructions whose argument takes EXTENDED_ARGs, in order)
-        position: Location = InstrLocation(bc.first_lineno, None, None, None)
+        position: InstrLocation = InstrLocation(bc.first_lineno, None, None, None)
+        add_position(position)
+        lineless = False  # (has the position no line?)
         in_try = False
         verbatim: list[tuple[int, Verbatim]] = []  # (index of its first unit, the block)
         for item in items:
@@ -257,6 +259,10 @@ class Assembler:
                 opcode, arg, loc = item._opcode, item._arg, item._location  # type: ignore[attr-defined]
                 if loc is not position and isinstance(loc, InstrLocation):  # (else None or UNSET: the one before)
                     position = loc
+                    lineless = loc.lineno is None
+                    if not lineless:
+                        add_start(len(opcodes))
+                        add_position(loc)
                 kind = kinds[opcode]
                 if type(arg) is Label:
                     jumps.append((len(opcodes), arg))
@@ -322,25 +328,30 @@ class Assembler:
                 if c_arg > 0xFF:
                     wide.append(len(opcodes))
                 entries = caches[opcode]
+                if lineless:  # (a run a unit)
+                    starts += range(len(opcodes), len(opcodes) + entries + 1)
+                    run_positions += [position] * (entries + 1)
                 if entries:  # (the opcode and its CACHE entries at once)
                     opcodes += unit_opcodes[opcode]
                     add_arg(c_arg)
                     args += zeros[entries]
-                    positions += [position] * (entries + 1)
                 else:
                     add_opcode(opcode)
                     add_arg(c_arg)
-                    add_position(position)
             elif type(item) is Label:
                 labels[item] = len(opcodes)
             elif type(item) is Verbatim:
                 if seed is None or item.code is not seed.code:
                     raise _Declined
                 verbatim.append((len(opcodes), item))
+                for unit, at in item.runs:
+                    add_start(len(opcodes) + unit)
+                    add_position(at)
                 opcodes += item.opcodes
                 args += item.args
-                positions += item.positions
-                position = item.positions[-1] if item.positions else position
+                if item.runs:
+                    position = item.runs[-1][1]
+                    lineless = position.lineno is None
             elif type(item) is TryBegin:
                 if in_try or type(item.stack_depth) is not int or type(item.target) is not Label:
                     raise _Declined
@@ -386,18 +397,23 @@ class Assembler:
             _exception_varint(table, depth_lasti)
 
         code = bytearray(2 * label_offsets[-1])
+        if len(starts) > 1 and starts[1] == 0:  # (the first position: no unit has it)
+            del starts[0], run_positions[0]
+        ends = starts[1:]
+        ends.append(len(args))
+        # (each run's units: its instructions' where none is wide, else from their offsets)
+        units = map(operator.sub, ends, starts) if not wide else map(
+            operator.sub, map(label_offsets.__getitem__, ends), map(label_offsets.__getitem__, starts))
+        runs: Iterable[tuple[Location, int]] = zip(run_positions, units) if args else ()
         if not wide:  # (most bodies: every instruction one code unit)
             code[0::2], code[1::2] = opcodes, args
-            return self._code_object(bc, stacksize, code, consts, names, varnames, table,
-                                     zip(positions, itertools.repeat(1)))
+            return self._code_object(bc, stacksize, code, consts, names, varnames, table, runs)
         # (the runs of one-unit instructions between the wide ones copied as slices)
-        units = [1] * len(args)
         start = 0
         for index in wide:
             _copy_units(code, 2 * label_offsets[start], opcodes, args, start, index)
             arg, offset = args[index], 2 * label_offsets[index]
-            units[index] = _units(arg)
-            for shift in range(units[index] - 1, 0, -1):
+            for shift in range(_units(arg) - 1, 0, -1):
                 code[offset] = EXTENDED_ARG
                 code[offset + 1] = (arg >> 8 * shift) & 0xFF
                 offset += 2
@@ -405,7 +421,7 @@ class Assembler:
             code[offset + 1] = arg & 0xFF
             start = index + 1
         _copy_units(code, 2 * label_offsets[start], opcodes, args, start, len(args))
-        return self._code_object(bc, stacksize, code, consts, names, varnames, table, zip(positions, units))
+        return self._code_object(bc, stacksize, code, consts, names, varnames, table, runs)
 
     def _code_object(self, bc: Bytecode, stacksize: int, code: bytearray, consts: list[object], names: list[str],
                      varnames: list[str], table: bytearray, runs: Iterable[tuple[Location, int]]) -> CodeType:

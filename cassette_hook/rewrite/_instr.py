@@ -7,6 +7,7 @@ opcodes they are used on -- checked, here, rather than at every use.
 
 from __future__ import annotations
 
+import operator
 from opcode import opmap
 from typing import Sequence, TypeVar, cast
 
@@ -17,6 +18,19 @@ from bytecode.instr import UNSET, InstrLocation
 T = TypeVar("T")
 
 Location = InstrLocation | None  # an instruction's position, or none
+
+
+
+class CompiledPosition(tuple[int | None, int | None, int | None, int | None]):
+    """A compiled position, as ``co_positions`` gives it (``_assembler.Verbatim``'s), read
+    by the line table's encoder as it reads a ``bytecode`` position (``lineno`` ...
+    ``end_col_offset``) -- or as the tuple it is, without the properties' calls."""
+
+    __slots__ = ()
+    lineno = property(operator.itemgetter(0))
+    end_lineno = property(operator.itemgetter(1))
+    col_offset = property(operator.itemgetter(2))
+    end_col_offset = property(operator.itemgetter(3))
 
 # ``LOAD_GLOBAL`` (3.11+), ``LOAD_ATTR`` (3.12+): (flag, name); ``LOAD_SUPER_ATTR``:
 # (flag, two-argument form, name).  The first flag says "push NULL" / "method load".

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, cast
 from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, Instr, Label
 
 from . import GlobalName
-from ._instr import Location, arg_of, flagged_name, follows_bytecode, make, placed
+from ._instr import CompiledPosition, Location, arg_of, flagged_name, follows_bytecode, make, placed
 from ._operators import UNARY, binary_op, compare_op
 from ._markers import nooverdub
 from ._stack import Item, pair_by_depth
@@ -542,6 +542,9 @@ def _signed(value: int) -> bytes:
     return _unsigned((-value << 1) | 1 if value < 0 else value << 1)
 
 
+_SIGNED_VARINTS = tuple(_signed(value) for value in range(-0x800, 0x800))  # (by value + 0x800: one or two chunks)
+
+
 class _NoPosition:
     """The position of ``_END``: no line, so it never joins the run before it."""
     lineno = end_lineno = col_offset = end_col_offset = None
@@ -551,7 +554,7 @@ _END = ((_NoPosition(), 0),)
 _Position = tuple[int | None, int | None, int | None, int | None]  # line, end line, column, end column
 
 
-def _line_table(first_line: int, runs: Iterable[tuple[Location, int]]) -> bytes:
+def _line_table(first_line: int, runs: Iterable[tuple[Location | CompiledPosition, int]]) -> bytes:
     """The 3.11+ ``co_linetable`` of instructions assembled from first to last, given as
     ``runs``: each one's position and code units (its ``EXTENDED_ARG``\\s included, a
     ``CACHE`` entry one of its own), as ``bytecode`` (0.19) writes it, with one fix.
@@ -581,7 +584,7 @@ def _line_table(first_line: int, runs: Iterable[tuple[Location, int]]) -> bytes:
     units = 0
     seen: object = out  # the last instruction's location object (none yet)
     joins = False  # does an instruction at the run's position join the run (it has a line)?
-    varints = _VARINTS
+    varints, signed = _VARINTS, _SIGNED_VARINTS
     for loc, size in itertools.chain(runs, _END):
         if loc is seen and joins:  # (one object: CACHE entries, the instructions of a site)
             units += size
@@ -589,6 +592,8 @@ def _line_table(first_line: int, runs: Iterable[tuple[Location, int]]) -> bytes:
         seen = loc
         if loc is None:  # (an instruction without a position continues the run before it)
             here = run if run is not None else (first_line, None, None, None)
+        elif type(loc) is CompiledPosition:  # (a compiled position: the four already, read as a tuple)
+            here = loc
         else:
             here = (loc.lineno, loc.end_lineno, loc.col_offset, loc.end_col_offset)
         if here == run and joins:
@@ -605,7 +610,8 @@ def _line_table(first_line: int, runs: Iterable[tuple[Location, int]]) -> bytes:
                         raise ValueError(f"An instruction cannot have no column offset and span multiple lines "
                                          f"(lineno: {start}, end lineno: {end}")
                     out.append(header | 13 << 3)
-                    out += _signed(start - line)
+                    delta = start - line
+                    out += signed[delta + 0x800] if -0x800 <= delta < 0x800 else _signed(delta)
                     line = start
                 elif end_column is None or end is None:
                     raise ValueError(f"a position with a column has an end line and column, not {run}")
@@ -621,15 +627,16 @@ def _line_table(first_line: int, runs: Iterable[tuple[Location, int]]) -> bytes:
                         line = start
                     else:  # the long form, on one line
                         out.append(header | 14 << 3)
-                        out += _signed(delta)
+                        out += signed[delta + 0x800] if -0x800 <= delta < 0x800 else _signed(delta)
                         out.append(0)
                         out += varints[column + 1] if column < 0xFFF else _unsigned(column + 1)
                         out += varints[end_column + 1] if end_column < 0xFFF else _unsigned(end_column + 1)
                         line = start
                 else:  # the long form
                     out.append(header | 14 << 3)
-                    out += _signed(start - line)
-                    out += _unsigned(end - start)
+                    delta = start - line
+                    out += signed[delta + 0x800] if -0x800 <= delta < 0x800 else _signed(delta)
+                    out += varints[end - start] if end - start < 0x1000 else _unsigned(end - start)
                     out += varints[column + 1] if column < 0xFFF else _unsigned(column + 1)
                     out += varints[end_column + 1] if end_column < 0xFFF else _unsigned(end_column + 1)
                     line = start

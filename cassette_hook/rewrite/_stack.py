@@ -17,7 +17,7 @@ of the depth walk's time, which was 4% of a cold rewrite).
 
 from __future__ import annotations
 
-from typing import Callable, Collection, Sequence, cast
+from typing import Callable, Collection, Sequence
 
 from bytecode import Instr, Label
 from bytecode.instr import UNSET, SetLineno, TryBegin, TryEnd
@@ -128,6 +128,10 @@ def flow(instr: Instr) -> tuple[bool, bool]:
 
 
 _FLOWS: dict[str, tuple[bool, bool]] = {}  # opcode name -> flow()
+# (by the ids of a family's sets of producers' and consumers' names: the sets, and each
+# name's role in pair_by_depth's first loop -- consumer? producer? its flow() -- or () for none)
+_Role = tuple[bool, bool, tuple[bool, bool]] | tuple[()]
+_ROLES: dict[tuple[int, int], tuple[Collection[str], Collection[str], dict[str, _Role]]] = {}
 _GOES_ON = (False, False)  # (flow() of what neither jumps nor stops)
 
 
@@ -185,26 +189,47 @@ def pair_by_depth(
     stops: list[int] = []  # the items where the walk stops, in order
     lowest: list[int | None] = []  # (by stop) the lowest depth of the items since the stop before
     low: int | None = None
+    flows = _FLOWS
+    entry = _ROLES.get((id(producers), id(consumers)))
+    if entry is None or entry[0] is not producers or entry[1] is not consumers:
+        entry = (producers, consumers, {})
+        if type(producers) is frozenset and type(consumers) is frozenset:  # (a family's: kept, with its names)
+            _ROLES[id(producers), id(consumers)] = entry
+    roles = entry[2]
+    # (an instruction told by its type first, its name read under bytecode's property, and
+    # its role looked up once by the name: the kind of each item, asked twice, the property
+    # and three look-ups by the name were most of this loop, which was most of the pairing;
+    # docs/performance.md, "The pairing's first loop cheaper")
     for index, item in enumerate(items):
         depth = depths[index]
-        stop = index == 0 or depth is None or not isinstance(item, (Instr, SetLineno, TryEnd))
-        if isinstance(item, Instr) and depth is not None:
-            name = item.name
-            if name in consumers and (slot := consumer_depth(item, depth)) is not None:
-                consumed[index] = slot
-                stop = True
-            if name in producers and (slot := producer_depth(item, depth)) is not None:
-                produced[index] = slot
-                stop = True
-            goes = _FLOWS.get(name) or flow(item)
-            if goes[0] or goes[1]:
-                exits[index] = goes
-                stop = True
+        if depth is None:  # (unreachable)
+            stop = True
+        elif type(item) is Instr or isinstance(item, Instr):
+            stop = index == 0
+            name = item._name
+            role = roles.get(name)
+            if role is None:
+                goes = flows.get(name) or flow(item)
+                consumer, producer = name in consumers, name in producers
+                role = roles[name] = (consumer, producer, goes) if consumer or producer or goes[0] or goes[1] else ()
+            if role:  # (most instructions: none of the three)
+                consumer, producer, goes = role
+                if consumer and (slot := consumer_depth(item, depth)) is not None:
+                    consumed[index] = slot
+                    stop = True
+                if producer and (slot := producer_depth(item, depth)) is not None:
+                    produced[index] = slot
+                    stop = True
+                if goes[0] or goes[1]:
+                    exits[index] = goes
+                    stop = True
+        else:
+            stop = index == 0 or not isinstance(item, (SetLineno, TryEnd))
         if stop:
             stops.append(index)
             lowest.append(low)
             low = None
-        elif low is None or cast(int, depth) < low:  # (a depth: an item without one is a stop)
+        elif low is None or depth < low:  # type: ignore[operator]  # (a depth: an item without one is a stop)
             low = depth
     if not consumed:
         return {}
