@@ -9,6 +9,8 @@ for headroom too.
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import contextlib
 import sys
 import threading

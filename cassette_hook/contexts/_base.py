@@ -9,6 +9,8 @@ program starts, with a message that names it and lists the valid keys.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import contextlib
 import os
 import sys

@@ -18,6 +18,8 @@ overload registration on the context generics.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import builtins
 import gc
 import warnings

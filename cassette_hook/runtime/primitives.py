@@ -20,6 +20,8 @@ the frame-sensitive ones need no help; see ``callsites.callable_for``.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__, program_namespace  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import __future__
 import _signal  # type: ignore[import-not-found]  # (signal.signal is its Python wrapper)
 import _thread
@@ -186,7 +188,7 @@ def _caller_with_future(flags: int) -> Callable[[Any, tuple[Any, ...], dict[str,
     call = _CALLERS.get(flags)
     if call is None:
         source = "def call(f, args, kwargs):\n    return f(*args, **kwargs)\n"
-        namespace: dict[str, Any] = {}
+        namespace = program_namespace({})  # (what exec(source, {}) finds from there: the program's)
         exec(compile(source, __file__, "exec", flags=flags, dont_inherit=True), namespace)
         call = _CALLERS.setdefault(flags, namespace["call"])
     return call
