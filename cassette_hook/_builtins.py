@@ -34,7 +34,7 @@ import os
 import sys
 from importlib.machinery import (BYTECODE_SUFFIXES, EXTENSION_SUFFIXES, SOURCE_SUFFIXES, ExtensionFileLoader,
                                  FileFinder, PathFinder, SourceFileLoader, SourcelessFileLoader)
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any
 
 BUILTINS: dict[str, Any] = dict(vars(builtins))
@@ -51,6 +51,21 @@ def program_namespace(namespace: dict[str, Any]) -> dict[str, Any]:
     if "__builtins__" not in namespace:
         namespace["__builtins__"] = vars(builtins)
     return namespace
+
+
+def _make(make: Any, args: tuple[Any, ...]) -> Any:
+    return make(*args)
+
+
+def function_with_builtins(builtins_of: dict[str, Any], *args: Any) -> FunctionType:
+    """``FunctionType(*args)`` (code, globals, ...) whose frames read ``builtins_of`` where
+    its globals have no ``__builtins__``: ``FunctionType`` gives it the builtins of the
+    frame that calls it then, which, from ours, are :data:`BUILTINS`.  For what the engine
+    makes in the image of a program's function (a twin) made with bare globals
+    (``FunctionType(code, {})``): made from a frame whose builtins are that function's."""
+    maker = FunctionType(_make.__code__, {"__builtins__": builtins_of})
+    made: FunctionType = maker(FunctionType, args)
+    return made
 
 
 class _SourceLoader(SourceFileLoader):

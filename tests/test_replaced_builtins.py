@@ -117,6 +117,19 @@ def test_code_the_program_execs_under_a_context_reads_the_builtins_it_adds(monke
     assert ch.overdub(Counting(metadata=[]), execs) == plain == ("added", True)
 
 
+def test_a_function_the_program_makes_with_globals_of_no_builtins_reads_the_programs_under_a_context(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # (``FunctionType`` takes the calling frame's builtins then: the program's, not the engine's)
+    def makes() -> Any:
+        made = FunctionType(compile("cassette_hook_test_added", "<made>", "eval"), {})
+        return made(), made.__builtins__ is vars(builtins)
+
+    monkeypatch.setattr(builtins, "cassette_hook_test_added", "added", raising=False)
+    plain = makes()
+
+    assert ch.overdub(Counting(metadata=[]), makes) == plain == ("added", True)
+
+
 def _binds_the_builtins_of_its_import(path: pathlib.Path) -> bool:
     """Does the module at ``path`` bind ``__builtins__`` to ``BUILTINS`` before it defines
     a function or a class?"""

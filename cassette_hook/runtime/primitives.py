@@ -246,12 +246,20 @@ def _warn(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return f(*positional, stacklevel=raw if target is not None else sys.maxsize, **kwargs)
 
 
+def _with_the_programs_builtins(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``FunctionType(code, globals)`` gives the function the builtins of the frame that
+    calls it where ``globals`` has none: from a frame of ours, the engine's
+    (docs/internals.md, "The engine's builtins"); so it is called from one with the
+    program's, as ``exec``'s."""
+    return _caller_with_future(0)(f, args, kwargs)
+
+
 _FRAME_SENSITIVE: dict[Any, Handler] = {
     locals: _no_args(_locals_of), vars: _no_args(_locals_of),
     dir: _no_args(lambda frame: sorted(_locals_of(frame))),
     globals: _no_args(lambda frame: frame.f_globals), super: _no_args(_super),
     eval: _compiling(namespaced=True), exec: _compiling(namespaced=True), compile: _compiling(namespaced=False),
-    sys._getframe: _on_user_frame(_getframe), warnings.warn: _warn,
+    sys._getframe: _on_user_frame(_getframe), warnings.warn: _warn, FunctionType: _with_the_programs_builtins,
 }
 if sys.version_info >= (3, 12):
     _FRAME_SENSITIVE[sys._getframemodulename] = _on_user_frame(
