@@ -46,7 +46,7 @@ def program() -> Any:
     odd = list(x for x in squares if x % 2)
     kinds = [isinstance(x, int) for x in odd] + [isinstance(squares, (frozenset, str))]
     first = next(x for x in odd if x > 1)
-    return len(squares), len(odd), squares, odd, kinds, getattr(first, "real")
+    return len(squares), len(odd), squares, odd, kinds, getattr(first, "real")  # noqa: B009 (a call of the builtin replaced)
 
 
 def warm_up() -> Any:
