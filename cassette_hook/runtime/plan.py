@@ -323,8 +323,9 @@ def _twin_from(twin_code: CodeType, func: FunctionType, builtins: dict[str, Any]
     if "__builtins__" in func.__globals__:
         twin = FunctionType(twin_code, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
     else:  # (made with bare globals: FunctionType would give it our frame's builtins, not ``func``'s)
-        twin = function_with_builtins(func.__builtins__, twin_code, func.__globals__, func.__name__,
-                                      func.__defaults__, func.__closure__)
+        builtins_of = func.__builtins__  # type: ignore[attr-defined,unused-ignore]  # (3.10 typeshed)
+        twin = function_with_builtins(builtins_of, twin_code, func.__globals__, func.__name__, func.__defaults__,
+                                      func.__closure__)
     twin.__kwdefaults__ = func.__kwdefaults__
     twin.__qualname__ = func.__qualname__
     if _version_like is not None:  # (3.13 versions only what MAKE_FUNCTION makes)
