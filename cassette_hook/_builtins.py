@@ -35,7 +35,10 @@ import sys
 from importlib.machinery import (BYTECODE_SUFFIXES, EXTENSION_SUFFIXES, SOURCE_SUFFIXES, ExtensionFileLoader,
                                  FileFinder, PathFinder, SourceFileLoader, SourcelessFileLoader)
 from types import FunctionType, ModuleType
-from typing import Any
+
+TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
+if TYPE_CHECKING:
+    from typing import Any
 
 BUILTINS: dict[str, Any] = dict(vars(builtins))
 """The builtins when cassette_hook was imported: what the package's own code calls."""
