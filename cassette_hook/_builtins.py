@@ -21,8 +21,9 @@ builtin, and its modules are loaded through its own directory, which no other fi
 claims.
 
 What the engine runs *for* the program keeps the program's builtins: twins and switched
-code are made with the program's globals, and code the engine ``exec``s for the program
-gets the interpreter's dict (:func:`exec_for_program`), as from the program's own frame.
+code are made with the program's globals (or from a frame with the function's builtins:
+:func:`function_with_builtins`), and code the engine ``exec``s for the program gets the
+interpreter's dict (:func:`program_namespace`), as from the program's own frame.
 A builtin replaced before cassette_hook is imported (monkey-patching at start-up, as
 gevent's) is in the copy: the engine calls it as any library imported after it would.
 """
