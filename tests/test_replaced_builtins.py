@@ -90,10 +90,17 @@ def run(name: str, under: Callable[[], ch.Context] | None) -> tuple[Any, list[st
 
 
 REPLACED = ["tuple", "list", "isinstance", "len", "next", "getattr"]
+# Before 3.12 the engine rewrites through ``bytecode``'s ``ConcreteBytecode``, whose flags
+# are an ``enum.IntFlag``: ``enum``'s Python code (``Flag.__and__``, ``_missing_``), the
+# standard library's, calls the program's ``isinstance`` (docs/internals.md, "The engine's
+# builtins": a known gap).
+KNOWN_GAPS = {"isinstance"} if sys.version_info < (3, 12) else set()
+REPLACED_NOW = [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason="enum's code calls it: a known gap"))
+                if name in KNOWN_GAPS else name for name in REPLACED]
 
 
 @pytest.mark.parametrize("context", list(CONTEXTS))
-@pytest.mark.parametrize("name", REPLACED)
+@pytest.mark.parametrize("name", REPLACED_NOW)
 def test_a_builtin_the_program_replaced_is_called_as_often_under_a_context_as_plain(name: str, context: str) -> None:
     plain, plain_calls, _ = run(name, None)
     assert plain_calls  # (the program does call it)
