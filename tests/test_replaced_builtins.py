@@ -2,9 +2,9 @@
 
 cassette_hook's own code calls the builtins as they were when it was imported
 (docs/internals.md, "The engine's builtins"): a program's ``builtins.tuple = my_tuple``
-is called as often under a context as plain, the replacement's calls are what a context
-sees, and code the program runs (its functions' twins, what it ``exec``s) keeps reading
-the program's builtins.  The fuzzer found the opposite (docs/fuzzing.md, "The fourth
+is called as often under the null, a counting and the profile context as plain, with the
+same result, and code the program runs (its functions' twins, what it ``exec``s, the
+functions it makes) keeps reading the program's builtins.  The fuzzer found the opposite (docs/fuzzing.md, "The fourth
 campaign"): the engine called the program's replacements too, and under a context whose
 hooks see every call, recursed into them until ``RecursionError``.
 """
