@@ -30,6 +30,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"  # (before the imports: the code cache keys on it, read once)
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 from . import context_stack
 from .context_stack import Context, context, current_context, disablehooks, similarcontext
 from ._process import install_from_env

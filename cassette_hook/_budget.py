@@ -9,7 +9,8 @@ for headroom too.
 
 from __future__ import annotations
 
-import contextlib
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import sys
 import threading
 
@@ -19,7 +20,6 @@ from ._locks import give_back, held_levels
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
     from types import FrameType
-    from typing import Iterator
 
     from .context_stack import Entry
 
@@ -133,27 +133,48 @@ class _RecursionBudget:
             give_back(self._lock, levels)
             raise
 
-    @contextlib.contextmanager
-    def headroom(self, frames: int) -> Iterator[None]:
-        """Allow ``frames`` more frames than the limit for a moment.
+    def headroom(self, frames: int) -> _Headroom:
+        """Allow ``frames`` more frames than the limit for a moment (``with``).
 
         For cassette_hook's own work that recurses (rewriting: the ``bytecode`` package)
         when it first meets a function deep in the program's recursion: there the work
         must not fail for want of stack the program never asked for.  The lock keeps
         ``acquire``/``release`` from saving or restoring the raised limit meanwhile.
         """
+        return _Headroom(self._lock, frames)
+
+
+class _Headroom:
+    """:meth:`_RecursionBudget.headroom`'s ``with``: a class, not a
+    ``contextlib.contextmanager``, whose Python code would look ``next`` and ``getattr``
+    up in the program's builtins (``_builtins``)."""
+
+    __slots__ = ("_frames", "_limit", "_lock")
+
+    def __init__(self, lock: threading.RLock, frames: int) -> None:
+        self._lock = lock
+        self._frames = frames
+        self._limit = 0
+
+    def __enter__(self) -> None:
         levels = held_levels(self._lock)
         try:
-            with self._lock:
-                limit = sys.getrecursionlimit()
-                try:  # (the raise inside: an interrupt just after it still restores the limit)
-                    sys.setrecursionlimit(limit + frames)
-                    yield
-                finally:
-                    sys.setrecursionlimit(limit)
+            self._lock.acquire()
+            limit = self._limit = sys.getrecursionlimit()
+            try:  # (an interrupt just after the raise still restores the limit)
+                sys.setrecursionlimit(limit + self._frames)
+            except BaseException:
+                sys.setrecursionlimit(limit)
+                raise
         except BaseException:
             give_back(self._lock, levels)
             raise
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            sys.setrecursionlimit(self._limit)
+        finally:
+            self._lock.release()
 
 
 recursion_budget = _RecursionBudget()

@@ -11,6 +11,8 @@ start is rewriting.
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import os
 import sys
 import time

@@ -14,6 +14,8 @@ one of its methods, or else its module's.
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import os
 import sys
 from types import FunctionType, MethodType

@@ -33,6 +33,8 @@ under a with block on 3.13 and 3.14"; ``tests/test_interrupts.py`` checks the pa
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import operator
 import sys
 import threading

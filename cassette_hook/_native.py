@@ -20,6 +20,8 @@ lazy import hook's function watcher (``importhook/_watch.c``, 3.12+), by
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import importlib
 import os
 

@@ -12,6 +12,8 @@ counts ``python -m cassette_hook``'s ``__main__``, whose module name is not ours
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import os
 import sys
 

@@ -8,6 +8,8 @@ patterns is compiled once, because the import hook asks about every import.
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import fnmatch
 import re
 

@@ -26,6 +26,8 @@ and forkserver included -- writes no report for a context that observed nothing.
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import atexit
 import os
 import sys

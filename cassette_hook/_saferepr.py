@@ -29,6 +29,8 @@ own ``repr`` instead (what the trace's ``reprs=user`` asks for); its failures be
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import array
 import collections
 import itertools

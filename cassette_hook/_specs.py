@@ -10,6 +10,8 @@ output)`` classmethod (see ``cassette_hook.contexts``).
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import importlib
 import sys
 

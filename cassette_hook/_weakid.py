@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import functools
 import weakref
 from typing import Any, Generic, TypeVar

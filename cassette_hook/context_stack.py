@@ -22,6 +22,8 @@ sets the variable; what pops puts back what the push found there (``Entry.outer`
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import operator
 import sys
 from collections import defaultdict

@@ -19,6 +19,8 @@ can be used on its own.
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import functools
 import gc
 import itertools

@@ -9,6 +9,8 @@ above this module, gives them as it loads.
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import functools
 from types import BuiltinMethodType, FunctionType, MethodType, ModuleType
 from typing import Any, Callable

@@ -20,6 +20,8 @@ on lists of ``bytecode`` items; see ``docs/passes.md``.
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 from types import CodeType, FunctionType
 from typing import Any, Callable, Iterator, MutableSequence, Sequence
 

@@ -13,6 +13,8 @@ run nothing.  The ``cassette_context`` fixture activates a context for one test:
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import sys
 from typing import Any, Callable, Iterator
 

@@ -23,6 +23,8 @@ Python: locals, containers, attributes, arguments.  Three places unwrap it:
 
 from __future__ import annotations
 
+from ._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import collections
 import functools
 import gc

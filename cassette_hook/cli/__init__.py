@@ -10,3 +10,5 @@ The contexts a run names come from ``cassette_hook._specs`` and stay active for 
 process through ``cassette_hook._process``, which the pytest plugin and
 ``install_from_env`` share.
 """
+
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)

@@ -20,6 +20,8 @@ and ends the window at once.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import json
 import os
 import signal

@@ -14,6 +14,8 @@ files are is read from the files themselves.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import json
 import sys
 

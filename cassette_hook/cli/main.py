@@ -20,6 +20,8 @@ an uncaught exception's traceback).
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import os
 import sys
 import types

@@ -38,6 +38,8 @@ from ``sys.orig_argv`` (``main`` called by other code), and on Windows (no ``exe
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import json
 import os
 import sys

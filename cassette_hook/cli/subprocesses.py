@@ -13,6 +13,8 @@ before the suffix (or to its own stderr), so no process overwrites another's.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import os
 from typing import Sequence
 

@@ -12,6 +12,8 @@ NAME,key=value`` options by ``from_options`` and reporting at exit with ``write_
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 from typing import TYPE_CHECKING, Any
 
 from ._base import ReportingContext, ReportPathError

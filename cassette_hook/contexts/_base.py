@@ -9,11 +9,13 @@ program starts, with a message that names it and lists the valid keys.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import contextlib
 import os
 import sys
 import threading
-from typing import Any, Callable, ClassVar, Iterator, Mapping, TextIO, TypeVar, Union
+from typing import Any, Callable, ClassVar, Mapping, TextIO, TypeVar, Union
 
 from ..context_stack import Context
 
@@ -263,17 +265,28 @@ def per_process(file: str | os.PathLike[str]) -> str:
     return f"{stem}.{{pid}}{suffix}"
 
 
-@contextlib.contextmanager
-def text_output(output: Output) -> Iterator[TextIO]:
-    """A text stream for ``output``: the stream itself, ``sys.stderr`` for ``None``, or the
-    named file, opened for writing (UTF-8) and closed afterwards."""
-    if output is None:
-        yield sys.stderr
-    elif isinstance(output, (str, os.PathLike)):
-        with open(expand(output), "w", encoding="utf-8") as stream:
-            yield stream
-    else:
-        yield output
+class text_output:
+    """A text stream for ``output`` (``with``): the stream itself, ``sys.stderr`` for ``None``,
+    or the named file, opened for writing (UTF-8) and closed afterwards.  A class, not a
+    ``contextlib.contextmanager``, whose Python code would look ``next`` and ``getattr`` up
+    in the program's builtins (``_builtins``)."""
+
+    def __init__(self, output: Output) -> None:
+        self._output = output
+        self._file: TextIO | None = None
+
+    def __enter__(self) -> TextIO:
+        output = self._output
+        if output is None:
+            return sys.stderr
+        if isinstance(output, (str, os.PathLike)):
+            self._file = open(expand(output), "w", encoding="utf-8")
+            return self._file
+        return output
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._file is not None:
+            self._file.close()
 
 
 def running_thread() -> threading.Thread:

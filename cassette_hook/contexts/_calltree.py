@@ -17,6 +17,8 @@ recursion limit when it is reported.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import collections
 from dataclasses import dataclass
 from time import perf_counter_ns

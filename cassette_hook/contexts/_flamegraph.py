@@ -9,6 +9,8 @@ shows its full name and time.  No script: the file is plain SVG with a little CS
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import zlib
 from typing import Iterable, Sequence
 from xml.sax.saxutils import escape, quoteattr

@@ -20,6 +20,8 @@ through a lazy module's ``__getattr__``), and types are compared with ``issubcla
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import sys
 from types import (BuiltinFunctionType, ClassMethodDescriptorType, FunctionType, MethodDescriptorType, MethodType,
                    MethodWrapperType, ModuleType, WrapperDescriptorType)

@@ -16,6 +16,8 @@ Each is a format other tools read, so each follows its tool's conventions exactl
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import re
 from typing import Any, Iterator
 

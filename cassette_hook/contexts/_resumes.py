@@ -25,6 +25,8 @@ code's flags for frames that are not generators.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import atexit
 import sys
 import threading

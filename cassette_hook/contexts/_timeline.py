@@ -18,6 +18,8 @@ machines whose clocks agree -- line up when they are merged (:func:`merge`).
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import json
 import os
 import sys

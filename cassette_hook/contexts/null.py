@@ -8,6 +8,8 @@ the contract that a context that overloads nothing leaves the results unchanged.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 from ._base import ReportingContext
 
 

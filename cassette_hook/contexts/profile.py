@@ -17,6 +17,8 @@ graph -- are all made from it.  ``dump`` and ``merge`` move it between processes
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import gc
 import json
 import os

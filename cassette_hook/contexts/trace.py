@@ -29,6 +29,8 @@ the trace, not the program.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import errno
 import os
 import sys

@@ -15,3 +15,5 @@
 Nothing is imported here: each module's importers name it, so that importing one does
 not import the others (docs/internals.md, "Architecture").
 """
+
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)

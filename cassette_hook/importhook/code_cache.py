@@ -34,6 +34,8 @@ importers never read half a file.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import _imp
 import io
 import marshal

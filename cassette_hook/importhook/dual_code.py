@@ -37,6 +37,8 @@ written to a ``.pyc`` file.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 from types import CodeType
 from typing import Sequence, cast
 

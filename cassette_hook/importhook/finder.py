@@ -9,6 +9,8 @@ behind a check of whether a context is active.  The rewritten code is cached on 
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__, program_namespace  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import io
 import os
 import sys
@@ -414,7 +416,7 @@ class _SwitchingLoader(Loader):
             return
         code = code_for(plain, name, f"loaded by {_loader_name(self.loader)}")
         switch.keep_at_shutdown(module)
-        exec(code, module.__dict__)
+        exec(code, program_namespace(module.__dict__))  # (the program's builtins, as importlib gives)
 
     def _hand_back(self, module: ModuleType) -> None:
         """Make the wrapped loader the module's loader, as if we had never been there."""

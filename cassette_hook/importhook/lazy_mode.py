@@ -41,6 +41,8 @@ most of the cost of a cold import of a package with many closures (``docs/intern
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import gc
 import sys
 import time

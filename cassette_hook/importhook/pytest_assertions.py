@@ -18,6 +18,8 @@ pytest made them.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__, program_namespace  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import builtins
 import sys
 from types import CodeType
@@ -35,7 +37,7 @@ def exec_switched(source: Any, globals: dict[str, Any], locals: Any = None, /) -
     if (patterns is not None and isinstance(source, CodeType) and isinstance(name, str)
             and patterns.matches(name, globals.get("__file__"))):
         source = finder.code_for(source, name, "pytest's assertion rewriting made it")
-    builtins.exec(source, globals, locals)
+    builtins.exec(source, program_namespace(globals), locals)  # (the builtins pytest's frame gives)
 
 
 def compose() -> bool:

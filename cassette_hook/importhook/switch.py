@@ -16,6 +16,8 @@ may still run switched code: :func:`_at_shutdown` gives them what they read.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import atexit
 import builtins
 import functools

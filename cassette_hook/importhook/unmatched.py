@@ -12,6 +12,8 @@ decides what it imports, and ``--debug import`` shows what the hook decided.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import atexit
 import os
 import sys

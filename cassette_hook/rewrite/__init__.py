@@ -18,6 +18,8 @@ importing it does not import ``bytecode``.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import warnings
 from types import CodeType
 

@@ -27,6 +27,8 @@ copied into the code as they are, as ``bytecode`` copies them.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import itertools
 import operator
 from opcode import EXTENDED_ARG, opmap

@@ -37,6 +37,8 @@ tables, which it derives from ``opcode``.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import sys
 from opcode import EXTENDED_ARG, opname
 from types import CodeType

@@ -8,6 +8,8 @@ result (``passes``) use only these members, so none of them asks which CPython r
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import sys
 from types import CodeType
 from typing import TYPE_CHECKING, Protocol, Sequence

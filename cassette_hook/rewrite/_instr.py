@@ -7,6 +7,8 @@ opcodes they are used on -- checked, here, rather than at every use.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import operator
 from opcode import opmap
 from typing import Sequence, TypeVar, cast

@@ -8,6 +8,8 @@ names are ``cassette_hook.nooverdub`` and ``cassette_hook.contextslot`` (see
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 from typing import Any, Callable, final
 
 

@@ -7,6 +7,8 @@ is needed only when something is rewritten.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import operator as _operator
 from types import CodeType
 

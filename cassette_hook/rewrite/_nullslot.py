@@ -25,6 +25,8 @@ operator opcodes; each version module subclasses :class:`NullSlotFamily` with ju
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import dis
 import itertools
 import operator

@@ -6,6 +6,8 @@ between versions, the operator functions do not.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import operator
 
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)

@@ -11,6 +11,8 @@ slot (see ``_stack``).
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import operator
 import struct
 from types import CodeType

@@ -3,6 +3,8 @@ from the stack, and conditional jumps insist on exact bools (``TO_BOOL``)."""
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 from types import CodeType
 from typing import TYPE_CHECKING, Callable
 

@@ -5,6 +5,8 @@ whose argument ``bytecode`` misreads (see docs/internals.md, "CPython 3.14")."""
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import operator
 from types import CodeType
 from typing import TYPE_CHECKING, Sequence

@@ -5,6 +5,8 @@ inline too (see docs/internals.md, "CPython 3.15")."""
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import types
 from typing import TYPE_CHECKING
 

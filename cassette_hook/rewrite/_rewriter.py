@@ -6,6 +6,8 @@ code the import hook cached) never imports ``bytecode``: only rewriting does.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 from types import CodeType
 from typing import TYPE_CHECKING, Sequence
 

@@ -17,6 +17,8 @@ of the depth walk's time, which was 4% of a cold rewrite).
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 from typing import Callable, Collection, Sequence
 
 from bytecode import Instr, Label

@@ -17,3 +17,5 @@ The C accelerator (``cassette_hook/_speedups/``, one C file per module here) imp
 the hot parts of these modules; ``_native`` chooses, once, between it and the Python
 versions, both implementing the interface ``interface`` declares.
 """
+
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)

@@ -15,6 +15,8 @@ points (``hotpath``).
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import functools
 import threading
 import weakref

@@ -23,6 +23,8 @@ where it is :func:`site`'s closure), and so does ``call``.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import functools
 from types import (BuiltinFunctionType, FunctionType, MethodDescriptorType, MethodType, MethodWrapperType, ModuleType,
                    WrapperDescriptorType)

@@ -12,6 +12,8 @@ each call, which costs what reading them off ``callsites`` did.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 TYPE_CHECKING = False  # (typing's would import typing at every start: see the package's __getattr__)
 if TYPE_CHECKING:
     from typing import Any, Callable

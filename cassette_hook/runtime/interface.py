@@ -9,6 +9,8 @@ as :data:`_native.runtime`; the modules of the runtime ask it, never whether C i
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 from contextvars import ContextVar
 from types import CodeType, FunctionType, ModuleType
 from typing import Any, Callable, Protocol, TypeVar

@@ -13,6 +13,8 @@ operator, with its exact behaviour and messages.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import functools
 import operator
 import weakref

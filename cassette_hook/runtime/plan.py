@@ -18,6 +18,8 @@ overload registration on the context generics.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__, function_with_builtins  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import builtins
 import gc
 import warnings
@@ -318,7 +320,12 @@ def _twin_from(twin_code: CodeType, func: FunctionType, builtins: dict[str, Any]
     closure and names, whose frames read ``builtins`` if given (the mirror of
     ``_skip_the_question``), else its globals' (``_speedups.shared_twin`` makes the same
     in C)."""
-    twin = FunctionType(twin_code, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
+    if "__builtins__" in func.__globals__:
+        twin = FunctionType(twin_code, func.__globals__, func.__name__, func.__defaults__, func.__closure__)
+    else:  # (made with bare globals: FunctionType would give it our frame's builtins, not ``func``'s)
+        builtins_of = func.__builtins__  # type: ignore[attr-defined,unused-ignore]  # (3.10 typeshed)
+        twin = function_with_builtins(builtins_of, twin_code, func.__globals__, func.__name__, func.__defaults__,
+                                      func.__closure__)
     twin.__kwdefaults__ = func.__kwdefaults__
     twin.__qualname__ = func.__qualname__
     if _version_like is not None:  # (3.13 versions only what MAKE_FUNCTION makes)

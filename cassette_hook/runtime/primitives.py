@@ -20,6 +20,8 @@ the frame-sensitive ones need no help; see ``callsites.callable_for``.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__, program_namespace  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import __future__
 import _signal  # type: ignore[import-not-found]  # (signal.signal is its Python wrapper)
 import _thread
@@ -186,7 +188,7 @@ def _caller_with_future(flags: int) -> Callable[[Any, tuple[Any, ...], dict[str,
     call = _CALLERS.get(flags)
     if call is None:
         source = "def call(f, args, kwargs):\n    return f(*args, **kwargs)\n"
-        namespace: dict[str, Any] = {}
+        namespace = program_namespace({})  # (what exec(source, {}) finds from there: the program's)
         exec(compile(source, __file__, "exec", flags=flags, dont_inherit=True), namespace)
         call = _CALLERS.setdefault(flags, namespace["call"])
     return call
@@ -244,12 +246,20 @@ def _warn(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     return f(*positional, stacklevel=raw if target is not None else sys.maxsize, **kwargs)
 
 
+def _with_the_programs_builtins(f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``FunctionType(code, globals)`` gives the function the builtins of the frame that
+    calls it where ``globals`` has none: from a frame of ours, the engine's
+    (docs/internals.md, "The engine's builtins"); so it is called from one with the
+    program's, as ``exec``'s."""
+    return _caller_with_future(0)(f, args, kwargs)
+
+
 _FRAME_SENSITIVE: dict[Any, Handler] = {
     locals: _no_args(_locals_of), vars: _no_args(_locals_of),
     dir: _no_args(lambda frame: sorted(_locals_of(frame))),
     globals: _no_args(lambda frame: frame.f_globals), super: _no_args(_super),
     eval: _compiling(namespaced=True), exec: _compiling(namespaced=True), compile: _compiling(namespaced=False),
-    sys._getframe: _on_user_frame(_getframe), warnings.warn: _warn,
+    sys._getframe: _on_user_frame(_getframe), warnings.warn: _warn, FunctionType: _with_the_programs_builtins,
 }
 if sys.version_info >= (3, 12):
     _FRAME_SENSITIVE[sys._getframemodulename] = _on_user_frame(

@@ -20,6 +20,8 @@ one receiver in place of the placeholder, per call.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 from types import CodeType
 from typing import Any
 

@@ -13,6 +13,8 @@ Recursing into such a call must present and run exactly what the interpreter wou
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import functools
 from types import FunctionType, MethodDescriptorType, MethodType, WrapperDescriptorType
 from typing import Any

@@ -47,6 +47,8 @@ classes (a context) and metaclasses, whose special methods it calls.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import functools
 import sys
 import weakref

@@ -34,6 +34,8 @@ differs is only what introspection of ``threading``'s own frames would find: the
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 import threading
 from types import CodeType, FunctionType, MethodType
 from typing import Any, Callable
