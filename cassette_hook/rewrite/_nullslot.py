@@ -39,6 +39,7 @@ from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, Instr, Label
 
 from . import GlobalName
 from ._instr import CompiledPosition, Location, arg_of, flagged_name, follows_bytecode, make, placed
+from ._memo import Memo
 from ._operators import UNARY, binary_op, compare_op
 from ._markers import nooverdub
 from ._stack import Item, pair_by_depth
@@ -106,10 +107,9 @@ class NullSlotFamily:
     def __init__(self) -> None:
         # The instructions of each shape of site the call sites' pass makes, made once by
         # the methods below and copied at each site of that shape (``_instr.placed``), by
-        # shape: its kind, the ``id`` of its hook (held in ``_held`` while the shape is
+        # shape: its kind, the ``id`` of its hook (the hook held while the shape is
         # remembered, so that the ``id`` is the hook's) and its numbers.
-        self._shapes: dict[tuple[object, ...], list[Instr]] = {}
-        self._held: dict[int, object] = {}
+        self._shapes: Memo[tuple[object, ...], list[Instr]] = Memo(_SHAPES_KEPT)
 
     # -- version details -------------------------------------------------------------
 
@@ -343,7 +343,7 @@ class NullSlotFamily:
         key = ("method", id(callee), len(rest))
         shape = self._shapes.get(key)
         if shape is None:  # (the site's instructions but the loads of ``rest`` and the jumps, in order)
-            shape = self._remember(key, callee, [
+            shape = self._shapes.remember(key, [
                 make("COPY", 1),  # [obj, obj]
                 self.load_hook(callee, None),
                 make("SWAP", 2),  # [obj, site, obj]
@@ -354,7 +354,7 @@ class NullSlotFamily:
                 make("POP_TOP"),  # [run]
                 *self._null_beside(None),
                 make("SWAP", 2),  # [run, obj]: run(obj, ...)
-            ])
+            ], callee)
         made = placed(shape, loc)
         jump = len(shape) - len(self._null_beside_shape()) - 4  # (where the first jump goes in ``made``)
         return [
@@ -407,24 +407,14 @@ class NullSlotFamily:
         item = items[neighbour] if 0 <= neighbour < len(items) else None
         return isinstance(item, Instr) and item.name == "LOAD_BUILD_CLASS"
 
-    def _remember(self, key: tuple[object, ...], hook: object, shape: list[Instr]) -> list[Instr]:
-        """``shape`` remembered under ``key``, made with ``hook`` (a few dozen shapes at most
-        for the hooks a process has: all of them forgotten should it ever be thousands)."""
-        if len(self._shapes) >= _SHAPES_KEPT:
-            self._shapes.clear()
-            self._held.clear()
-        self._held[id(hook)] = hook
-        self._shapes[key] = shape
-        return shape
-
     def _resolve_callee(self, resolve: object, position: int, loc: Location) -> list[Instr]:
         """Replace the stack item at ``position`` (1 = top) by ``resolve(item)``."""
         key = ("resolve", id(resolve), position)
         shape = self._shapes.get(key)
         if shape is None:  # (a SWAP, when the callee is not on top, then the call of ``resolve``)
             swap = [make("SWAP", position)] if position > 1 else []
-            shape = self._remember(key, resolve, [*swap, self.load_hook(resolve, None), make("SWAP", 2),
-                                                  *self.call(0, None)])
+            shape = self._shapes.remember(key, [*swap, self.load_hook(resolve, None), make("SWAP", 2),
+                                                *self.call(0, None)], resolve)
         made = placed(shape, loc)
         return [*made, made[0]] if position > 1 else made  # (the same SWAP after the call)
 
@@ -439,8 +429,8 @@ class NullSlotFamily:
         if shape is None:
             copies = [make("COPY", position + 1)]  # the callee, then each argument in turn,
             copies += [make("COPY", nargs + 2) for _ in range(nargs)]  # each as deep as the last
-            shape = self._remember(key, enter, [self.load_hook(enter, None), *copies, *self.call(nargs, None),
-                                                make("SWAP", position + 1), make("POP_TOP")])
+            shape = self._shapes.remember(key, [self.load_hook(enter, None), *copies, *self.call(nargs, None),
+                                                make("SWAP", position + 1), make("POP_TOP")], enter)
         return placed(shape, loc)
 
     def _load_with_null(self, instr: Instr) -> list[Instr]:
@@ -451,7 +441,7 @@ class NullSlotFamily:
         """:meth:`_null_beside`'s instructions, made once."""
         shape = self._shapes.get(("null",))
         if shape is None:
-            shape = self._remember(("null",), None, self._null_beside(None))
+            shape = self._shapes.remember(("null",), self._null_beside(None))
         return shape
 
     def _null_beside(self, loc: Location) -> list[Instr]:

@@ -18,6 +18,7 @@ from . import RESOURCE_ERRORS, GlobalName, Hooks, UnsupportedCode
 from ._family import family
 from ._instr import arg_of, make, placed
 from ._markers import ContextSlot, nooverdub
+from ._memo import Memo
 from ._names import COMPREHENSIONS
 from ._stack import Item, stack_depths
 
@@ -176,15 +177,15 @@ def _rewrite_constants_and_operators(items: list[Item], hooks: Hooks, operators:
 
 _READ = frozenset({"LOAD_BUILD_CLASS", *_CONSTANT_LOADS})
 
-# The operator sites' instructions, by their hooks' ``id`` (the hooks held here while
-# their sites are, so that the ``id`` is theirs) and the operator instruction's name and
+# The operator sites' instructions, by their hooks' ``id`` (the hooks held while their
+# sites are, so that the ``id`` is theirs) and the operator instruction's name and
 # argument: ``family.operator_site``'s, made once and copied at each site of that shape
-# (``_instr.placed``).  A shape is kept only where the site is instructions alone, and not
-# the operator instruction itself (``yield from``'s).
-_operator_shapes: dict[tuple[object, ...], list[Instr] | None] = {}
-_operator_hooks: dict[int, Hooks] = {}
-_UNSEEN: list[Instr] = []  # (a shape not yet made)
+# (``_instr.placed``), or ``None`` for an instruction that is no operator site.  A shape is
+# kept only where the site is instructions alone, and not the operator instruction itself
+# (``yield from``'s).
 _OPERATOR_SHAPES_KEPT = 4096  # (a few dozen for the hooks a process has)
+_operator_shapes: Memo[tuple[object, ...], list[Instr] | None] = Memo(_OPERATOR_SHAPES_KEPT)
+_UNSEEN: list[Instr] = []  # (a shape not yet made)
 
 
 def _operator_replacement(item: Instr, hooks: Hooks) -> list[Instr] | None:
@@ -201,14 +202,10 @@ def _operator_replacement(item: Instr, hooks: Hooks) -> list[Instr] | None:
     if shape is not _UNSEEN:
         return None if shape is None else placed(shape, item.location)  # (None: not an operator site)
     site = family.operator_site(item, hooks)
-    if len(_operator_shapes) >= _OPERATOR_SHAPES_KEPT:
-        _operator_shapes.clear()
-        _operator_hooks.clear()
-    _operator_hooks[id(hooks)] = hooks
     shaped = site is None or all(isinstance(instr, Instr) and not isinstance(instr.arg, Label) and instr is not item
                                  for instr in site)
     if shaped:
-        _operator_shapes[key] = site
+        _operator_shapes.remember(key, site, hooks)
     return site
 
 

@@ -25,6 +25,7 @@ from bytecode import Instr, Label
 from bytecode.instr import UNSET, SetLineno, TryBegin, TryEnd
 
 from . import UnsupportedCode
+from ._memo import Memo
 
 Item = Instr | Label | SetLineno | TryBegin | TryEnd  # an element of a Bytecode list
 
@@ -130,10 +131,10 @@ def flow(instr: Instr) -> tuple[bool, bool]:
 
 
 _FLOWS: dict[str, tuple[bool, bool]] = {}  # opcode name -> flow()
-# (by the ids of a family's sets of producers' and consumers' names: the sets, and each
+# (by the ids of a family's sets of producers' and consumers' names, the sets held: each
 # name's role in pair_by_depth's first loop -- consumer? producer? its flow() -- or () for none)
 _Role = tuple[bool, bool, tuple[bool, bool]] | tuple[()]
-_ROLES: dict[tuple[int, int], tuple[Collection[str], Collection[str], dict[str, _Role]]] = {}
+_ROLES: Memo[tuple[int, int], dict[str, _Role]] = Memo(64)  # (a few sets for each family)
 _GOES_ON = (False, False)  # (flow() of what neither jumps nor stops)
 
 
@@ -192,12 +193,11 @@ def pair_by_depth(
     lowest: list[int | None] = []  # (by stop) the lowest depth of the items since the stop before
     low: int | None = None
     flows = _FLOWS
-    entry = _ROLES.get((id(producers), id(consumers)))
-    if entry is None or entry[0] is not producers or entry[1] is not consumers:
-        entry = (producers, consumers, {})
+    roles = _ROLES.get((id(producers), id(consumers)))
+    if roles is None:
+        roles = {}
         if type(producers) is frozenset and type(consumers) is frozenset:  # (a family's: kept, with its names)
-            _ROLES[id(producers), id(consumers)] = entry
-    roles = entry[2]
+            _ROLES.remember((id(producers), id(consumers)), roles, producers, consumers)
     # (an instruction told by its type first, its name read under bytecode's property, and
     # its role looked up once by the name: the kind of each item, asked twice, the property
     # and three look-ups by the name were most of this loop, which was most of the pairing;
