@@ -11,6 +11,8 @@ for as long as the key is remembered.
 
 from __future__ import annotations
 
+from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
+
 from typing import Generic, Hashable, TypeVar
 
 K = TypeVar("K", bound=Hashable)
