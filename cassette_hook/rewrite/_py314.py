@@ -176,8 +176,8 @@ class _Py314(_Py313):
         stack, the loads its value may come from (merged where paths meet): each slot's
         loads move independently of the others', so a load's value is followed alone, over
         the few items it lives (most are taken by the next instruction or the call after),
-        not every item of the body (docs/performance.md, "The callees' loads followed
-        alone").  ``marked``: the marked loads' indices, if known (:func:`_marked`)."""
+        not every item of the body (docs/performance.md, "Where a first run's switching
+        goes on 3.14 and 3.15").  ``marked``: the marked loads' indices, if known (:func:`_marked`)."""
         found: set[int] = set()
         consumers = self.consumer_names
         labels: dict[int, int] | None = None
