@@ -153,69 +153,87 @@ class _Py314(_Py313):
         take a callee with no reference but the site's for a bound method made for that
         call alone, and rebind it to its twin in place (callsite.c), which a variable's
         bound method, borrowed, would look like."""
-        if _Borrowable not in map(type, items):
+        marked = _marked(items)
+        if not marked:
             return items
-        callees = self._callee_loads(items, depths)
-        return [item if type(item) is not _Borrowable  # (never left marked: nothing else may tell it from a plain load)
-                else make(item.name if index in callees else _BORROWED[item.name], item.arg, item.location)
-                for index, item in enumerate(items)]
+        callees = self._callee_loads(items, depths, marked)
+        out = list(items)
+        for index in marked:  # (none left marked: nothing else may tell it from a plain load)
+            item = items[index]
+            assert isinstance(item, Instr)
+            out[index] = make(item.name if index in callees else _BORROWED[item.name], item.arg, item.location)
+        return out
 
-    def _callee_loads(self, items: list[Item], depths: Sequence[int | None]) -> set[int]:
+    def _callee_loads(self, items: list[Item], depths: Sequence[int | None],
+                      marked: Sequence[int] | None = None) -> set[int]:
         """The indices of the marked loads whose value may be a call's callee, on some
-        path: a walk of the control flow carrying, for each slot of the stack, the marked
-        loads its value may come from (moved by ``COPY`` and ``SWAP``; anything else an
-        instruction pushes is a value of its own).  What each opcode does to the stack is
-        remembered (:func:`_shift`), and only the family's ``consumer_names`` are asked
-        for a callee (tests/test_rewrite_shortcuts.py checks that no other has one)."""
-        labels = {id(item): index for index, item in enumerate(items) if isinstance(item, Label)}
-        seen: list[tuple[frozenset[int], ...] | None] = [None] * len(items)
+        path: each reachable marked load's value followed along the control flow, slot by
+        slot (moved by ``COPY`` and ``SWAP``; gone where an instruction takes it, or the
+        stack there is shallower), until it is a consumer's callee or gone everywhere.
+        What each opcode does to the stack is remembered (:func:`_shift`), and only the
+        family's ``consumer_names`` are asked for a callee (tests/test_rewrite_shortcuts.py
+        checks that no other has one).
+
+        The answer a walk of the whole body would give carrying, for each slot of the
+        stack, the loads its value may come from (merged where paths meet): each slot's
+        loads move independently of the others', so a load's value is followed alone, over
+        the few items it lives (most are taken by the next instruction or the call after),
+        not every item of the body (docs/performance.md, "Where a first run's switching
+        goes on 3.14 and 3.15").  ``marked``: the marked loads' indices, if known (:func:`_marked`)."""
         found: set[int] = set()
-        none: frozenset[int] = frozenset()
         consumers = self.consumer_names
-        pending: list[tuple[int, tuple[frozenset[int], ...]]] = [(0, ())]
-        while pending:
-            index, stack = pending.pop()
-            while index < len(items):
-                depth = depths[index]  # (what the stack holds there, as the depth walk found it)
-                assert depth is not None
-                if len(stack) != depth:
-                    stack = stack[:depth] + (none,) * (depth - len(stack))
-                known = seen[index]
-                if known is not None:
-                    merged = tuple(a | b for a, b in zip(known, stack))
-                    if merged == known:
+        labels: dict[int, int] | None = None
+        count = len(items)
+        for load in _marked(items) if marked is None else marked:
+            start = depths[load]
+            if start is None:  # (unreachable: no path carries its value)
+                continue
+            marked_load = items[load]
+            assert isinstance(marked_load, Instr)
+            pending = [(load + 1, start + 1), (load + 1, start)] if marked_load.name == "LOAD_FAST_LOAD_FAST" \
+                else [(load + 1, start)]
+            seen: set[tuple[int, int]] = set()
+            while pending:
+                index, slot = pending.pop()
+                while index < count:  # (the value in ``slot`` before ``items[index]``)
+                    depth = depths[index]
+                    assert depth is not None  # (reached from a reachable item)
+                    if slot >= depth or (index, slot) in seen:  # (cut off here, or followed from here before)
                         break
-                    stack = merged
-                seen[index] = stack
-                item = items[index]
-                if isinstance(item, Instr):
-                    name = item.name
-                    if name in consumers:
-                        callee = self.consumer_depth(item, depth)
-                        if callee is not None:
-                            found |= stack[callee]
-                    arg = item.arg
-                    number = (arg[0] if arg else None) if type(arg) is tuple else arg
-                    key = (name, number) if number is not UNSET and isinstance(number, int) else name
-                    jump, stops, popped, pushed = _SHIFTS.get(key) or _shift(item, key)
-                    if jump:
-                        pending.append((labels[id(arg)], stack))
-                    if stops:
-                        break
-                    if type(item) is _Borrowable:
-                        stack += (frozenset({index}),) * (2 if name == "LOAD_FAST_LOAD_FAST" else 1)
-                    elif name == "COPY":
-                        stack += (stack[-arg_of(item, int)],)
-                    elif name == "SWAP":
-                        n = arg_of(item, int)
-                        swapped = list(stack)
-                        swapped[-1], swapped[-n] = stack[-n], stack[-1]
-                        stack = tuple(swapped)
-                    else:
-                        stack = stack[:len(stack) - popped] + (none,) * pushed
-                elif isinstance(item, TryBegin):
-                    pending.append((labels[id(item.target)], stack))  # (cut above to the handler's depth)
-                index += 1
+                    seen.add((index, slot))
+                    item = items[index]
+                    if isinstance(item, Instr):
+                        name = item._name
+                        if name in consumers:
+                            callee = self.consumer_depth(item, depth)
+                            if callee is not None and (callee if callee >= 0 else depth + callee) == slot:
+                                found.add(load)
+                                pending.clear()
+                                break
+                        arg = item._arg
+                        number = (arg[0] if arg else None) if type(arg) is tuple else arg
+                        key = (name, number) if number is not UNSET and isinstance(number, int) else name
+                        jump, stops, popped, _ = _SHIFTS.get(key) or _shift(item, key)
+                        if jump:
+                            labels = _labels(items) if labels is None else labels
+                            pending.append((labels[id(arg)], slot))  # (as it was before the instruction)
+                        if stops:
+                            break
+                        if name == "COPY":
+                            if slot == depth - arg_of(item, int):
+                                pending.append((index + 1, depth))
+                        elif name == "SWAP":
+                            n = arg_of(item, int)
+                            if slot == depth - 1:
+                                slot = depth - n
+                            elif slot == depth - n:
+                                slot = depth - 1
+                        elif slot >= depth - popped:
+                            break  # (taken: a load takes none)
+                    elif isinstance(item, TryBegin):
+                        labels = _labels(items) if labels is None else labels
+                        pending.append((labels[id(item.target)], slot))  # (cut there to the handler's depth)
+                    index += 1
         return found
 
     def consumer_depth(self, instr: Instr, depth: int) -> int | None:
@@ -253,6 +271,25 @@ def _shift(instr: Instr, key: object) -> tuple[bool, bool, int, int]:
 
 
 _SHIFTS: dict[object, tuple[bool, bool, int, int]] = {}  # see _shift()
+
+
+def _labels(items: list[Item]) -> dict[int, int]:
+    """Each label's index in ``items``, by its ``id`` (made only for a value that jumps)."""
+    return {id(item): index for index, item in enumerate(items) if isinstance(item, Label)}
+
+
+def _marked(items: list[Item]) -> list[int]:
+    """The indices of the marked loads (:class:`_Borrowable`) in ``items``, found by
+    ``list.index`` over the items' types, a scan in C, rather than by asking each item."""
+    kinds = list(map(type, items))
+    marked: list[int] = []
+    index = -1
+    try:
+        while True:
+            index = kinds.index(_Borrowable, index + 1)
+            marked.append(index)
+    except ValueError:  # (none after the last)
+        return marked
 
 
 def _inlined_call(items: list[Item], index: int, inlined: tuple[object, ...]) -> Label | None:
