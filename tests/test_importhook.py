@@ -1104,6 +1104,25 @@ def test_hooks_among_the_builtins_keep_its_keys_exact_strings():
     assert all(type(key) is str for key in vars(builtins))
 
 
+def test_a_hook_gone_from_the_builtins_is_put_back_as_it_was_made():
+    # The hooks are made once (a partial an operator); each later install only checks that
+    # each is there (docs/internals.md, "The import hook: switched code, made at import").
+    import builtins
+
+    from cassette_hook.importhook import switch
+    from cassette_hook.rewrite import _names
+
+    switch.install_builtins()
+    name = _names.operator_name(next(iter(_names.OPERATORS)))
+    made = getattr(builtins, name)
+    delattr(builtins, name)
+    try:
+        switch.install_builtins()
+        assert getattr(builtins, name) is made
+    finally:
+        setattr(builtins, name, made)
+
+
 STACK_WALKER = """
     import sys
     frame, STACK = sys._getframe(), []
