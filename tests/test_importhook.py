@@ -971,6 +971,16 @@ def test_unwritable_cache_directory_still_imports(tree):
     assert mod.fib(10) == 55 and _names.is_switched(mod.fib.__code__)
 
 
+def test_cache_file_is_written_where_its_directory_is_missing(tmp_path):
+    # (most are written beside CPython's .pyc, whose directory is there: it is made only
+    # where the file cannot be created for want of it)
+    from cassette_hook.importhook import code_cache
+
+    path = tmp_path / "made" / "here" / "mod.switched.pyc"
+    assert code_cache._write(str(path), b"the cache", 0o644) == "written"
+    assert path.read_bytes() == b"the cache" and [p.name for p in path.parent.iterdir()] == [path.name]
+
+
 def test_dont_write_bytecode_writes_no_cache(tree, monkeypatch):
     source = write(tree, "nowrite_u.py", MODULE)
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
@@ -1102,6 +1112,25 @@ def test_hooks_among_the_builtins_keep_its_keys_exact_strings():
 
     switch.install_builtins()
     assert all(type(key) is str for key in vars(builtins))
+
+
+def test_a_hook_gone_from_the_builtins_is_put_back_as_it_was_made():
+    # The hooks are made once (a partial an operator); each later install only checks that
+    # each is there (docs/internals.md, "The import hook: switched code, made at import").
+    import builtins
+
+    from cassette_hook.importhook import switch
+    from cassette_hook.rewrite import _names
+
+    switch.install_builtins()
+    name = _names.operator_name(next(iter(_names.OPERATORS)))
+    made = getattr(builtins, name)
+    delattr(builtins, name)
+    try:
+        switch.install_builtins()
+        assert getattr(builtins, name) is made
+    finally:
+        setattr(builtins, name, made)
 
 
 STACK_WALKER = """

@@ -283,9 +283,15 @@ def _write(path: str, data: bytes, mode: int) -> str:
     share one), then renamed into place.  A file left there by a killed process of the
     same id makes this write give up, as any unwritable cache does."""
     temporary = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+    flags, permissions = os.O_CREAT | os.O_EXCL | os.O_WRONLY, (mode & 0o666) | 0o200
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(temporary, os.O_CREAT | os.O_EXCL | os.O_WRONLY, (mode & 0o666) | 0o200)
+        try:
+            fd = os.open(temporary, flags, permissions)
+        except FileNotFoundError:  # (its directory is made only where missing: most are
+            # CPython's ``__pycache__``, just written, and a ``makedirs`` of one that exists
+            # costs a failed ``mkdir`` and an exception: 1% of networkx's first run)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd = os.open(temporary, flags, permissions)
     except OSError as exc:
         return f"not writable ({exc.strerror or exc})"
     try:

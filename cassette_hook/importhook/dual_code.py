@@ -228,10 +228,10 @@ class _Switcher:
         rewritten_items = items_of(body)
         rewritten_start = _prefix_length(rewritten_items)
         prefix = [i for i in rewritten_items[:rewritten_start] if isinstance(i, Instr)]
-        if halves is None or not halves[1].positions or halves[2] != len(prefix):
+        if halves is None or not halves[1].runs or halves[2] != len(prefix):
             return None
         compiled_prefix, compiled_body, _ = halves
-        first = compiled_body.positions[0]  # (as the decoded plain body's first instruction has it)
+        first = compiled_body.first_position  # (as the decoded plain body's first instruction has it)
         loc = None if first is None else InstrLocation(first.lineno, first.end_lineno, first.col_offset,
                                                         first.end_col_offset)
         plain, instrumented = Label(), Label()

@@ -145,7 +145,22 @@ def enter(module: str) -> bool:
 
 
 def install_builtins() -> None:
-    """Put the hooks switched code loads by name among the builtins (idempotent)."""
+    """Put the hooks switched code loads by name among the builtins (idempotent: called
+    as each module is switched, it makes the hooks once, then only checks that each is
+    there -- making them, a ``functools.partial`` an operator, was most of a call)."""
+    global _hooks
+    if _hooks is None:
+        _hooks = _made_hooks()
+    for name, value in _hooks:
+        if getattr(builtins, name, None) is None:
+            setattr(builtins, name, value)
+
+
+_hooks: list[tuple[str, Any]] | None = None  # (made at the first install_builtins)
+
+
+def _made_hooks() -> list[tuple[str, Any]]:
+    """The hooks switched code loads by name among the builtins, and their names."""
     from .. import _native
     from ..runtime import callsites
 
@@ -161,11 +176,9 @@ def install_builtins() -> None:
         hooks.yield_from: callsites.HOOKS.yield_from,
         **({} if runtime.method_of is None else {_names.METHOD: runtime.method_of}),
     }
-    for name, value in names.items():
-        if getattr(builtins, str(name), None) is None:
-            # An exact str: one key of a str subclass would turn the builtins dict into a
-            # general dict, and CPython stops specializing every builtin lookup.
-            setattr(builtins, str(name), value)
+    # An exact str: one key of a str subclass would turn the builtins dict into a general
+    # dict, and CPython stops specializing every builtin lookup.
+    return [(str(name), value) for name, value in names.items()]
 
 
 def _operator_call(op: Any, /, *args: Any) -> Any:
