@@ -526,6 +526,43 @@ def test_every_pool_worker_that_ran_program_code_writes_its_report_when_the_pool
     assert sum(calls) == sum(range(40)), workers  # work(n) calls abs n times
 
 
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_pools_terminated_before_their_workers_ran_end_as_plain(tmp_path, method):
+    # A worker that gets the pool's SIGTERM before it has run at all (forked, not yet
+    # scheduled) got it before Python reset its state after the fork, which forgot it: it
+    # then waited for a task for ever, where plain the default action ends it
+    # (docs/processes.md, "Forked children").  A few programs at once, each ending many
+    # pools at once, so that some worker is not scheduled in time.
+    write(tmp_path, "prog.py", f"""
+        import multiprocessing
+
+        if __name__ == "__main__":
+            for _ in range(60):
+                with multiprocessing.get_context({method!r}).Pool(4):
+                    pass
+            print("done")
+    """)
+    command = [sys.executable, "-m", "cassette_hook", "--subprocesses", "--context", "trace", "--output",
+               "trace.txt", "prog.py"]
+    runs = [subprocess.Popen(command, cwd=tmp_path, env=env_for(tmp_path), stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True, start_new_session=True) for _ in range(4)]
+    results: list[tuple[object, str]] = []
+    try:
+        for run in runs:
+            try:
+                results.append((run.wait(timeout=100), run.stdout.read() if run.stdout else ""))
+            except subprocess.TimeoutExpired:
+                results.append(("still waiting", ""))
+    finally:
+        for run in runs:  # (a program left waiting, and its workers)
+            try:
+                os.killpg(run.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            run.wait()
+    assert results == [(0, "done\n")] * 4
+
+
 def test_a_trace_that_sigterm_ends_as_it_writes_is_written_whole(tmp_path):
     # The signal's handler runs in the main thread between two of its instructions, often
     # as the trace is writing a line there: the trace is written at a later delivery

@@ -17,7 +17,8 @@
  * context mid-update, the trace writing a line, is let go: the next one writes).  A
  * program that sets its own handler later replaces both, and the timer is never started.
  * Where there are no POSIX timers (macOS), arm() does nothing and returns False.  A forked
- * child inherits the handler but not the timer: arm() is called again there.
+ * child inherits the handler but not the timer: arm() is called again there, and starts
+ * the timer at once if SIGTERM came before it (missed_by, below).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -37,6 +38,14 @@
 static struct sigaction chained; /* Python's handler, which ours calls first */
 static timer_t timer;
 static pid_t timer_owner; /* the process that made the timer: a forked child makes its own */
+/* A forked child that got SIGTERM before it made its timer (arm()): the signal came before
+ * the child's Python state was reset after the fork (PyOS_AfterFork_Child), which forgets
+ * the signals Python's handler had noted, so Python's handler would never run.  This
+ * happens when a pool is terminated before a worker it just forked has run at all (a
+ * loaded machine, `with Pool() as pool:` around little work): plain, the default action
+ * would have ended the worker; here it would wait for its next task for ever.  arm(),
+ * called in the child once its Python state is whole, then starts the timer at once. */
+static volatile sig_atomic_t missed_by; /* the process id of such a child, else 0 */
 
 static void
 on_sigterm(int signum, siginfo_t *info, void *context)
@@ -51,6 +60,9 @@ on_sigterm(int signum, siginfo_t *info, void *context)
     if (timer_owner == getpid()) {
         struct itimerspec again = {{0, 100000000}, {0, 100000000}};
         (void)timer_settime(timer, 0, &again, NULL); /* async-signal-safe */
+    }
+    else {
+        missed_by = getpid(); /* (async-signal-safe) a forked child's, before its arm() */
     }
     errno = saved;
 }
@@ -73,6 +85,12 @@ arm(PyObject *module, PyObject *unused)
             return PyErr_SetFromErrno(PyExc_OSError);
         }
         timer_owner = getpid();
+        if (missed_by == timer_owner) { /* SIGTERM came before: delivered again now, and on */
+            struct itimerspec soon = {{0, 100000000}, {0, 1000000}};
+            if (timer_settime(timer, 0, &soon, NULL) != 0) {
+                return PyErr_SetFromErrno(PyExc_OSError);
+            }
+        }
     }
     if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == on_sigterm) {
         Py_RETURN_TRUE; /* (inherited from the parent) */
