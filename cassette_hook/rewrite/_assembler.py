@@ -47,7 +47,8 @@ from ._instr import CompiledPosition, Location
 __all__ = ["Assembler", "Verbatim"]
 
 LineTable = Callable[[int, Iterable[tuple[Location, int]]], bytes]
-"""The family's line table of (position, code units) runs (``_nullslot._line_table``)."""
+"""The family's line table of (position, code units) runs (``_nullslot.line_table``: the C
+encoder of ``_assembly.c`` where it is built, else its reference ``_nullslot._line_table``)."""
 
 # What each opcode's argument is, as bytecode's conversion asks it, in its order; _CACHE:
 # the family's CACHE, which a body may not hold (declined).
