@@ -1,21 +1,26 @@
-"""The assembler's C part (``rewrite/_assembly.c``) writes what its Python reference writes.
+"""The assembler's C part (``rewrite/_assembly.c``) makes what its Python reference makes.
 
-The line table's encoder is in C where the accelerators are built, chosen once by
-``rewrite._nullslot`` (``line_table``), and in Python (``_nullslot._line_table``) where
-they are not or ``CASSETTE_HOOK_PURE_PYTHON=1`` is set (docs/internals.md, "An assembler
-of our own").  The two must write the same bytes for every body the import hook
-assembles -- over real modules -- and for the positions that take each of the table's
-forms, and raise the same errors (the assembler then declines the body).
+The line table's encoder and the loop over a body's items are in C where the accelerators
+are built, chosen once by ``rewrite._nullslot`` (``line_table``, the assembler's ``walk``),
+and in Python (``_nullslot._line_table``, ``_assembler.Assembler._code``'s loop) where
+they are not or ``CASSETTE_HOOK_PURE_PYTHON=1`` is set (docs/internals.md, "The
+assembler's per-instruction work in C").  The two tables must write the same bytes for
+every body the import hook assembles -- over real modules -- and for the positions that
+take each of the table's forms, and raise the same errors (the assembler then declines the
+body); the two loops must make the same code object of every body, or both decline it.
 """
 
 from __future__ import annotations
 
+import copy
+import marshal
 import os
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
-from bytecode import Bytecode
+from bytecode import Bytecode, Instr, Label, SetLineno, TryBegin, TryEnd
 from bytecode.instr import InstrLocation
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,7 +31,8 @@ from cassette_hook.rewrite import _nullslot
 from cassette_hook.rewrite._family import family
 from cassette_hook.rewrite._instr import CompiledPosition
 
-from test_assembly import SOURCES  # (this directory's: real modules)
+from new_kinds import NEW_KINDS  # (this directory's)
+from test_assembly import _CELLS, _WIDE, SOURCES, _fields  # (this directory's: real modules, bodies past 255)
 
 _assembly = _native.optional(".rewrite._assembly")
 needs_c = pytest.mark.skipif(_assembly is None, reason="the pure-Python path: the reference alone is used")
@@ -162,3 +168,91 @@ def test_a_body_assembled_with_the_c_line_table_has_the_positions_of_the_compile
     concrete = Bytecode.from_code(code).to_concrete_bytecode()
     table = _nullslot.line_table(code.co_firstlineno, [(instr.location, instr.size >> 1) for instr in concrete])
     assert list(code.replace(co_linetable=table).co_positions()) == list(code.co_positions())
+
+
+def _without_the_c_loop():  # type: ignore[no-untyped-def]
+    """The family's assembler with the Python loop alone (its line table as it is)."""
+    assert family.assembler is not None
+    python = copy.copy(family.assembler)
+    python._walk = None
+    return python
+
+
+def _assembled_by_both_loops(monkeypatch, sources, join_compiled=True):  # type: ignore[no-untyped-def]
+    """(the code or None, the C loop's; the same, the Python loop's) for every body that
+    switching ``sources`` ((text, name) pairs) assembles; ``join_compiled``: a plain half
+    copied as compiled (a ``Verbatim`` block), else decoded."""
+    assert family.assembler is not None and family.assembler._walk is not None
+    python, bodies = _without_the_c_loop(), []
+    code = family.assembler.code
+
+    def recording(bc, stacksize):  # type: ignore[no-untyped-def]
+        bodies.append((code(bc, stacksize), python.code(bc, stacksize)))
+        return bodies[-1][0]
+
+    monkeypatch.setattr(family.assembler, "code", recording)
+    if not join_compiled:
+        monkeypatch.setattr(dual_code._Switcher, "_join_compiled", lambda self, body, code: None)
+    switch.install_builtins()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for text, name in sources:
+            dual_code.switched(compile(text, name, "exec"), Path(name).stem)
+    return bodies
+
+
+def _same(ours, reference):  # type: ignore[no-untyped-def]
+    if reference is None:
+        return ours is None
+    return ours is not None and marshal.dumps(ours) == marshal.dumps(reference) and _fields(ours) == _fields(
+        reference) and list(ours.co_positions()) == list(reference.co_positions())
+
+
+needs_c_loop = pytest.mark.skipif(family.assembler is None or family.assembler._walk is None,
+                                  reason="no assembler of ours, or the pure-Python path: the Python loop alone")
+
+
+@needs_c_loop
+@pytest.mark.parametrize("join_compiled", [True, False], ids=["plain half copied", "plain half decoded"])
+def test_the_c_loop_makes_the_python_loops_code_object_of_every_body_of_real_modules(monkeypatch, join_compiled):
+    sources = [(path.read_text(encoding="utf-8"), str(path)) for path in SOURCES]
+    bodies = _assembled_by_both_loops(monkeypatch, sources, join_compiled)
+    assert len(bodies) > 1000 and all(reference is not None for _, reference in bodies)
+    different = [reference.co_qualname for ours, reference in bodies if not _same(ours, reference)]
+    assert different == []
+
+
+# What the C loop hands to the Python one (a cell or free variable, an enum argument, 3.14's
+# new argument kinds), and what it takes of its own that is rarer in the modules above: wide
+# arguments, jumps and handlers, cells numbered past 255
+@needs_c_loop
+@pytest.mark.parametrize("source", [_WIDE, _CELLS, NEW_KINDS,
+                                    "def f(a):\n    def g():\n        nonlocal a\n        a += 1\n        return a\n"
+                                    "    b = [a - x for x in a if x < 2 or not x]\n    return g, b, a @ a, -a\n"],
+                         ids=["wide", "cells", "new kinds", "closures and operators"])
+def test_the_c_loop_makes_the_python_loops_code_object_of_bodies_it_hands_back_in_part(monkeypatch, source):
+    bodies = _assembled_by_both_loops(monkeypatch, [(source, "<source>")])
+    assert bodies and all(_same(ours, reference) for ours, reference in bodies)
+
+
+def _declined_body(*items):  # type: ignore[no-untyped-def]
+    return Bytecode([Instr("RESUME", 0), *items, Instr("LOAD_CONST", None), Instr("RETURN_VALUE")])
+
+
+def _declined(kind):  # type: ignore[no-untyped-def]
+    handler = Label()
+    outer, inner = TryBegin(handler, False, 0), TryBegin(handler, False, 0)
+    return {
+        "set lineno": _declined_body(Instr("LOAD_NAME", "x"), Instr("POP_TOP"), SetLineno(3)),
+        "nested try blocks": Bytecode([Instr("RESUME", 0), outer, inner, Instr("NOP"), TryEnd(inner), TryEnd(outer),
+                                       Instr("LOAD_CONST", None), Instr("RETURN_VALUE"), handler, Instr("RERAISE", 0)]),
+        "cache": _declined_body(Instr("NOP"), Instr("CACHE")),  # (a CACHE a pass wrote)
+        "a try block's end without its start": _declined_body(Instr("NOP"), TryEnd(outer)),
+    }[kind]
+
+
+@needs_c_loop
+@pytest.mark.parametrize("kind", ["set lineno", "nested try blocks", "cache", "a try block's end without its start"])
+def test_the_c_loop_declines_what_the_python_loop_declines(kind):
+    assert family.assembler is not None
+    assert family.assembler.code(_declined(kind), 2) is None and _without_the_c_loop().code(_declined(kind), 2) is None
