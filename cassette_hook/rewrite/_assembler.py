@@ -23,6 +23,11 @@ is encoded, two-variable opcodes, the family's own classes of ``Instr``: 3.14's
 ``BUILD_INTERPOLATION``) come from the family (``_py312`` ... ``_py315``).  3.14's new
 arguments (a small int, a common constant, a special method: ints and ``IntEnum``\\s) are
 copied into the code as they are, as ``bytecode`` copies them.
+
+Where the accelerators are built, the loop over the items and the line table run in C
+(``_assembly.c``'s ``walk`` and ``line_table``, which ``_nullslot`` hands the assembler):
+the loop here is then the reference, and the body the C loop hands back an item at a time
+for what it does not take (docs/internals.md, "The assembler's per-instruction work in C").
 """
 
 from __future__ import annotations
