@@ -751,7 +751,7 @@ walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             opcode = PyLong_AsLong(opcode_object);
             Py_DECREF(opcode_object);
             if (opcode == -1 && PyErr_Occurred()) {
-                goto error;
+                PyErr_Clear(); /* (not an opcode: the Python loop's error, or decline) */
             }
             if (opcode >= 0 && opcode < 256 && w.kinds[opcode] != DELEGATED) {
                 if ((arg = PyObject_GetAttr(item, str_arg)) == NULL) {
