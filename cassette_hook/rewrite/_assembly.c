@@ -30,6 +30,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
+#include <structmember.h> /* T_OBJECT_EX (in Python.h, as Py_T_OBJECT_EX, from 3.12 on) */
 
 #define FIELD_LIMIT ((long long)1 << 40) /* past this a field is out of range (CPython keeps C ints) */
 
@@ -370,7 +371,66 @@ typedef struct {
     PyObject *opcodes, *arguments, *starts, *run_positions, *labels, *jumps, *wide, *blocks, *verbatim;
     PyObject *by_id, *names, *name_index, *varnames, *varname_index, *constant, *compare;
     PyObject *cache_unit, *zero;
+    /* where the instructions' fields (_opcode, _arg, _location) and the positions' lineno
+     * are in the last types read (see slot_offset) */
+    PyTypeObject *instr_read, *location_read;
+    Py_ssize_t field_at[3], lineno_at;
 } Walk;
+
+/* Where a __slots__ entry `name` of `type` is kept in its instances (the offset its member
+ * descriptor reads), or -1 where `name` is something else there (then read by getattr):
+ * reading the slot itself is what getattr does for it, without looking it up each time. */
+static Py_ssize_t
+slot_offset(PyTypeObject *type, PyObject *name)
+{
+    PyObject *descriptor = PyObject_GetAttr((PyObject *)type, name); /* (a member descriptor: itself) */
+    if (descriptor == NULL) {
+        PyErr_Clear();
+        return -1;
+    }
+    Py_ssize_t offset = -1;
+    if (Py_IS_TYPE(descriptor, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
+        if (member->type == T_OBJECT_EX) {
+            offset = member->offset;
+        }
+    }
+    Py_DECREF(descriptor);
+    return offset;
+}
+
+/* item.<name> (new reference), name the `field`th of `names` and `at` its offsets, cached
+ * for `*read`, the type they were found in. */
+static PyObject *
+field_of(PyObject *item, PyTypeObject **read, Py_ssize_t *at, PyObject *const *names, int count, int field)
+{
+    if (Py_TYPE(item) != *read) {
+        for (int index = 0; index < count; index++) {
+            at[index] = slot_offset(Py_TYPE(item), names[index]);
+        }
+        *read = Py_TYPE(item);
+    }
+    if (at[field] >= 0) {
+        PyObject *value = *(PyObject **)((char *)item + at[field]);
+        if (value != NULL) {
+            return Py_NewRef(value);
+        }
+    }
+    return PyObject_GetAttr(item, names[field]); /* (an unset slot: its AttributeError) */
+}
+
+static inline PyObject *
+instr_field(Walk *w, PyObject *item, int field)
+{
+    PyObject *names[3] = {str_opcode, str_arg, str_location};
+    return field_of(item, &w->instr_read, w->field_at, names, 3, field);
+}
+
+static inline PyObject *
+lineno_of(Walk *w, PyObject *loc)
+{
+    return field_of(loc, &w->location_read, &w->lineno_at, &str_lineno, 1, 0);
+}
 
 /* value's index in values, appended at its first use (_assembler._numbering's): -1 on error. */
 static Py_ssize_t
@@ -550,7 +610,7 @@ verbatim(Walk *w, PyObject *item, PyObject **position, int *lineless)
     }
     if (PyList_GET_SIZE(runs) > 0) {
         last = Py_NewRef(PyTuple_GET_ITEM(PyList_GET_ITEM(runs, PyList_GET_SIZE(runs) - 1), 1));
-        PyObject *line = PyObject_GetAttr(last, str_lineno);
+        PyObject *line = lineno_of(w, last);
         if (line == NULL) {
             goto done;
         }
@@ -629,12 +689,12 @@ static int
 instruction(Walk *w, PyObject *item, long opcode, long c_arg, PyObject *jump, PyObject **position, int *lineless)
 {
     Py_ssize_t here = PyList_GET_SIZE(w->opcodes);
-    PyObject *loc = PyObject_GetAttr(item, str_location);
+    PyObject *loc = instr_field(w, item, 2);
     if (loc == NULL) {
         return -1;
     }
     if (loc != *position && PyObject_TypeCheck(loc, (PyTypeObject *)w->location_type)) {
-        PyObject *line = PyObject_GetAttr(loc, str_lineno);
+        PyObject *line = lineno_of(w, loc);
         if (line == NULL) {
             Py_DECREF(loc);
             return -1;
@@ -730,6 +790,7 @@ walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     w.entries_of = (const unsigned char *)PyBytes_AS_STRING(caches);
     w.cache_unit = cache_opcode;
     w.zero = NULL;
+    w.instr_read = w.location_read = NULL;
     PyObject *position = Py_NewRef(PyTuple_GET_ITEM(state, 0)), *arg = NULL;
     int lineless = PyObject_IsTrue(PyTuple_GET_ITEM(state, 1)), in_try = PyObject_IsTrue(PyTuple_GET_ITEM(state, 2));
     if (lineless < 0 || in_try < 0 || (w.zero = PyLong_FromLong(0)) == NULL) {
@@ -744,7 +805,7 @@ walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto error;
         }
         if (taken) {
-            PyObject *opcode_object = PyObject_GetAttr(item, str_opcode);
+            PyObject *opcode_object = instr_field(&w, item, 0);
             if (opcode_object == NULL) {
                 goto error;
             }
@@ -754,7 +815,7 @@ walk(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                 PyErr_Clear(); /* (not an opcode: the Python loop's error, or decline) */
             }
             if (opcode >= 0 && opcode < 256 && w.kinds[opcode] != DELEGATED) {
-                if ((arg = PyObject_GetAttr(item, str_arg)) == NULL) {
+                if ((arg = instr_field(&w, item, 1)) == NULL) {
                     goto error;
                 }
                 if ((PyObject *)Py_TYPE(arg) == w.label_type) {
