@@ -1,7 +1,8 @@
 """The optional C accelerators: the hot path (``cassette_hook/_speedups/``, one extension from
 several sources), the
 profile's hooks (``cassette_hook/contexts/_recording.c``), on CPython 3.12+, the
-function watcher of the lazy import hook (``cassette_hook/importhook/_watch.c``), and the helper that
+function watcher of the lazy import hook (``cassette_hook/importhook/_watch.c``), the assembler's line
+table and loop (``cassette_hook/rewrite/_assembly.c``), and the helper that
 makes SIGTERM reach a blocked process's Python handler (``cassette_hook/cli/_sigterm.c``).
 
 Everything else is in ``pyproject.toml`` and ``setup.cfg``.  The extensions are optional: a
@@ -36,6 +37,7 @@ setup(cmdclass={"build_ext": BuildExt}, ext_modules=[
               depends=sorted(glob.glob("cassette_hook/_speedups/*.h"))),
     Extension("cassette_hook.contexts._recording", ["cassette_hook/contexts/_recording.c"], optional=True),
     Extension("cassette_hook.importhook._watch", ["cassette_hook/importhook/_watch.c"], optional=True),
+    Extension("cassette_hook.rewrite._assembly", ["cassette_hook/rewrite/_assembly.c"], optional=True),
     Extension("cassette_hook.cli._sigterm", ["cassette_hook/cli/_sigterm.c"], optional=True,
               libraries=["rt"] if sys.platform.startswith("linux") else []),  # (timer_create: in libc from glibc 2.34)
 ])

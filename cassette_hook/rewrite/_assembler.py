@@ -23,6 +23,11 @@ is encoded, two-variable opcodes, the family's own classes of ``Instr``: 3.14's
 ``BUILD_INTERPOLATION``) come from the family (``_py312`` ... ``_py315``).  3.14's new
 arguments (a small int, a common constant, a special method: ints and ``IntEnum``\\s) are
 copied into the code as they are, as ``bytecode`` copies them.
+
+Where the accelerators are built, the loop over the items and the line table run in C
+(``_assembly.c``'s ``walk`` and ``line_table``, which ``_nullslot`` hands the assembler):
+the loop here is then the reference, and the body the C loop hands back an item at a time
+for what it does not take (docs/internals.md, "The assembler's per-instruction work in C").
 """
 
 from __future__ import annotations
@@ -47,12 +52,16 @@ from ._instr import CompiledPosition, Location
 __all__ = ["Assembler", "Verbatim"]
 
 LineTable = Callable[[int, Iterable[tuple[Location, int]]], bytes]
-"""The family's line table of (position, code units) runs (``_nullslot._line_table``)."""
+"""The family's line table of (position, code units) runs (``_nullslot.line_table``: the C
+encoder of ``_assembly.c`` where it is built, else its reference ``_nullslot._line_table``)."""
 
 # What each opcode's argument is, as bytecode's conversion asks it, in its order; _CACHE:
 # the family's CACHE, which a body may not hold (declined).
 _CONST, _LOCAL, _DUAL, _NAME, _FLAG_NAME, _FLAGS_NAME, _FREE, _COMPARE, _INTRINSIC, _INT, _CACHE = range(11)
 _FORWARD, _BACKWARD, _ABSOLUTE = 1, 2, 3
+# The kinds the C loop takes (_assembly.c's KIND_INT ... KIND_FLAGS_NAME, in its order); 0: it
+# hands the instruction to the Python loop's body
+_WALK_KINDS = {_INT: 1, _CONST: 2, _NAME: 3, _LOCAL: 4, _FLAG_NAME: 5, _FLAGS_NAME: 6, _COMPARE: 7}
 _RESUME = opmap["RESUME"]
 _JUMP_PASSES = 10  # bytecode's own limit before it gives up on jumps that do not settle
 
@@ -81,6 +90,10 @@ def _jump(opcode: int) -> int:
     return _ABSOLUTE if opcode in HAS_ABSOLUTE_JUMP else 0
 
 
+_WalkState = tuple[InstrLocation, bool, bool]  # (the loop's position, has it no line, is a try block open)
+Walk = Callable[..., _WalkState]
+"""``_assembly.walk``: the loop over the items in C (see ``Assembler._code``)."""
+
 _code_type: Callable[..., CodeType] = CodeType  # (3.11+'s arguments: mypy checks this module as 3.10 too)
 
 
@@ -89,10 +102,9 @@ def _units(arg: int) -> int:
     return 1 if arg <= 0xFF else 2 if arg <= 0xFFFF else 3 if arg <= 0xFFFFFF else 4
 
 
-def _numbering(values: list[str]) -> Callable[[str], int]:
+def _numbering(values: list[str], index_of: dict[str, int]) -> Callable[[str], int]:
     """A name's index in ``values``, appended at its first use (as ``bytecode`` numbers
-    names and local variables)."""
-    index_of: dict[str, int] = {}
+    names and local variables); ``index_of``: the indexes, kept (the C loop reads it too)."""
 
     def number(value: str) -> int:
         index = index_of.get(value)
@@ -151,10 +163,12 @@ class Assembler:
     """Assembles a rewritten ``Bytecode`` as ``bytecode`` would, for one CPython version."""
 
     def __init__(self, caches: Sequence[int], compare: Callable[[Compare], int], line_table: LineTable, *,
-                 cache_opcode: int, local_cells: bool, instr_types: Iterable[type[Instr]] = ()) -> None:
+                 cache_opcode: int, local_cells: bool, instr_types: Iterable[type[Instr]] = (),
+                 walk: Walk | None = None) -> None:
         """``instr_types``: the family's own classes of ``Instr`` that may be in a body (its
         ``decode`` makes them), assembled as ``Instr``\\s; any other class is a pass's and
-        declined."""
+        declined.  ``walk``: the loop over the items in C (``_assembly.walk``), or None
+        (the Python loop alone)."""
         self._instr_types = frozenset({Instr, *instr_types})
         self._caches = caches  # inline cache entries after each opcode
         self._compare = compare
@@ -168,6 +182,10 @@ class Assembler:
         # items extends its lists by them rather than appending unit by unit)
         self._unit_opcodes = [[opcode] + [cache_opcode] * entries for opcode, entries in enumerate(caches)]
         self._zeros = [[0] * entries for entries in range(max(caches) + 1)]
+        self._walk = walk
+        self._walk_tables = (self._instr_types, bytes(_WALK_KINDS.get(kind, 0) for kind in self._kinds),
+                             bytes(caches[:256]), cache_opcode, Label, InstrLocation, UNSET, Compare, TryBegin, TryEnd,
+                             Verbatim)
 
     def code(self, bc: Bytecode, stacksize: int) -> CodeType | None:
         """``bc`` as a code object with ``stacksize`` (as ``_rewriter.assemble`` makes it by
@@ -211,7 +229,9 @@ class Assembler:
                 by_id[id(value)] = index
             return index
 
-        name, varname = _numbering(names), _numbering(varnames)
+        name_index: dict[str, int] = {}
+        varname_index: dict[str, int] = {}
+        name, varname = _numbering(names, name_index), _numbering(varnames, varname_index)
 
         items = cast(list[object], list.copy(bc))  # (bytecode's items, and Verbatim blocks)
         seed = items[0] if items and type(items[0]) is Verbatim else None
@@ -253,121 +273,135 @@ class Assembler:
         cells: list[int] = []
         frees: list[int] = []
         wide: list[int] = []  # (the instructions whose argument takes EXTENDED_ARGs, in order)
-        position: InstrLocation = InstrLocation(bc.first_lineno, None, None, None)
-        add_position(position)
-        lineless = False  # (has the position no line?)
-        in_try = False
+        start_position = InstrLocation(bc.first_lineno, None, None, None)
+        add_position(start_position)
         verbatim: list[tuple[int, Verbatim]] = []  # (index of its first unit, the block)
-        for item in items:
-            if type(item) in instr_types:  # (an Instr, or a subclass the family names; first: most items)
-                # (the fields under bytecode's properties, read as our decoder writes them: a
-                # property call each was a tenth of this loop)
-                opcode, arg, loc = item._opcode, item._arg, item._location  # type: ignore[attr-defined]
-                if loc is not position and isinstance(loc, InstrLocation):  # (else None or UNSET: the one before)
-                    position = loc
-                    lineless = loc.lineno is None
-                    if not lineless:
-                        add_start(len(opcodes))
-                        add_position(loc)
-                kind = kinds[opcode]
-                if type(arg) is Label:
-                    jumps.append((len(opcodes), arg))
-                    c_arg = 0  # (set once the offsets are known)
-                elif kind == _INT:
-                    if type(arg) is int:
-                        c_arg = arg
-                    elif arg is UNSET:
-                        c_arg = 0
-                    elif isinstance(arg, int):  # (an enum of ``bytecode``'s: BinaryOp ...)
-                        c_arg = int(arg)
+
+        def walk(part: Iterable[object], state: _WalkState) -> _WalkState:
+            """The loop over the items, over ``part``: all of them, or on the C path (``walk``,
+            ``_assembly.c``) one it hands back; ``state``: the position, whether it has no
+            line, whether a try block is open, as the items before left them, and returned
+            as ``part`` leaves them."""
+            position, lineless, in_try = state
+            for item in part:
+                if type(item) in instr_types:  # (an Instr, or a subclass the family names; first: most items)
+                    # (the fields under bytecode's properties, read as our decoder writes them: a
+                    # property call each was a tenth of this loop)
+                    opcode, arg, loc = item._opcode, item._arg, item._location  # type: ignore[attr-defined]
+                    if loc is not position and isinstance(loc, InstrLocation):  # (else None or UNSET: the one before)
+                        position = loc
+                        lineless = loc.lineno is None
+                        if not lineless:
+                            add_start(len(opcodes))
+                            add_position(loc)
+                    kind = kinds[opcode]
+                    if type(arg) is Label:
+                        jumps.append((len(opcodes), arg))
+                        c_arg = 0  # (set once the offsets are known)
+                    elif kind == _INT:
+                        if type(arg) is int:
+                            c_arg = arg
+                        elif arg is UNSET:
+                            c_arg = 0
+                        elif isinstance(arg, int):  # (an enum of ``bytecode``'s: BinaryOp ...)
+                            c_arg = int(arg)
+                        else:
+                            raise _Declined
+                    elif kind == _CONST:
+                        c_arg = const(arg)
+                    elif kind == _NAME:
+                        if type(arg) is not str:
+                            raise _Declined
+                        c_arg = name(arg)
+                    elif kind == _LOCAL:
+                        if type(arg) is str:
+                            c_arg = varname(arg)
+                        elif local_cells and isinstance(arg, CellVar):
+                            cells.append(len(opcodes))
+                            c_arg = cellvars.index(arg.name)
+                        elif local_cells and isinstance(arg, FreeVar):
+                            frees.append(len(opcodes))
+                            c_arg = freevars.index(arg.name)
+                        else:
+                            raise _Declined
+                    elif kind == _FLAG_NAME:
+                        if type(arg) is not tuple or type(arg[1]) is not str:
+                            raise _Declined
+                        c_arg = int(arg[0]) + (name(arg[1]) << 1)
+                    elif kind == _FLAGS_NAME:
+                        if type(arg) is not tuple or type(arg[2]) is not str:
+                            raise _Declined
+                        c_arg = int(arg[0]) + 2 * int(arg[1]) + (name(arg[2]) << 2)
+                    elif kind == _FREE:
+                        if isinstance(arg, CellVar):
+                            cells.append(len(opcodes))
+                            c_arg = cellvars.index(arg.name)
+                        elif isinstance(arg, FreeVar):
+                            frees.append(len(opcodes))
+                            c_arg = freevars.index(arg.name)
+                        else:
+                            raise _Declined
+                    elif kind == _COMPARE:
+                        if not isinstance(arg, Compare):
+                            raise _Declined
+                        c_arg = self._compare(arg)
+                    elif kind == _INTRINSIC:
+                        if not isinstance(arg, (Intrinsic1Op, Intrinsic2Op)):
+                            raise _Declined
+                        c_arg = arg.value
+                    elif kind == _DUAL:
+                        first, second = varnames.index(arg[0]), varnames.index(arg[1])  # (ValueError: declined)
+                        if first > 16 or second > 16:  # (bytecode then splits it in two: rare enough to leave to it)
+                            raise _Declined
+                        c_arg = (first << 4) + second
+                    else:  # (_CACHE: a CACHE written by a pass)
+                        raise _Declined
+                    if c_arg > 0xFF:
+                        wide.append(len(opcodes))
+                    entries = caches[opcode]
+                    if lineless:  # (a run a unit)
+                        starts.extend(range(len(opcodes), len(opcodes) + entries + 1))
+                        run_positions.extend([position] * (entries + 1))
+                    if entries:  # (the opcode and its CACHE entries at once)
+                        opcodes.extend(unit_opcodes[opcode])
+                        add_arg(c_arg)
+                        args.extend(zeros[entries])
                     else:
+                        add_opcode(opcode)
+                        add_arg(c_arg)
+                elif type(item) is Label:
+                    labels[item] = len(opcodes)
+                elif type(item) is Verbatim:
+                    if seed is None or item.code is not seed.code:
                         raise _Declined
-                elif kind == _CONST:
-                    c_arg = const(arg)
-                elif kind == _NAME:
-                    if type(arg) is not str:
+                    verbatim.append((len(opcodes), item))
+                    for unit, at in item.runs:
+                        add_start(len(opcodes) + unit)
+                        add_position(at)
+                    opcodes.extend(item.opcodes)
+                    args.extend(item.args)
+                    if item.runs:
+                        position = item.runs[-1][1]
+                        lineless = position.lineno is None
+                elif type(item) is TryBegin:
+                    if in_try or type(item.stack_depth) is not int or type(item.target) is not Label:
                         raise _Declined
-                    c_arg = name(arg)
-                elif kind == _LOCAL:
-                    if type(arg) is str:
-                        c_arg = varname(arg)
-                    elif local_cells and isinstance(arg, CellVar):
-                        cells.append(len(opcodes))
-                        c_arg = cellvars.index(arg.name)
-                    elif local_cells and isinstance(arg, FreeVar):
-                        frees.append(len(opcodes))
-                        c_arg = freevars.index(arg.name)
-                    else:
-                        raise _Declined
-                elif kind == _FLAG_NAME:
-                    if type(arg) is not tuple or type(arg[1]) is not str:
-                        raise _Declined
-                    c_arg = int(arg[0]) + (name(arg[1]) << 1)
-                elif kind == _FLAGS_NAME:
-                    if type(arg) is not tuple or type(arg[2]) is not str:
-                        raise _Declined
-                    c_arg = int(arg[0]) + 2 * int(arg[1]) + (name(arg[2]) << 2)
-                elif kind == _FREE:
-                    if isinstance(arg, CellVar):
-                        cells.append(len(opcodes))
-                        c_arg = cellvars.index(arg.name)
-                    elif isinstance(arg, FreeVar):
-                        frees.append(len(opcodes))
-                        c_arg = freevars.index(arg.name)
-                    else:
-                        raise _Declined
-                elif kind == _COMPARE:
-                    if not isinstance(arg, Compare):
-                        raise _Declined
-                    c_arg = self._compare(arg)
-                elif kind == _INTRINSIC:
-                    if not isinstance(arg, (Intrinsic1Op, Intrinsic2Op)):
-                        raise _Declined
-                    c_arg = arg.value
-                elif kind == _DUAL:
-                    first, second = varnames.index(arg[0]), varnames.index(arg[1])  # (ValueError: declined)
-                    if first > 16 or second > 16:  # (bytecode then splits it in two: rare enough to leave to it)
-                        raise _Declined
-                    c_arg = (first << 4) + second
-                else:  # (_CACHE: a CACHE written by a pass)
-                    raise _Declined
-                if c_arg > 0xFF:
-                    wide.append(len(opcodes))
-                entries = caches[opcode]
-                if lineless:  # (a run a unit)
-                    starts += range(len(opcodes), len(opcodes) + entries + 1)
-                    run_positions += [position] * (entries + 1)
-                if entries:  # (the opcode and its CACHE entries at once)
-                    opcodes += unit_opcodes[opcode]
-                    add_arg(c_arg)
-                    args += zeros[entries]
+                    in_try = True
+                    blocks[item] = [len(opcodes), 0]
+                elif type(item) is TryEnd:
+                    in_try = False
+                    blocks[item.entry][1] = len(opcodes) - 1
                 else:
-                    add_opcode(opcode)
-                    add_arg(c_arg)
-            elif type(item) is Label:
-                labels[item] = len(opcodes)
-            elif type(item) is Verbatim:
-                if seed is None or item.code is not seed.code:
-                    raise _Declined
-                verbatim.append((len(opcodes), item))
-                for unit, at in item.runs:
-                    add_start(len(opcodes) + unit)
-                    add_position(at)
-                opcodes += item.opcodes
-                args += item.args
-                if item.runs:
-                    position = item.runs[-1][1]
-                    lineless = position.lineno is None
-            elif type(item) is TryBegin:
-                if in_try or type(item.stack_depth) is not int or type(item.target) is not Label:
-                    raise _Declined
-                in_try = True
-                blocks[item] = [len(opcodes), 0]
-            elif type(item) is TryEnd:
-                in_try = False
-                blocks[item.entry][1] = len(opcodes) - 1
-            else:
-                raise _Declined  # (a SetLineno; an instruction type of a pass's own)
+                    raise _Declined  # (a SetLineno; an instruction type of a pass's own)
+            return position, lineless, in_try
+
+        if self._walk is None:
+            walk(items, (start_position, False, False))  # (lineless: has the position no line?)
+        else:  # (the C loop: instructions of the common kinds, labels, try blocks; the rest through walk)
+            self._walk(self._walk_tables, items, (start_position, False, False),
+                       (opcodes, args, starts, run_positions, labels, jumps, wide, blocks, verbatim),
+                       (by_id, names, name_index, varnames, varname_index, const, self._compare,
+                        None if seed is None else seed.code), walk)
 
         if seed is not None and (len(varnames) != len(seed.code.co_varnames) or tuple(cellvars) != seed.code.co_cellvars
                                  or tuple(freevars) != seed.code.co_freevars):

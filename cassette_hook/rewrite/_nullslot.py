@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence, cast
 
 from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, Instr, Label
 
+from .._native import optional
 from . import GlobalName
 from ._instr import CompiledPosition, Location, arg_of, flagged_name, follows_bytecode, make, placed
 from ._memo import Memo
@@ -60,8 +61,8 @@ def own_assembler(compare: Callable[[Compare], int], *, local_cells: bool,
         return None
     from ._assembler import Assembler  # (here: it imports names older releases do not have)
 
-    return Assembler(_inline_caches(), compare, _line_table, cache_opcode=opmap["CACHE"], local_cells=local_cells,
-                     instr_types=instr_types)
+    return Assembler(_inline_caches(), compare, line_table, cache_opcode=opmap["CACHE"], local_cells=local_cells,
+                     instr_types=instr_types, walk=None if _assembly is None else _assembly.walk)
 
 
 def own_decoder(compare: Callable[[int], Compare], *, local_cells: bool,
@@ -144,7 +145,7 @@ class NullSlotFamily:
 
     def line_table(self, code: CodeType, concrete: ConcreteBytecode) -> bytes:
         # (concrete instructions only: no SetLineno after assembly)
-        return _line_table(code.co_firstlineno, [(instr.location, instr.size >> 1) for instr in concrete])
+        return line_table(code.co_firstlineno, [(instr.location, instr.size >> 1) for instr in concrete])
 
     def start_depth(self, code: CodeType) -> int:
         return 0  # (a generator's first RESUME pushes nothing since 3.11)
@@ -637,3 +638,13 @@ def _line_table(first_line: int, runs: Iterable[tuple[Location | CompiledPositio
                     break
         run, units, joins = here, size, here[0] is not None
     return bytes(out)
+
+
+_assembly = optional(".rewrite._assembly")
+if _assembly is not None:
+    _assembly.set_compiled_position(CompiledPosition)
+line_table: Callable[[int, Iterable[tuple[Location | CompiledPosition, int]]], bytes] = (
+    _line_table if _assembly is None else _assembly.line_table)
+"""The line table's encoder this process uses: ``_assembly.c``'s where it is built (the same
+bytes; docs/internals.md, "An assembler of our own"), else :func:`_line_table`, the
+reference."""
