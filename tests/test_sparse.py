@@ -328,6 +328,29 @@ def test_an_overload_registered_while_a_sparse_context_runs_applies_at_the_next_
         assert log == [(expected, "(1,)"), (expected, "('ab',)")]
 
 
+@pytest.mark.parametrize("generic", ["prehook", "overdub"])
+def test_an_overload_registered_while_a_sparse_context_runs_applies_at_a_methods_next_call(generic: str) -> None:
+    # (the method's function, found unnamed at its first calls, is known so thereafter:
+    # the registration must undo that)
+    ctx_type = type(f"LaterMethod{generic}", (ch.Context,), {})
+    log: list[Any] = []
+    first = _register(generic, ctx_type, abs, [])
+
+    def run():
+        widget = Widget(1)
+        before = [widget.grown(i).size for i in range(3)]
+        later = _register(generic, ctx_type, Widget.grown, log)
+        during = widget.grown(5).size
+        getattr(ch, generic).unregister(later)
+        return before, during, widget.grown(6).size
+
+    try:
+        assert ch.overdub(ctx_type(), run) == ([1, 2, 3], 6, 7)
+    finally:
+        getattr(ch, generic).unregister(first)
+    assert log == [("pre" if generic == "prehook" else generic, "('Widget', 5)")]
+
+
 _by_key = [1, 3, 2]
 
 

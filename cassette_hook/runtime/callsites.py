@@ -87,10 +87,13 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
             run = callees.direct_constructor(plan, f)
             if run is not None or not plan.sparse or plan.names(f):
                 return run
+        elif (kind is MethodType and (found := plan.direct_twins.values.get(id(f.__func__))) is not None
+              and found[1] is f.__func__.__code__):
+            pass  # (its function has a current twin in the table: no overload names it, asked once)
         elif not plan.sparse or _may_be_named(plan, f):
             return None
-        elif kind is MethodType:  # (its function entered in the table, as a fast plan's twins are)
-            plan.direct_twin(f.__func__)
+        elif kind is MethodType:
+            plan.direct_twin(f.__func__)  # (its function entered in the table, as a fast plan's twins are)
         # (a callee no overload of a sparse plan names: what a fast plan runs)
     if kind is MethodType:  # (first: the commonest callee here, made afresh by each call)
         func_kind = type(f.__func__)
@@ -106,6 +109,8 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
     if constructor is not None:
         return constructor
     if (kind is BuiltinFunctionType or kind is _CMethodType) and f.__name__ not in _INDIRECT_NAMES:
+        if type(f.__self__) is ModuleType:  # (``len``: one object for every call, found first from now on)
+            plan.enter_direct(f, (f, None, None, None))
         return f  # C code with no callbacks: nothing to overdub
     run = callees.runnable(plan, f)
     if run is not None:
