@@ -132,3 +132,65 @@ def test_the_c_loop_hands_an_argument_past_its_range_to_the_python_loop():
                         co_linetable=b"")  # (no positions: all None)
     assert _decoding.items(decoder._scan_tables, wide, [], [], []) is NotImplemented
     _assert_c_decodes_as_python(wide)
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 63:
+        out.append(64 | (value & 63))
+        value >>= 6
+    return bytes([*out, value])
+
+
+def _signed(value: int) -> bytes:
+    return _varint(-value << 1 | 1 if value < 0 else value << 1)
+
+
+# One entry of each of the line table's forms (Objects/locations.md), a code unit each: the
+# short forms (a column's high bits in the form, its low bits and the width in a byte), the
+# one-line forms (0-2 lines on), no columns (a line delta, backwards too), the long form
+# (with varints of several bytes, no columns, a line back), and no position.
+_FORMS = [bytes([0x80 | 2 << 3, 3 << 4 | 5]), bytes([0x80 | 9 << 3, 7 << 4 | 15]),
+          bytes([0x80 | 10 << 3, 4, 9]), bytes([0x80 | 11 << 3, 100, 127]), bytes([0x80 | 12 << 3, 0, 0]),
+          bytes([0x80 | 13 << 3]) + _signed(-1), bytes([0x80 | 13 << 3]) + _signed(70),
+          bytes([0x80 | 14 << 3]) + _signed(3) + _varint(2) + _varint(1000) + _varint(5000),
+          bytes([0x80 | 14 << 3]) + _signed(-300) + _varint(0) + _varint(0) + _varint(0),
+          bytes([0x80 | 15 << 3])]
+
+
+def _with_line_table(entries: list[bytes]) -> CodeType:
+    body = next(c for c in compile("def f(a, b):\n    if a:\n        return g(a, b) + b\n    return [b]\n",
+                                   "<f>", "exec").co_consts if isinstance(c, CodeType))
+    units = len(body.co_code) // 2
+    return body.replace(co_linetable=b"".join(entries[unit % len(entries)] for unit in range(units)))
+
+
+def test_the_c_loop_reads_each_of_the_line_tables_forms_as_co_positions_gives_them():
+    for shift in range(len(_FORMS)):
+        body = _with_line_table(_FORMS[shift:] + _FORMS[:shift])
+        _assert_c_decodes_as_python(body)
+        positions = list(body.co_positions())
+        assert len(set(positions)) > len(_FORMS) // 2
+        unit = 0  # (no EXTENDED_ARG here: an instruction's position is its first unit's)
+        for item in decoder.bytecode(body):
+            if hasattr(item, "opcode"):
+                location = item.location
+                assert (location.lineno, location.end_lineno, location.col_offset,
+                        location.end_col_offset) == positions[unit], (shift, unit)
+                unit += 1 + decoder._table[item.opcode][3]  # (and its inline caches)
+        assert unit == len(positions)
+
+
+def test_the_c_loop_declines_a_line_table_shorter_than_the_code_as_the_python_loop():
+    body = _with_line_table(_FORMS)
+    short = body.replace(co_linetable=body.co_linetable[:len(_FORMS[0]) * 2])
+    assert decoder.bytecode(short) is None and _reference().bytecode(short) is None
+    assert _decoding.items(decoder._scan_tables, short, list(short.co_varnames), list(short.co_varnames), []) is None
+
+
+def test_the_c_loop_hands_a_line_table_ending_inside_an_entry_to_the_python_loop():
+    body = _with_line_table(_FORMS)
+    cut = body.replace(co_linetable=_FORMS[0] + _FORMS[7][:3])  # (a long form's varints cut)
+    assert _decoding.items(decoder._scan_tables, cut, list(cut.co_varnames), list(cut.co_varnames),
+                           []) is NotImplemented
+    _assert_c_decodes_as_python(cut)

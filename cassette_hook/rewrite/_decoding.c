@@ -24,6 +24,7 @@
  * would raise (a converter's) is raised. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 #include "_slots.h" /* slot_offset */
@@ -39,7 +40,8 @@ enum { FORWARD = 1, BACKWARD = 2 }; /* (_decoder's _FORWARD, _BACKWARD; anything
 #define NOWHERE ((long long)1 << 62) /* past any offset: no exception table entry left */
 #define ARG_LIMIT ((long long)1 << 52) /* an argument from here on: the reference's (Python ints grow) */
 
-static PyObject *str_co_code, *str_co_consts, *str_co_names, *str_co_freevars, *str_co_positions, *str_target;
+static PyObject *str_co_code, *str_co_consts, *str_co_names, *str_co_freevars, *str_co_linetable, *str_co_firstlineno;
+static PyObject *str_target;
 static PyObject *instr_slot_names[5], *location_slot_names[4], *empty_tuple;
 
 typedef struct {
@@ -213,6 +215,130 @@ argument(Tables *t, int kind, long long c_arg, PyObject *locals, PyObject *cells
     return NULL;
 }
 
+/* -- The positions ----------------------------------------------------------------------
+ *
+ * The positions co_positions() gives a code unit, read from co_linetable as CPython's
+ * iterator reads it (Objects/locations.md; Objects/codeobject.c, advance_with_locations),
+ * without a tuple a unit: an entry covers one to eight units; its first byte's bits 3-6 say
+ * its form (15: no position; 14: the long form, a line delta, an end line delta, a column
+ * and an end column, each a varint, the columns one more than their values; 13: a line
+ * delta, no columns; 10-12: the next line, 0-2 lines on, a column and an end column byte;
+ * 0-9: the line before, the column and the end column's delta in a second byte).  -1 is
+ * None, as CPython's iterator makes it.  A table that ends before the code: the reference's
+ * positions[unit] past its list (declined); one that ends inside an entry, or a varint of
+ * more than 32 bits: the reference's (what CPython's iterator reads there is not checked). */
+typedef struct {
+    const unsigned char *at, *end; /* the table's bytes not yet read */
+    Py_ssize_t stop;               /* the code unit the entry read last ends before */
+    int line;                      /* the line the next entry's delta is from */
+    int value[4];                  /* line, end line, column, end column; -1: None */
+} Lines;
+
+#define LINES_END 1       /* no entry left */
+#define LINES_UNREAD 2    /* an entry past the table's end, or a varint past 32 bits */
+
+static inline int
+next_byte(Lines *l, unsigned int *out)
+{
+    if (l->at >= l->end) {
+        return LINES_UNREAD;
+    }
+    *out = *l->at++;
+    return 0;
+}
+
+static int
+varint(Lines *l, unsigned int *out)
+{
+    unsigned int read, shift = 0;
+    if (next_byte(l, &read)) {
+        return LINES_UNREAD;
+    }
+    *out = read & 63;
+    while (read & 64) {
+        shift += 6;
+        if (shift >= 32 || next_byte(l, &read)) {
+            return LINES_UNREAD;
+        }
+        *out |= (read & 63) << shift;
+    }
+    return 0;
+}
+
+static int
+signed_varint(Lines *l, int *out)
+{
+    unsigned int value;
+    if (varint(l, &value)) {
+        return LINES_UNREAD;
+    }
+    *out = value & 1 ? -(int)(value >> 1) : (int)(value >> 1);
+    return 0;
+}
+
+/* The next entry read: 0, LINES_END or LINES_UNREAD. */
+static int
+advance(Lines *l)
+{
+    unsigned int first, second, column, end_column, end_delta;
+    int delta;
+    if (l->at >= l->end) {
+        return LINES_END;
+    }
+    first = *l->at++;
+    int code = (first >> 3) & 15;
+    l->stop += (first & 7) + 1;
+    switch (code) {
+    case 15: /* no position */
+        l->value[0] = l->value[1] = l->value[2] = l->value[3] = -1;
+        return 0;
+    case 14: /* the long form */
+        if (signed_varint(l, &delta) || varint(l, &end_delta) || varint(l, &column) || varint(l, &end_column)) {
+            return LINES_UNREAD;
+        }
+        l->line += delta;
+        l->value[0] = l->line;
+        l->value[1] = l->line + (int)end_delta;
+        l->value[2] = (int)column - 1;
+        l->value[3] = (int)end_column - 1;
+        return 0;
+    case 13: /* no columns */
+        if (signed_varint(l, &delta)) {
+            return LINES_UNREAD;
+        }
+        l->line += delta;
+        l->value[0] = l->value[1] = l->line;
+        l->value[2] = l->value[3] = -1;
+        return 0;
+    case 10:
+    case 11:
+    case 12: /* the one-line form */
+        if (next_byte(l, &column) || next_byte(l, &end_column)) {
+            return LINES_UNREAD;
+        }
+        l->line += code - 10;
+        l->value[0] = l->value[1] = l->line;
+        l->value[2] = (int)column;
+        l->value[3] = (int)end_column;
+        return 0;
+    default: /* the short forms */
+        if (next_byte(l, &second)) {
+            return LINES_UNREAD;
+        }
+        l->value[0] = l->value[1] = l->line;
+        l->value[2] = code << 3 | (int)(second >> 4);
+        l->value[3] = l->value[2] + (int)(second & 15);
+        return 0;
+    }
+}
+
+/* A position's field as co_positions() gives it (new reference). */
+static inline PyObject *
+field(int value)
+{
+    return value == -1 ? Py_NewRef(Py_None) : PyLong_FromLong(value);
+}
+
 /* The loop: fills `items`, `starts`, `jumps` and `handlers`; 0, DECLINED, NOT_TAKEN or -1
  * on an error. */
 static int
@@ -221,20 +347,34 @@ loop(Tables *t, PyObject *code, PyObject *raw_object, PyObject *locals, PyObject
 {
     const unsigned char *raw = (const unsigned char *)PyBytes_AS_STRING(raw_object);
     Py_ssize_t units = PyBytes_GET_SIZE(raw_object) >> 1, nentries = PyList_GET_SIZE(entries), next_entry = 0;
-    PyObject *consts = NULL, *names = NULL, *freevars = NULL, *positions = NULL, *position = NULL;
-    PyObject *last_position = NULL, *location = NULL, *try_begin = NULL, *entry = NULL;
-    Py_ssize_t read = 0; /* the positions read */
+    PyObject *consts = NULL, *names = NULL, *freevars = NULL, *table = NULL, *first_line = NULL;
+    PyObject *location = NULL, *try_begin = NULL, *entry = NULL;
+    Lines lines = {NULL, NULL, 0, 0, {-1, -1, -1, -1}};
+    int made_at[4] = {0, 0, 0, 0}, have_last = 0; /* the position of the last location made */
     long long next_start = NOWHERE, next_stop = NOWHERE;
     int outcome = -1;
     if ((consts = PyObject_GetAttr(code, str_co_consts)) == NULL || (names = PyObject_GetAttr(code, str_co_names)) == NULL
         || (freevars = PyObject_GetAttr(code, str_co_freevars)) == NULL
-        || (positions = PyObject_CallMethodNoArgs(code, str_co_positions)) == NULL) {
+        || (table = PyObject_GetAttr(code, str_co_linetable)) == NULL
+        || (first_line = PyObject_GetAttr(code, str_co_firstlineno)) == NULL) {
         goto done;
     }
-    if (!PyTuple_CheckExact(consts) || !PyTuple_CheckExact(names) || !PyTuple_CheckExact(freevars)) {
+    if (!PyTuple_CheckExact(consts) || !PyTuple_CheckExact(names) || !PyTuple_CheckExact(freevars)
+        || !PyBytes_CheckExact(table) || !PyLong_CheckExact(first_line)) {
         outcome = NOT_TAKEN;
         goto done;
     }
+    lines.at = (const unsigned char *)PyBytes_AS_STRING(table);
+    lines.end = lines.at + PyBytes_GET_SIZE(table);
+    long first = PyLong_AsLong(first_line);
+    if (first == -1 && PyErr_Occurred()) {
+        goto done;
+    }
+    if (first < INT_MIN || first > INT_MAX) {
+        outcome = NOT_TAKEN; /* (CPython keeps it in an int) */
+        goto done;
+    }
+    lines.line = (int)first;
     if (nentries && (outcome = entry_fields(entries, 0, &next_start, &next_stop, &entry)) != 0) {
         goto done;
     }
@@ -303,32 +443,29 @@ loop(Tables *t, PyObject *code, PyObject *raw_object, PyObject *locals, PyObject
             starts[first] = PyList_GET_SIZE(items);
         }
 
-        while (read <= unit) { /* (positions[unit]) */
-            Py_XSETREF(position, PyIter_Next(positions));
-            if (position == NULL) {
-                outcome = PyErr_Occurred() ? -1 : DECLINED;
+        while (lines.stop <= unit) { /* (positions[unit]) */
+            int read = advance(&lines);
+            if (read) {
+                outcome = read == LINES_END ? DECLINED : NOT_TAKEN;
                 goto done;
             }
-            read++;
         }
-        int changed = last_position == NULL ? 1 : PyObject_RichCompareBool(position, last_position, Py_NE);
-        if (changed < 0) {
-            goto done;
-        }
-        if (changed) {
-            if (!PyTuple_Check(position) || PyTuple_GET_SIZE(position) != 4) {
-                outcome = DECLINED; /* (the reference's unpacking: its ValueError) */
-                goto done;
-            }
+        if (!have_last || memcmp(made_at, lines.value, sizeof made_at) != 0) {
             PyObject *made = new_object(t->location_type);
             if (made == NULL) {
                 goto done;
             }
             for (int index = 0; index < 4; index++) {
-                set_slot(made, t->location_at[index], Py_NewRef(PyTuple_GET_ITEM(position, index)));
+                PyObject *value = field(lines.value[index]);
+                if (value == NULL) {
+                    Py_DECREF(made);
+                    goto done;
+                }
+                set_slot(made, t->location_at[index], value);
             }
             Py_XSETREF(location, made);
-            Py_XSETREF(last_position, Py_NewRef(position));
+            memcpy(made_at, lines.value, sizeof made_at);
+            have_last = 1;
         }
 
         PyObject *arg;
@@ -407,9 +544,8 @@ done:
     Py_XDECREF(consts);
     Py_XDECREF(names);
     Py_XDECREF(freevars);
-    Py_XDECREF(positions);
-    Py_XDECREF(position);
-    Py_XDECREF(last_position);
+    Py_XDECREF(table);
+    Py_XDECREF(first_line);
     Py_XDECREF(location);
     Py_XDECREF(try_begin);
     return outcome;
@@ -634,11 +770,12 @@ PyInit__decoding(void)
     str_co_consts = PyUnicode_InternFromString("co_consts");
     str_co_names = PyUnicode_InternFromString("co_names");
     str_co_freevars = PyUnicode_InternFromString("co_freevars");
-    str_co_positions = PyUnicode_InternFromString("co_positions");
+    str_co_linetable = PyUnicode_InternFromString("co_linetable");
+    str_co_firstlineno = PyUnicode_InternFromString("co_firstlineno");
     str_target = PyUnicode_InternFromString("target");
     empty_tuple = PyTuple_New(0);
     if (str_co_code == NULL || str_co_consts == NULL || str_co_names == NULL || str_co_freevars == NULL
-        || str_co_positions == NULL || str_target == NULL || empty_tuple == NULL) {
+        || str_co_linetable == NULL || str_co_firstlineno == NULL || str_target == NULL || empty_tuple == NULL) {
         return NULL;
     }
     return PyModule_Create(&module_def);
