@@ -42,7 +42,7 @@ from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # no
 import sys
 from opcode import EXTENDED_ARG, opname
 from types import CodeType
-from typing import Callable, Mapping, NamedTuple, Sequence, cast
+from typing import Any, Callable, Mapping, NamedTuple, Sequence, cast
 
 from bytecode import BinaryOp, Bytecode, CompilerFlags, Compare, Instr, Label
 from bytecode.concrete import HAS_COMPARE, HAS_CONST, HAS_FREE, HAS_LOCAL, HAS_NAME
@@ -72,7 +72,7 @@ _set_lineno, _set_end_lineno, _set_col_offset, _set_end_col_offset = (
     InstrLocation.__dict__[slot].__set__ for slot in ("lineno", "end_lineno", "col_offset", "end_col_offset"))
 
 
-Scan = Callable[[tuple, CodeType, Sequence, list, list], "list[Item] | None"]
+Scan = Callable[[tuple[object, ...], CodeType, Sequence[Any], list[Any], list[Any]], object]
 """``_decoding.items``: :meth:`Decoder._items` in C (the items; None where it declines;
 ``NotImplemented`` where the reference is to decode the code)."""
 
@@ -163,9 +163,12 @@ class Decoder:
         (``_decoding.items``), or None where :meth:`_items`, its reference, runs."""
         self._local_cells = local_cells  # a local opcode may name a cell or free variable (3.13+)
         kept = kept or {}
+        kinds = [_INT if op in kept else _kind(op, cache_opcode) for op in range(256)]
+        directions = [_direction(op) for op in range(256)]
+        classes = [kept.get(op, Instr) for op in range(256)]
         # (name, kind, jump direction, inline cache entries, is a jump, class of Instr) by opcode
-        self._table = [(opname[op], _INT if op in kept else _kind(op, cache_opcode), _direction(op), caches[op],
-                        op in HAS_JUMP, kept.get(op, Instr)) for op in range(256)]
+        self._table = [(opname[op], kinds[op], directions[op], caches[op], op in HAS_JUMP, classes[op])
+                       for op in range(256)]
         converters: dict[int, Callable[[int], object]] = {
             _COMPARE: compare, _INTRINSIC1: Intrinsic1Op, _INTRINSIC2: Intrinsic2Op, _BINARY: BinaryOp,
             _COMMON: CommonConstant, _SPECIAL: SpecialMethod, _FORMAT: FormatValue}
@@ -174,10 +177,10 @@ class Decoder:
         self._scan = scan
         # (the table as _decoding.c reads it: names, kinds, jump directions, caches, is a jump,
         # classes, converters, the memos, the classes it makes, UNSET, NOP's opcode)
-        self._scan_tables = (tuple(row[0] for row in self._table), *(bytes(row[i] for row in self._table)
-                                                                     for i in range(1, 5)),
-                             tuple(row[5] for row in self._table), self._converters, self._members, InstrLocation,
-                             Label, TryBegin, TryEnd, CellVar, FreeVar, UNSET, NOP_OPCODE)
+        self._scan_tables: tuple[object, ...] = (
+            tuple(opname[:256]), bytes(kinds), bytes(directions), bytes(caches[op] for op in range(256)),
+            bytes(op in HAS_JUMP for op in range(256)), tuple(classes), self._converters, self._members,
+            InstrLocation, Label, TryBegin, TryEnd, CellVar, FreeVar, UNSET, NOP_OPCODE)
 
     def bytecode(self, code: CodeType) -> Bytecode | None:
         """``Bytecode.from_code(code, conserve_exception_block_stackdepth=True)``'s result, or
@@ -200,11 +203,12 @@ class Decoder:
         for entry, following in zip(entries, entries[1:]):
             if not entry.start <= entry.stop < following.start:
                 raise _Declined  # (out of order or overlapping: bytecode has rules of its own)
-        items = NotImplemented if self._scan is None else self._scan(self._scan_tables, code, locals_, cells, entries)
-        if items is NotImplemented:  # (no C, or what it does not take: the reference)
-            items = self._items(code, locals_, cells, entries)
-        elif items is None:
+        scanned = NotImplemented if self._scan is None else self._scan(self._scan_tables, code, locals_, cells,
+                                                                        entries)
+        if scanned is None:
             raise _Declined  # (where the reference declines)
+        # (no C, or what it does not take: the reference)
+        items = self._items(code, locals_, cells, entries) if scanned is NotImplemented else cast("list[Item]", scanned)
 
         bc = Bytecode()
         bc.argcount, bc.posonlyargcount = code.co_argcount, code.co_posonlyargcount
