@@ -25,6 +25,7 @@ import pytest
 
 from cassette_hook import _native
 from cassette_hook.rewrite._family import family
+from cassette_hook.rewrite._instr import CompiledPosition
 
 from new_kinds import NEW_KINDS  # (this directory's)
 from test_decoding import (TEMPLATE, _assert_same, _bodies, _class_body_sharing_a_name, _real_bodies,
@@ -194,3 +195,55 @@ def test_the_c_loop_hands_a_line_table_ending_inside_an_entry_to_the_python_loop
     assert _decoding.items(decoder._scan_tables, cut, list(cut.co_varnames), list(cut.co_varnames),
                            []) is NotImplemented
     _assert_c_decodes_as_python(cut)
+
+
+def _runs_both_ways(body: CodeType, start: int, stop: int) -> tuple[object, object]:
+    """A plain half's runs of ``body``'s units ``start`` to ``stop``, read in C and by the
+    reference (``_assembler.Verbatim``'s loop), each as (unit, position, its type, the
+    index of the first run sharing its object)."""
+    from cassette_hook.rewrite._assembler import Verbatim
+
+    def described(runs):  # type: ignore[no-untyped-def]
+        first = {}
+        return [(unit, tuple(position), type(position), first.setdefault(id(position), index))
+                for index, (unit, position) in enumerate(runs)]
+
+    ours = _decoding.runs(body, start, stop, CompiledPosition)
+    reference = Verbatim(body, body.co_consts, start, stop).runs
+    return described(ours), described(reference)
+
+
+def test_the_assembler_reads_a_plain_halfs_runs_in_c_where_the_accelerators_are_built():
+    if os.environ.get("CASSETTE_HOOK_REQUIRE_SPEEDUPS"):
+        assert family.assembler._read_runs is _decoding.runs
+
+
+def test_a_plain_halfs_runs_read_in_c_are_the_references_over_real_modules():
+    bodies = _real_bodies()
+    for body in bodies:
+        units = len(body.co_code) // 2
+        for start, stop in ((0, units), (0, min(units, 3)), (min(units, 3), units), (units // 2, units)):
+            ours, reference = _runs_both_ways(body, start, stop)
+            assert ours == reference, (body.co_qualname, start, stop)
+    assert len(bodies) > 1000
+
+
+def test_a_plain_halfs_runs_read_in_c_are_the_references_for_each_form_and_none():
+    for shift in range(len(_FORMS)):
+        body = _with_line_table(_FORMS[shift:] + _FORMS[:shift])
+        units = len(body.co_code) // 2
+        for start in (0, 1, 5):
+            ours, reference = _runs_both_ways(body, start, units)
+            assert ours == reference, (shift, start)
+    no_lines = _with_line_table([bytes([0x80 | 15 << 3 | 7])])  # (eight units a run, no position: a run a unit)
+    ours, reference = _runs_both_ways(no_lines, 0, len(no_lines.co_code) // 2)
+    assert ours == reference and len(ours) == len(no_lines.co_code) // 2
+
+
+def test_a_plain_halfs_runs_end_where_the_line_table_does_and_hand_an_unreadable_one_back():
+    body = _with_line_table(_FORMS)
+    short = body.replace(co_linetable=body.co_linetable[:len(_FORMS[0]) * 2])
+    ours, reference = _runs_both_ways(short, 0, len(short.co_code) // 2)
+    assert ours == reference and len(ours) <= 2
+    cut = body.replace(co_linetable=_FORMS[0] + _FORMS[7][:3])
+    assert _decoding.runs(cut, 0, len(cut.co_code) // 2, CompiledPosition) is NotImplemented

@@ -736,17 +736,129 @@ done:
     return NULL;
 }
 
+/* -- A plain half's runs ------------------------------------------------------------------
+ *
+ * _assembler.Verbatim's runs of code units start to stop of a compiled body: (the unit,
+ * counted from start, where a run begins; its position, a `cls`, _instr.CompiledPosition,
+ * made of the 4-tuple co_positions() gives), a run a unit where there is no line, the run's
+ * object again -- read from co_linetable as the loop above reads it, where the reference
+ * reads co_positions() a unit at a time.  NotImplemented where the table is one the reader
+ * hands back (then the reference reads the runs). */
+
+/* The unit's 4-tuple of fields, as a `cls` (new reference). */
+static PyObject *
+position_of(PyObject *cls, const int *value)
+{
+    PyObject *fields = PyTuple_New(4);
+    if (fields == NULL) {
+        return NULL;
+    }
+    for (int index = 0; index < 4; index++) {
+        PyObject *made = field(value[index]);
+        if (made == NULL) {
+            Py_DECREF(fields);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(fields, index, made);
+    }
+    PyObject *position = PyObject_CallOneArg(cls, fields);
+    Py_DECREF(fields);
+    return position;
+}
+
+static int
+append_run(PyObject *out, Py_ssize_t unit, PyObject *position)
+{
+    PyObject *run = Py_BuildValue("(nO)", unit, position);
+    int failed = run == NULL || PyList_Append(out, run) < 0;
+    Py_XDECREF(run);
+    return failed ? -1 : 0;
+}
+
+/* runs(code, start, stop, cls): see above. */
+static PyObject *
+runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4) {
+        PyErr_SetString(PyExc_TypeError, "runs(code, start, stop, cls)");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]), stop = PyLong_AsSsize_t(args[2]);
+    if ((start == -1 || stop == -1) && PyErr_Occurred()) {
+        return NULL;
+    }
+    PyObject *table = PyObject_GetAttr(args[0], str_co_linetable), *first_line = NULL, *out = NULL, *last = NULL;
+    if (table == NULL || (first_line = PyObject_GetAttr(args[0], str_co_firstlineno)) == NULL) {
+        goto done;
+    }
+    long first = PyLong_CheckExact(first_line) ? PyLong_AsLong(first_line) : -1;
+    if (first == -1 && PyErr_Occurred()) {
+        goto done;
+    }
+    if (!PyBytes_CheckExact(table) || !PyLong_CheckExact(first_line) || first < INT_MIN || first > INT_MAX
+        || start < 0) {
+        out = Py_NewRef(Py_NotImplemented);
+        goto done;
+    }
+    Lines lines = {(const unsigned char *)PyBytes_AS_STRING(table), NULL, 0, (int)first, {-1, -1, -1, -1}};
+    lines.end = lines.at + PyBytes_GET_SIZE(table);
+    int made_at[4] = {0, 0, 0, 0};
+    if ((out = PyList_New(0)) == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t unit = 0; unit < stop; unit++) {
+        if (lines.stop <= unit) {
+            int read = advance(&lines);
+            if (read == LINES_END) {
+                break; /* (the reference's islice of co_positions() ends with it) */
+            }
+            if (read) {
+                Py_SETREF(out, Py_NewRef(Py_NotImplemented));
+                goto done;
+            }
+        }
+        if (unit < start) {
+            continue;
+        }
+        if (last == NULL || memcmp(made_at, lines.value, sizeof made_at) != 0) {
+            Py_XSETREF(last, position_of(args[3], lines.value));
+            if (last == NULL) {
+                Py_CLEAR(out);
+                goto done;
+            }
+            memcpy(made_at, lines.value, sizeof made_at);
+        }
+        else if (lines.value[0] != -1) {
+            continue;
+        }
+        if (append_run(out, unit - start, last) < 0) {
+            Py_CLEAR(out);
+            goto done;
+        }
+    }
+done:
+    Py_XDECREF(table);
+    Py_XDECREF(first_line);
+    Py_XDECREF(last);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"items", (PyCFunction)(void (*)(void))items, METH_FASTCALL,
      "items(tables, code, locals, cells, entries)\n--\n\n"
      "_decoder.Decoder._items's loop: the items, None (declined) or NotImplemented (the reference's)."},
+    {"runs", (PyCFunction)(void (*)(void))runs, METH_FASTCALL,
+     "runs(code, start, stop, cls)\n--\n\n"
+     "_assembler.Verbatim's runs of code units start to stop, or NotImplemented (the reference's)."},
     {NULL},
 };
 
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     .m_name = "cassette_hook.rewrite._decoding",
-    .m_doc = "The decoder's per-instruction loop in C (optional; _decoder.py has it in Python).",
+    .m_doc = "The decoder's per-instruction loop and a plain half's runs in C (optional; _decoder.py and "
+             "_assembler.py have them in Python).",
     .m_size = -1,
     .m_methods = methods,
 };

@@ -62,7 +62,8 @@ def own_assembler(compare: Callable[[Compare], int], *, local_cells: bool,
     from ._assembler import Assembler  # (here: it imports names older releases do not have)
 
     return Assembler(_inline_caches(), compare, line_table, cache_opcode=opmap["CACHE"], local_cells=local_cells,
-                     instr_types=instr_types, walk=None if _assembly is None else _assembly.walk)
+                     instr_types=instr_types, walk=None if _assembly is None else _assembly.walk,
+                     read_runs=None if _decoding is None else _decoding.runs)
 
 
 def own_decoder(compare: Callable[[int], Compare], *, local_cells: bool,
