@@ -1,5 +1,6 @@
 /* The decoder's per-instruction work in C: the loop over a code object's units that
- * _decoder.Decoder._items runs in Python.
+ * _decoder.Decoder._items runs in Python; and, with the same reader of the positions, a
+ * plain half's runs (_assembler.Verbatim's: below, "A plain half's runs").
  *
  * The reference is Python: Decoder._items, used where this module is not built or
  * CASSETTE_HOOK_PURE_PYTHON=1 is set (_native.optional); _nullslot.own_decoder chooses,
