@@ -33,6 +33,12 @@ CPython encodes it: 3.14's ``BUILD_INTERPOLATION``) come from the family (``_py3
 ``_py315``); which opcodes take which kind of argument (3.14's small ints, common
 constants and special methods, 3.15's ``GET_ITER`` argument) from ``bytecode``'s own
 tables, which it derives from ``opcode``.
+
+Its loop over the units (:meth:`Decoder._items`) is the reference of a loop in C,
+``_decoding.items`` (``rewrite/_decoding.c``), which ``_nullslot.own_decoder`` hands the
+decoder where the accelerators are built: the same items, the positions read from
+``co_linetable`` without a tuple a unit (docs/internals.md, "The decoder's loop in C";
+``tests/test_decoding_in_c.py`` compares the two).
 """
 
 from __future__ import annotations
