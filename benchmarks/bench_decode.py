@@ -4,15 +4,19 @@
 family's own decoder (``rewrite._decoder``, 3.12+), module by module, the two ways
 alternating, in one process; CPU time.
 
-    PYTHONPATH=. python benchmarks/bench_decode.py [--package networkx] [--rounds 3]
+    PYTHONPATH=. python benchmarks/bench_decode.py [--package networkx] [--rounds 3] [--loop]
 
 Reported: each way's CPU time summed over the modules, per round, and their ratio.  The
-two ways' results are compared in ``tests/test_decoding.py``, not here.
+two ways' results are compared in ``tests/test_decoding.py``, not here.  With ``--loop``
+the two ways are the family's decoder with its loop in Python (``Decoder._items``) and in C
+(``_decoding.items``, where the C accelerators are built: docs/performance.md, "The
+decoder's loop in C"), compared in ``tests/test_decoding_in_c.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import importlib.util
 import pathlib
 import sys
@@ -33,6 +37,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--package", default="networkx", help="installed packages whose sources to decode, comma-separated")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--loop", action="store_true", help="the decoder's Python loop against its C loop")
     args = ap.parse_args()
 
     from cassette_hook.rewrite._family import family
@@ -58,6 +63,13 @@ def main() -> None:
             return None
 
     ways: dict[str, Callable[[CodeType], object]] = {"bytecode": theirs, "ours": decoder.bytecode}
+    if args.loop:
+        if decoder._scan is None:
+            raise SystemExit("the decoder's C loop is not built (or CASSETTE_HOOK_PURE_PYTHON is set)")
+        python = copy.copy(decoder)
+        python._scan = None
+        ways = {"Python": python.bytecode, "C": decoder.bytecode}
+    first, second = ways
     print(f"{args.package}: {len(modules)} modules, {sum(map(len, modules))} code objects, {sys.version.split()[0]}")
     for round_ in range(args.rounds):
         spent = dict.fromkeys(ways, 0.0)
@@ -68,8 +80,8 @@ def main() -> None:
                 for body in bodies:
                     decode(body)
                 spent[way] += time.process_time() - start
-        print(f"round {round_ + 1}: bytecode {spent['bytecode']:.3f} s, ours {spent['ours']:.3f} s CPU, "
-              f"ours / bytecode {spent['ours'] / spent['bytecode']:.3f}", flush=True)
+        print(f"round {round_ + 1}: {first} {spent[first]:.3f} s, {second} {spent[second]:.3f} s CPU, "
+              f"{second} / {first} {spent[second] / spent[first]:.3f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -15,8 +15,8 @@ The variable is read once, here, so that all modules agree.  The profile's own e
 (``contexts/_recording.c``) is loaded through :func:`optional` too, by
 ``contexts/_calltree.py``, when the built-in contexts are first imported, and so is the
 lazy import hook's function watcher (``importhook/_watch.c``, 3.12+), by
-``importhook.lazy_mode``, and the assembler's line table and loop (``rewrite/_assembly.c``), by
-``rewrite._nullslot``.
+``importhook.lazy_mode``, and the assembler's line table and loop (``rewrite/_assembly.c``) and
+the decoder's loop (``rewrite/_decoding.c``), by ``rewrite._nullslot``.
 """
 
 from __future__ import annotations
@@ -58,10 +58,12 @@ ACCELERATED = frozenset({
 ``accelerated`` by the module that defines the Python version."""
 
 
-ACCELERATORS = ("._speedups", ".contexts._recording", ".importhook._watch", ".rewrite._assembly")
+ACCELERATORS = ("._speedups", ".contexts._recording", ".importhook._watch", ".rewrite._assembly",
+                ".rewrite._decoding")
 """Every C accelerator, by module (relative to the package): the runtime's, the profile's
 hooks, the lazy import hook's function watcher (3.12+: before, it refuses to import), the
-assembler's line table and loop (3.11+'s format; it loads on 3.10 too, unused there)."""
+assembler's line table and loop (3.11+'s format; it loads on 3.10 too, unused there), the
+decoder's loop (likewise: used on 3.12+)."""
 
 
 def optional(name: str) -> Any:

@@ -93,6 +93,9 @@ def _jump(opcode: int) -> int:
 _WalkState = tuple[InstrLocation, bool, bool]  # (the loop's position, has it no line, is a try block open)
 Walk = Callable[..., _WalkState]
 """``_assembly.walk``: the loop over the items in C (see ``Assembler._code``)."""
+ReadRuns = Callable[[CodeType, int, int, type], object]
+"""``_decoding.runs``: :class:`Verbatim`'s runs read in C (the runs, or ``NotImplemented``
+where the reference is to read them)."""
 
 _code_type: Callable[..., CodeType] = CodeType  # (3.11+'s arguments: mypy checks this module as 3.10 too)
 
@@ -132,10 +135,17 @@ class Verbatim:
 
     __slots__ = ("code", "consts", "start", "stop", "opcodes", "args", "runs")
 
-    def __init__(self, code: CodeType, consts: tuple[object, ...], start: int, stop: int) -> None:
+    def __init__(self, code: CodeType, consts: tuple[object, ...], start: int, stop: int,
+                 read_runs: ReadRuns | None = None) -> None:
+        """``read_runs``: the runs' reader in C (``_decoding.runs``), or None where the loop
+        below, its reference, reads them."""
         self.code, self.consts, self.start, self.stop = code, consts, start, stop
         raw = code.co_code[2 * start:2 * stop]
         self.opcodes, self.args = list(raw[0::2]), list(raw[1::2])
+        read = NotImplemented if read_runs is None else read_runs(code, start, stop, CompiledPosition)
+        if read is not NotImplemented:
+            self.runs = cast("list[tuple[int, InstrLocation]]", read)
+            return
         # (the line table's runs: where each starts among the units, and its position; a
         # unit a run where there is no line -- see Assembler._code.  Only the runs are
         # kept: a position a unit was a list the joining read the first of, 7% of this)
@@ -164,11 +174,12 @@ class Assembler:
 
     def __init__(self, caches: Sequence[int], compare: Callable[[Compare], int], line_table: LineTable, *,
                  cache_opcode: int, local_cells: bool, instr_types: Iterable[type[Instr]] = (),
-                 walk: Walk | None = None) -> None:
+                 walk: Walk | None = None, read_runs: ReadRuns | None = None) -> None:
         """``instr_types``: the family's own classes of ``Instr`` that may be in a body (its
         ``decode`` makes them), assembled as ``Instr``\\s; any other class is a pass's and
         declined.  ``walk``: the loop over the items in C (``_assembly.walk``), or None
-        (the Python loop alone)."""
+        (the Python loop alone).  ``read_runs``: :class:`Verbatim`'s runs read in C
+        (``_decoding.runs``), or None."""
         self._instr_types = frozenset({Instr, *instr_types})
         self._caches = caches  # inline cache entries after each opcode
         self._compare = compare
@@ -183,6 +194,7 @@ class Assembler:
         self._unit_opcodes = [[opcode] + [cache_opcode] * entries for opcode, entries in enumerate(caches)]
         self._zeros = [[0] * entries for entries in range(max(caches) + 1)]
         self._walk = walk
+        self._read_runs = read_runs
         self._walk_tables = (self._instr_types, bytes(_WALK_KINDS.get(kind, 0) for kind in self._kinds),
                              bytes(caches[:256]), cache_opcode, Label, InstrLocation, UNSET, Compare, TryBegin, TryEnd,
                              Verbatim)
@@ -206,7 +218,8 @@ class Assembler:
             return None
         stop = resume + 1 + self._caches[_RESUME]
         instructions = sum(1 for opcode in opcodes[:stop] if opcode != EXTENDED_ARG and opcode != self._cache_opcode)
-        return Verbatim(code, consts, 0, stop), Verbatim(code, consts, stop, len(opcodes)), instructions
+        return (Verbatim(code, consts, 0, stop, self._read_runs),
+                Verbatim(code, consts, stop, len(opcodes), self._read_runs), instructions)
 
     def _code(self, bc: Bytecode, stacksize: int) -> CodeType:
         consts: list[object] = []

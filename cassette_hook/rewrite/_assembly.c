@@ -30,7 +30,7 @@
 #include <Python.h>
 #include <stdint.h>
 #include <string.h>
-#include <structmember.h> /* T_OBJECT_EX (in Python.h, as Py_T_OBJECT_EX, from 3.12 on) */
+#include "_slots.h" /* slot_offset */
 
 #define FIELD_LIMIT ((long long)1 << 40) /* past this a field is out of range (CPython keeps C ints) */
 
@@ -376,28 +376,6 @@ typedef struct {
     PyTypeObject *instr_read, *location_read;
     Py_ssize_t field_at[3], lineno_at;
 } Walk;
-
-/* Where a __slots__ entry `name` of `type` is kept in its instances (the offset its member
- * descriptor reads), or -1 where `name` is something else there (then read by getattr):
- * reading the slot itself is what getattr does for it, without looking it up each time. */
-static Py_ssize_t
-slot_offset(PyTypeObject *type, PyObject *name)
-{
-    PyObject *descriptor = PyObject_GetAttr((PyObject *)type, name); /* (a member descriptor: itself) */
-    if (descriptor == NULL) {
-        PyErr_Clear();
-        return -1;
-    }
-    Py_ssize_t offset = -1;
-    if (Py_IS_TYPE(descriptor, &PyMemberDescr_Type)) {
-        PyMemberDef *member = ((PyMemberDescrObject *)descriptor)->d_member;
-        if (member->type == T_OBJECT_EX) {
-            offset = member->offset;
-        }
-    }
-    Py_DECREF(descriptor);
-    return offset;
-}
 
 /* item.<name> (new reference), name the `field`th of `names` and `at` its offsets, cached
  * for `*read`, the type they were found in. */

@@ -33,6 +33,12 @@ CPython encodes it: 3.14's ``BUILD_INTERPOLATION``) come from the family (``_py3
 ``_py315``); which opcodes take which kind of argument (3.14's small ints, common
 constants and special methods, 3.15's ``GET_ITER`` argument) from ``bytecode``'s own
 tables, which it derives from ``opcode``.
+
+Its loop over the units (:meth:`Decoder._items`) is the reference of a loop in C,
+``_decoding.items`` (``rewrite/_decoding.c``), which ``_nullslot.own_decoder`` hands the
+decoder where the accelerators are built: the same items, the positions read from
+``co_linetable`` without a tuple a unit (docs/internals.md, "The decoder's loop in C";
+``tests/test_decoding_in_c.py`` compares the two).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # no
 import sys
 from opcode import EXTENDED_ARG, opname
 from types import CodeType
-from typing import Callable, Mapping, NamedTuple, Sequence, cast
+from typing import Any, Callable, Mapping, NamedTuple, Sequence, cast
 
 from bytecode import BinaryOp, Bytecode, CompilerFlags, Compare, Instr, Label
 from bytecode.concrete import HAS_COMPARE, HAS_CONST, HAS_FREE, HAS_LOCAL, HAS_NAME
@@ -70,6 +76,11 @@ _new = object.__new__
 # without looking each slot up by name)
 _set_lineno, _set_end_lineno, _set_col_offset, _set_end_col_offset = (
     InstrLocation.__dict__[slot].__set__ for slot in ("lineno", "end_lineno", "col_offset", "end_col_offset"))
+
+
+Scan = Callable[[tuple[object, ...], CodeType, Sequence[Any], list[Any], list[Any]], object]
+"""``_decoding.items``: :meth:`Decoder._items` in C (the items; None where it declines;
+``NotImplemented`` where the reference is to decode the code)."""
 
 
 class _Declined(Exception):
@@ -150,20 +161,32 @@ class Decoder:
     """Decodes a code object as ``bytecode`` would, for one CPython version."""
 
     def __init__(self, caches: Sequence[int], compare: Callable[[int], Compare], *, cache_opcode: int,
-                 local_cells: bool, kept: Mapping[int, type[Instr]] | None = None) -> None:
+                 local_cells: bool, kept: Mapping[int, type[Instr]] | None = None,
+                 scan: Scan | None = None) -> None:
         """``kept``: the opcodes whose argument the family keeps as CPython encodes it (an
         int), and the class of ``Instr`` its ``decode`` makes of them (3.14+'s
-        ``BUILD_INTERPOLATION``)."""
+        ``BUILD_INTERPOLATION``).  ``scan``: the loop over the units in C
+        (``_decoding.items``), or None where :meth:`_items`, its reference, runs."""
         self._local_cells = local_cells  # a local opcode may name a cell or free variable (3.13+)
         kept = kept or {}
+        kinds = [_INT if op in kept else _kind(op, cache_opcode) for op in range(256)]
+        directions = [_direction(op) for op in range(256)]
+        classes = [kept.get(op, Instr) for op in range(256)]
         # (name, kind, jump direction, inline cache entries, is a jump, class of Instr) by opcode
-        self._table = [(opname[op], _INT if op in kept else _kind(op, cache_opcode), _direction(op), caches[op],
-                        op in HAS_JUMP, kept.get(op, Instr)) for op in range(256)]
+        self._table = [(opname[op], kinds[op], directions[op], caches[op], op in HAS_JUMP, classes[op])
+                       for op in range(256)]
         converters: dict[int, Callable[[int], object]] = {
             _COMPARE: compare, _INTRINSIC1: Intrinsic1Op, _INTRINSIC2: Intrinsic2Op, _BINARY: BinaryOp,
             _COMMON: CommonConstant, _SPECIAL: SpecialMethod, _FORMAT: FormatValue}
         self._converters = [converters.get(kind, int) for kind in range(_UNKNOWN + 1)]  # (int: no enum)
         self._members: list[dict[int, object]] = [{} for _ in range(_UNKNOWN + 1)]  # enum members by arg
+        self._scan = scan
+        # (the table as _decoding.c reads it: names, kinds, jump directions, caches, is a jump,
+        # classes, converters, the memos, the classes it makes, UNSET, NOP's opcode)
+        self._scan_tables: tuple[object, ...] = (
+            tuple(opname[:256]), bytes(kinds), bytes(directions), bytes(caches[op] for op in range(256)),
+            bytes(op in HAS_JUMP for op in range(256)), tuple(classes), self._converters, self._members,
+            InstrLocation, Label, TryBegin, TryEnd, CellVar, FreeVar, UNSET, NOP_OPCODE)
 
     def bytecode(self, code: CodeType) -> Bytecode | None:
         """``Bytecode.from_code(code, conserve_exception_block_stackdepth=True)``'s result, or
@@ -176,21 +199,47 @@ class Decoder:
     def _bytecode(self, code: CodeType) -> Bytecode:
         if sys.version_info < (3, 11):  # (never: made for 3.12+; this says so to the type checker)
             raise _Declined
-        raw = code.co_code
-        positions = list(code.co_positions())
-        consts, names, freevars = code.co_consts, code.co_names, code.co_freevars
+        consts, freevars = code.co_consts, code.co_freevars
         varnames = list(code.co_varnames)
         cells: list[str | CellVar] = [*varnames, *(CellVar(name) for name in code.co_cellvars if name not in varnames)]
-        ncells = len(cells)
         locals_: Sequence[str | CellVar | FreeVar] = varnames
         if self._local_cells:
             locals_ = [*cells, *(FreeVar(name) for name in freevars)]  # (all: see above)
-        table, converters, members = self._table, self._converters, self._members
-
         entries = exception_entries(code.co_exceptiontable)
         for entry, following in zip(entries, entries[1:]):
             if not entry.start <= entry.stop < following.start:
                 raise _Declined  # (out of order or overlapping: bytecode has rules of its own)
+        scanned = NotImplemented if self._scan is None else self._scan(self._scan_tables, code, locals_, cells,
+                                                                        entries)
+        if scanned is None:
+            raise _Declined  # (where the reference declines)
+        # (no C, or what it does not take: the reference)
+        items = self._items(code, locals_, cells, entries) if scanned is NotImplemented else cast("list[Item]", scanned)
+
+        bc = Bytecode()
+        bc.argcount, bc.posonlyargcount = code.co_argcount, code.co_posonlyargcount
+        bc.kwonlyargcount = code.co_kwonlyargcount
+        bc.flags = CompilerFlags(code.co_flags)
+        bc.first_lineno = code.co_firstlineno
+        bc.name, bc.qualname, bc.filename = code.co_name, code.co_qualname, code.co_filename
+        if consts and (consts[0] is None or isinstance(consts[0], str)):
+            bc.docstring = consts[0]
+        bc.cellvars, bc.freevars = list(code.co_cellvars), list(freevars)
+        bc.argnames = varnames[:_argument_count(code)]
+        list.extend(bc, items)
+        return bc
+
+    def _items(self, code: CodeType, locals_: Sequence[str | CellVar | FreeVar], cells: list[str | CellVar],
+               entries: list[_Entry]) -> list[Item]:
+        """``code``'s items: its instructions, the try blocks' starts and ends, and the labels
+        where the jumps and handlers land (``_decoding.items`` in C, where it is built)."""
+        if sys.version_info < (3, 11):  # (never: made for 3.12+; this says so to the type checker)
+            raise _Declined
+        raw = code.co_code
+        positions = list(code.co_positions())
+        consts, names, freevars = code.co_consts, code.co_names, code.co_freevars
+        ncells = len(cells)
+        table, converters, members = self._table, self._converters, self._members
         next_entry = 0
         next_start = next_stop = _NOWHERE
         if entries:
@@ -317,19 +366,7 @@ class Decoder:
             if any(index < 0 for index, _ in placed):
                 raise _Declined  # (a jump or a handler landing on a cache entry, inside an instruction or before all)
             items = _with_labels(items, placed)
-
-        bc = Bytecode()
-        bc.argcount, bc.posonlyargcount = code.co_argcount, code.co_posonlyargcount
-        bc.kwonlyargcount = code.co_kwonlyargcount
-        bc.flags = CompilerFlags(code.co_flags)
-        bc.first_lineno = code.co_firstlineno
-        bc.name, bc.qualname, bc.filename = code.co_name, code.co_qualname, code.co_filename
-        if consts and (consts[0] is None or isinstance(consts[0], str)):
-            bc.docstring = consts[0]
-        bc.cellvars, bc.freevars = list(code.co_cellvars), list(freevars)
-        bc.argnames = varnames[:_argument_count(code)]
-        list.extend(bc, items)
-        return bc
+        return items
 
 
 def _argument_count(code: CodeType) -> int:

@@ -62,7 +62,8 @@ def own_assembler(compare: Callable[[Compare], int], *, local_cells: bool,
     from ._assembler import Assembler  # (here: it imports names older releases do not have)
 
     return Assembler(_inline_caches(), compare, line_table, cache_opcode=opmap["CACHE"], local_cells=local_cells,
-                     instr_types=instr_types, walk=None if _assembly is None else _assembly.walk)
+                     instr_types=instr_types, walk=None if _assembly is None else _assembly.walk,
+                     read_runs=None if _decoding is None else _decoding.runs)
 
 
 def own_decoder(compare: Callable[[int], Compare], *, local_cells: bool,
@@ -78,7 +79,8 @@ def own_decoder(compare: Callable[[int], Compare], *, local_cells: bool,
     return Decoder(_inline_caches(), compare, cache_opcode=opmap["CACHE"], local_cells=local_cells,
                    # (a name the running Python lacks: the family is another version's, imported
                    # to be looked at, as tests/test_structure.py does, never to rewrite)
-                   kept={opmap[name]: cls for name, cls in (kept or {}).items() if name in opmap})
+                   kept={opmap[name]: cls for name, cls in (kept or {}).items() if name in opmap},
+                   scan=None if _decoding is None else _decoding.items)
 
 
 def _inline_caches() -> list[int]:
@@ -641,6 +643,7 @@ def _line_table(first_line: int, runs: Iterable[tuple[Location | CompiledPositio
 
 
 _assembly = optional(".rewrite._assembly")
+_decoding = optional(".rewrite._decoding")  # (the decoder's loop in C: own_decoder hands it the decoder)
 if _assembly is not None:
     _assembly.set_compiled_position(CompiledPosition)
 line_table: Callable[[int, Iterable[tuple[Location | CompiledPosition, int]]], bytes] = (
