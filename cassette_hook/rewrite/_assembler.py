@@ -501,13 +501,36 @@ class Assembler:
         last: the end) and the wide instructions, jumps included, in order.
 
         The offsets are the indexes where no instruction is wide (most bodies: then no list
-        is made of them), else made a run of indexes at a time between the wide ones."""
+        is made of them, and a jump's argument is worked out from its index and its label's,
+        without the offsets' look-ups and the widths' calls -- a pass each way was a
+        twentieth of a cold rewrite's assembling; docs/performance.md, "The passes' work
+        cheaper, again"), else made a run of indexes at a time between the wide ones."""
         caches, kinds = self._caches, self._jumps
         count = len(args)
         now = wide
         for _ in range(_JUMP_PASSES):
             label_offsets: Sequence[int] = range(count + 1)
-            if now:
+            moved = False
+            if not now:  # (every jump one unit, every offset its index: a jump's own arithmetic, inline)
+                for index, label in jumps:
+                    opcode = opcodes[index]
+                    kind = kinds[opcode]
+                    if kind == _FORWARD:
+                        arg = labels[label] - index - caches[opcode] - 1
+                    elif kind == _BACKWARD:
+                        arg = index + caches[opcode] + 1 - labels[label]
+                    elif kind:
+                        arg = labels[label]
+                    else:
+                        raise _Declined
+                    if arg > 0xFF:  # (now wide: the offsets after it move)
+                        if arg > 0x7FFFFFFF:
+                            raise _Declined
+                        moved = True
+                    elif arg < 0:
+                        raise _Declined
+                    args[index] = arg
+            else:
                 offsets: list[int] = []
                 start = shift = 0
                 for index in now:
@@ -516,19 +539,19 @@ class Assembler:
                     start = index + 1
                 offsets += range(start + shift, count + 1 + shift)
                 label_offsets = offsets
-            moved = False
-            for index, label in jumps:
-                target = label_offsets[labels[label]]
-                opcode = opcodes[index]
-                width = _units(args[index])
-                after = label_offsets[index] + caches[opcode] + width
-                kind = kinds[opcode]
-                arg = target - after if kind == _FORWARD else after - target if kind == _BACKWARD else target
-                if kind == 0 or not 0 <= arg <= 0x7FFFFFFF:
-                    raise _Declined
-                args[index] = arg
-                if _units(arg) != width:
-                    moved = True
+                for index, label in jumps:
+                    target = label_offsets[labels[label]]
+                    opcode = opcodes[index]
+                    arg = args[index]
+                    width = 1 if arg <= 0xFF else _units(arg)  # (the call only for a wide one)
+                    after = label_offsets[index] + caches[opcode] + width
+                    kind = kinds[opcode]
+                    arg = target - after if kind == _FORWARD else after - target if kind == _BACKWARD else target
+                    if kind == 0 or not 0 <= arg <= 0x7FFFFFFF:
+                        raise _Declined
+                    args[index] = arg
+                    if (1 if arg <= 0xFF else _units(arg)) != width:
+                        moved = True
             if not moved:
                 return label_offsets, now
             now = sorted([*wide, *(index for index, _ in jumps if args[index] > 0xFF)])
