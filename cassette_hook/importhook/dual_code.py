@@ -209,12 +209,15 @@ class _Switcher:
 
     def _sites(self, body: Bytecode) -> bool:
         """Does the rewritten body call a hook, itself or in a part?"""
+        has_sites = self._has_sites
         for item in items_of(body):
-            if isinstance(item, Instr) and item.name == "LOAD_GLOBAL":
-                if global_name(item).startswith("__cassette_hook_"):
+            if type(item) is Instr or isinstance(item, Instr):  # (its name read under bytecode's property)
+                name = item._name
+                if name == "LOAD_GLOBAL":
+                    if global_name(item).startswith("__cassette_hook_"):
+                        return True
+                elif name == "LOAD_CONST" and id(item._arg) in has_sites:
                     return True
-            elif isinstance(item, Instr) and item.name == "LOAD_CONST" and id(item.arg) in self._has_sites:
-                return True
         return False
 
     def _join_compiled(self, body: Bytecode, code: CodeType) -> CodeType | None:

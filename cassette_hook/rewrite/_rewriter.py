@@ -147,10 +147,12 @@ def _rewrite_constants_and_operators(items: list[Item], hooks: Hooks, operators:
     read = names | _READ  # (the instructions this walk does anything with: most it only copies)
     class_body_next = False
     for item in items:
-        if not isinstance(item, Instr):
+        # (an instruction told by its type first, its name read under bytecode's property:
+        # the property's call at every item was a fifth of this walk)
+        if type(item) is not Instr and not isinstance(item, Instr):
             append(item)
             continue
-        name = item.name
+        name = item._name
         if name not in read:
             append(item)
             continue
