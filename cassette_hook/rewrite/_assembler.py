@@ -102,6 +102,12 @@ def _units(arg: int) -> int:
     return 1 if arg <= 0xFF else 2 if arg <= 0xFFFF else 3 if arg <= 0xFFFFFF else 4
 
 
+def _code_fields(code: CodeType) -> tuple[object, ...]:
+    """Fields of ``code`` that its marshalled bytes hold, cheap to compare: strings and bytes
+    (whose hash each keeps) and a number.  Two code objects marshalled alike have them alike."""
+    return code.co_filename, code.co_name, code.co_firstlineno, code.co_linetable
+
+
 def _numbering(values: list[str], index_of: dict[str, int]) -> Callable[[str], int]:
     """A name's index in ``values``, appended at its first use (as ``bytecode`` numbers
     names and local variables); ``index_of``: the indexes, kept (the C loop reads it too)."""
@@ -215,18 +221,47 @@ class Assembler:
         varnames: list[str] = []
 
         by_id: dict[int, int] = {}  # (a constant's index by the object: the items hold them all)
+        # (the code constants by what a code object's marshalled bytes hold, each with those
+        # that have it alike: see code_const)
+        codes: dict[tuple[object, ...], list[tuple[CodeType, int]]] = {}
 
         def const(value: object) -> int:
             # (bytecode's key is the value marshalled: a code object's whole tree, each time
             # a body loads it -- a module's joined body, its seed's constants too)
             index = by_id.get(id(value))
             if index is None:
-                key = const_key(value)
-                index = const_index.get(key)
-                if index is None:
-                    index = const_index[key] = len(consts)
-                    consts.append(value)
+                if type(value) is CodeType:
+                    index = code_const(value)
+                else:
+                    key = const_key(value)
+                    index = const_index.get(key)
+                    if index is None:
+                        index = const_index[key] = len(consts)
+                        consts.append(value)
                 by_id[id(value)] = index
+            return index
+
+        def code_const(value: CodeType) -> int:
+            # A code constant's index as its marshalled bytes, ``bytecode``'s key, give it, with
+            # the bytes made only where they may be another's: two code objects marshalled alike
+            # have the same file, name, first line and line table (``_code_fields``), and no
+            # other constant is marshalled as a code object is.  So a code object whose fields
+            # no other's had is a constant of its own, and only one whose fields some had is
+            # marshalled, with them.  (Marshalling every code constant, its whole tree, was a
+            # fourteenth of assembling a module; its hash costs as much.)
+            fields = _code_fields(value)
+            alike = codes.get(fields)
+            if alike is not None:
+                key = const_key(value)
+                for other, index in alike:
+                    if const_key(other) == key:
+                        return index
+            index = len(consts)
+            consts.append(value)
+            if alike is None:
+                codes[fields] = [(value, index)]
+            else:
+                alike.append((value, index))
             return index
 
         name_index: dict[str, int] = {}
