@@ -120,7 +120,11 @@ class _Switcher:
         self.functions = functions  # switch the functions a code defines too (else: left as compiled)
         self.hooks = switched_hooks()
         self._done: dict[int, tuple[CodeType, CodeType]] = {}  # id(code) -> (code, result)
-        self._has_sites: set[int] = set()  # ids of rewritten parts that have sites
+        # The rewritten parts that have sites, by id, each held: a part no longer held by
+        # anything else would free its id for another code object, which ``_sites`` would
+        # then take for one (a nested function's, a class body's, which the allocation
+        # pattern decided).
+        self._has_sites: dict[int, CodeType] = {}
 
     def switched(self, code: CodeType) -> CodeType:
         if is_annotate(code):
@@ -202,7 +206,7 @@ class _Switcher:
             body = rewritten(code, self.hooks, operators=True, nested=self._instrumented_nested)
             result = assemble(body, code.co_stacksize + 2, code.co_name)
             if self._sites(body):
-                self._has_sites.add(id(result))
+                self._has_sites[id(result)] = result
             return result
 
         return rewrite_part(code, rewrite)
