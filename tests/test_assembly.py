@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dis
 import importlib.util
+import marshal
 import sys
 import warnings
 from pathlib import Path
@@ -201,6 +202,69 @@ def test_our_assembler_leaves_nested_try_blocks_to_bytecode_and_its_error():
     assert family.assembler is not None and family.assembler.code(bc, 2) is None
     with pytest.raises(UnsupportedCode, match="cannot be nested"):
         _rewriter.assemble(bc, 2, "f")
+
+
+def _loading(*constants: object):  # type: ignore[no-untyped-def]
+    """A body that loads each of ``constants`` in turn (and drops it)."""
+    from bytecode import Bytecode, Instr
+
+    loads = [instr for constant in constants for instr in (Instr("LOAD_CONST", constant), Instr("POP_TOP"))]
+    return Bytecode([Instr("RESUME", 0), *loads, Instr("LOAD_CONST", None), Instr("RETURN_VALUE")])
+
+
+def _numbers_constants_as_bytecode_does(*constants: object) -> tuple[object, ...]:
+    """Asserts our assembler makes a body loading ``constants`` as ``bytecode``'s route does,
+    each constant numbered as it numbers it; the constants."""
+    bc = _loading(*constants)
+    assert family.assembler is not None
+    ours, theirs = family.assembler.code(bc, 2), _by_bytecode(bc, 2)
+    assert ours is not None and _fields(ours) == _fields(theirs) and ours == theirs
+    assert len(ours.co_consts) == len(theirs.co_consts)
+    assert all(a is b for a, b in zip(ours.co_consts, theirs.co_consts))
+    return ours.co_consts
+
+
+_FUNCTION = marshal.dumps(compile("def f():\n    return 1\n", "<a>", "exec").co_consts[0])
+
+
+@needs_assembler
+def test_our_assembler_numbers_two_code_constants_marshalled_alike_once_as_bytecode_does():
+    """Code constants are keyed as ``bytecode`` keys them, by their marshalled bytes; ours
+    marshals one only where one with its file, name, first line and line table came before
+    (docs/internals.md, "An assembler of our own")."""
+    first, second = marshal.loads(_FUNCTION), marshal.loads(_FUNCTION)
+    assert first is not second and marshal.dumps(first) == marshal.dumps(second)
+    assert _numbers_constants_as_bytecode_does(first, second) == (first, None)
+
+
+@needs_assembler
+def test_our_assembler_numbers_two_code_constants_of_one_place_marshalled_apart_twice_as_bytecode_does():
+    """Two code objects of one file, name, first line and line table, whose marshalled
+    bytes differ (here by a constant), are two constants."""
+    first = marshal.loads(_FUNCTION)
+    second = first.replace(co_consts=(*first.co_consts, 2))
+    assert marshal.dumps(first) != marshal.dumps(second)
+    assert _numbers_constants_as_bytecode_does(first, second) == (first, second, None)
+
+
+@needs_assembler
+def test_our_assembler_numbers_two_code_constants_of_two_files_twice_as_bytecode_does():
+    """``==`` on code objects does not compare their file names; their marshalled bytes do."""
+    first = marshal.loads(_FUNCTION)
+    second = first.replace(co_filename="<b>")
+    assert first == second and marshal.dumps(first) != marshal.dumps(second)
+    assert _numbers_constants_as_bytecode_does(first, second) == (first, second, None)
+
+
+@needs_assembler
+def test_our_assembler_numbers_a_code_constant_no_hash_takes_as_bytecode_does():
+    """A code object holding a constant no hash takes (a pass may load any object) is a
+    constant like another: our assembler never hashes a code object."""
+    code = marshal.loads(_FUNCTION)
+    odd = code.replace(co_consts=(*code.co_consts, [1]))
+    with pytest.raises(TypeError):
+        hash(odd)
+    assert _numbers_constants_as_bytecode_does(odd, code, odd) == (odd, code, None)
 
 
 @needs_assembler

@@ -14,6 +14,7 @@ import sys
 import warnings
 from pathlib import Path
 from types import CodeType
+from typing import Sequence
 
 import pytest
 from bytecode import Instr, Label
@@ -279,9 +280,21 @@ def _fields(instr: Instr) -> tuple[object, ...]:
     return type(instr), instr.name, instr.opcode, instr.arg, instr.location, instr.has_jump()
 
 
+def _site_fields(site: Sequence[object]) -> list[object]:
+    """A site's items field by field (``_fields``), a label as its place among them, and
+    an instruction's label argument as that label's place: two sites, each with labels of
+    its own, compared."""
+    places = {id(item): place for place, item in enumerate(site) if isinstance(item, Label)}
+    return [("label", places[id(item)]) if isinstance(item, Label)
+            else (*_fields(item)[:3], ("label", places[id(item.arg)]) if isinstance(item.arg, Label) else item.arg,
+                  *_fields(item)[4:])
+            for item in site]
+
+
 def test_an_operator_site_copied_from_its_shape_is_the_site_made_where_it_is():
     """An operator site's instructions are made once for its shape (its hooks, the
-    instruction's name and argument) and copied at each site: field by field what the
+    instruction's name and argument; in switched code, with the flag's load and jumps) and
+    copied at each site, its jumps aimed at labels of its own: field by field what the
     family makes at that site, as new instructions."""
     from cassette_hook.runtime.callsites import HOOKS
 
@@ -291,11 +304,13 @@ def test_an_operator_site_copied_from_its_shape_is_the_site_made_where_it_is():
             if item.name not in family.operator_names:
                 continue
             _rewriter._operator_replacement(item, hooks)  # (the shape, made if it was not)
-            copied, made = _rewriter._operator_replacement(item, hooks), family.operator_site(item, hooks)
-            assert (copied is None) == (made is None), item
-            if made is not None:
-                assert [_fields(i) for i in copied] == [_fields(i) for i in made], item
+            copied, site = _rewriter._operator_replacement(item, hooks), family.operator_site(item, hooks)
+            assert (copied is None) == (site is None), item
+            if site is not None:
+                made = _rewriter._operator_site(item, site, hooks)
+                assert _site_fields(copied) == _site_fields(made), item
                 again = _rewriter._operator_replacement(item, hooks)
+                assert again is not None
                 assert all(i is not j for i, j in zip(copied, again) if i is not item)  # (``yield from``'s holds it)
                 compared += 1
     assert compared > 1000

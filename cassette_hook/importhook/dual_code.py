@@ -120,7 +120,11 @@ class _Switcher:
         self.functions = functions  # switch the functions a code defines too (else: left as compiled)
         self.hooks = switched_hooks()
         self._done: dict[int, tuple[CodeType, CodeType]] = {}  # id(code) -> (code, result)
-        self._has_sites: set[int] = set()  # ids of rewritten parts that have sites
+        # The rewritten parts that have sites, by id, each held: a part no longer held by
+        # anything else would free its id for another code object, which ``_sites`` would
+        # then take for one (a nested function's, a class body's, which the allocation
+        # pattern decided).
+        self._has_sites: dict[int, CodeType] = {}
 
     def switched(self, code: CodeType) -> CodeType:
         if is_annotate(code):
@@ -202,19 +206,22 @@ class _Switcher:
             body = rewritten(code, self.hooks, operators=True, nested=self._instrumented_nested)
             result = assemble(body, code.co_stacksize + 2, code.co_name)
             if self._sites(body):
-                self._has_sites.add(id(result))
+                self._has_sites[id(result)] = result
             return result
 
         return rewrite_part(code, rewrite)
 
     def _sites(self, body: Bytecode) -> bool:
         """Does the rewritten body call a hook, itself or in a part?"""
+        has_sites = self._has_sites
         for item in items_of(body):
-            if isinstance(item, Instr) and item.name == "LOAD_GLOBAL":
-                if global_name(item).startswith("__cassette_hook_"):
+            if type(item) is Instr or isinstance(item, Instr):  # (its name read under bytecode's property)
+                name = item._name
+                if name == "LOAD_GLOBAL":
+                    if global_name(item).startswith("__cassette_hook_"):
+                        return True
+                elif name == "LOAD_CONST" and id(item._arg) in has_sites:
                     return True
-            elif isinstance(item, Instr) and item.name == "LOAD_CONST" and id(item.arg) in self._has_sites:
-                return True
         return False
 
     def _join_compiled(self, body: Bytecode, code: CodeType) -> CodeType | None:

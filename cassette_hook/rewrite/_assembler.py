@@ -105,6 +105,12 @@ def _units(arg: int) -> int:
     return 1 if arg <= 0xFF else 2 if arg <= 0xFFFF else 3 if arg <= 0xFFFFFF else 4
 
 
+def _code_fields(code: CodeType) -> tuple[object, ...]:
+    """Fields of ``code`` that its marshalled bytes hold, cheap to compare: strings and bytes
+    (whose hash each keeps) and a number.  Two code objects marshalled alike have them alike."""
+    return code.co_filename, code.co_name, code.co_firstlineno, code.co_linetable
+
+
 def _numbering(values: list[str], index_of: dict[str, int]) -> Callable[[str], int]:
     """A name's index in ``values``, appended at its first use (as ``bytecode`` numbers
     names and local variables); ``index_of``: the indexes, kept (the C loop reads it too)."""
@@ -228,18 +234,47 @@ class Assembler:
         varnames: list[str] = []
 
         by_id: dict[int, int] = {}  # (a constant's index by the object: the items hold them all)
+        # (the code constants by what a code object's marshalled bytes hold, each with those
+        # that have it alike: see code_const)
+        codes: dict[tuple[object, ...], list[tuple[CodeType, int]]] = {}
 
         def const(value: object) -> int:
             # (bytecode's key is the value marshalled: a code object's whole tree, each time
             # a body loads it -- a module's joined body, its seed's constants too)
             index = by_id.get(id(value))
             if index is None:
-                key = const_key(value)
-                index = const_index.get(key)
-                if index is None:
-                    index = const_index[key] = len(consts)
-                    consts.append(value)
+                if type(value) is CodeType:
+                    index = code_const(value)
+                else:
+                    key = const_key(value)
+                    index = const_index.get(key)
+                    if index is None:
+                        index = const_index[key] = len(consts)
+                        consts.append(value)
                 by_id[id(value)] = index
+            return index
+
+        def code_const(value: CodeType) -> int:
+            # A code constant's index as its marshalled bytes, ``bytecode``'s key, give it, with
+            # the bytes made only where they may be another's: two code objects marshalled alike
+            # have the same file, name, first line and line table (``_code_fields``), and no
+            # other constant is marshalled as a code object is.  So a code object whose fields
+            # no other's had is a constant of its own, and only one whose fields some had is
+            # marshalled, with them.  (Marshalling every code constant, its whole tree, was a
+            # fourteenth of assembling a module; its hash costs as much.)
+            fields = _code_fields(value)
+            alike = codes.get(fields)
+            if alike is not None:
+                key = const_key(value)
+                for other, index in alike:
+                    if const_key(other) == key:
+                        return index
+            index = len(consts)
+            consts.append(value)
+            if alike is None:
+                codes[fields] = [(value, index)]
+            else:
+                alike.append((value, index))
             return index
 
         name_index: dict[str, int] = {}
@@ -514,13 +549,36 @@ class Assembler:
         last: the end) and the wide instructions, jumps included, in order.
 
         The offsets are the indexes where no instruction is wide (most bodies: then no list
-        is made of them), else made a run of indexes at a time between the wide ones."""
+        is made of them, and a jump's argument is worked out from its index and its label's,
+        without the offsets' look-ups and the widths' calls: the passes were a fifth of
+        ``Assembler._code`` over sympy's bodies; docs/performance.md, "The passes' work
+        cheaper, again"), else made a run of indexes at a time between the wide ones."""
         caches, kinds = self._caches, self._jumps
         count = len(args)
         now = wide
         for _ in range(_JUMP_PASSES):
             label_offsets: Sequence[int] = range(count + 1)
-            if now:
+            moved = False
+            if not now:  # (every jump one unit, every offset its index: a jump's own arithmetic, inline)
+                for index, label in jumps:
+                    opcode = opcodes[index]
+                    kind = kinds[opcode]
+                    if kind == _FORWARD:
+                        arg = labels[label] - index - caches[opcode] - 1
+                    elif kind == _BACKWARD:
+                        arg = index + caches[opcode] + 1 - labels[label]
+                    elif kind:
+                        arg = labels[label]
+                    else:
+                        raise _Declined
+                    if arg > 0xFF:  # (now wide: the offsets after it move)
+                        if arg > 0x7FFFFFFF:
+                            raise _Declined
+                        moved = True
+                    elif arg < 0:
+                        raise _Declined
+                    args[index] = arg
+            else:
                 offsets: list[int] = []
                 start = shift = 0
                 for index in now:
@@ -529,19 +587,19 @@ class Assembler:
                     start = index + 1
                 offsets += range(start + shift, count + 1 + shift)
                 label_offsets = offsets
-            moved = False
-            for index, label in jumps:
-                target = label_offsets[labels[label]]
-                opcode = opcodes[index]
-                width = _units(args[index])
-                after = label_offsets[index] + caches[opcode] + width
-                kind = kinds[opcode]
-                arg = target - after if kind == _FORWARD else after - target if kind == _BACKWARD else target
-                if kind == 0 or not 0 <= arg <= 0x7FFFFFFF:
-                    raise _Declined
-                args[index] = arg
-                if _units(arg) != width:
-                    moved = True
+                for index, label in jumps:
+                    target = label_offsets[labels[label]]
+                    opcode = opcodes[index]
+                    arg = args[index]
+                    width = 1 if arg <= 0xFF else _units(arg)  # (the call only for a wide one)
+                    after = label_offsets[index] + caches[opcode] + width
+                    kind = kinds[opcode]
+                    arg = target - after if kind == _FORWARD else after - target if kind == _BACKWARD else target
+                    if kind == 0 or not 0 <= arg <= 0x7FFFFFFF:
+                        raise _Declined
+                    args[index] = arg
+                    if (1 if arg <= 0xFF else _units(arg)) != width:
+                        moved = True
             if not moved:
                 return label_offsets, now
             now = sorted([*wide, *(index for index, _ in jumps if args[index] > 0xFF)])

@@ -14,7 +14,7 @@ from opcode import opmap
 from typing import Sequence, TypeVar, cast
 
 import bytecode
-from bytecode import Instr
+from bytecode import Instr, Label
 from bytecode.instr import UNSET, InstrLocation
 
 T = TypeVar("T")
@@ -108,6 +108,19 @@ of ``make`` each, and a chain of the family's methods for each site: most of wha
 site cost (docs/performance.md, "The sites' instructions made once").  Where the installed
 ``bytecode`` is a release :data:`BYTECODE_FOLLOWED` names, ``Instr.copy`` inline; else
 ``copy`` and the location set, checked."""
+
+
+def _aimed_checked(instr: Instr, target: Label) -> None:
+    instr.arg = target
+
+
+def _aimed_trusted(instr: Instr, target: Label) -> None:
+    instr._arg = target  # (a jump's: a label is what its opcode takes)
+
+
+aim = _aimed_trusted if follows_bytecode() else _aimed_checked
+"""Point ``instr``, a jump :data:`placed` copied, at ``target``: a site whose shape jumps is
+made once with jumps to a stand-in label, and each copy aimed at the site's own labels."""
 
 
 def arg_of(instr: Instr, kind: type[T]) -> T:

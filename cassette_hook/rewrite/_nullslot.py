@@ -232,23 +232,26 @@ class NullSlotFamily:
         # One walk over the items finds all this pass reads of them besides the pairing: the
         # method loads, the calls and definitions, and whether a pass loaded a ``nooverdub``
         # marker (a walk each, asking each item its type and name, was most of the pass).
+        # (an instruction told by its type first, its name and argument read under bytecode's
+        # properties; and a body without a call is not paired: nothing there to pair)
         loads, consumers = self.method_load_names, self.consumer_names
         method_loads: set[int] = set()
         calls_and_definitions: list[int] = []
-        marked = False
+        marked = called = False
         ends = consumers | _DEFINING
         for index, item in enumerate(items):
-            if isinstance(item, Instr):
-                name = item.name
+            if type(item) is Instr or isinstance(item, Instr):
+                name = item._name
                 if name in ends:
                     calls_and_definitions.append(index)
+                    called = called or name in consumers
                 elif name in loads:
                     if self.is_method_load(item):
                         method_loads.add(index)
-                elif name == "LOAD_CONST" and type(item.arg) is nooverdub:
+                elif name == "LOAD_CONST" and type(item._arg) is nooverdub:
                     marked = True
         paired = pair_by_depth(items, depths, self.producer_depth, self.consumer_depth, self.producer_names,
-                               consumers)
+                               consumers) if called else {}
         if marked:
             for plain_call in self._plain_calls(items, depths):
                 paired.pop(plain_call, None)

@@ -16,7 +16,7 @@ from bytecode.instr import UNSET
 
 from . import RESOURCE_ERRORS, GlobalName, Hooks, UnsupportedCode
 from ._family import family
-from ._instr import arg_of, make, placed
+from ._instr import aim, arg_of, make, placed
 from ._markers import ContextSlot, nooverdub
 from ._memo import Memo
 from ._names import COMPREHENSIONS
@@ -147,17 +147,19 @@ def _rewrite_constants_and_operators(items: list[Item], hooks: Hooks, operators:
     read = names | _READ  # (the instructions this walk does anything with: most it only copies)
     class_body_next = False
     for item in items:
-        if not isinstance(item, Instr):
+        # (an instruction told by its type first, its name read under bytecode's property:
+        # the property's call at every item was a fifth of this walk)
+        if type(item) is not Instr and not isinstance(item, Instr):
             append(item)
             continue
-        name = item.name
+        name = item._name
         if name not in read:
             append(item)
             continue
         if name in names:
             site = _operator_replacement(item, hooks)
             if site is not None:
-                out += _operator_site(item, site, hooks)
+                out += site
                 continue
         elif name == "LOAD_BUILD_CLASS":
             class_body_next = True
@@ -179,34 +181,52 @@ _READ = frozenset({"LOAD_BUILD_CLASS", *_CONSTANT_LOADS})
 
 # The operator sites' instructions, by their hooks' ``id`` (the hooks held while their
 # sites are, so that the ``id`` is theirs) and the operator instruction's name and
-# argument: ``family.operator_site``'s, made once and copied at each site of that shape
-# (``_instr.placed``), or ``None`` for an instruction that is no operator site.  A shape is
-# kept only where the site is instructions alone, and not the operator instruction itself
-# (``yield from``'s).
+# argument: ``family.operator_site``'s -- in switched code with the flag's load and the two
+# jumps of ``_operator_site`` around them -- made once and copied at each site of that
+# shape (``_instr.placed``), the jumps aimed at the site's own labels (``_instr.aim``), or
+# ``None`` for an instruction that is no operator site.  A shape is kept only where the
+# site is instructions alone, and not the operator instruction itself (``yield from``'s).
 _OPERATOR_SHAPES_KEPT = 4096  # (a few dozen for the hooks a process has)
 _operator_shapes: Memo[tuple[object, ...], list[Instr] | None] = Memo(_OPERATOR_SHAPES_KEPT)
 _UNSEEN: list[Instr] = []  # (a shape not yet made)
+_AIMED_LATER = Label()  # (where a kept shape's jumps go: each copy's are aimed at its own labels)
 
 
-def _operator_replacement(item: Instr, hooks: Hooks) -> list[Instr] | None:
-    """``family.operator_site(item, hooks)``, its instructions copied from those made for
-    the first site of its shape.  The same instructions: what a site is made of depends on
-    the hooks and the instruction's name and argument, and an operator's hook
-    (``hooks.operator_site(op)``) is one object, or one name, for each operator."""
+def _operator_replacement(item: Instr, hooks: Hooks) -> Sequence[Item] | None:
+    """What replaces the operator ``item``: ``family.operator_site(item, hooks)``, in
+    switched code behind its flag (:func:`_operator_site`), its instructions copied from
+    those made for the first site of its shape.  The same instructions: what a site is
+    made of depends on the hooks and the instruction's name and argument, and an
+    operator's hook (``hooks.operator_site(op)``) is one object, or one name, for each
+    operator.  (The flag's load and jumps, made one by one at each site, were three of a
+    switched operator site's seven instructions, and three quarters of the rewriting's
+    calls of ``make``; docs/performance.md, "The passes' work cheaper, again".)"""
     arg = item.arg
     key = (id(hooks), item.name) if arg is UNSET else (id(hooks), item.name, type(arg), arg)  # (UNSET: unhashable)
     try:
         shape = _operator_shapes.get(key, _UNSEEN)
     except TypeError:  # (an argument no dict takes)
-        return family.operator_site(item, hooks)
+        site = family.operator_site(item, hooks)
+        return None if site is None else _operator_site(item, site, hooks)
     if shape is not _UNSEEN:
-        return None if shape is None else placed(shape, item.location)  # (None: not an operator site)
+        if shape is None:  # (not an operator site)
+            return None
+        made = placed(shape, item.location)
+        if hooks.operators_on is None:
+            return made
+        plain, joined = Label(), Label()
+        aim(made[1], plain)
+        aim(made[-1], joined)
+        return [*made, plain, item, joined]
     site = family.operator_site(item, hooks)
-    shaped = site is None or all(isinstance(instr, Instr) and not isinstance(instr.arg, Label) and instr is not item
-                                 for instr in site)
-    if shaped:
-        _operator_shapes.remember(key, site, hooks)
-    return site
+    if site is None:
+        _operator_shapes.remember(key, None, hooks)
+        return None
+    if all(isinstance(instr, Instr) and not isinstance(instr.arg, Label) and instr is not item for instr in site):
+        _operator_shapes.remember(key, site if hooks.operators_on is None else [
+            family.load_hook(hooks.operators_on, None), family.jump_if_false(_AIMED_LATER, None), *site,
+            make("JUMP_FORWARD", _AIMED_LATER, None)], hooks)
+    return _operator_site(item, site, hooks)
 
 
 def _operator_site(item: Instr, replacement: list[Instr], hooks: Hooks) -> Sequence[Item]:
