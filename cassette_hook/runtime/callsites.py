@@ -87,8 +87,8 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
             run = callees.direct_constructor(plan, f)
             if run is not None or not plan.sparse or plan.names(f):
                 return run
-        elif (kind is MethodType and (found := plan.direct_twins.values.get(id(f.__func__))) is not None
-              and found[1] is f.__func__.__code__):
+        elif (plan.sparse and kind is MethodType and (found := plan.direct_twins.values.get(id(f.__func__)))
+              is not None and found[1] is f.__func__.__code__):
             pass  # (its function has a current twin in the table: no overload names it, asked once)
         elif not plan.sparse or _may_be_named(plan, f):
             return None
