@@ -265,21 +265,22 @@ line_table(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *run_held[4] = {NULL, NULL, NULL, NULL}; /* the run's fields' objects */
     PyObject *seen = NULL;  /* the last run's position object (strong: compared by identity) */
     PyObject *item = NULL;
+    PyObject *table = NULL;
     int have_run = 0, joins = 0;
     long long units = 0, line = start_position.value[0];
     while ((item = PyIter_Next(iterator)) != NULL) {
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
             PyErr_Format(PyExc_TypeError, "a run is (position, units), not %R", item);
-            goto error;
+            goto done;
         }
         PyObject *loc = PyTuple_GET_ITEM(item, 0);
         long long size = PyLong_AsLongLong(PyTuple_GET_ITEM(item, 1));
         if (size == -1 && PyErr_Occurred()) {
-            goto error;
+            goto done;
         }
         if (size < 0) {
             PyErr_SetString(PyExc_ValueError, "a run of fewer than no code units");
-            goto error;
+            goto done;
         }
         if (loc == seen && joins) { /* one object: CACHE entries, the instructions of a site */
             units += size;
@@ -296,7 +297,7 @@ line_table(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             for (int index = 0; index < 4; index++) {
                 Py_XDECREF(held[index]);
             }
-            goto error;
+            goto done;
         }
         if (have_run && joins && same_position(&here, &run)) {
             for (int index = 0; index < 4; index++) {
@@ -310,7 +311,7 @@ line_table(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             for (int index = 0; index < 4; index++) {
                 Py_XDECREF(held[index]);
             }
-            goto error;
+            goto done;
         }
         run = here;
         hold_run(&run, run_held); /* (before `held` and `item` let go of the objects) */
@@ -322,19 +323,10 @@ line_table(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         have_run = 1;
         Py_DECREF(item);
     }
-    item = NULL;
-    if (PyErr_Occurred() || (have_run && put_run(&out, &run, units, &line) < 0)) {
-        goto error;
+    if (!PyErr_Occurred() && !(have_run && put_run(&out, &run, units, &line) < 0)) {
+        table = PyBytes_FromStringAndSize((const char *)out.bytes, out.size);
     }
-    PyObject *table = PyBytes_FromStringAndSize((const char *)out.bytes, out.size);
-    PyMem_Free(out.bytes);
-    Py_DECREF(iterator);
-    Py_XDECREF(seen);
-    for (int index = 0; index < 4; index++) {
-        Py_XDECREF(run_held[index]);
-    }
-    return table;
-error:
+done: /* the one exit: `table` is NULL unless the whole table was made */
     Py_XDECREF(item);
     PyMem_Free(out.bytes);
     Py_DECREF(iterator);
@@ -342,7 +334,7 @@ error:
     for (int index = 0; index < 4; index++) {
         Py_XDECREF(run_held[index]);
     }
-    return NULL;
+    return table;
 }
 
 /* -- The loop over the items ------------------------------------------------------------
