@@ -136,7 +136,10 @@ KINDS = ["obj.method(i)", "table.get(i)", "obj.klass(i)", "module.function(i)", 
          # costs include closure_made's own); a lambda made per call
          'pattern.match("abc123", 3)', "numbers.extend(())", "closure_made(i)", "(lambda: i)()",
          # functools.lru_cache's wrapper, called; an lru_cache on a method
-         "cached(i)", "cached_obj.method(i)"]
+         "cached(i)", "cached_obj.method(i)",
+         # builtins handed what they iterate or call back (prepared at each call: a list
+         # iterated, two lists and a builtin callback)
+         "sorted(items)", "map(divmod, items, items)"]
 
 
 def twin(loop: Callable[..., None], hooks: rewrite.Hooks) -> Callable[..., None]:

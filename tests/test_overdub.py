@@ -5,6 +5,7 @@ import asyncio
 import contextvars
 import functools
 import gc
+import itertools
 import math
 import operator
 import re
@@ -314,6 +315,24 @@ def test_builtins_that_iterate_reach_a_python_iter():
     ctx = SeenCalls(metadata=[])
     assert ch.overdub(ctx, g) == g()
     assert [f for f, _, _ in ctx.metadata].count(Countdown.__iter__) == 7
+
+
+def test_a_builtin_reaches_a_python_iter_and_callback_given_after_builtin_arguments():
+    class Countdown:
+        def __iter__(self):
+            yield from (3, 2, 1)
+
+    def add(a, b):
+        return a + b
+
+    def g():
+        return (list(map(add, (10, 20, 30), Countdown())),
+                list(itertools.accumulate((1, 2, 3), add)), list(zip([1], (2,), Countdown())))
+
+    ctx = SeenCalls(metadata=[])
+    assert ch.overdub(ctx, g) == g()
+    seen = [f for f, _, _ in ctx.metadata]
+    assert seen.count(Countdown.__iter__) == 2 and seen.count(add) == 5
 
 
 def test_iter_returning_a_non_iterator_fails_as_in_plain_python():
@@ -1169,7 +1188,7 @@ def test_a_direct_callee_whose_code_is_replaced_runs_its_new_code():
 # recurse into: the hot path calls them as they are (in C, without asking operators.body).
 
 _SAMPLE_OPERANDS = [0, 3, -2.5, 1j, True, "ab", b"x", None, (1,), [2], {"k": 1}, {3}, frozenset({4}), range(2),
-                    slice(1)]
+                    slice(1), len]
 
 
 def _plain_operators():

@@ -1186,7 +1186,8 @@ def test_the_callees_the_c_path_finds_no_body_in_have_none_in_the_reference():
     assert [callees.runnable(plan, f) for f in (len, list.append, object.__init__)] == [None, None, None]
 
 
-C_OPERAND_VALUES = [1, 1.5, 1j, True, "s", b"b", None, (1,), [1], {1: 2}, {1}, frozenset({1}), range(2), slice(1)]
+C_OPERAND_VALUES = [1, 1.5, 1j, True, "s", b"b", None, (1,), [1], {1: 2}, {1}, frozenset({1}), range(2), slice(1),
+                    len]
 
 
 def test_every_c_operand_value_is_in_the_class_set_the_c_path_reads():

@@ -61,11 +61,15 @@ _ON_FIRST: dict[Any, str] = {  # Any: typeshed types the operators as functions,
 
 # The operators whose ``body`` is None whenever every operand's class is one of
 # ``C_OPERANDS`` (builtin value classes: every dunder C, nothing to recurse into).  The
-# C hot path calls these directly, without asking ``body``.
+# C hot path calls these directly, without asking ``body``.  A builtin function is one too:
+# its dunders are C, and a builtin handed it as a callback (``map(issubclass, a, b)``)
+# calls it as the plain program does (``primitives._overdubbed`` leaves it alone), so the
+# C path calls such a builtin directly too, without asking its preparer
+# (docs/performance.md, "A builtin's arguments prepared without copies").
 PLAIN_OPERATORS: frozenset[int] = frozenset(map(id, (*_BINARY, *_INPLACE, *_COMPARE,
                                                    operator.neg, operator.pos, operator.invert)))
 C_OPERANDS: frozenset[type] = frozenset({int, float, complex, bool, str, bytes, type(None), tuple, list, dict, set,
-                                         frozenset, range, slice})
+                                         frozenset, range, slice, BuiltinFunctionType})
 # For each callee ``body`` may find Python dunders for (by id): how it runs the dunder it
 # finds when one Python function is all it runs, the operator's symbol, and the special
 # methods it looks up, as (operand index, name).  The ways: ``"first"``, the first
@@ -152,7 +156,7 @@ def iterated(obj: Any) -> Any:
     and ``__length_hint__`` exactly when ``obj``'s class has them, passing them on, so the
     builtin makes the same calls, in the same order, with the same errors.
     """
-    if not _python(_special(obj, "__iter__")):
+    if type(obj) in ITERATED_IN_C or not _python(_special(obj, "__iter__")):
         return obj
     sized, hinted = _special(obj, "__len__") is not None, _special(obj, "__length_hint__") is not None
     return _stand_in_class(type(obj), sized, hinted)(obj)
@@ -200,6 +204,13 @@ class _SizedHinted(_Sized, _Hinted):
     __slots__ = ()
 
 
+# Builtin types whose ``__iter__`` is C's for good (their classes cannot be changed): what
+# builtins are handed most (``map(issubclass, a, b)``, ``sorted(xs)``), answered without
+# walking the MRO (sympy's first run hands 40,000 of them: docs/performance.md, "A builtin's
+# arguments prepared without copies").
+ITERATED_IN_C = frozenset({tuple, list, dict, set, frozenset, str, bytes, bytearray, range, GeneratorType,
+                            map, filter, zip, enumerate, reversed, type({}.keys()), type({}.values()),
+                            type({}.items()), type(iter(())), type(iter([])), type(iter(range(0)))})
 _STAND_INS = {(False, False): _Iterated, (True, False): _Sized, (False, True): _Hinted, (True, True): _SizedHinted}
 _NAMESAKES: weakref.WeakKeyDictionary[type, dict[type, type]] = weakref.WeakKeyDictionary()
 

@@ -271,9 +271,12 @@ if sys.version_info >= (3, 12):
 
 def _overdubbed(callback: Any) -> Any:
     """``callback`` as a call site: C code calling it back is overdubbed like a call would be."""
-    if type(callback) in (FunctionType, MethodType, functools.partial):
+    if type(callback) in _CALLED_BACK:
         return functools.partial(hotpath.call, callback)
     return callback
+
+
+_CALLED_BACK = frozenset({FunctionType, MethodType, functools.partial})  # what _overdubbed makes a call site
 
 
 class _Arguments:
@@ -296,18 +299,35 @@ class _Arguments:
 
     def __init__(self, *callbacks: int, keyword: str | None = None, nargs: int = 0, iterates: tuple[int, ...] = (),
                  iterates_alone: bool = False, copies: tuple[type, ...] = ()) -> None:
-        self.callbacks, self.keyword, self.nargs = callbacks, keyword, nargs
-        self.iterates, self.iterates_alone, self.copies = iterates, iterates_alone, copies
+        self.callbacks, self.keyword, self.nargs = tuple(sorted(callbacks)), keyword, nargs
+        self.iterates, self.iterates_alone, self.copies = tuple(sorted(iterates)), iterates_alone, copies
 
     def prepare(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
-        if len(args) >= self.nargs and any(p < len(args) for p in self.callbacks):
-            args = tuple(_overdubbed(a) if i in self.callbacks else a for i, a in enumerate(args))
+        # The positions are visited in order up to the last argument, and the arguments
+        # copied only where one of them is replaced: most calls replace none (a builtin
+        # callback, a tuple iterated), and this runs at each call of the builtin
+        # (docs/performance.md, "A builtin's arguments prepared without copies").
+        count, made = len(args), None
+        if count >= self.nargs:
+            for index in self.callbacks:
+                if index >= count:
+                    break
+                if type(args[index]) in _CALLED_BACK:
+                    made = made or list(args)
+                    made[index] = _overdubbed(args[index])
         if self.keyword is not None and self.keyword in kwargs:
             kwargs = {**kwargs, self.keyword: _overdubbed(kwargs[self.keyword])}
-        if self.iterates and not (self.iterates_alone and len(args) != 1):
-            args = tuple(operators.iterated(a) if i in self.iterates and not isinstance(a, self.copies) else a
-                         for i, a in enumerate(args))
-        return args, kwargs
+        if self.iterates and not (self.iterates_alone and count != 1):
+            for index in self.iterates:
+                if index >= count:
+                    break
+                argument = args[index] if made is None else made[index]
+                if type(argument) not in operators.ITERATED_IN_C and not isinstance(argument, self.copies):
+                    iterated = operators.iterated(argument)
+                    if iterated is not argument:
+                        made = made or list(args)
+                        made[index] = iterated
+        return (args if made is None else tuple(made)), kwargs
 
     def __call__(self, f: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         args, kwargs = self.prepare(args, kwargs)
