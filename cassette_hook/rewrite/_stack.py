@@ -180,6 +180,26 @@ def pair_by_depth(
     into two branches pairs with both; a consumer that some path reaches without a
     producer is left out.
     """
+    roles = _ROLES.get((id(producers), id(consumers)))
+    if roles is None:
+        roles = {}
+        if type(producers) is frozenset and type(consumers) is frozenset:  # (a family's: kept, with its names)
+            _ROLES.remember((id(producers), id(consumers)), roles, producers, consumers)
+    return _find_pairs(items, depths, roles, producers, consumers, producer_depth, consumer_depth)
+
+
+def _pairs(
+    items: Sequence[Item],
+    depths: Sequence[int | None],
+    roles: dict[str, _Role],
+    producers: Collection[str],
+    consumers: Collection[str],
+    producer_depth: Callable[[Instr, int], int | None],
+    consumer_depth: Callable[[Instr, int], int | None],
+) -> dict[int, frozenset[int]]:
+    """:func:`pair_by_depth`'s two loops, ``roles`` the names' roles remembered for its
+    ``producers`` and ``consumers``: the reference of ``_stacking.pairs``, the same loops in
+    C (:data:`_find_pairs` is the one this process uses)."""
     # Each instruction is asked once, not at each of the walk's passes over it; and the walk
     # stops only where something can happen: where a slot is consumed or opened, where
     # control may leave the next item (a jump, a return), where paths meet (a label), where
@@ -188,13 +208,22 @@ def pair_by_depth(
     # lowest depth between them pops what each of them would have (``lowest``; 0 items
     # between: None).  Stopping at every item, asking each its kind, was most of the pass
     # (docs/performance.md, "The call sites' pass cheaper").
-    roles = _ROLES.get((id(producers), id(consumers)))
-    if roles is None:
-        roles = {}
-        if type(producers) is frozenset and type(consumers) is frozenset:  # (a family's: kept, with its names)
-            _ROLES.remember((id(producers), id(consumers)), roles, producers, consumers)
-    consumed, produced, exits, stops, lowest = _find_stops(items, depths, roles, producers, consumers, producer_depth,
-                                                           consumer_depth)
+    return _paired(items, depths, *_stops(items, depths, roles, producers, consumers, producer_depth, consumer_depth))
+
+
+def _paired(
+    items: Sequence[Item],
+    depths: Sequence[int | None],
+    consumed: dict[int, int],
+    produced: dict[int, int],
+    exits: dict[int, tuple[bool, bool]],
+    stops: list[int],
+    lowest: list[int | None],
+) -> dict[int, frozenset[int]]:
+    """:func:`pair_by_depth`'s second loop, over what its first (:func:`_stops`) found: the
+    walk over the stops along the control flow, carrying which producers opened each slot
+    still on the stack.  ``_stacking.pairs`` hands it what it does not take (a try block of
+    unknown depth, a label that is not an item)."""
     if not consumed:
         return {}
     at = {id(items[index]): place for place, index in enumerate(stops) if isinstance(items[index], Label)}
@@ -262,9 +291,7 @@ def _stops(
     consumer_depth: Callable[[Instr, int], int | None],
 ) -> tuple[dict[int, int], dict[int, int], dict[int, tuple[bool, bool]], list[int], list[int | None]]:
     """:func:`pair_by_depth`'s first loop: the slots consumed and produced (by index), the
-    exits, the stops, and by stop the lowest depth of the items since the stop before; the
-    reference of ``_stacking.stops``, the same loop in C (:data:`_find_stops` is the one
-    this process uses)."""
+    exits, the stops, and by stop the lowest depth of the items since the stop before."""
     consumed: dict[int, int] = {}
     produced: dict[int, int] = {}
     exits: dict[int, tuple[bool, bool]] = {}  # the stops where control may not go on to the next item
@@ -317,12 +344,12 @@ def _role(item: Instr, roles: dict[str, _Role], producers: Collection[str], cons
     return role
 
 
-_stacking = optional(".rewrite._stacking")  # (the two loops in C: docs/internals.md, "The stack walks in C")
+_stacking = optional(".rewrite._stacking")  # (the loops in C: docs/internals.md, "The stack walks in C")
 if _stacking is not None:
-    _stacking.configure(Instr, Label, SetLineno, TryBegin, TryEnd, UNSET, _STEPS, _step, _stack_depths, _stops, _role)
+    _stacking.configure(Instr, Label, SetLineno, TryBegin, TryEnd, UNSET, _STEPS, _step, _stack_depths, _pairs, _paired,
+                        _role)
 stack_depths: Callable[[Sequence[Item]], list[int | None]] = _stack_depths if _stacking is None else _stacking.depths
 """The depth walk this process uses: ``_stacking.c``'s where it is built (the same depths, or
 the same error: it hands the reference what it does not take), else :func:`_stack_depths`."""
-_find_stops: Callable[..., tuple[dict[int, int], dict[int, int], dict[int, tuple[bool, bool]], list[int],
-                                 list[int | None]]] = _stops if _stacking is None else _stacking.stops
-"""The pairing's first loop this process uses: ``_stacking.c``'s where it is built, else :func:`_stops`."""
+_find_pairs: Callable[..., dict[int, frozenset[int]]] = _pairs if _stacking is None else _stacking.pairs
+"""The pairing's loops this process uses: ``_stacking.c``'s where it is built, else :func:`_pairs`."""

@@ -32,11 +32,11 @@
 #include <stdint.h>
 #include "_slots.h" /* slot_offset */
 
-static PyObject *str_name, *str_arg, *str_target, *str_stack_depth, *str_push_lasti;
+static PyObject *str_name, *str_arg, *str_target, *str_stack_depth, *str_push_lasti, *empty_frozenset;
 
 typedef struct {
     PyTypeObject *instr, *label, *set_lineno, *try_begin, *try_end;
-    PyObject *unset, *steps, *step, *depths_reference, *stops_reference, *role;
+    PyObject *unset, *steps, *step, *depths_reference, *pairs_reference, *paired_reference, *role;
     Py_ssize_t name_at, arg_at; /* Instr's _name and _arg slots */
 } Config;
 
@@ -386,19 +386,6 @@ done:
     return out;
 }
 
-/* Sets `dict[index] = value` (value borrowed). */
-static inline int
-set_at(PyObject *dict, Py_ssize_t index, PyObject *value)
-{
-    PyObject *key = PyLong_FromSsize_t(index);
-    if (key == NULL) {
-        return -1;
-    }
-    int result = PyDict_SetItem(dict, key, value);
-    Py_DECREF(key);
-    return result;
-}
-
 /* Asks `depth_of(item, depth)` the slot (a new reference, None for none); NULL on error. */
 static inline PyObject *
 slot_of(PyObject *depth_of, PyObject *item, PyObject *depth)
@@ -427,11 +414,44 @@ role_of(PyObject *item, PyObject *name, PyObject *roles, PyObject *producers, Py
     return role;
 }
 
+/* What the first loop finds (the reference's _stops): by item, the slot it consumes and
+ * the slot it opens (the callbacks' answers) and its exit (its flow, and as bits: 1 it may
+ * jump, 2 it does not go on); the stops in order, and by stop the lowest depth of the items
+ * since the stop before (a depth of the list, or None).  The references are owned. */
+typedef struct {
+    Py_ssize_t count, stop_count, consumed_count;
+    PyObject **consumed, **produced, **exits, **lowest;
+    unsigned char *exit_bits;
+    Py_ssize_t *stops;
+} Found;
+
+#define JUMPS 1
+#define ENDS 2
+
+static void
+found_free(Found *found)
+{
+    PyObject **by_item[3] = {found->consumed, found->produced, found->exits};
+    for (int which = 0; which < 3; which++) {
+        for (Py_ssize_t index = 0; by_item[which] != NULL && index < found->count; index++) {
+            Py_XDECREF(by_item[which][index]);
+        }
+    }
+    for (Py_ssize_t place = 0; place < found->stop_count; place++) {
+        Py_DECREF(found->lowest[place]);
+    }
+    PyMem_Free(found->consumed);
+    PyMem_Free(found->produced);
+    PyMem_Free(found->exits);
+    PyMem_Free(found->lowest);
+    PyMem_Free(found->exit_bits);
+    PyMem_Free(found->stops);
+}
+
 /* The first loop over one instruction of role `role` at `index`: its consumed and produced
  * slots and its exit recorded; 1 where it is a stop, 0 where not, -1 on error. */
 static int
-one_role(PyObject *role, PyObject *item, Py_ssize_t index, PyObject *depth, PyObject *const *args, PyObject *consumed,
-         PyObject *produced, PyObject *exits)
+one_role(PyObject *role, PyObject *item, Py_ssize_t index, PyObject *depth, PyObject *const *args, Found *found)
 {
     int stop = 0;
     PyObject *goes = PyTuple_GET_ITEM(role, 2);
@@ -445,63 +465,49 @@ one_role(PyObject *role, PyObject *item, Py_ssize_t index, PyObject *depth, PyOb
             if (slot == NULL) {
                 return -1;
             }
-            int result = slot == Py_None ? 0 : set_at(side ? produced : consumed, index, slot);
-            stop |= slot != Py_None;
-            Py_DECREF(slot);
-            if (result < 0) {
-                return -1;
+            if (slot == Py_None) {
+                Py_DECREF(slot);
+                continue;
             }
+            (side ? found->produced : found->consumed)[index] = slot;
+            found->consumed_count += !side;
+            stop = 1;
         }
     }
     if (!PyTuple_Check(goes) || PyTuple_GET_SIZE(goes) < 2) {
         PyErr_SetString(PyExc_TypeError, "a flow is not (jumps, stops)");
         return -1;
     }
-    int jumps = PyObject_IsTrue(PyTuple_GET_ITEM(goes, 0));
-    int ends = jumps == 0 ? PyObject_IsTrue(PyTuple_GET_ITEM(goes, 1)) : jumps;
-    if (ends < 0) {
+    int jumps = PyObject_IsTrue(PyTuple_GET_ITEM(goes, 0)), ends = PyObject_IsTrue(PyTuple_GET_ITEM(goes, 1));
+    if (jumps < 0 || ends < 0) {
         return -1;
     }
-    if (ends) {
-        if (set_at(exits, index, goes) < 0) {
-            return -1;
-        }
+    if (jumps || ends) {
+        found->exits[index] = Py_NewRef(goes);
+        found->exit_bits[index] = (unsigned char)((jumps ? JUMPS : 0) | (ends ? ENDS : 0));
         stop = 1;
     }
     return stop;
 }
 
-static PyObject *
-stops(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+/* The reference's _stops, into `found`; -1 on error. */
+static int
+first_loop(PyObject *const *args, Found *found)
 {
-    (void)module;
-    if (!configured()) {
-        return NULL;
-    }
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError,
-                        "stops(items, depths, roles, producers, consumers, producer_depth, consumer_depth)");
-        return NULL;
-    }
     PyObject *items = args[0], *depths = args[1], *roles = args[2];
-    int taken = PyList_CheckExact(items) && PyList_CheckExact(depths) && PyDict_CheckExact(roles)
-                && PyList_GET_SIZE(depths) >= PyList_GET_SIZE(items);
-    Py_ssize_t count = taken ? PyList_GET_SIZE(items) : 0;
-    for (Py_ssize_t index = 0; taken && index < count; index++) {
-        PyObject *depth = PyList_GET_ITEM(depths, index);
-        int small = 1;
-        taken = taken_kind(Py_TYPE(PyList_GET_ITEM(items, index)))
-                && (depth == Py_None || (small_int(depth, &small), small));
+    Py_ssize_t count = found->count;
+    found->consumed = PyMem_Calloc((size_t)count + 1, sizeof(PyObject *));
+    found->produced = PyMem_Calloc((size_t)count + 1, sizeof(PyObject *));
+    found->exits = PyMem_Calloc((size_t)count + 1, sizeof(PyObject *));
+    found->lowest = PyMem_Malloc(((size_t)count + 1) * sizeof(PyObject *));
+    found->exit_bits = PyMem_Calloc((size_t)count + 1, 1);
+    found->stops = PyMem_Malloc(((size_t)count + 1) * sizeof(Py_ssize_t));
+    if (found->consumed == NULL || found->produced == NULL || found->exits == NULL || found->lowest == NULL
+        || found->exit_bits == NULL || found->stops == NULL) {
+        PyErr_NoMemory();
+        return -1;
     }
-    if (!taken) {
-        return PyObject_Vectorcall(config.stops_reference, args, (size_t)nargs, NULL);
-    }
-    PyObject *consumed = PyDict_New(), *produced = PyDict_New(), *exits = PyDict_New();
-    PyObject *stop_list = PyList_New(0), *lowest = PyList_New(0), *out = NULL;
-    PyObject *low = Py_NewRef(Py_None); /* (the lowest depth since the last stop, or None) */
-    if (consumed == NULL || produced == NULL || exits == NULL || stop_list == NULL || lowest == NULL) {
-        goto done;
-    }
+    PyObject *low = Py_None; /* (the lowest depth since the last stop, or None: borrowed from the list) */
     long low_value = 0;
     for (Py_ssize_t index = 0; index < count; index++) {
         PyObject *item = PyList_GET_ITEM(items, index), *depth = PyList_GET_ITEM(depths, index);
@@ -515,16 +521,16 @@ stops(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             PyObject *name = slot_at(item, config.name_at);
             if (name == NULL) {
                 PyErr_SetString(PyExc_AttributeError, "_name");
-                goto done;
+                return -1;
             }
             PyObject *role = role_of(item, name, roles, args[3], args[4]);
             if (role == NULL) {
-                goto done;
+                return -1;
             }
-            int here = PyTuple_GET_SIZE(role) ? one_role(role, item, index, depth, args, consumed, produced, exits) : 0;
+            int here = PyTuple_GET_SIZE(role) ? one_role(role, item, index, depth, args, found) : 0;
             Py_DECREF(role);
             if (here < 0) {
-                goto done;
+                return -1;
             }
             stop |= here;
         }
@@ -532,31 +538,490 @@ stops(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             stop = index == 0 || !(kind == config.set_lineno || kind == config.try_end);
         }
         if (stop) {
-            PyObject *key = PyLong_FromSsize_t(index);
-            int result = key == NULL ? -1 : PyList_Append(stop_list, key);
-            Py_XDECREF(key);
-            if (result < 0 || PyList_Append(lowest, low) < 0) {
-                goto done;
-            }
-            Py_SETREF(low, Py_NewRef(Py_None));
+            found->stops[found->stop_count] = index;
+            found->lowest[found->stop_count++] = Py_NewRef(low);
+            low = Py_None;
         }
         else {
             int small = 1;
             long value = small_int(depth, &small);
             if (low == Py_None || value < low_value) {
-                Py_SETREF(low, Py_NewRef(depth));
+                low = depth;
                 low_value = value;
             }
         }
     }
-    out = PyTuple_Pack(5, consumed, produced, exits, stop_list, lowest);
+    return 0;
+}
+
+/* The second loop's states: which producers opened each slot still on the stack, a slot's
+ * depth and a frozenset of producers' indexes (the reference's dicts, as arrays).  A state
+ * is shared where the reference shares its dict (held by a pending path and by `seen`),
+ * and never changed once made: each change makes another, as the reference's does. */
+typedef struct {
+    Py_ssize_t refs, size;
+    long *slots;
+    PyObject **sets; /* (owned) */
+} State;
+
+static State *
+state_new(Py_ssize_t size)
+{
+    State *state = PyMem_Malloc(sizeof(State) + (size_t)(size ? size : 1) * (sizeof(long) + sizeof(PyObject *)));
+    if (state == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    state->refs = 1;
+    state->size = 0;
+    state->sets = (PyObject **)(state + 1);
+    state->slots = (long *)(state->sets + (size ? size : 1));
+    return state;
+}
+
+static void
+state_release(State *state)
+{
+    if (state != NULL && --state->refs == 0) {
+        for (Py_ssize_t at = 0; at < state->size; at++) {
+            Py_DECREF(state->sets[at]);
+        }
+        PyMem_Free(state);
+    }
+}
+
+static inline State *
+state_hold(State *state)
+{
+    state->refs++;
+    return state;
+}
+
+/* The producers of `slot` in `state` (borrowed), or NULL. */
+static inline PyObject *
+state_get(const State *state, long slot)
+{
+    for (Py_ssize_t at = 0; at < state->size; at++) {
+        if (state->slots[at] == slot) {
+            return state->sets[at];
+        }
+    }
+    return NULL;
+}
+
+/* `state` without its slots at `bound` or above (the reference's {d: p ... if d < bound},
+ * made only where one is): takes the reference to `state`, gives one to the result. */
+static State *
+trimmed(State *state, long bound)
+{
+    Py_ssize_t kept = 0;
+    for (Py_ssize_t at = 0; at < state->size; at++) {
+        kept += state->slots[at] < bound;
+    }
+    if (kept == state->size) {
+        return state;
+    }
+    State *out = state_new(kept);
+    if (out != NULL) {
+        for (Py_ssize_t at = 0; at < state->size; at++) {
+            if (state->slots[at] < bound) {
+                out->slots[out->size] = state->slots[at];
+                out->sets[out->size++] = Py_NewRef(state->sets[at]);
+            }
+        }
+    }
+    state_release(state);
+    return out;
+}
+
+/* `state` with `slot` opened by `producers` (the reference's {**state, slot: ...}): takes
+ * the reference to `state` and to `producers`. */
+static State *
+opened(State *state, long slot, PyObject *producers)
+{
+    State *out = state_new(state->size + 1);
+    if (out != NULL) {
+        int replaced = 0;
+        for (Py_ssize_t at = 0; at < state->size; at++) {
+            out->slots[at] = state->slots[at];
+            if (state->slots[at] == slot) {
+                out->sets[at] = Py_NewRef(producers);
+                replaced = 1;
+            }
+            else {
+                out->sets[at] = Py_NewRef(state->sets[at]);
+            }
+        }
+        out->size = state->size;
+        if (!replaced) {
+            out->slots[out->size] = slot;
+            out->sets[out->size++] = Py_NewRef(producers);
+        }
+    }
+    state_release(state);
+    Py_DECREF(producers);
+    return out;
+}
+
+/* The reference's merge of what reached a stop before (`known`) with `state`: the slots in
+ * both, each with both's producers (known's | state's); *same set where that is `known`. */
+static State *
+merged(const State *known, const State *state, int *same)
+{
+    State *out = state_new(known->size);
+    if (out == NULL) {
+        return NULL;
+    }
+    *same = 1;
+    for (Py_ssize_t at = 0; at < known->size; at++) {
+        PyObject *theirs = state_get(state, known->slots[at]);
+        if (theirs == NULL) {
+            *same = 0;
+            continue;
+        }
+        PyObject *both = PyNumber_Or(known->sets[at], theirs);
+        if (both == NULL) {
+            state_release(out);
+            return NULL;
+        }
+        out->slots[out->size] = known->slots[at];
+        out->sets[out->size++] = both;
+        if (*same) {
+            int equal = PyObject_RichCompareBool(both, known->sets[at], Py_EQ);
+            if (equal < 0) {
+                state_release(out);
+                return NULL;
+            }
+            *same = equal;
+        }
+    }
+    return out;
+}
+
+typedef struct {
+    Py_ssize_t *places;
+    State **states;
+    Py_ssize_t size, capacity;
+} Paths;
+
+static int
+paths_push(Paths *paths, Py_ssize_t place, State *state)
+{
+    if (paths->size == paths->capacity) {
+        Py_ssize_t capacity = paths->capacity ? paths->capacity * 2 : 16;
+        Py_ssize_t *places = PyMem_Realloc(paths->places, (size_t)capacity * sizeof(Py_ssize_t));
+        if (places == NULL) {
+            state_release(state);
+            PyErr_NoMemory();
+            return FAILED;
+        }
+        paths->places = places;
+        State **states = PyMem_Realloc(paths->states, (size_t)capacity * sizeof(State *));
+        if (states == NULL) {
+            state_release(state);
+            PyErr_NoMemory();
+            return FAILED;
+        }
+        paths->states = states;
+        paths->capacity = capacity;
+    }
+    paths->places[paths->size] = place;
+    paths->states[paths->size++] = state;
+    return 0;
+}
+
+/* The reference's _paired: the walk over the stops, carrying each path's state, into
+ * `pairs` (consumer's index -> producers) and `unpaired` (by index); FAILED, or NOT_TAKEN
+ * where it meets what it does not take (a try block's depth not an int, a label that is
+ * not a stop), then the reference walks. */
+static int
+second_loop(PyObject *items, PyObject *depths, const Found *found, PyObject *pairs, unsigned char *unpaired)
+{
+    Labels at = {NULL, NULL, 0};
+    State **seen = PyMem_Calloc((size_t)found->stop_count + 1, sizeof(State *));
+    long *lowest = PyMem_Malloc(((size_t)found->stop_count + 1) * sizeof(long));
+    Paths pending = {NULL, NULL, 0, 0};
+    State *state = NULL;
+    int outcome = FAILED;
+    if (seen == NULL || lowest == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (labels_init(&at, found->stop_count) < 0) {
+        goto done;
+    }
+    for (Py_ssize_t place = 0; place < found->stop_count; place++) {
+        PyObject *item = PyList_GET_ITEM(items, found->stops[place]);
+        if (Py_TYPE(item) == config.label) {
+            labels_put(&at, item, place);
+        }
+        int small = 1;
+        lowest[place] = found->lowest[place] == Py_None ? UNKNOWN : small_int(found->lowest[place], &small);
+    }
+    if ((state = state_new(0)) == NULL || paths_push(&pending, 0, state) < 0) {
+        goto done;
+    }
+    state = NULL;
+    outcome = 0;
+    while (outcome == 0 && pending.size) {
+        pending.size--;
+        Py_ssize_t place = pending.places[pending.size];
+        state = pending.states[pending.size];
+        int on = 0; /* (gone on from the stop before, rather than started here) */
+        while (place < found->stop_count) {
+            Py_ssize_t index = found->stops[place];
+            if (on && lowest[place] != UNKNOWN && (state = trimmed(state, lowest[place])) == NULL) {
+                outcome = FAILED;
+                break;
+            }
+            on = 1;
+            State *known = seen[place];
+            if (known != NULL) {
+                int same;
+                State *both = merged(known, state, &same);
+                if (both == NULL) {
+                    outcome = FAILED;
+                    break;
+                }
+                if (same && both->size == known->size) {
+                    state_release(both);
+                    break;
+                }
+                state_release(state);
+                state = both;
+                state_release(known);
+            }
+            seen[place] = state_hold(state);
+            PyObject *item = PyList_GET_ITEM(items, index), *depth_object = PyList_GET_ITEM(depths, index);
+            int small = 1;
+            long depth = depth_object == Py_None ? 0 : small_int(depth_object, &small);
+            if (depth_object != Py_None && (state = trimmed(state, depth)) == NULL) {
+                outcome = FAILED;
+                break;
+            }
+            if (Py_TYPE(item) == config.instr) {
+                if (depth_object == Py_None) {
+                    place++;
+                    continue;
+                }
+                PyObject *consumed = found->consumed[index];
+                if (consumed != NULL) {
+                    long slot = small_int(consumed, &small);
+                    PyObject *producers = state_get(state, slot);
+                    if (producers == NULL) {
+                        unpaired[index] = 1;
+                    }
+                    else {
+                        PyObject *key = PyLong_FromSsize_t(index), *before = NULL, *now = NULL;
+                        if (key != NULL && (before = PyDict_GetItemWithError(pairs, key)) == NULL && PyErr_Occurred()) {
+                            before = NULL;
+                        }
+                        else if (key != NULL) {
+                            now = PyNumber_Or(before != NULL ? before : empty_frozenset, producers);
+                        }
+                        int result = now == NULL ? -1 : PyDict_SetItem(pairs, key, now);
+                        Py_XDECREF(key);
+                        Py_XDECREF(now);
+                        if (result < 0) {
+                            outcome = FAILED;
+                            break;
+                        }
+                    }
+                    if ((state = trimmed(state, slot)) == NULL) {
+                        outcome = FAILED;
+                        break;
+                    }
+                }
+                PyObject *produced = found->produced[index];
+                if (produced != NULL) {
+                    PyObject *key = PyLong_FromSsize_t(index), *alone = NULL;
+                    if (key != NULL) {
+                        PyObject *one = PyTuple_Pack(1, key);
+                        alone = one == NULL ? NULL : PyFrozenSet_New(one);
+                        Py_XDECREF(one);
+                        Py_DECREF(key);
+                    }
+                    if (alone == NULL || (state = opened(state, small_int(produced, &small), alone)) == NULL) {
+                        outcome = FAILED;
+                        break;
+                    }
+                }
+                unsigned char bits = found->exit_bits[index];
+                if (bits & JUMPS) {
+                    PyObject *arg = slot_at(item, config.arg_at);
+                    Py_ssize_t target = arg != NULL && Py_TYPE(arg) == config.label ? labels_get(&at, arg) : -1;
+                    if (target < 0) {
+                        outcome = NOT_TAKEN;
+                        break;
+                    }
+                    if ((outcome = paths_push(&pending, target, state_hold(state))) != 0) {
+                        break;
+                    }
+                }
+                if (bits & ENDS) {
+                    break;
+                }
+            }
+            else if (Py_TYPE(item) == config.try_begin) {
+                PyObject *kept = PyObject_GetAttr(item, str_stack_depth), *target = NULL;
+                if (kept == NULL || (target = PyObject_GetAttr(item, str_target)) == NULL) {
+                    PyErr_Clear(); /* (a field unset: the reference raises what it raises) */
+                }
+                long handler_depth = kept != NULL ? small_int(kept, &small) : 0;
+                Py_ssize_t handler = target != NULL && Py_TYPE(target) == config.label ? labels_get(&at, target) : -1;
+                Py_XDECREF(kept);
+                Py_XDECREF(target);
+                if (!small || handler < 0) {
+                    outcome = NOT_TAKEN;
+                    break;
+                }
+                State *handed = trimmed(state_hold(state), handler_depth);
+                if (handed == NULL) {
+                    outcome = FAILED;
+                    break;
+                }
+                if ((outcome = paths_push(&pending, handler, handed)) != 0) {
+                    break;
+                }
+            }
+            place++;
+        }
+        state_release(state);
+        state = NULL;
+    }
 done:
-    Py_XDECREF(low);
-    Py_XDECREF(consumed);
-    Py_XDECREF(produced);
-    Py_XDECREF(exits);
-    Py_XDECREF(stop_list);
+    state_release(state);
+    for (Py_ssize_t path = 0; path < pending.size; path++) {
+        state_release(pending.states[path]);
+    }
+    PyMem_Free(pending.places);
+    PyMem_Free(pending.states);
+    if (seen != NULL) {
+        for (Py_ssize_t place = 0; place < found->stop_count; place++) {
+            state_release(seen[place]);
+        }
+    }
+    PyMem_Free(seen);
+    PyMem_Free(lowest);
+    labels_free(&at);
+    return outcome;
+}
+
+/* The reference's _paired, asked with what the first loop found, as dicts and lists. */
+static PyObject *
+paired_by_reference(PyObject *items, PyObject *depths, const Found *found)
+{
+    PyObject *dicts[3] = {PyDict_New(), PyDict_New(), PyDict_New()};
+    PyObject *stops = PyList_New(found->stop_count), *lowest = PyList_New(found->stop_count), *out = NULL;
+    if (dicts[0] == NULL || dicts[1] == NULL || dicts[2] == NULL || stops == NULL || lowest == NULL) {
+        goto done;
+    }
+    PyObject **by_item[3] = {found->consumed, found->produced, found->exits};
+    for (Py_ssize_t index = 0; index < found->count; index++) {
+        for (int which = 0; which < 3; which++) {
+            if (by_item[which][index] != NULL) {
+                PyObject *key = PyLong_FromSsize_t(index);
+                int result = key == NULL ? -1 : PyDict_SetItem(dicts[which], key, by_item[which][index]);
+                Py_XDECREF(key);
+                if (result < 0) {
+                    goto done;
+                }
+            }
+        }
+    }
+    for (Py_ssize_t place = 0; place < found->stop_count; place++) {
+        PyObject *index = PyLong_FromSsize_t(found->stops[place]);
+        if (index == NULL) {
+            goto done;
+        }
+        PyList_SET_ITEM(stops, place, index);
+        PyList_SET_ITEM(lowest, place, Py_NewRef(found->lowest[place]));
+    }
+    PyObject *args[7] = {items, depths, dicts[0], dicts[1], dicts[2], stops, lowest};
+    out = PyObject_Vectorcall(config.paired_reference, args, 7, NULL);
+done:
+    for (int which = 0; which < 3; which++) {
+        Py_XDECREF(dicts[which]);
+    }
+    Py_XDECREF(stops);
     Py_XDECREF(lowest);
+    return out;
+}
+
+static PyObject *
+pairs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (!configured()) {
+        return NULL;
+    }
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError,
+                        "pairs(items, depths, roles, producers, consumers, producer_depth, consumer_depth)");
+        return NULL;
+    }
+    PyObject *items = args[0], *depths = args[1];
+    int taken = PyList_CheckExact(items) && PyList_CheckExact(depths) && PyDict_CheckExact(args[2])
+                && PyList_GET_SIZE(depths) >= PyList_GET_SIZE(items);
+    Py_ssize_t count = taken ? PyList_GET_SIZE(items) : 0;
+    for (Py_ssize_t index = 0; taken && index < count; index++) {
+        PyObject *depth = PyList_GET_ITEM(depths, index);
+        int small = 1;
+        taken = taken_kind(Py_TYPE(PyList_GET_ITEM(items, index)))
+                && (depth == Py_None || (small_int(depth, &small), small));
+    }
+    if (!taken) {
+        return PyObject_Vectorcall(config.pairs_reference, args, (size_t)nargs, NULL);
+    }
+    Found found = {count, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL};
+    PyObject *out = NULL, *all = NULL;
+    unsigned char *unpaired = NULL;
+    if (first_loop(args, &found) < 0) {
+        goto done;
+    }
+    if (found.consumed_count == 0) {
+        out = PyDict_New();
+        goto done;
+    }
+    int small = 1;
+    for (Py_ssize_t index = 0; small && index < count; index++) {
+        if (found.consumed[index] != NULL) {
+            small_int(found.consumed[index], &small);
+        }
+        if (found.produced[index] != NULL) {
+            small_int(found.produced[index], &small);
+        }
+    }
+    if (!small) { /* (a slot the callbacks gave that is no small int) */
+        out = paired_by_reference(items, depths, &found);
+        goto done;
+    }
+    if ((all = PyDict_New()) == NULL || (unpaired = PyMem_Calloc((size_t)count + 1, 1)) == NULL) {
+        if (all != NULL) {
+            PyErr_NoMemory();
+        }
+        goto done;
+    }
+    int outcome = second_loop(items, depths, &found, all, unpaired);
+    if (outcome == NOT_TAKEN) {
+        out = paired_by_reference(items, depths, &found);
+        goto done;
+    }
+    if (outcome == FAILED || (out = PyDict_New()) == NULL) {
+        goto done;
+    }
+    Py_ssize_t position = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(all, &position, &key, &value)) {
+        if (!unpaired[PyLong_AsSsize_t(key)] && PyDict_SetItem(out, key, value) < 0) {
+            Py_CLEAR(out);
+            goto done;
+        }
+    }
+done:
+    found_free(&found);
+    Py_XDECREF(all);
+    PyMem_Free(unpaired);
     return out;
 }
 
@@ -564,9 +1029,9 @@ static PyObject *
 configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 11) {
+    if (nargs != 12) {
         PyErr_SetString(PyExc_TypeError, "configure(Instr, Label, SetLineno, TryBegin, TryEnd, UNSET, steps, step, "
-                                         "depths_reference, stops_reference, role)");
+                                         "depths_reference, pairs_reference, paired_reference, role)");
         return NULL;
     }
     for (int index = 0; index < 5; index++) {
@@ -585,12 +1050,12 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "configure: Instr's _name and _arg are not slots");
         return NULL;
     }
-    PyObject **fields[11] = {
+    PyObject **fields[12] = {
         (PyObject **)&config.instr, (PyObject **)&config.label, (PyObject **)&config.set_lineno,
         (PyObject **)&config.try_begin, (PyObject **)&config.try_end, &config.unset, &config.steps, &config.step,
-        &config.depths_reference, &config.stops_reference, &config.role,
+        &config.depths_reference, &config.pairs_reference, &config.paired_reference, &config.role,
     };
-    for (int index = 0; index < 11; index++) {
+    for (int index = 0; index < 12; index++) {
         Py_XSETREF(*fields[index], Py_NewRef(args[index]));
     }
     config.name_at = name_at;
@@ -600,15 +1065,15 @@ configure(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 
 static PyMethodDef methods[] = {
     {"configure", (PyCFunction)(void (*)(void))configure, METH_FASTCALL,
-     "configure(Instr, Label, SetLineno, TryBegin, TryEnd, UNSET, steps, step, depths_reference, stops_reference, "
-     "role)\n--\n\n"
+     "configure(Instr, Label, SetLineno, TryBegin, TryEnd, UNSET, steps, step, depths_reference, pairs_reference, "
+     "paired_reference, role)\n--\n\n"
      "The classes, memos and Python functions the walks use (once, by _stack)."},
     {"depths", (PyCFunction)depths, METH_O,
      "depths(items)\n--\n\n"
      "_stack.stack_depths in C: the depth of the stack before each item (None where unreachable)."},
-    {"stops", (PyCFunction)(void (*)(void))stops, METH_FASTCALL,
-     "stops(items, depths, roles, producers, consumers, producer_depth, consumer_depth)\n--\n\n"
-     "_stack._stops in C: pair_by_depth's first loop (consumed, produced, exits, stops, lowest)."},
+    {"pairs", (PyCFunction)(void (*)(void))pairs, METH_FASTCALL,
+     "pairs(items, depths, roles, producers, consumers, producer_depth, consumer_depth)\n--\n\n"
+     "_stack._pairs in C: pair_by_depth's two loops (each consumer's index -> its producers' indexes)."},
     {NULL},
 };
 
@@ -628,7 +1093,8 @@ PyInit__stacking(void)
     str_target = PyUnicode_InternFromString("target");
     str_stack_depth = PyUnicode_InternFromString("stack_depth");
     str_push_lasti = PyUnicode_InternFromString("push_lasti");
-    if (str_name == NULL || str_arg == NULL || str_target == NULL || str_stack_depth == NULL
+    empty_frozenset = PyFrozenSet_New(NULL);
+    if (empty_frozenset == NULL || str_name == NULL || str_arg == NULL || str_target == NULL || str_stack_depth == NULL
         || str_push_lasti == NULL) {
         return NULL;
     }
