@@ -252,6 +252,18 @@ def test_a_sequence_other_than_a_list_is_walked_by_the_reference():
     assert counts["depths"] == 1
 
 
+def test_a_slot_opened_again_is_the_later_producers():
+    def lowest_slot(instr: Instr, depth: int) -> int:
+        return 0
+
+    items = [Instr("LOAD_CONST", 1), Instr("LOAD_CONST", 2), Instr("POP_TOP"), Instr("RETURN_VALUE")]
+    depths = _stack._stack_depths(items)
+    producers, consumers = frozenset({"LOAD_CONST"}), frozenset({"RETURN_VALUE"})
+    found = _stacking.pairs(items, depths, {}, producers, consumers, lowest_slot, _store_takes)
+    assert found == _stack._pairs(items, depths, {}, producers, consumers, lowest_slot, _store_takes) \
+        == {3: frozenset({1})}
+
+
 def test_a_try_block_of_unknown_depth_is_paired_by_the_reference_which_raises():
     items = _try_block(True, UNSET)
     depths = _stack._stack_depths(items)

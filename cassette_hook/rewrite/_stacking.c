@@ -783,7 +783,7 @@ second_loop(PyObject *items, PyObject *depths, const Found *found, PyObject *pai
                     outcome = FAILED;
                     break;
                 }
-                if (same && both->size == known->size) {
+                if (same) {
                     state_release(both);
                     break;
                 }
