@@ -1,7 +1,8 @@
 /* The stack walks' per-item work in C: _stack.stack_depths's walk over a body's items, and
- * the first loop of _stack.pair_by_depth (where its walk stops, and what happens there).
+ * both loops of _stack.pair_by_depth (where its walk stops and what happens there; the walk
+ * over those stops along the control flow).
  *
- * The reference is Python: _stack._stack_depths and _stack._stops, used where this module
+ * The references are Python: _stack._stack_depths and _stack._pairs, used where this module
  * is not built or CASSETTE_HOOK_PURE_PYTHON=1 is set (_native.optional); _stack chooses,
  * once.  Why C: on a first run of sympy under a context (3.12) the two were the biggest part
  * of the rewrite's own passes, each a per-item loop already tuned as far as Python goes
@@ -10,8 +11,9 @@
  * reads at the slots' offsets (_slots.h).
  *
  * configure(...) hands over, once, the item classes, bytecode's UNSET, the depth walk's
- * memo of steps (_stack._STEPS) and its filler (_stack._step), the pairing's filler of a
- * name's role (_stack._role), and the two references.  Then:
+ * memo of steps (_stack._STEPS) and its filler (_stack._step), the references
+ * (_stack._stack_depths, _stack._pairs, and _stack._paired, the pairing's second loop), and
+ * the pairing's filler of a name's role (_stack._role).  Then:
  *
  * depths(items) is stack_depths(items): the same walk, in the same order, asking the same
  * memo by the same keys (a miss calls _step, which fills it, as the reference does).  Where
@@ -21,11 +23,12 @@
  * depths or raises what it raises (UnsupportedCode with its message, KeyError).  Nothing it
  * did before is seen but the memo's steps, which the reference would have filled alike.
  *
- * stops(items, depths, roles, producers, consumers, producer_depth, consumer_depth) is
- * _stops(...): the consumed and produced slots, the exits, the stops and the lowest depth
- * before each, the same objects.  The items' classes and depths are checked before the
- * callbacks are first called (the reference runs the whole where one is not taken: no
- * callback is called twice). */
+ * pairs(items, depths, roles, producers, consumers, producer_depth, consumer_depth) is
+ * _pairs(...): each consumer's index -> the frozenset of its producers' indexes, in the
+ * reference's order.  The items' classes and depths are checked before the callbacks are
+ * first called (the reference runs the whole where one is not taken: no callback is called
+ * twice); the second loop calls none, and where it meets what it does not take (a try
+ * block's depth not an int, a slot no small int) _paired walks what the first found. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <limits.h>
