@@ -226,6 +226,7 @@ def _paired(
     unknown depth, a label that is not an item)."""
     if not consumed:
         return {}
+    slot: int | None  # (a slot on the stack; a consumed or produced one, or None)
     at = {id(items[index]): place for place, index in enumerate(stops) if isinstance(items[index], Label)}
     seen: list[dict[int, frozenset[int]] | None] = [None] * len(stops)
     pairs: dict[int, frozenset[int]] = {}
