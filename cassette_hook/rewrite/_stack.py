@@ -13,6 +13,10 @@ where it goes (:func:`flow`) and how it moves the stack (:func:`effect`), asked 
 ``bytecode`` once per opcode (and argument) and remembered, not at every instruction
 (``Instr.stack_effect`` works out, at each call, the argument it hands ``dis``: 0.7 µs, most
 of the depth walk's time, which was 4% of a cold rewrite).
+
+Where the accelerators are built, both walks run in C (``_stacking.c``: :data:`stack_depths`
+and the pairing's loops, :data:`_find_pairs`, chosen once below), the Python functions here
+their references (docs/internals.md, "The stack walks in C").
 """
 
 from __future__ import annotations
@@ -223,7 +227,7 @@ def _paired(
     """:func:`pair_by_depth`'s second loop, over what its first (:func:`_stops`) found: the
     walk over the stops along the control flow, carrying which producers opened each slot
     still on the stack.  ``_stacking.pairs`` hands it what it does not take (a try block of
-    unknown depth, a label that is not an item)."""
+    unknown depth, a label that is not an item, a slot that is no small int)."""
     if not consumed:
         return {}
     slot: int | None  # (a slot on the stack; a consumed or produced one, or None)
