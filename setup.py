@@ -3,7 +3,8 @@ several sources), the
 profile's hooks (``cassette_hook/contexts/_recording.c``), on CPython 3.12+, the
 function watcher of the lazy import hook (``cassette_hook/importhook/_watch.c``), the assembler's line
 table and loop (``cassette_hook/rewrite/_assembly.c``), the decoder's loop
-(``cassette_hook/rewrite/_decoding.c``), and the helper that
+(``cassette_hook/rewrite/_decoding.c``), the stack walks' loops
+(``cassette_hook/rewrite/_stacking.c``), and the helper that
 makes SIGTERM reach a blocked process's Python handler (``cassette_hook/cli/_sigterm.c``).
 
 Everything else is in ``pyproject.toml`` and ``setup.cfg``.  The extensions are optional: a
@@ -41,6 +42,8 @@ setup(cmdclass={"build_ext": BuildExt}, ext_modules=[
     Extension("cassette_hook.rewrite._assembly", ["cassette_hook/rewrite/_assembly.c"], optional=True,
               depends=["cassette_hook/rewrite/_slots.h"]),
     Extension("cassette_hook.rewrite._decoding", ["cassette_hook/rewrite/_decoding.c"], optional=True,
+              depends=["cassette_hook/rewrite/_slots.h"]),
+    Extension("cassette_hook.rewrite._stacking", ["cassette_hook/rewrite/_stacking.c"], optional=True,
               depends=["cassette_hook/rewrite/_slots.h"]),
     Extension("cassette_hook.cli._sigterm", ["cassette_hook/cli/_sigterm.c"], optional=True,
               libraries=["rt"] if sys.platform.startswith("linux") else []),  # (timer_create: in libc from glibc 2.34)

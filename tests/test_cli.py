@@ -365,10 +365,11 @@ PYTHON = f"CPython {platform.python_version()}"
 def test_version_names_the_c_accelerators_that_load(tmp_path):
     """(docs/cli.md) The function watcher needs 3.12: before, it says so."""
     if sys.version_info >= (3, 12):
-        expected = "C accelerators: _speedups, _recording, _watch, _assembly, _decoding"
+        expected = "C accelerators: _speedups, _recording, _watch, _assembly, _decoding, _stacking"
     else:
-        expected = ("C accelerators: _speedups, _recording, _assembly, _decoding; not loaded: _watch is not built or "
-                    "failed to import (cassette_hook.importhook._watch needs CPython 3.12's function watchers)")
+        expected = ("C accelerators: _speedups, _recording, _assembly, _decoding, _stacking; not loaded: _watch is "
+                    "not built or failed to import (cassette_hook.importhook._watch needs CPython 3.12's function "
+                    "watchers)")
     assert _version(tmp_path) == f"cassette_hook {ch.__version__} ({PYTHON}; {expected})"
 
 

@@ -143,7 +143,7 @@ def _parse(own: list[str]) -> _Options:
 
 def _version() -> str:
     """``cassette_hook 0.1.0 (CPython 3.14.10; C accelerators: _speedups, _recording, _watch,
-    _assembly, _decoding)``: the accelerators that load, or why the pure-Python runtime runs
+    _assembly, _decoding, _stacking)``: the accelerators that load, or why the pure-Python runtime runs
     (``_native.accelerators``), which a user cannot otherwise tell (the fallback is silent:
     docs/cli.md)."""
     import platform

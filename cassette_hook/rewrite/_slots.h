@@ -1,6 +1,7 @@
 /* Where a class's __slots__ entries are kept in its instances: shared by the assembler's
- * loop (_assembly.c), which reads bytecode's instructions' and positions' slots, and the
- * decoder's (_decoding.c), which sets them on the objects it makes.  Reading or setting a
+ * loop (_assembly.c), which reads bytecode's instructions' and positions' slots, the
+ * decoder's (_decoding.c), which sets them on the objects it makes, and the stack walks
+ * (_stacking.c), which read an instruction's name and argument.  Reading or setting a
  * slot at its offset is what getattr and setattr do for it, without looking the name up
  * each time (docs/internals.md, "The assembler's per-instruction work in C"). */
 #ifndef CASSETTE_HOOK_REWRITE_SLOTS_H

@@ -13,6 +13,10 @@ where it goes (:func:`flow`) and how it moves the stack (:func:`effect`), asked 
 ``bytecode`` once per opcode (and argument) and remembered, not at every instruction
 (``Instr.stack_effect`` works out, at each call, the argument it hands ``dis``: 0.7 µs, most
 of the depth walk's time, which was 4% of a cold rewrite).
+
+Where the accelerators are built, both walks run in C (``_stacking.c``: :data:`stack_depths`
+and the pairing's loops, :data:`_find_pairs`, chosen once below), the Python functions here
+their references (docs/internals.md, "The stack walks in C").
 """
 
 from __future__ import annotations
@@ -24,17 +28,19 @@ from typing import Callable, Collection, Sequence
 from bytecode import Instr, Label
 from bytecode.instr import UNSET, SetLineno, TryBegin, TryEnd
 
+from .._native import optional
 from . import UnsupportedCode
 from ._memo import Memo
 
 Item = Instr | Label | SetLineno | TryBegin | TryEnd  # an element of a Bytecode list
 
 
-def stack_depths(items: Sequence[Item]) -> list[int | None]:
+def _stack_depths(items: Sequence[Item]) -> list[int | None]:
     """Depth of the value stack before each item (``None`` where unreachable).
 
     A try block whose depth is not known yet (``UNSET``: one a pass opened) keeps the
-    depth at its start, as the compiler's do."""
+    depth at its start, as the compiler's do.  The reference of ``_stacking.depths``, the
+    same walk in C (:data:`stack_depths` is the one this process uses)."""
     labels = _label_indexes(items)
     depths: list[int | None] = [None] * len(items)
     pending: list[tuple[int, int]] = [(0, 0)]
@@ -178,6 +184,26 @@ def pair_by_depth(
     into two branches pairs with both; a consumer that some path reaches without a
     producer is left out.
     """
+    roles = _ROLES.get((id(producers), id(consumers)))
+    if roles is None:
+        roles = {}
+        if type(producers) is frozenset and type(consumers) is frozenset:  # (a family's: kept, with its names)
+            _ROLES.remember((id(producers), id(consumers)), roles, producers, consumers)
+    return _find_pairs(items, depths, roles, producers, consumers, producer_depth, consumer_depth)
+
+
+def _pairs(
+    items: Sequence[Item],
+    depths: Sequence[int | None],
+    roles: dict[str, _Role],
+    producers: Collection[str],
+    consumers: Collection[str],
+    producer_depth: Callable[[Instr, int], int | None],
+    consumer_depth: Callable[[Instr, int], int | None],
+) -> dict[int, frozenset[int]]:
+    """:func:`pair_by_depth`'s two loops, ``roles`` the names' roles remembered for its
+    ``producers`` and ``consumers``: the reference of ``_stacking.pairs``, the same loops in
+    C (:data:`_find_pairs` is the one this process uses)."""
     # Each instruction is asked once, not at each of the walk's passes over it; and the walk
     # stops only where something can happen: where a slot is consumed or opened, where
     # control may leave the next item (a jump, a return), where paths meet (a label), where
@@ -186,55 +212,25 @@ def pair_by_depth(
     # lowest depth between them pops what each of them would have (``lowest``; 0 items
     # between: None).  Stopping at every item, asking each its kind, was most of the pass
     # (docs/performance.md, "The call sites' pass cheaper").
-    consumed: dict[int, int] = {}
-    produced: dict[int, int] = {}
-    exits: dict[int, tuple[bool, bool]] = {}  # the stops where control may not go on to the next item
-    stops: list[int] = []  # the items where the walk stops, in order
-    lowest: list[int | None] = []  # (by stop) the lowest depth of the items since the stop before
-    low: int | None = None
-    flows = _FLOWS
-    roles = _ROLES.get((id(producers), id(consumers)))
-    if roles is None:
-        roles = {}
-        if type(producers) is frozenset and type(consumers) is frozenset:  # (a family's: kept, with its names)
-            _ROLES.remember((id(producers), id(consumers)), roles, producers, consumers)
-    # (an instruction told by its type first, its name read under bytecode's property, and
-    # its role looked up once by the name: the kind of each item, asked twice, the property
-    # and three look-ups by the name were most of this loop, which was most of the pairing;
-    # docs/performance.md, "The pairing's first loop cheaper")
-    for index, item in enumerate(items):
-        depth = depths[index]
-        if depth is None:  # (unreachable)
-            stop = True
-        elif type(item) is Instr or isinstance(item, Instr):
-            stop = index == 0
-            name = item._name
-            role = roles.get(name)
-            if role is None:
-                goes = flows.get(name) or flow(item)
-                consumer, producer = name in consumers, name in producers
-                role = roles[name] = (consumer, producer, goes) if consumer or producer or goes[0] or goes[1] else ()
-            if role:  # (most instructions: none of the three)
-                consumer, producer, goes = role
-                if consumer and (slot := consumer_depth(item, depth)) is not None:
-                    consumed[index] = slot
-                    stop = True
-                if producer and (slot := producer_depth(item, depth)) is not None:
-                    produced[index] = slot
-                    stop = True
-                if goes[0] or goes[1]:
-                    exits[index] = goes
-                    stop = True
-        else:
-            stop = index == 0 or not isinstance(item, (SetLineno, TryEnd))
-        if stop:
-            stops.append(index)
-            lowest.append(low)
-            low = None
-        elif low is None or depth < low:  # type: ignore[operator]  # (a depth: an item without one is a stop)
-            low = depth
+    return _paired(items, depths, *_stops(items, depths, roles, producers, consumers, producer_depth, consumer_depth))
+
+
+def _paired(
+    items: Sequence[Item],
+    depths: Sequence[int | None],
+    consumed: dict[int, int],
+    produced: dict[int, int],
+    exits: dict[int, tuple[bool, bool]],
+    stops: list[int],
+    lowest: list[int | None],
+) -> dict[int, frozenset[int]]:
+    """:func:`pair_by_depth`'s second loop, over what its first (:func:`_stops`) found: the
+    walk over the stops along the control flow, carrying which producers opened each slot
+    still on the stack.  ``_stacking.pairs`` hands it what it does not take (a try block of
+    unknown depth, a label that is not an item, a slot that is no small int)."""
     if not consumed:
         return {}
+    slot: int | None  # (a slot on the stack; a consumed or produced one, or None)
     at = {id(items[index]): place for place, index in enumerate(stops) if isinstance(items[index], Label)}
     seen: list[dict[int, frozenset[int]] | None] = [None] * len(stops)
     pairs: dict[int, frozenset[int]] = {}
@@ -288,3 +284,77 @@ def pair_by_depth(
                 pending.append((at[id(item.target)], {d: p for d, p in state.items() if d < handler_depth}))
             place += 1
     return {c: p for c, p in pairs.items() if c not in unpaired}
+
+
+def _stops(
+    items: Sequence[Item],
+    depths: Sequence[int | None],
+    roles: dict[str, _Role],
+    producers: Collection[str],
+    consumers: Collection[str],
+    producer_depth: Callable[[Instr, int], int | None],
+    consumer_depth: Callable[[Instr, int], int | None],
+) -> tuple[dict[int, int], dict[int, int], dict[int, tuple[bool, bool]], list[int], list[int | None]]:
+    """:func:`pair_by_depth`'s first loop: the slots consumed and produced (by index), the
+    exits, the stops, and by stop the lowest depth of the items since the stop before."""
+    consumed: dict[int, int] = {}
+    produced: dict[int, int] = {}
+    exits: dict[int, tuple[bool, bool]] = {}  # the stops where control may not go on to the next item
+    stops: list[int] = []  # the items where the walk stops, in order
+    lowest: list[int | None] = []  # (by stop) the lowest depth of the items since the stop before
+    low: int | None = None
+    # (an instruction told by its type first, its name read under bytecode's property, and
+    # its role looked up once by the name: the kind of each item, asked twice, the property
+    # and three look-ups by the name were most of this loop, which was most of the pairing;
+    # docs/performance.md, "The pairing's first loop cheaper")
+    for index, item in enumerate(items):
+        depth = depths[index]
+        if depth is None:  # (unreachable)
+            stop = True
+        elif type(item) is Instr or isinstance(item, Instr):
+            stop = index == 0
+            name = item._name
+            role = roles.get(name)
+            if role is None:
+                role = _role(item, roles, producers, consumers)
+            if role:  # (most instructions: none of the three)
+                consumer, producer, goes = role
+                if consumer and (slot := consumer_depth(item, depth)) is not None:
+                    consumed[index] = slot
+                    stop = True
+                if producer and (slot := producer_depth(item, depth)) is not None:
+                    produced[index] = slot
+                    stop = True
+                if goes[0] or goes[1]:
+                    exits[index] = goes
+                    stop = True
+        else:
+            stop = index == 0 or not isinstance(item, (SetLineno, TryEnd))
+        if stop:
+            stops.append(index)
+            lowest.append(low)
+            low = None
+        elif low is None or depth < low:  # type: ignore[operator]  # (a depth: an item without one is a stop)
+            low = depth
+    return consumed, produced, exits, stops, lowest
+
+
+def _role(item: Instr, roles: dict[str, _Role], producers: Collection[str], consumers: Collection[str]) -> _Role:
+    """``item``'s role in :func:`_stops`, by its name (consumer? producer? its :func:`flow`),
+    or () for none of the three; remembered in ``roles``."""
+    name = item._name
+    goes = _FLOWS.get(name) or flow(item)
+    consumer, producer = name in consumers, name in producers
+    role = roles[name] = (consumer, producer, goes) if consumer or producer or goes[0] or goes[1] else ()
+    return role
+
+
+_stacking = optional(".rewrite._stacking")  # (the loops in C: docs/internals.md, "The stack walks in C")
+if _stacking is not None:
+    _stacking.configure(Instr, Label, SetLineno, TryBegin, TryEnd, UNSET, _STEPS, _step, _stack_depths, _pairs, _paired,
+                        _role)
+stack_depths: Callable[[Sequence[Item]], list[int | None]] = _stack_depths if _stacking is None else _stacking.depths
+"""The depth walk this process uses: ``_stacking.c``'s where it is built (the same depths, or
+the same error: it hands the reference what it does not take), else :func:`_stack_depths`."""
+_find_pairs: Callable[..., dict[int, frozenset[int]]] = _pairs if _stacking is None else _stacking.pairs
+"""The pairing's loops this process uses: ``_stacking.c``'s where it is built, else :func:`_pairs`."""
