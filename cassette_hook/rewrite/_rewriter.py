@@ -179,7 +179,7 @@ def _rewrite_constants_and_operators(items: list[Item], hooks: Hooks, operators:
 
 
 _READ = frozenset({"LOAD_BUILD_CLASS", *_CONSTANT_LOADS})
-_read_groups: dict[frozenset[str], dict[str, int]] = {}  # (what the walk reads, by the operators' names: named's groups)
+_read_groups: dict[frozenset[str], dict[str, int]] = {}  # (what the walk reads, by operators' names: named's groups)
 
 # The operator sites' instructions, by their hooks' ``id`` (the hooks held while their
 # sites are, so that the ``id`` is theirs) and the operator instruction's name and
