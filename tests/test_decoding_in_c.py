@@ -288,6 +288,13 @@ def test_the_passes_place_instructions_in_c_where_the_accelerators_are_built():
         assert _instr.placed is _decoding.placed
 
 
+def test_the_passes_find_instructions_by_name_in_c_where_the_accelerators_are_built():
+    from cassette_hook.rewrite import _instr
+
+    if os.environ.get("CASSETTE_HOOK_REQUIRE_SPEEDUPS"):
+        assert _instr.named is _decoding.named
+
+
 def test_instructions_placed_in_c_are_the_references_over_real_modules():
     from bytecode import Instr
     from bytecode.instr import InstrLocation
