@@ -16,8 +16,9 @@ The variable is read once, here, so that all modules agree.  The profile's own e
 ``contexts/_calltree.py``, when the built-in contexts are first imported, and so is the
 lazy import hook's function watcher (``importhook/_watch.c``, 3.12+), by
 ``importhook.lazy_mode``, and the assembler's line table and loop (``rewrite/_assembly.c``) and
-the decoder's loop (``rewrite/_decoding.c``), by ``rewrite._nullslot``, and the stack walks'
-loops (``rewrite/_stacking.c``), by ``rewrite._stack``.
+the decoder's loop (``rewrite/_decoding.c``), by ``rewrite._nullslot``, the passes'
+instructions placed and found by name (``rewrite/_decoding.c`` too), by ``rewrite._instr``,
+and the stack walks' loops (``rewrite/_stacking.c``), by ``rewrite._stack``.
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ ACCELERATORS = ("._speedups", ".contexts._recording", ".importhook._watch", ".re
 """Every C accelerator, by module (relative to the package): the runtime's, the profile's
 hooks, the lazy import hook's function watcher (3.12+: before, it refuses to import), the
 assembler's line table and loop (3.11+'s format; it loads on 3.10 too, unused there), the
-decoder's loop (likewise: used on 3.12+), the stack walks' loops (every version)."""
+decoder's loop (likewise: used on 3.12+; its passes' functions on 3.10+), the stack walks'
+loops (every version)."""
 
 
 def optional(name: str) -> Any:

@@ -247,3 +247,127 @@ def test_a_plain_halfs_runs_end_where_the_line_table_does_and_hand_an_unreadable
     assert ours == reference and len(ours) <= 2
     cut = body.replace(co_linetable=_FORMS[0] + _FORMS[7][:3])
     assert _decoding.runs(cut, 0, len(cut.co_code) // 2, CompiledPosition) is NotImplemented
+
+
+def test_a_plain_halfs_positions_made_in_c_hash_and_compare_as_tuples():
+    body = _with_line_table(_FORMS)
+    for position in {id(position): position for _, position in _decoding.runs(body, 0, len(body.co_code) // 2,
+                                                                               CompiledPosition)}.values():
+        assert hash(position) == hash(tuple(position)) and position == tuple(position)
+        assert {tuple(position): 1}[position] == 1
+
+
+def test_a_plain_halfs_positions_are_made_by_a_class_of_its_own_making():
+    class Marked(tuple):  # type: ignore[type-arg]
+        __slots__ = ()
+
+        def __new__(cls, fields):  # type: ignore[no-untyped-def]
+            return super().__new__(cls, ("marked", *fields))
+
+    body = _with_line_table(_FORMS)
+    runs = _decoding.runs(body, 0, len(body.co_code) // 2, Marked)
+    assert runs and all(type(position) is Marked and position[0] == "marked" for _, position in runs)
+
+
+def _placed_both_ways(templates, loc):  # type: ignore[no-untyped-def]
+    """``templates`` placed at ``loc`` in C and by the reference (``_instr._placed_trusted``),
+    each copy as (its class, its fields, whether its location is ``loc`` itself)."""
+    from cassette_hook.rewrite._instr import _placed_trusted
+
+    def described(made):  # type: ignore[no-untyped-def]
+        return [(type(instr), instr._name, instr._opcode, instr._is_jump, instr._arg, instr._location is loc)
+                for instr in made]
+
+    return described(_decoding.placed(templates, loc)), described(_placed_trusted(templates, loc))
+
+
+def test_the_passes_place_instructions_in_c_where_the_accelerators_are_built():
+    from cassette_hook.rewrite import _instr
+
+    if os.environ.get("CASSETTE_HOOK_REQUIRE_SPEEDUPS") and _instr.follows_bytecode():
+        assert _instr.placed is _decoding.placed
+
+
+def test_the_passes_find_instructions_by_name_in_c_where_the_accelerators_are_built():
+    from cassette_hook.rewrite import _instr
+
+    if os.environ.get("CASSETTE_HOOK_REQUIRE_SPEEDUPS"):
+        assert _instr.named is _decoding.named
+
+
+def test_instructions_placed_in_c_are_the_references_over_real_modules():
+    from bytecode import Instr
+    from bytecode.instr import InstrLocation
+
+    loc = InstrLocation(7, 8, 1, 2)
+    bodies = _real_bodies()[:400]
+    for body in bodies:
+        templates = [item for item in decoder.bytecode(body) if isinstance(item, Instr)]
+        for at in (loc, None):
+            ours, reference = _placed_both_ways(templates, at)
+            assert ours == reference, body.co_qualname
+        ours, reference = _placed_both_ways(tuple(templates), loc)
+        assert ours == reference and len(ours) == len(templates)
+    assert len(bodies) == 400
+
+
+def test_instructions_placed_in_c_are_copies_each_of_its_own():
+    from bytecode import Instr
+
+    templates = [Instr("LOAD_CONST", 1), Instr("SWAP", 2), Instr("POP_TOP")]
+    made = _decoding.placed(templates, None)
+    assert made == templates and all(copy is not template for copy, template in zip(made, templates))
+    made[0].arg = 5
+    assert templates[0].arg == 1
+
+
+def test_instructions_placed_in_c_read_and_set_fields_that_are_not_slots_by_name():
+    class Located:
+        __slots__ = ("_name", "_opcode", "_is_jump", "_arg", "_where")
+
+        @property
+        def _location(self):  # type: ignore[no-untyped-def]
+            return self._where
+
+        @_location.setter
+        def _location(self, value):  # type: ignore[no-untyped-def]
+            self._where = ("set", value)
+
+    template = Located()
+    template._name, template._opcode, template._is_jump, template._arg = "NOP", 9, False, None
+    made = _decoding.placed([template], "here")
+    assert type(made[0]) is Located and made[0]._where == ("set", "here") and made[0]._arg is None
+
+
+def test_an_unset_field_of_a_template_raises_as_in_the_reference():
+    from bytecode import Instr
+
+    template = object.__new__(Instr)
+    with pytest.raises(AttributeError):
+        _decoding.placed([template], None)
+
+
+def test_instructions_found_by_name_in_c_are_the_references_over_real_modules():
+    from bytecode import Instr
+
+    from cassette_hook.rewrite._instr import _named
+
+    groups = {"LOAD_CONST": 2, "LOAD_ATTR": 1, "CALL": 0, "BINARY_OP": 0, "RETURN_VALUE": 1}
+    bodies = _real_bodies()
+    for body in bodies:
+        items = list(decoder.bytecode(body))
+        assert _decoding.named(items, Instr, groups, 3) == _named(items, Instr, groups, 3), body.co_qualname
+    assert len(bodies) > 1000
+
+
+def test_instructions_found_by_name_in_c_are_instances_of_the_class_given_subclasses_included():
+    from bytecode import Instr, Label
+
+    class Kept(Instr):
+        pass
+
+    items = [Label(), Instr("NOP"), Kept("NOP"), "NOP", Instr("POP_TOP"), Kept("LOAD_CONST", 1)]
+    groups = {"NOP": 0, "LOAD_CONST": 1}
+    assert _decoding.named(items, Instr, groups, 2) == [[1, 2], [5]]
+    assert _decoding.named(items, Kept, groups, 2) == [[2], [5]]
+    assert _decoding.named([], Instr, groups, 2) == [[], []]

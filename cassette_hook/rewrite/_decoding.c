@@ -1,6 +1,9 @@
 /* The decoder's per-instruction work in C: the loop over a code object's units that
  * _decoder.Decoder._items runs in Python; and, with the same reader of the positions, a
- * plain half's runs (_assembler.Verbatim's: below, "A plain half's runs").
+ * plain half's runs (_assembler.Verbatim's: below, "A plain half's runs"); and, made as
+ * the loop makes its instructions, the copies of the instructions the passes insert
+ * (_instr.placed's: below, "Instructions placed"), and the passes' search for the few
+ * instructions they act on (_instr.named's: below, "Instructions found by name").
  *
  * The reference is Python: Decoder._items, used where this module is not built or
  * CASSETTE_HOOK_PURE_PYTHON=1 is set (_native.optional); _nullslot.own_decoder chooses,
@@ -746,11 +749,29 @@ done:
  * reads co_positions() a unit at a time.  NotImplemented where the table is one the reader
  * hands back (then the reference reads the runs). */
 
-/* The unit's 4-tuple of fields, as a `cls` (new reference). */
-static PyObject *
-position_of(PyObject *cls, const int *value)
+/* Is `cls` a subclass of tuple made as tuple makes its instances (no __new__ or __init__ of
+ * its own)?  Then its instance is allocated here with its fields, as tuple.__new__ copies
+ * them into it (3.12, 3.13), without the tuple of fields and the call's arguments: three
+ * objects a run, and the allocations the collector counts, were a third of this.  (3.14's
+ * tuples cache their hash in a field of their own: there the class is called.) */
+static int
+made_as_tuple(PyObject *cls)
 {
-    PyObject *fields = PyTuple_New(4);
+#if PY_VERSION_HEX < 0x030E0000
+    PyTypeObject *type = (PyTypeObject *)cls;
+    return PyType_Check(cls) && type != &PyTuple_Type && PyType_IsSubtype(type, &PyTuple_Type)
+           && type->tp_new == PyTuple_Type.tp_new && type->tp_init == PyTuple_Type.tp_init;
+#else
+    (void)cls;
+    return 0;
+#endif
+}
+
+/* The unit's 4-tuple of fields, as a `cls` (new reference); `direct`: made_as_tuple(cls). */
+static PyObject *
+position_of(PyObject *cls, const int *value, int direct)
+{
+    PyObject *fields = direct ? ((PyTypeObject *)cls)->tp_alloc((PyTypeObject *)cls, 4) : PyTuple_New(4);
     if (fields == NULL) {
         return NULL;
     }
@@ -762,6 +783,9 @@ position_of(PyObject *cls, const int *value)
         }
         PyTuple_SET_ITEM(fields, index, made);
     }
+    if (direct) {
+        return fields;
+    }
     PyObject *position = PyObject_CallOneArg(cls, fields);
     Py_DECREF(fields);
     return position;
@@ -770,9 +794,15 @@ position_of(PyObject *cls, const int *value)
 static int
 append_run(PyObject *out, Py_ssize_t unit, PyObject *position)
 {
-    PyObject *run = Py_BuildValue("(nO)", unit, position);
-    int failed = run == NULL || PyList_Append(out, run) < 0;
-    Py_XDECREF(run);
+    PyObject *run = PyTuple_New(2), *at = run == NULL ? NULL : PyLong_FromSsize_t(unit);
+    if (at == NULL) {
+        Py_XDECREF(run);
+        return -1;
+    }
+    PyTuple_SET_ITEM(run, 0, at);
+    PyTuple_SET_ITEM(run, 1, Py_NewRef(position));
+    int failed = PyList_Append(out, run) < 0;
+    Py_DECREF(run);
     return failed ? -1 : 0;
 }
 
@@ -804,7 +834,7 @@ runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     }
     Lines lines = {(const unsigned char *)PyBytes_AS_STRING(table), NULL, 0, (int)first, {-1, -1, -1, -1}};
     lines.end = lines.at + PyBytes_GET_SIZE(table);
-    int made_at[4] = {0, 0, 0, 0};
+    int made_at[4] = {0, 0, 0, 0}, direct = made_as_tuple(args[3]);
     if ((out = PyList_New(0)) == NULL) {
         goto done;
     }
@@ -823,7 +853,7 @@ runs(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             continue;
         }
         if (last == NULL || memcmp(made_at, lines.value, sizeof made_at) != 0) {
-            Py_XSETREF(last, position_of(args[3], lines.value));
+            Py_XSETREF(last, position_of(args[3], lines.value, direct));
             if (last == NULL) {
                 Py_CLEAR(out);
                 goto done;
@@ -845,6 +875,183 @@ done:
     return out;
 }
 
+/* -- Instructions placed ---------------------------------------------------------------------
+ *
+ * _instr.placed's copies of a site's instructions at a site: placed(templates, loc) makes,
+ * for each of `templates` (a list or tuple of bytecode's instructions, made once for each
+ * shape of site), an object of its class as object.__new__ makes it, its _name, _opcode,
+ * _is_jump and _arg the template's and its _location `loc`, as the reference
+ * (_instr._placed_trusted) makes them: the passes copy some 26,000 sites' instructions in
+ * a cold run of sympy, where the reference's loop, five attribute stores an instruction,
+ * was the largest of the passes' own costs after the pairing (docs/performance.md,
+ * "Placing and joining cheaper").  A class whose fields are not slots is read and set by
+ * getattr and setattr, as the reference does (tests/test_decoding_in_c.py compares them). */
+
+static PyTypeObject *placed_read; /* (the class whose slots' offsets placed_at holds) */
+static Py_ssize_t placed_at[5];
+
+/* The template's field `index` copied to `made` (at its slot, or by name). */
+static inline int
+copy_field(PyObject *template, PyObject *made, int index, int by_name)
+{
+    if (!by_name) {
+        PyObject *value = *(PyObject **)((char *)template + placed_at[index]);
+        if (value != NULL) {
+            set_slot(made, placed_at[index], Py_NewRef(value));
+            return 0;
+        }
+    }
+    PyObject *value = PyObject_GetAttr(template, instr_slot_names[index]); /* (unset: its AttributeError) */
+    if (value == NULL) {
+        return -1;
+    }
+    int failed = PyObject_SetAttr(made, instr_slot_names[index], value);
+    Py_DECREF(value);
+    return failed;
+}
+
+/* placed(templates, loc): see above. */
+static PyObject *
+placed(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "placed(templates, loc)");
+        return NULL;
+    }
+    PyObject *templates = PySequence_Fast(args[0], "placed: the templates are a list or a tuple"), *loc = args[1];
+    if (templates == NULL) {
+        return NULL;
+    }
+    Py_ssize_t size = PySequence_Fast_GET_SIZE(templates);
+    PyObject *out = PyList_New(size);
+    for (Py_ssize_t index = 0; out != NULL && index < size; index++) {
+        PyObject *template = PySequence_Fast_GET_ITEM(templates, index);
+        PyTypeObject *cls = Py_TYPE(template);
+        int by_name = 0;
+        if (cls != placed_read) {
+            by_name = offsets_of(cls, instr_slot_names, 5, placed_at);
+            Py_XSETREF(placed_read, by_name ? NULL : (PyTypeObject *)Py_NewRef(cls)); /* (held: its address stays its) */
+        }
+        PyObject *made = new_object((PyObject *)cls);
+        if (made == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, index, made);
+        for (int field = 0; field < 4; field++) {
+            if (copy_field(template, made, field, by_name) < 0) {
+                Py_CLEAR(out);
+                break;
+            }
+        }
+        if (out == NULL) {
+            break;
+        }
+        if (by_name) {
+            if (PyObject_SetAttr(made, instr_slot_names[4], loc) < 0) {
+                Py_CLEAR(out);
+            }
+        }
+        else {
+            set_slot(made, placed_at[4], Py_NewRef(loc));
+        }
+    }
+    Py_DECREF(templates);
+    return out;
+}
+
+/* -- Instructions found by name --------------------------------------------------------------
+ *
+ * The passes' walks over a body's items that look for a few kinds of instruction among
+ * many (_nullslot's rewrite_calls: the calls, definitions and method loads;
+ * _rewriter._rewrite_constants_and_operators: the operators, constants and class bodies):
+ * named(items, cls, groups, count) gives, for each of `count` groups, the indexes of the
+ * items that are `cls` instances whose _name `groups` maps to that group, in order, as the
+ * reference (_instr._named) finds them.  In Python each item cost a type test and a name
+ * read and looked up, most of those walks' time, for an item in ten or so that they act
+ * on (docs/performance.md, "Placing and joining cheaper"). */
+
+static PyTypeObject *named_read; /* (the class whose _name offset named_at is) */
+static Py_ssize_t named_at;
+
+/* named(items, cls, groups, count): see above. */
+static PyObject *
+named(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4 || !PyList_Check(args[0]) || !PyType_Check(args[1]) || !PyDict_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "named(items: list, cls: type, groups: dict, count: int)");
+        return NULL;
+    }
+    PyObject *items = args[0], *groups = args[2];
+    PyTypeObject *cls = (PyTypeObject *)args[1];
+    Py_ssize_t count = PyLong_AsSsize_t(args[3]);
+    if (count < 0) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "named: a negative count");
+        }
+        return NULL;
+    }
+    PyObject *out = PyList_New(count);
+    if (out == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t group = 0; group < count; group++) {
+        PyObject *found = PyList_New(0);
+        if (found == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, group, found);
+    }
+    for (Py_ssize_t index = 0; index < PyList_GET_SIZE(items); index++) {
+        PyObject *item = PyList_GET_ITEM(items, index);
+        if (!PyObject_TypeCheck(item, cls)) {
+            continue;
+        }
+        PyTypeObject *type = Py_TYPE(item);
+        if (type != named_read) {
+            named_at = slot_offset(type, instr_slot_names[0]);
+            Py_XSETREF(named_read, named_at < 0 ? NULL : (PyTypeObject *)Py_NewRef(type));
+        }
+        PyObject *name = named_at < 0 || type != named_read ? PyObject_GetAttr(item, instr_slot_names[0])
+                                                            : Py_XNewRef(*(PyObject **)((char *)item + named_at));
+        if (name == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetObject(PyExc_AttributeError, instr_slot_names[0]);
+            }
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyObject *group = PyDict_GetItemWithError(groups, name);
+        Py_DECREF(name);
+        if (group == NULL) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(out);
+                return NULL;
+            }
+            continue;
+        }
+        Py_ssize_t at = PyLong_AsSsize_t(group);
+        if (at < 0 || at >= count) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_IndexError, "named: a group past the count");
+            }
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyObject *where = PyLong_FromSsize_t(index);
+        if (where == NULL || PyList_Append(PyList_GET_ITEM(out, at), where) < 0) {
+            Py_XDECREF(where);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(where);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"items", (PyCFunction)(void (*)(void))items, METH_FASTCALL,
      "items(tables, code, locals, cells, entries)\n--\n\n"
@@ -852,6 +1059,12 @@ static PyMethodDef methods[] = {
     {"runs", (PyCFunction)(void (*)(void))runs, METH_FASTCALL,
      "runs(code, start, stop, cls)\n--\n\n"
      "_assembler.Verbatim's runs of code units start to stop, or NotImplemented (the reference's)."},
+    {"placed", (PyCFunction)(void (*)(void))placed, METH_FASTCALL,
+     "placed(templates, loc)\n--\n\n"
+     "_instr.placed: copies of bytecode's instructions `templates` at `loc`."},
+    {"named", (PyCFunction)(void (*)(void))named, METH_FASTCALL,
+     "named(items, cls, groups, count)\n--\n\n"
+     "_instr.named: by group, the indexes of the `cls` items whose _name `groups` maps to it."},
     {NULL},
 };
 

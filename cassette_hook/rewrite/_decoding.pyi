@@ -1,10 +1,13 @@
 """Types of the optional C part of the decoder (``_decoding.c``): the loop over a code
-object's units, and a plain half's runs; references: ``_decoder.Decoder._items``,
-``_assembler.Verbatim``'s loop."""
+object's units, a plain half's runs, the instructions placed at a site and those found by
+name; references: ``_decoder.Decoder._items``, ``_assembler.Verbatim``'s loop, ``_instr._placed_trusted``,
+``_instr._named``."""
 
 from types import CodeType
-from typing import Any
+from typing import Any, Sequence
 
 def items(tables: tuple[Any, ...], code: CodeType, locals: list[Any], cells: list[Any], entries: list[Any],
           /) -> list[Any] | None: ...
 def runs(code: CodeType, start: int, stop: int, cls: type[tuple[Any, ...]], /) -> list[tuple[int, Any]]: ...
+def placed(templates: Sequence[Any], loc: Any, /) -> list[Any]: ...
+def named(items: list[Any], cls: type, groups: dict[str, int], count: int, /) -> list[list[int]]: ...

@@ -11,11 +11,13 @@ from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # no
 
 import operator
 from opcode import opmap
-from typing import Sequence, TypeVar, cast
+from typing import Any, Callable, Mapping, Sequence, TypeVar, cast
 
 import bytecode
 from bytecode import Instr, Label
 from bytecode.instr import UNSET, InstrLocation
+
+from .._native import optional
 
 T = TypeVar("T")
 
@@ -100,14 +102,39 @@ def _placed_trusted(templates: Sequence[Instr], loc: Location) -> list[Instr]:
     return out
 
 
-placed = _placed_trusted if follows_bytecode() else _placed_checked
+_decoding = optional(".rewrite._decoding")  # (its ``placed``: the copies made in C)
+placed: Callable[[Sequence[Instr], Location], list[Instr]] = (
+    _placed_checked if not follows_bytecode() else _placed_trusted if _decoding is None else _decoding.placed)
 """Copies of ``templates`` at ``loc``: the instructions of a site, made once (by
 :data:`make`, by the family's own methods) for each shape of site and copied at each site
 that has it, as ``make`` would make each of them there.  A site's instructions were a call
 of ``make`` each, and a chain of the family's methods for each site: most of what making a
 site cost (docs/performance.md, "The sites' instructions made once").  Where the installed
-``bytecode`` is a release :data:`BYTECODE_FOLLOWED` names, ``Instr.copy`` inline; else
-``copy`` and the location set, checked."""
+``bytecode`` is a release :data:`BYTECODE_FOLLOWED` names, ``Instr.copy`` inline -- in C
+where the accelerators are built (``_decoding.placed``, made as the decoder's loop makes
+its instructions: the loop here, its reference, was the largest of the passes' own costs
+after the pairing; docs/performance.md, "Placing and joining cheaper"); else ``copy`` and
+the location set, checked."""
+
+
+def _named(items: Sequence[object], cls: type, groups: Mapping[str, int], count: int) -> list[list[int]]:
+    found: list[list[int]] = [[] for _ in range(count)]
+    for index, item in enumerate(items):
+        if type(item) is cls or isinstance(item, cls):
+            group = groups.get(cast(Instr, item)._name)  # (its name read under bytecode's property)
+            if group is not None:
+                found[group].append(index)
+    return found
+
+
+named: Callable[[list[Any], type, dict[str, int], int], list[list[int]]] = (
+    _named if _decoding is None else _decoding.named)
+"""For each of ``count`` groups, the indexes of the items that are ``cls`` instances (an
+``Instr``) whose name ``groups`` maps to that group, in order: where a pass's walk over a
+body finds the few instructions it acts on.  In C where the accelerators are built
+(``_decoding.named``): in Python, the type test and the name read and looked up at each
+item were most of the call sites' pass's own time and of the operators' (docs/performance.md,
+"Placing and joining cheaper"); :func:`_named` is its reference."""
 
 
 def _aimed_checked(instr: Instr, target: Label) -> None:

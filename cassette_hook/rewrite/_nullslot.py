@@ -28,6 +28,7 @@ from __future__ import annotations
 from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
 
 import dis
+import functools
 import itertools
 import operator
 from opcode import opmap, opname
@@ -39,7 +40,7 @@ from bytecode import BinaryOp, Bytecode, Compare, ConcreteBytecode, Instr, Label
 
 from .._native import optional
 from . import GlobalName
-from ._instr import CompiledPosition, Location, arg_of, flagged_name, follows_bytecode, make, placed
+from ._instr import CompiledPosition, Location, arg_of, flagged_name, follows_bytecode, make, named, placed
 from ._memo import Memo
 from ._operators import UNARY, binary_op, compare_op
 from ._markers import nooverdub
@@ -234,28 +235,19 @@ class NullSlotFamily:
         # marker (a walk each, asking each item its type and name, was most of the pass).
         # (an instruction told by its type first, its name and argument read under bytecode's
         # properties; and a body without a call is not paired: nothing there to pair)
-        loads, consumers = self.method_load_names, self.consumer_names
-        method_loads: set[int] = set()
-        calls_and_definitions: list[int] = []
-        marked = called = False
-        ends = consumers | _DEFINING
-        for index, item in enumerate(items):
-            if type(item) is Instr or isinstance(item, Instr):
-                name = item._name
-                if name in ends:
-                    calls_and_definitions.append(index)
-                    called = called or name in consumers
-                elif name in loads:
-                    if self.is_method_load(item):
-                        method_loads.add(index)
-                elif name == "LOAD_CONST" and type(item._arg) is nooverdub:
-                    marked = True
+        # (the items found by name at once, _instr.named: in C where it is built)
+        consumers = self.consumer_names
+        calls_and_definitions, loads, constants = named(items, Instr, self._scanned_names, 3)
+        instrs = cast(Sequence[Instr], items)  # (what is read below at the places found: instructions)
+        is_method_load = self.is_method_load
+        method_loads = {index for index in loads if is_method_load(instrs[index])}
+        called = any(instrs[index]._name in consumers for index in calls_and_definitions)
+        marked = any(type(instrs[index]._arg) is nooverdub for index in constants)
         paired = pair_by_depth(items, depths, self.producer_depth, self.consumer_depth, self.producer_names,
                                consumers) if called else {}
         if marked:
             for plain_call in self._plain_calls(items, depths):
                 paired.pop(plain_call, None)
-        instrs = cast(Sequence[Instr], items)  # (what is read below at the places found above: instructions)
         method_site = hooks.method_site
         sites = ({} if method_site is None or enters  # the method loads to make method sites, and their sites
                  else {load: method_site(self.attribute_name(instrs[load]))
@@ -303,6 +295,14 @@ class NullSlotFamily:
             start = index + 1
         out += items[start:]
         return out
+
+    @functools.cached_property
+    def _scanned_names(self) -> dict[str, int]:
+        """What :meth:`rewrite_calls` finds by name (``_instr.named``), as it tells them
+        apart: the calls and definitions (0), else the method loads (1), else the constants'
+        loads (2)."""
+        return {"LOAD_CONST": 2, **dict.fromkeys(self.method_load_names, 1),
+                **dict.fromkeys(self.consumer_names | _DEFINING, 0)}
 
     def _method_site_loads(self, items: Sequence[Item], paired: dict[int, frozenset[int]],
                            method_loads: set[int]) -> set[int]:

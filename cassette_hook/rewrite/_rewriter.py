@@ -9,14 +9,14 @@ from __future__ import annotations
 from .._builtins import BUILTINS as __builtins__  # type: ignore[no-redef]  # noqa: F401 (_builtins.py)
 
 from types import CodeType
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Sequence, cast
 
 from bytecode import Bytecode, ConcreteBytecode, Instr, Label
 from bytecode.instr import UNSET
 
 from . import RESOURCE_ERRORS, GlobalName, Hooks, UnsupportedCode
 from ._family import family
-from ._instr import aim, arg_of, make, placed
+from ._instr import aim, arg_of, make, named, placed
 from ._markers import ContextSlot, nooverdub
 from ._memo import Memo
 from ._names import COMPREHENSIONS
@@ -144,18 +144,18 @@ def _rewrite_constants_and_operators(items: list[Item], hooks: Hooks, operators:
     out: list[Item] = []
     append = out.append
     names = family.operator_names if operators else frozenset()
-    read = names | _READ  # (the instructions this walk does anything with: most it only copies)
+    read = _read_groups.get(names)  # (the instructions this walk does anything with: most it only copies)
+    if read is None:
+        read = _read_groups[names] = dict.fromkeys(names | _READ, 0)
     class_body_next = False
-    for item in items:
-        # (an instruction told by its type first, its name read under bytecode's property:
-        # the property's call at every item was a fifth of this walk)
-        if type(item) is not Instr and not isinstance(item, Instr):
-            append(item)
-            continue
+    start = 0
+    # (those instructions found at once, _instr.named: in C where it is built; the items
+    # between them copied a slice at a time)
+    for index in named(items, Instr, read, 1)[0]:
+        out += items[start:index]
+        start = index + 1
+        item = cast(Instr, items[index])
         name = item._name
-        if name not in read:
-            append(item)
-            continue
         if name in names:
             site = _operator_replacement(item, hooks)
             if site is not None:
@@ -174,10 +174,12 @@ def _rewrite_constants_and_operators(items: list[Item], hooks: Hooks, operators:
                 out += _load_special(item, hooks)
                 continue
         append(item)
+    out += items[start:]
     return out
 
 
 _READ = frozenset({"LOAD_BUILD_CLASS", *_CONSTANT_LOADS})
+_read_groups: dict[frozenset[str], dict[str, int]] = {}  # (what the walk reads, by operators' names: named's groups)
 
 # The operator sites' instructions, by their hooks' ``id`` (the hooks held while their
 # sites are, so that the ``id`` is theirs) and the operator instruction's name and
