@@ -300,7 +300,7 @@ class Assembler:
             varname(arg_name)
         if self._dual:  # (3.13+: the two-variable opcodes' names first, for small indexes)
             # (those instructions found at once, _instr.named: in C where it is built, where a
-            # walk over every item in Python was a fifth of this method's own time)
+            # walk over every item in Python was about a third of this method's own time)
             for index in named(items, Instr, self._dual, 1)[0]:
                 item = items[index]
                 if type(item) is Instr:
