@@ -6,10 +6,11 @@ chosen once by ``rewrite._stack`` (``stack_depths``, ``_find_pairs``), and in Py
 ``CASSETTE_HOOK_PURE_PYTHON=1`` is set (docs/internals.md, "The stack walks in C").  Over
 the bodies of real modules, as the rewriter reads them and as it leaves them, the two must
 give the same depths and the same pairs, and remember the same steps and roles; where the
-C meets what it does not take (a subclass of an item class, a depth two paths disagree on,
-a label that is not an item, a try block of unknown depth where pairs are walked, a slot
-that is no small int) it hands the items, or what its first loop found, to the reference,
-which gives its answer or raises its error, with its message.
+C meets what it does not take (a subclass of an item class -- but the depth walk takes one
+of Instr whose ``_name`` and ``_arg`` are Instr's slots, as 3.14's borrowable loads --, a
+depth two paths disagree on, a label that is not an item, a try block of unknown depth
+where pairs are walked, a slot that is no small int) it hands the items, or what its first
+loop found, to the reference, which gives its answer or raises its error, with its message.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ INSTALLED = [p for name in ("sympy.core", "networkx.classes") if importlib.util.
 JUMP_IF_TRUE = "POP_JUMP_FORWARD_IF_TRUE" if sys.version_info[:2] == (3, 11) else "POP_JUMP_IF_TRUE"
 
 
-def _bodies_of(paths: list[Path]) -> Iterator[list[_stack.Item]]:
-    """Each code object's items as the rewriting reads them, then as it leaves them."""
+def _codes_of(paths: list[Path]) -> Iterator[CodeType]:
+    """Each code object compiled from ``paths``, nested ones included."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for path in paths:
@@ -55,11 +56,17 @@ def _bodies_of(paths: list[Path]) -> Iterator[list[_stack.Item]]:
             while todo:
                 code = todo.pop()
                 todo += [const for const in code.co_consts if isinstance(const, CodeType)]
-                try:
-                    yield family.plain_forms(items_of(decode(code)))
-                    yield items_of(rewritten(code, switched_hooks(), operators=True, nested=lambda c, part: c))
-                except UnsupportedCode:
-                    continue
+                yield code
+
+
+def _bodies_of(paths: list[Path]) -> Iterator[list[_stack.Item]]:
+    """Each code object's items as the rewriting reads them, then as it leaves them."""
+    for code in _codes_of(paths):
+        try:
+            yield family.plain_forms(items_of(decode(code)))
+            yield items_of(rewritten(code, switched_hooks(), operators=True, nested=lambda c, part: c))
+        except UnsupportedCode:
+            continue
 
 
 def _ways() -> list[tuple[object, ...]]:
@@ -227,22 +234,45 @@ class _Block(TryBegin):
     pass
 
 
+class _OwnArg(Instr):
+    """An instruction whose ``_arg`` is its own (a property), not Instr's slot."""
+
+    _arg = property(lambda self: self.__dict__["arg"], lambda self, arg: self.__dict__.__setitem__("arg", arg))
+
+
 def _with_subclass(kind: type) -> list[_stack.Item]:
     """A body with a loop and a try block, one of its items of ``kind``."""
     start, handler = (_Named() if kind is _Named else Label()), Label()
     block = (_Block if kind is _Block else TryBegin)(handler, True, 0)
-    instr = _Own if kind is _Own else Instr
+    instr = kind if issubclass(kind, Instr) else Instr
     return [block, start, Instr("LOAD_CONST", True), instr(JUMP_IF_TRUE, start), TryEnd(block),
             Instr("LOAD_CONST", None), Instr("RETURN_VALUE"), handler, Instr("POP_TOP"), Instr("POP_TOP"),
             Instr("LOAD_CONST", None), Instr("RETURN_VALUE")]
 
 
-@pytest.mark.parametrize("kind", [_Named, _Own, _Block], ids=["Label", "Instr", "TryBegin"])
+@pytest.mark.parametrize("kind", [_Named, _OwnArg, _Block], ids=["Label", "Instr, its own _arg", "TryBegin"])
 def test_a_body_with_an_item_of_a_subclass_is_walked_by_the_reference(kind):
     items = _with_subclass(kind)
     with _references_counted() as counts:
         _assert_c_walks_as_python(items)
     assert counts == {"depths": 1, "pairs": len(_ways()), "paired": 0}
+
+
+def test_an_instr_subclass_with_instrs_slots_is_walked_in_c_for_its_depths():
+    items = _with_subclass(_Own)
+    with _references_counted() as counts:
+        _assert_c_walks_as_python(items)
+    assert counts == {"depths": 0, "pairs": len(_ways()), "paired": 0}
+
+
+@pytest.mark.skipif(sys.version_info < (3, 14), reason="3.14+: the compiler's borrowed loads")
+def test_bodies_with_borrowable_loads_are_walked_in_c_for_their_depths():
+    bodies = [family.plain_forms(items_of(decode(code)), borrowable=True) for code in _codes_of(MORE_SOURCES[:40])]
+    assert sum(type(item) is not Instr and isinstance(item, Instr) for items in bodies for item in items) > 1000
+    with _references_counted() as counts:
+        for items in bodies:
+            assert _stacking.depths(items) == _stack._stack_depths(items)
+    assert counts["depths"] == 0
 
 
 def test_a_sequence_other_than_a_list_is_walked_by_the_reference():

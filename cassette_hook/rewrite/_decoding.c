@@ -751,20 +751,16 @@ done:
 
 /* Is `cls` a subclass of tuple made as tuple makes its instances (no __new__ or __init__ of
  * its own)?  Then its instance is allocated here with its fields, as tuple.__new__ copies
- * them into it (3.12, 3.13), without the tuple of fields and the call's arguments: three
- * objects a run, and the allocations the collector counts, were a third of this.  (3.14's
- * tuples cache their hash in a field of their own: there the class is called.) */
+ * them into it, without the tuple of fields and the call's arguments: three objects a run,
+ * and the allocations the collector counts, were a third of this.  (3.14's tuples cache
+ * their hash in a field of their own, which tuple's allocation sets to -1, "not known yet",
+ * and so does position_of: tp_alloc leaves it 0.) */
 static int
 made_as_tuple(PyObject *cls)
 {
-#if PY_VERSION_HEX < 0x030E0000
     PyTypeObject *type = (PyTypeObject *)cls;
     return PyType_Check(cls) && type != &PyTuple_Type && PyType_IsSubtype(type, &PyTuple_Type)
            && type->tp_new == PyTuple_Type.tp_new && type->tp_init == PyTuple_Type.tp_init;
-#else
-    (void)cls;
-    return 0;
-#endif
 }
 
 /* The unit's 4-tuple of fields, as a `cls` (new reference); `direct`: made_as_tuple(cls). */
@@ -775,6 +771,11 @@ position_of(PyObject *cls, const int *value, int direct)
     if (fields == NULL) {
         return NULL;
     }
+#if PY_VERSION_HEX >= 0x030E0000
+    if (direct) {
+        ((PyTupleObject *)fields)->ob_hash = -1;
+    }
+#endif
     for (int index = 0; index < 4; index++) {
         PyObject *made = field(value[index]);
         if (made == NULL) {

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Sequence
 from bytecode import BinaryOp, Bytecode, ConcreteBytecode, ConcreteInstr, Instr, Label
 from bytecode.instr import UNSET, TryBegin
 
-from ._instr import Location, arg_of, make
+from ._instr import Location, arg_of, make, named
 from ._nullslot import own_assembler, own_decoder
 from ._py313 import _Py313, _compare_arg, _compare_of, free_variables_apart
 from ._stack import flow
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 _UNBORROWED = {"LOAD_FAST_BORROW": "LOAD_FAST", "LOAD_FAST_BORROW_LOAD_FAST_BORROW": "LOAD_FAST_LOAD_FAST"}
 _BORROWED = {plain: borrowed for borrowed, plain in _UNBORROWED.items()}
 _NAME_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_FROM_DICT_OR_GLOBALS"})
+# What plain_forms visits (``named``'s one group), without and with a ``counted`` kind of constant.
+_PLAIN_NAMES = ("COPY", "LOAD_SMALL_INT", *_UNBORROWED)
+_PLAIN_GROUPS = {False: dict.fromkeys(_PLAIN_NAMES, 0), True: dict.fromkeys((*_PLAIN_NAMES, "LOAD_CONST"), 0)}
 
 
 # BUILD_INTERPOLATION's argument, as CPython 3.14 encodes it (codegen.c): how many values it
@@ -107,41 +110,46 @@ class _Py314(_Py313):
         a context it stays a call that hooks and overloads see, as on 3.13.  (3.15: and a
         constant of a ``counted`` kind loaded from a 1-tuple: see :class:`_Py315`.)
 
-        One read of each item's name, and the inlined call's test looked for at a ``COPY``
-        only: this pass ran over every body of a cold rewrite, a tenth of a microsecond an
-        item (docs/performance.md, "3.14's and 3.15's own passes cheaper")."""
+        Only the instructions it may change are visited, found by name at once
+        (``_instr.named``: in C where it is built), the items between them copied a slice
+        at a time: a walk of every item in Python was the largest function of a cold
+        rewrite's profile on 3.14 (docs/performance.md, "A first run on 3.14 and 3.15: the
+        passes' walks in C there too")."""
         out: list[Item] = []
         kind = _Borrowable if borrowable else Instr
         counted = self.counted
-        index = 0
-        while index < len(items):
-            item = items[index]
-            if not isinstance(item, Instr):
-                out.append(item)
-                index += 1
+        start = 0  # (the first item not copied yet)
+        for index in named(items, Instr, _PLAIN_GROUPS[bool(counted)], 1)[0]:
+            if index < start:  # (in an inlined call's test, left out)
                 continue
+            item = items[index]
+            assert isinstance(item, Instr)
             name = item.name
             if name == "COPY":
                 fallback = _inlined_call(items, index, self.inlined)
-                if fallback is not None:
-                    # ``COPY 1; LOAD_COMMON_CONSTANT; IS_OP 0; POP_JUMP_IF_FALSE fallback`` becomes a
-                    # jump to the fallback (placed after it or not, as the compiler chose): the
-                    # inline loop is left unreachable.
-                    forward = any(other is fallback for other in items[index:])
-                    out.append(make("JUMP_FORWARD" if forward else "JUMP_BACKWARD", fallback, item.location))
-                    index += 4
+                if fallback is None:
                     continue
-            elif name in _UNBORROWED:  # (the plain load takes the argument the borrowed one was checked for)
-                item = make(_UNBORROWED[name], item.arg, item.location, kind)
-            elif name == "LOAD_SMALL_INT":
-                item = make("LOAD_CONST", item.arg, item.location)
-            elif counted and name == "LOAD_CONST" and isinstance(item.arg, counted):  # (none in a body as compiled)
-                out += [Instr("LOAD_CONST", (item.arg,), location=item.location),
-                        Instr("UNPACK_SEQUENCE", 1, location=item.location)]
-                index += 1
+                # ``COPY 1; LOAD_COMMON_CONSTANT; IS_OP 0; POP_JUMP_IF_FALSE fallback`` becomes a
+                # jump to the fallback (placed after it or not, as the compiler chose): the
+                # inline loop is left unreachable.
+                forward = any(other is fallback for other in items[index:])
+                out += items[start:index]
+                out.append(make("JUMP_FORWARD" if forward else "JUMP_BACKWARD", fallback, item.location))
+                start = index + 4
                 continue
-            out.append(item)
-            index += 1
+            if name in _UNBORROWED:  # (the plain load takes the argument the borrowed one was checked for)
+                made: list[Item] = [make(_UNBORROWED[name], item.arg, item.location, kind)]
+            elif name == "LOAD_SMALL_INT":
+                made = [make("LOAD_CONST", item.arg, item.location)]
+            elif isinstance(item.arg, counted):  # (a LOAD_CONST: none in a body as compiled)
+                made = [Instr("LOAD_CONST", (item.arg,), location=item.location),
+                        Instr("UNPACK_SEQUENCE", 1, location=item.location)]
+            else:
+                continue
+            out += items[start:index]
+            out += made
+            start = index + 1
+        out += items[start:]
         return out
 
     def borrowed_again(self, items: list[Item], depths: Sequence[int | None]) -> list[Item]:

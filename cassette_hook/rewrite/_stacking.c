@@ -17,11 +17,12 @@
  *
  * depths(items) is stack_depths(items): the same walk, in the same order, asking the same
  * memo by the same keys (a miss calls _step, which fills it, as the reference does).  Where
- * it meets what it does not take -- an item of another class (a subclass of Label or Instr
- * ...), a jump or a handler whose label is not an item, a depth two paths disagree on, a
- * try block's fields not plain -- it hands the items to the reference, which gives the same
- * depths or raises what it raises (UnsupportedCode with its message, KeyError).  Nothing it
- * did before is seen but the memo's steps, which the reference would have filled alike.
+ * it meets what it does not take -- an item of another class (a subclass of Label, of Instr
+ * with a _name or _arg of its own ...), a jump or a handler whose label is not an item, a
+ * depth two paths disagree on, a try block's fields not plain -- it hands the items to the
+ * reference, which gives the same depths or raises what it raises (UnsupportedCode with its
+ * message, KeyError).  Nothing it did before is seen but the memo's steps, which the
+ * reference would have filled alike.
  *
  * pairs(items, depths, roles, producers, consumers, producer_depth, consumer_depth) is
  * _pairs(...): each consumer's index -> the frozenset of its producers' indexes, in the
@@ -223,6 +224,35 @@ step_of(PyObject *item, PyObject *name, PyObject *arg)
     return step;
 }
 
+/* Whether `kind` is one of the item classes the walks take (bytecode's own, not a
+ * subclass: the reference asks isinstance of those). */
+static inline int
+taken_kind(PyTypeObject *kind)
+{
+    return kind == config.instr || kind == config.label || kind == config.set_lineno || kind == config.try_begin
+           || kind == config.try_end;
+}
+
+static PyTypeObject *walked_subclass; /* (the last subclass instr_kind took: a strong reference) */
+
+/* Whether the depth walk takes an item of `kind` as an instruction: Instr, or a subclass of
+ * it whose `_name` and `_arg` are Instr's slots (what the reference's `item._name` and
+ * `item._arg` read there too), such as 3.14's borrowable loads (_py314._Borrowable), which
+ * are in most bodies the walk is given there (docs/internals.md, "The stack walks in C"). */
+static int
+instr_kind(PyTypeObject *kind)
+{
+    if (kind == config.instr || kind == walked_subclass) {
+        return 1;
+    }
+    if (!PyType_IsSubtype(kind, config.instr) || slot_offset(kind, str_name) != config.name_at
+        || slot_offset(kind, str_arg) != config.arg_at) {
+        return 0;
+    }
+    Py_XSETREF(walked_subclass, (PyTypeObject *)Py_NewRef(kind));
+    return 1;
+}
+
 /* The walk itself, into depths[] (UNKNOWN where unreachable). */
 static int
 walk(PyObject *items, Py_ssize_t count, const Labels *labels, long *depths)
@@ -237,7 +267,8 @@ walk(PyObject *items, Py_ssize_t count, const Labels *labels, long *depths)
             PyObject *item = PyList_GET_ITEM(items, index);
             PyTypeObject *kind = Py_TYPE(item);
             depths[index] = depth;
-            if (kind == config.instr) {
+            if (kind == config.instr || (kind != config.label && kind != config.try_begin && kind != config.try_end
+                                         && kind != config.set_lineno)) { /* (depths() took it: instr_kind) */
                 PyObject *arg = slot_at(item, config.arg_at), *name = slot_at(item, config.name_at);
                 if (arg == NULL || name == NULL) {
                     outcome = NOT_TAKEN;
@@ -313,14 +344,6 @@ walk(PyObject *items, Py_ssize_t count, const Labels *labels, long *depths)
     return outcome;
 }
 
-/* Whether `kind` is one of the item classes the walks take (bytecode's own, not a
- * subclass: the reference asks isinstance of those). */
-static inline int
-taken_kind(PyTypeObject *kind)
-{
-    return kind == config.instr || kind == config.label || kind == config.set_lineno || kind == config.try_begin
-           || kind == config.try_end;
-}
 
 static int
 configured(void)
@@ -345,7 +368,7 @@ depths(PyObject *module, PyObject *items)
     Py_ssize_t count = PyList_GET_SIZE(items), label_count = 0;
     for (Py_ssize_t index = 0; index < count; index++) {
         PyTypeObject *kind = Py_TYPE(PyList_GET_ITEM(items, index));
-        if (!taken_kind(kind)) {
+        if (!taken_kind(kind) && !instr_kind(kind)) {
             return PyObject_CallOneArg(config.depths_reference, items);
         }
         label_count += kind == config.label;
