@@ -751,6 +751,32 @@ def test_an_overload_registered_after_a_named_callees_later_calls_applies_at_the
         ch.overdub.unregister(specific)
 
 
+def test_an_overload_registered_in_a_named_callees_argument_applies_to_that_call() -> None:
+    """The call site resolved the callee before its arguments ran: the call still sees the
+    overload they registered."""
+    class InArgument(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def general(ctx: InArgument, f: ch.Is[_named], x: int):
+        return "general"
+
+    def specific(ctx, f, x):
+        return "specific"
+
+    specific.__annotations__ = {"ctx": InArgument, "f": ch.Is[_named], "x": int}
+
+    def registering(x: int) -> int:
+        ch.overdub.register(specific)
+        return x
+
+    try:
+        assert ch.overdub(InArgument(), lambda: ([_named(1) for _ in range(_MANY)], _named(registering(1)))) == (
+            ["general"] * _MANY, "specific")
+    finally:
+        ch.overdub.unregister(specific)
+
+
 def test_a_named_callees_later_calls_of_other_types_or_lengths_run_its_body() -> None:
     def shout(x: Any, y: Any = "") -> str:
         return f"{x}{y}!"

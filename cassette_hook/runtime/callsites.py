@@ -156,7 +156,8 @@ def _named_runner(plan: Plan, f: FunctionType, decided: Any) -> Callable[..., An
     types (``Guard.admits``: by the arguments' count, then ``issubclass(type(arg), cls)``
     at each constrained position) are worked out here, per count, once.  A call the guard
     does not admit (no overload applies), or one made after the stack changed under the
-    call site (an argument's call left a context entered), takes the general route."""
+    call site or an overload was registered (in the evaluation of an argument), takes the
+    general route."""
     if type(decided) is Guard:
         method, required, nparams, _, classes = decided
         checks: dict[int, tuple[tuple[int, type], ...]] | None = {
@@ -169,7 +170,7 @@ def _named_runner(plan: Plan, f: FunctionType, decided: Any) -> Callable[..., An
         __tracebackhide__ = True
         try:
             entry = _top()  # (on the pure-Python path, the variable's value: context_stack.read_top_with)
-            if entry is None or entry.plan is not plan:
+            if entry is None or entry.plan is not plan or plan.overloads is None:  # (staled: Plan.stale)
                 return resolve(f)(*args, **kwargs)
             if checks is not None:
                 constrained = checks.get(len(args))
