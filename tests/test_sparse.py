@@ -751,9 +751,9 @@ def test_an_overload_registered_after_a_named_callees_later_calls_applies_at_the
         ch.overdub.unregister(specific)
 
 
-def test_an_overload_registered_in_a_named_callees_argument_applies_to_that_call() -> None:
-    """The call site resolved the callee before its arguments ran: the call still sees the
-    overload they registered."""
+def test_an_overload_registered_by_a_named_callees_star_argument_applies_to_that_call() -> None:
+    """A star call's site resolves the callee before its iterable runs: the call still
+    sees the overload that registered."""
     class InArgument(ch.Context):
         pass
 
@@ -766,12 +766,12 @@ def test_an_overload_registered_in_a_named_callees_argument_applies_to_that_call
 
     specific.__annotations__ = {"ctx": InArgument, "f": ch.Is[_named], "x": int}
 
-    def registering(x: int) -> int:
+    def registering(x: int) -> Any:
         ch.overdub.register(specific)
-        return x
+        yield x
 
     try:
-        assert ch.overdub(InArgument(), lambda: ([_named(1) for _ in range(_MANY)], _named(registering(1)))) == (
+        assert ch.overdub(InArgument(), lambda: ([_named(1) for _ in range(_MANY)], _named(*registering(1)))) == (
             ["general"] * _MANY, "specific")
     finally:
         ch.overdub.unregister(specific)
