@@ -598,6 +598,254 @@ def test_a_change_after_a_callees_overload_was_resolved_applies_at_the_next_call
             ch.overdub.unregister(specific)
 
 
+# -- a named callee's overload at its later calls ----------------------------------------------
+# (On the pure-Python path, from its second call, through ``callsites._named_route``'s
+# closure; on the C path through its ``Site``: the same behaviour, docs/internals.md, "The
+# hot path".)
+
+_MANY = 4  # (calls enough that the later ones take the route found at the first)
+
+
+def _fails(x: int) -> int:
+    if x < 0:
+        raise ValueError(f"negative: {x}")
+    return x
+
+
+def _countdown(n: int) -> int:
+    return 0 if n == 0 else 1 + _countdown(n - 1)
+
+
+def _counting_up(n: int) -> Any:
+    for i in range(n):
+        yield _named(i)
+
+
+class Matched(ch.Context):
+    pass
+
+
+@ch.overdub.register
+def _matched_fails(ctx: Matched, f: ch.Is[_fails], x: int) -> Any:
+    return ch.recurse(ctx, f, x)
+
+
+@ch.overdub.register
+def _matched_countdown(ctx: Matched, f: ch.Is[_countdown], n: int) -> Any:
+    return ch.recurse(ctx, f, n)
+
+
+@ch.overdub.register
+def _matched_counting_up(ctx: Matched, f: ch.Is[_counting_up], n: int) -> Any:
+    return ch.recurse(ctx, f, n)
+
+
+@pytest.mark.skipif(not isinstance(callsites.resolve, types.FunctionType), reason="the pure-Python path's route")
+def test_a_named_callees_later_calls_resolve_to_one_closure_found_by_one_look_up() -> None:
+    """docs/internals.md, "The hot path": not a ``site`` closure made per call."""
+    def run():
+        _fails(1)
+        return callsites.resolve(_fails), callsites.resolve(_fails), id(_fails) in _plan(ch.current_context()).named
+
+    first, second, named = ch.overdub(Matched(), run)
+    assert named and first is second and first is not _fails and first.__code__ is not callsites._OVERDUBBED_CODE
+
+
+def test_an_exception_through_a_named_callees_later_calls_leaves_the_stack_as_it_was() -> None:
+    ctx = Matched()
+
+    def run():
+        caught = []
+        for x in (1, -1, 2, -2, 3, -3):
+            try:
+                _fails(x)
+            except ValueError as exc:
+                frames = [tb.tb_frame.f_code.co_name for tb in _walk(exc.__traceback__)]
+                caught.append((str(exc), frames, ch.current_context() is ctx))
+        return caught
+
+    caught = ch.overdub(ctx, run)
+    assert [c[0] for c in caught] == ["negative: -1", "negative: -2", "negative: -3"]
+    assert all(c[2] for c in caught)  # (the context on top again after each)
+    assert all(c[1] == ["run", "_matched_fails", "_fails"] for c in caught), caught
+
+
+def _walk(tb: Any) -> Any:
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
+def test_a_named_callees_overload_recursing_into_itself_runs_at_every_level() -> None:
+    levels: list[int] = []
+
+    class Deep(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Deep, f: ch.Is[_countdown], n: int):
+        levels.append(n)
+        return ch.recurse(ctx, f, n)
+
+    assert ch.overdub(Deep(), lambda: [_countdown(3) for _ in range(_MANY)]) == [3] * _MANY
+    assert levels == [3, 2, 1, 0] * _MANY
+
+
+def test_a_context_below_sees_a_named_callees_overload_and_its_calls_at_every_call() -> None:
+    """The overload runs as an overdubbed call of the contexts below (``callees.seen_below``);
+    the callee's own calls are the context's above."""
+    seen: list[str] = []
+
+    class Below(ch.Context):
+        def prehook(self, f: Any, *args: Any, **kwargs: Any) -> None:
+            if getattr(f, "__name__", None) in ("_matched_countdown", "_countdown"):
+                seen.append(f.__name__)
+
+    def run():
+        return [_countdown(1) for _ in range(_MANY)]
+
+    assert ch.overdub(Below(), lambda: ch.overdub(Matched(), run)) == [1] * _MANY
+    assert seen == ["_matched_countdown"] * 2 * _MANY  # (n = 1 and n = 0; the callee's calls are the inner one's)
+
+
+def test_a_named_generator_functions_overload_runs_its_body_when_iterated_under_the_context() -> None:
+    log: list[Any] = []
+
+    class Watching(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Watching, f: ch.Is[_counting_up], n: int):
+        return ch.recurse(ctx, f, n)
+
+    @ch.overdub.register
+    def _(ctx: Watching, f: ch.Is[_named], x: int):
+        log.append(x)
+        return ch.recurse(ctx, f, x)
+
+    assert ch.overdub(Watching(), lambda: [list(_counting_up(2)) for _ in range(_MANY)]) == [[1, 2]] * _MANY
+    assert log == [0, 1] * _MANY
+
+
+def test_an_overload_registered_after_a_named_callees_later_calls_applies_at_the_next_call() -> None:
+    class Later(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def general(ctx: Later, f: ch.Is[_named], x: int):
+        return ("general", ch.recurse(ctx, f, x))
+
+    def specific(ctx, f, x):
+        return "specific"
+
+    specific.__annotations__ = {"ctx": Later, "f": ch.Is[_named], "x": int}
+
+    def run():
+        before = [_named(1) for _ in range(_MANY)]
+        ch.overdub.register(specific)
+        return before, _named(1)
+
+    try:
+        assert ch.overdub(Later(), run) == ([("general", 2)] * _MANY, "specific")
+    finally:
+        ch.overdub.unregister(specific)
+
+
+def test_an_overload_registered_by_a_named_callees_star_argument_applies_to_that_call() -> None:
+    """A star call's site resolves the callee before its iterable runs: the call still
+    sees the overload that registered."""
+    class InArgument(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def general(ctx: InArgument, f: ch.Is[_named], x: int):
+        return "general"
+
+    def specific(ctx, f, x):
+        return "specific"
+
+    specific.__annotations__ = {"ctx": InArgument, "f": ch.Is[_named], "x": int}
+
+    def registering(x: int) -> Any:
+        ch.overdub.register(specific)
+        yield x
+
+    try:
+        assert ch.overdub(InArgument(), lambda: ([_named(1) for _ in range(_MANY)], _named(*registering(1)))) == (
+            ["general"] * _MANY, "specific")
+    finally:
+        ch.overdub.unregister(specific)
+
+
+def test_a_named_callees_later_calls_of_other_types_or_lengths_run_its_body() -> None:
+    def shout(x: Any, y: Any = "") -> str:
+        return f"{x}{y}!"
+
+    class Guarded(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Guarded, f: ch.Is[shout], x: int):
+        return "int"
+
+    calls = [(1,), (1,), ("a",), (1,), (1, 2), (True,), (1.5,), (1,)]
+    assert ch.overdub(Guarded(), lambda: [shout(*c) for c in calls]) == [
+        "int", "int", "a!", "int", "12!", "int", "1.5!", "int"]
+
+
+def test_a_named_callees_later_calls_with_keywords_reach_its_overload() -> None:
+    seen: list[Any] = []
+
+    class Keywords(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Keywords, f: ch.Is[_also_named], *args: Any, **kwargs: Any):
+        seen.append((args, kwargs))
+        return ch.recurse(ctx, f, *args, **kwargs)
+
+    assert ch.overdub(Keywords(), lambda: [_also_named(1), _also_named(x=2), _also_named(3), _also_named(x=4)]) == [
+        3, 4, 5, 6]
+    assert seen == [((1,), {}), ((), {"x": 2}), ((3,), {}), ((), {"x": 4})]
+
+
+def test_an_execute_overloads_overdub_instead_at_a_named_callees_later_calls_runs_its_body() -> None:
+    class Passing(ch.Context):
+        pass
+
+    @ch.execute.register
+    def _(ctx: Passing, f: ch.Is[_named], x: int):
+        return ch.OverdubInstead if x % 2 else "even"
+
+    assert ch.overdub(Passing(), lambda: [_named(x) for x in range(5)]) == ["even", 2, "even", 4, "even"]
+
+
+def test_a_named_callees_later_calls_from_threads_each_run_its_overload() -> None:
+    seen: list[int] = []
+
+    class Threaded(ch.Context):
+        pass
+
+    @ch.overdub.register
+    def _(ctx: Threaded, f: ch.Is[_named], x: int):
+        seen.append(x)
+        return ch.recurse(ctx, f, x)
+
+    ctx = Threaded()
+    results: list[Any] = []
+
+    def worker(base: int) -> None:
+        results.append(ch.overdub(ctx, lambda: [_named(base + i) for i in range(_MANY)]))
+
+    threads = [threading.Thread(target=worker, args=(10 * k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(results) == [[10 * k + i + 1 for i in range(_MANY)] for k in range(3)]
+    assert sorted(seen) == sorted(10 * k + i for k in range(3) for i in range(_MANY))
+
+
 # -- overloads that take their callee by class ---------------------------------------------------
 
 class Tool:

@@ -55,14 +55,16 @@ def _default_fallback(ctx: Any, f: Any, /, *args: Any, **kwargs: Any) -> Any:
     return call_primitive(f, args, kwargs)
 
 
+_top: Callable[[], context_stack.Entry | None]
 _get_active: Callable[[], Any]
 _set_active: Callable[[Any], Any]
 
 
 def _follow(variable: Any, top: Callable[[], context_stack.Entry | None]) -> None:
-    """Keep the stack's variable's methods at hand, as globals (see ``context_stack.follow``)."""
-    global _get_active, _set_active
-    _get_active, _set_active = variable.get, variable.set
+    """Keep the stack's reader and its variable's methods at hand, as globals (see
+    ``context_stack.follow``)."""
+    global _top, _get_active, _set_active
+    _top, _get_active, _set_active = top, variable.get, variable.set
 
 
 context_stack.follow(_follow)
@@ -92,7 +94,7 @@ def recurse(ctx: context_stack.Context, f: Any, /, *args: Any, **kwargs: Any) ->
     (:data:`overloads`) says an overload of ``ctx`` runs, with no ``with`` block since
     (the variable still holds what the overload set it to), and ``ctx`` does not tag
     (a tagging context's extent is counted by its pushes)."""
-    top = context_stack.top()
+    top = _top()
     if top is not None and top.ctx is ctx:
         try:
             run = runnable(top.plan, f)
@@ -105,8 +107,16 @@ def recurse(ctx: context_stack.Context, f: Any, /, *args: Any, **kwargs: Any) ->
         entry, below = running
         try:  # (set inside, put back by value as the try's last step: see run_popped)
             _set_active(entry)
-            run = runnable(entry.plan, f)
-            out = run(*args, **kwargs) if run is not None else without_body(entry, f, args, kwargs)
+            # (``Plan.twin``'s look-up, here: a matched overload's recurse costs its twin's
+            # frame, not two more: docs/performance.md, "A matched identity overload on the
+            # pure-Python path")
+            found = entry.plan.twins.values.get(id(f)) if type(f) is FunctionType else None
+            if (found is not None and f.__code__ is found[1] and f.__defaults__ is found[2]
+                    and f.__kwdefaults__ is found[3]):
+                out = found[0](*args, **kwargs) if kwargs else found[0](*args)
+            else:
+                run = runnable(entry.plan, f)
+                out = run(*args, **kwargs) if run is not None else without_body(entry, f, args, kwargs)
             _set_active(below)
         except BaseException as exc:
             _set_active(below)

@@ -72,6 +72,10 @@ def resolve(f: Any, /) -> Any:
         run = _resolve_direct(entry.plan, f)
         if run is not None:
             return run
+        if type(f) is FunctionType and entry.plan.overloads:  # (a named function met before: _named_route)
+            run = _named_route(entry.plan, f)
+            if run is not None:
+                return run
     return site(entry, f)
 
 
@@ -124,6 +128,79 @@ def _resolve_direct(plan: Any, f: Any) -> Any:
         # found among the constructors; else ``dict(...)`` came here at every call.
         plan.enter_direct(f, (run, None, None, None))
     return run
+
+
+def _named_route(plan: Plan, f: FunctionType) -> Any:
+    """Under a sparse plan with no hooks, what the pure-Python ``resolve`` enters in the
+    table of direct twins for a named function whose overload ``overload_by_callee``
+    decided at its first call (a method, or a ``Guard`` of fixed arity): a closure,
+    made once per plan and callee, that runs the overload as :func:`site`'s closure would
+    (popped, recorded for ``recurse``), with no closure made, no dispatch and no
+    ``_overloaded`` per call; later calls find it with ``resolve``'s one look-up.  None
+    when the call must go through :func:`site` (docs/internals.md, "The hot path").  The
+    C path never runs this: its ``resolve`` is C, and its ``Site`` does the same steps.
+    A registration empties the table (``Plan.stale``), so the closure is not met after
+    one; ``Plan.enter_direct`` keeps it out if one came while it was made."""
+    decided = plan.overloads.get(id(f)) if plan.overloads is not None else None  # (staled meanwhile: None)
+    if (decided is None or decided is False or plan.prehook_call is not None or plan.posthook_call is not None
+            or plan.raisehook_call is not None or type(decided) is Guard and decided[3]):
+        return None
+    run = _named_runner(plan, f, decided)
+    plan.enter_direct(f, (run, None, None, None))  # type: ignore[arg-type]  # (a Twin whose code is None: called as it is)
+    return run
+
+
+def _named_runner(plan: Plan, f: FunctionType, decided: Any) -> Callable[..., Any]:
+    """The closure :func:`_named_route` enters for ``f``: ``decided`` is the method every
+    call of ``f`` runs, or a ``Guard`` of fixed arity, whose checks of the later arguments'
+    types (``Guard.admits``: by the arguments' count, then ``issubclass(type(arg), cls)``
+    at each constrained position) are worked out here, per count, once.  A call the guard
+    does not admit (no overload applies), or one made after the stack changed under the
+    call site or an overload was registered (in the evaluation of an argument), takes the
+    general route."""
+    if type(decided) is Guard:
+        method, required, nparams, _, classes = decided
+        checks: dict[int, tuple[tuple[int, type], ...]] | None = {
+            n - 2: tuple((i, cls) for i, cls in enumerate(classes[:n - 2]) if cls is not None)
+            for n in range(required, nparams + 1)}
+    else:
+        method, checks = decided, None
+
+    def overloaded(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True
+        try:
+            entry = _top()  # (on the pure-Python path, the variable's value: context_stack.read_top_with)
+            if entry is None or entry.plan is not plan or plan.overloads is None:  # (staled: Plan.stale)
+                return resolve(f)(*args, **kwargs)
+            if checks is not None:
+                constrained = checks.get(len(args))
+                if constrained is None:  # (a count the guard does not admit)
+                    return site(entry, f)(*args, **kwargs)
+                for i, cls in constrained:
+                    if not issubclass(type(args[i]), cls):
+                        return site(entry, f)(*args, **kwargs)
+            below, outer = entry.below, _running.running
+            try:  # (as in _overloaded)
+                _set_active(below)
+                _running.running = (entry, below)
+                out = ((method(entry.ctx, f, *args, **kwargs) if kwargs else method(entry.ctx, f, *args))
+                       if below is None else callees.seen_below(method, (entry.ctx, f, *args), kwargs))
+                _running.running = outer
+                _set_active(entry)
+            except BaseException:
+                _running.running = outer
+                _set_active(entry)
+                raise
+            if out is OverdubInstead:  # (an ``execute`` overload's: the callee's body runs, as in site)
+                run = plan.twin(f)
+                out = callees.without_body(entry, f, args, kwargs) if run is None else run(*args, **kwargs)
+            return out
+        except BaseException as exc:  # (the program's traceback: without this frame and ours below it)
+            _strip(exc)
+            raise
+
+    overloaded.__qualname__, overloaded.__module__ = f.__qualname__, f.__module__  # (named in a star call's error)
+    return overloaded
 
 
 def _may_be_named(plan: Plan, f: Any) -> bool:
