@@ -219,9 +219,15 @@ def switched(modules: list[LightModule]) -> None:
     done = {id(module) for module in modules}
     with _waiting_lock:
         _waiting[:] = list(module for module in _waiting if id(module) not in done)  # (not a comprehension: _locks)
-        for module in modules:
-            if _idle_light.get(module.name) is module:
-                del _idle_light[module.name]
+        _forget_idle(modules)
+
+
+def _forget_idle(modules: list[LightModule]) -> None:
+    # (a loop of its own, not under the ``with`` above: docs/internals.md, "Loops under a
+    # ``with`` block on 3.13 and 3.14")
+    for module in modules:
+        if _idle_light.get(module.name) is module:
+            del _idle_light[module.name]
 
 
 def switch_waiting() -> None:
