@@ -309,12 +309,6 @@ PROJECTS = (
         "jinja2", "3.1.6",
         "0137fb05990d35f1275a587e9aee6d56da821fc83491a0fb838183be43f66d6d",
         ("jinja2",), _setup_pallets("jinja2"),
-        known=(
-            ("late", "tests.test_debug.TestDebug::test_runtime_error",
-             "a function imported light and switched at the first activation runs code that is not the"
-             " __code__ a decorator recorded at import (jinja2's @internalcode), so Jinja's traceback"
-             " rewriting keeps its internal frame (docs/peers.md, finding 9)"),
-        ),
     ),
     Project(
         "tomlkit", "0.15.2",

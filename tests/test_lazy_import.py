@@ -132,14 +132,14 @@ def compiled(tree: Path, name: str, function: str):
 
 def test_a_lazy_import_gives_the_modules_functions_their_compiled_code(tree):
     mod = lazy_import(tree, "lz_compiled")
-    assert mod.helper.__code__.co_code == compiled(tree, "lz_compiled", "helper").co_code
-    assert not _names.is_switched(mod.helper.__code__)
+    assert code_of(mod.helper).co_code == compiled(tree, "lz_compiled", "helper").co_code
+    assert not _names.is_switched(code_of(mod.helper))
 
 
 def test_a_lazy_import_is_the_compiled_code_itself_nested_functions_too(tree, either_way):
     mod = lazy_import(tree, f"lz_nested_{either_way}")
-    assert mod.make_adder(1).__code__.co_code == compiled(tree, f"lz_nested_{either_way}", "add").co_code
-    assert not _names.is_switched(mod.make_adder(1).__code__)
+    assert code_of(mod.make_adder(1)).co_code == compiled(tree, f"lz_nested_{either_way}", "add").co_code
+    assert not _names.is_switched(code_of(mod.make_adder(1)))
 
 
 def test_a_closure_made_idle_is_switched_under_the_first_context(tree, either_way, kept_switched):
@@ -162,11 +162,11 @@ def test_without_a_function_watcher_a_modules_functions_methods_and_what_decorat
 
 def test_a_module_whose_functions_define_none_is_imported_as_compiled_and_switched_at_activation(tree, kept_switched):
     mod = lazy_import(tree, "lz_flat", "def helper(x):\n    return abs(x)\n")
-    assert mod.helper.__code__.co_code == compiled(tree, "lz_flat", "helper").co_code
+    assert code_of(mod.helper).co_code == compiled(tree, "lz_flat", "helper").co_code
     ctx = Seen(metadata=[])
     with ctx:
         mod.helper(-1)
-    assert _names.is_switched(mod.helper.__code__) and ctx.metadata == ["abs"]
+    assert _names.is_switched(code_of(mod.helper)) and ctx.metadata == ["abs"]
 
 
 def test_calls_under_a_context_are_seen_as_when_switched_at_import(tree):
@@ -239,13 +239,13 @@ def test_with_a_function_watcher_what_a_module_body_defines_after_activating_a_c
     mod = lazy_import(tree, "lz_late", LATE)
     with ch.NullContext():
         assert mod.late(-1) == 1
-    assert _names.is_switched(mod.late.__code__) and _names.is_switched(mod.helper.__code__)
+    assert _names.is_switched(code_of(mod.late)) and _names.is_switched(code_of(mod.helper))
 
 
 def test_without_a_function_watcher_what_a_module_body_defines_after_activating_a_context_stays_light(
         tree, unwatched):
     mod = lazy_import(tree, "lz_late_unwatched", LATE)
-    assert not _names.is_switched(mod.late.__code__) and _names.is_switched(mod.helper.__code__)
+    assert not _names.is_switched(code_of(mod.late)) and _names.is_switched(code_of(mod.helper))
 
 
 # -- with a function watcher: a module is switched at the first call of one of its functions
@@ -289,7 +289,7 @@ def test_an_armed_function_called_by_c_switches_its_module(tree, kept_switched):
     ctx = Seen(metadata=[])
     with ctx:
         assert sorted([-3, 1, -2], key=mod.helper) == [1, -2, -3]
-    assert ctx.metadata == ["abs"] * 3 and _names.is_switched(mod.helper.__code__)
+    assert ctx.metadata == ["abs"] * 3 and _names.is_switched(code_of(mod.helper))
 
 
 @needs_watcher
@@ -328,7 +328,7 @@ def test_the_twin_of_an_armed_function_is_made_from_its_switched_code(tree, kept
         pass
     ctx = Seen(metadata=[])
     assert ch.overdub(ctx, mod.boom) == 1
-    assert ctx.metadata == ["helper", "add"] and _names.is_switched(mod.boom.__code__)
+    assert ctx.metadata == ["helper", "add"] and _names.is_switched(code_of(mod.boom))
 
 
 @needs_watcher
@@ -369,13 +369,13 @@ def test_a_call_that_switching_its_own_module_makes_runs_the_compiled_code(tree,
     real = dual_code.switched_functions
 
     def calling(codes, module):  # (as a finalizer run by a collection during the switching might)
-        assert mod.helper(1) == 2 and not _names.is_switched(mod.helper.__code__)
+        assert mod.helper(1) == 2 and not _names.is_switched(code_of(mod.helper))
         return real(codes, module)
 
     monkeypatch.setattr(dual_code, "switched_functions", calling)
     with ch.NullContext():
         assert mod.boom() == 1
-    assert _names.is_switched(mod.helper.__code__) and _names.is_switched(mod.boom.__code__)
+    assert _names.is_switched(code_of(mod.helper)) and _names.is_switched(code_of(mod.boom))
 
 
 @needs_watcher
@@ -385,10 +385,10 @@ def test_an_armed_function_first_called_while_idle_keeps_its_compiled_code_until
         pass
     gc.collect()  # (the activation's entry gone: the process is idle)
     assert mod.boom() == 1  # (its module is switched: the switched code is made now, or read)
-    assert not lazy_mode.watcher().armed(mod.boom) and not _names.is_switched(mod.boom.__code__)
+    assert not lazy_mode.watcher().armed(mod.boom) and not _names.is_switched(code_of(mod.boom))
     ctx = Seen(metadata=[])
     with ctx:
-        assert _names.is_switched(mod.boom.__code__)
+        assert _names.is_switched(code_of(mod.boom))
         mod.boom()
     assert ctx.metadata == ["helper", "add"]
 
@@ -424,7 +424,7 @@ def test_an_armed_function_that_cannot_be_switched_runs_its_compiled_code_with_a
     with ctx, pytest.warns(RuntimeWarning, match=r"cannot instrument function 'helper' of module 'lz_cannot_switch': "
                                                      r"ValueError\('no'\)"):
         assert mod.helper(-2) == 2
-    assert ctx.metadata == [] and not _names.is_switched(mod.helper.__code__)
+    assert ctx.metadata == [] and not _names.is_switched(code_of(mod.helper))
     assert not lazy_mode.watcher().armed(mod.helper) and mod.helper(-3) == 3
 
 
@@ -439,9 +439,9 @@ def test_when_the_last_context_ends_the_functions_an_activation_switched_get_the
         tree, restoring, either_way):
     mod = lazy_import(tree, "lz_restored")
     with ch.NullContext():
-        assert mod.helper(1) == 2 and _names.is_switched(mod.helper.__code__)
+        assert mod.helper(1) == 2 and _names.is_switched(code_of(mod.helper))
     gc.collect()
-    assert mod.helper.__code__.co_code == compiled(tree, "lz_restored", "helper").co_code
+    assert code_of(mod.helper).co_code == compiled(tree, "lz_restored", "helper").co_code
 
 
 def test_the_next_activation_switches_them_again_before_its_body_runs(tree, restoring, either_way):
@@ -451,7 +451,7 @@ def test_the_next_activation_switches_them_again_before_its_body_runs(tree, rest
     gc.collect()
     ctx = Seen(metadata=[])
     with ctx:
-        assert _names.is_switched(mod.helper.__code__)
+        assert _names.is_switched(code_of(mod.helper))
         mod.boom()
     assert ctx.metadata == ["helper", "add"]
 
@@ -466,8 +466,8 @@ def test_a_function_given_code_of_its_own_under_a_context_keeps_it(tree, restori
         mod.helper.__code__ = other.__code__
     gc.collect()
     with ch.NullContext():
-        assert mod.helper.__code__ is other.__code__
-    assert mod.helper.__code__ is other.__code__ and mod.helper(1) == -1
+        assert code_of(mod.helper) is other.__code__
+    assert code_of(mod.helper) is other.__code__ and mod.helper(1) == -1
 
 
 def test_while_a_context_lives_in_another_thread_the_functions_stay_switched(tree, restoring, either_way):
@@ -486,12 +486,12 @@ def test_while_a_context_lives_in_another_thread_the_functions_stay_switched(tre
         with ch.NullContext():
             mod.helper(1)
         gc.collect()
-        assert _names.is_switched(mod.helper.__code__)
+        assert _names.is_switched(code_of(mod.helper))
     finally:
         release.set()
         thread.join()
     gc.collect()
-    assert not _names.is_switched(mod.helper.__code__)
+    assert not _names.is_switched(code_of(mod.helper))
 
 
 def test_contexts_coming_and_going_in_a_loop_leave_the_functions_switched(tree, monkeypatch, either_way):
@@ -502,11 +502,11 @@ def test_contexts_coming_and_going_in_a_loop_leave_the_functions_switched(tree, 
     with ch.NullContext():
         mod.helper(1)
     gc.collect()
-    assert not _names.is_switched(mod.helper.__code__)  # the first idle spell: its length unknown
+    assert not _names.is_switched(code_of(mod.helper))  # the first idle spell: its length unknown
     with ch.NullContext():
         pass
     gc.collect()
-    assert _names.is_switched(mod.helper.__code__)  # the last spell was short
+    assert _names.is_switched(code_of(mod.helper))  # the last spell was short
 
 
 def test_a_closure_that_restored_code_makes_while_idle_is_switched_by_the_next_activation(
@@ -600,7 +600,7 @@ def test_without_a_function_watcher_a_module_imported_under_a_context_is_switche
     write(tree, "lz_active.py", MODULE)
     with ch.NullContext():
         mod = lazy_import(tree, "lz_active")
-        assert _names.is_switched(mod.helper.__code__)
+        assert _names.is_switched(code_of(mod.helper))
     assert not lazy_mode.waiting()
 
 
@@ -741,6 +741,59 @@ def test_a_function_of_a_module_imported_under_a_context_keeps_its_switched_code
 
 
 @needs_watcher
+def test_a_decorator_keeping_a_functions_code_while_its_module_is_imported_idle_holds_the_code_its_frames_run(tree):
+    mod = lazy_import(tree, "lz_idle_keeps_code", KEEPS_CODE)  # (no context: light; jinja2 in peers' late run)
+    assert mod.inner() in mod.KEPT and mod.Box().method() in mod.KEPT
+    ctx = Seen(metadata=[])
+    with ctx:
+        assert mod.inner() in mod.KEPT and mod.Box().method() in mod.KEPT
+    assert mod.inner() in mod.KEPT and ctx.metadata == ["_getframe", "_getframe"]  # (their own calls: switched)
+
+
+@needs_watcher
+def test_a_functions_code_read_while_idle_is_its_switched_code_which_runs_its_compiled_body_until_a_context(tree):
+    mod = lazy_import(tree, "lz_idle_read")
+    read = mod.helper.__code__
+    assert _names.is_switched(read) and code_of(mod.helper) is read and mod.helper(1) == 2
+    assert code_of(mod.boom).co_code == compiled(tree, "lz_idle_read", "boom").co_code  # (its module's others: light)
+    ctx = Seen(metadata=[])
+    with ctx:
+        assert mod.boom() == 1
+    assert ctx.metadata == ["helper", "add"] and code_of(mod.helper) is read
+
+
+@needs_watcher
+def test_introspection_reading_a_functions_code_while_idle_leaves_it_compiled(tree):
+    import inspect
+    import typing
+
+    mod = lazy_import(tree, "lz_idle_introspected")
+    assert str(inspect.signature(mod.helper)) == "(x)" and not inspect.isgeneratorfunction(mod.helper)
+    assert typing.get_type_hints(mod.helper) == {}
+    assert code_of(mod.helper).co_code == compiled(tree, "lz_idle_introspected", "helper").co_code
+
+
+@needs_watcher
+def test_a_function_whose_code_was_read_while_idle_keeps_it_when_the_process_is_idle_again(tree, restoring):
+    mod = lazy_import(tree, "lz_idle_read_kept", KEEPS_CODE)
+    with ch.NullContext():
+        mod.inner()
+    gc.collect()  # (idle: what the activation switched gets its compiled code back)
+    assert mod.inner() in mod.KEPT and _names.is_switched(code_of(mod.inner))
+
+
+@needs_watcher
+def test_a_function_whose_code_was_read_under_a_context_keeps_it_when_the_process_is_idle_again(tree, restoring):
+    mod = lazy_import(tree, "lz_busy_read_kept")
+    with ch.NullContext():
+        mod.helper(1)
+        read = mod.helper.__code__
+    gc.collect()  # (idle: what the activation switched gets its compiled code back, but what was read)
+    assert code_of(mod.helper) is read and _names.is_switched(read)
+    assert code_of(mod.boom).co_code == compiled(tree, "lz_busy_read_kept", "boom").co_code
+
+
+@needs_watcher
 def test_a_function_made_from_an_armed_functions_code_runs_what_the_armed_function_runs(tree):
     with ch.NullContext():
         mod = lazy_import(tree, "lz_copied_armed", KEEPS_CODE)
@@ -771,7 +824,7 @@ def test_a_lazy_import_reads_its_light_code_from_the_cache(tree, monkeypatch, ei
     del sys.modules["lz_cached"]
     lazy_mode.switched(lazy_mode.waiting())
     monkeypatch.setattr(SourceFileLoader, "get_code", lambda self, name: pytest.fail("read CPython's .pyc"))
-    assert not _names.is_switched(lazy_import(tree, "lz_cached").helper.__code__)
+    assert not _names.is_switched(code_of(lazy_import(tree, "lz_cached").helper))
 
 
 def test_a_cached_lazy_import_as_compiled_reads_only_its_own_file(tree, monkeypatch, either_way):
@@ -901,8 +954,9 @@ def test_install_from_env_installs_lazy_unless_the_environment_says_eager(monkey
 
 def test_the_command_line_imports_light_until_a_context_is_active_unless_eager(tree):
     write(tree, "lz_cli.py", MODULE)
-    program = ("import lz_cli; from cassette_hook.rewrite import _names; "
-               "print(_names.is_switched(lz_cli.helper.__code__))")
+    program = ("import lz_cli; from cassette_hook.rewrite import _names; from cassette_hook.importhook import lazy_mode; "
+               "watch = lazy_mode.watcher(); lz_cli.helper(1); "
+               "print(_names.is_switched(lz_cli.helper.__code__ if watch is None else watch.code_of(lz_cli.helper)))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *sys.path])}
 
     def run(*options: str) -> str:

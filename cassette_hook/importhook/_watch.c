@@ -48,7 +48,8 @@
 
 static Py_ssize_t switched_slot = -1; /* the co_extra index holding a light code's mark */
 static PyObject *on_first_call = NULL;  /* _light's: switches the module of the function it is given */
-static PyObject *on_code_read = NULL;   /* lazy_mode's: gives the armed function it is given its switched code */
+static PyObject *on_code_read = NULL;   /* lazy_mode's: gives the function it is given the code it will run */
+static PyObject *read_modules = NULL;   /* lazy_mode's set of module names: their functions' reads call it too */
 static vectorcallfunc default_vectorcall = NULL; /* CPython's own, read off the first function armed */
 
 /* A light code's mark (in co_extra) is a one-item list, set once (PyUnstable_Code_SetExtra
@@ -284,21 +285,34 @@ armed(PyObject *module, PyObject *func)
 /* What f.__code__ says.  A decorator may keep a function's code as its module is imported
  * (jinja2's @internalcode: a set of codes, whose frames its tracebacks leave out), so what
  * `__code__` returns must be the code the function will run.  An armed function would run
- * its switched code from its first call on; so once set_code_read has a callback,
- * function's `__code__` is this getset (same name, doc and setter as CPython's), whose
- * getter, for an armed function, first has the callback give it the code its first call
- * would (lazy_mode.code_read: it is disarmed, and holds its switched code under a context),
- * and then reads the code as CPython's getter does (audit event included).  For any other
+ * its switched code from its first call on, and a function of a module imported idle
+ * would from the next activation; so once set_code_read has a callback, function's
+ * `__code__` is this getset (same name, doc and setter as CPython's), whose getter, for an
+ * armed function or one whose __module__ is in the callback's set of modules imported
+ * light, first has the callback give it the code it will run (lazy_mode.code_read), and
+ * then reads the code as CPython's getter does (audit event included).  For any other
  * function it is CPython's getter.  The callback reads codes with code_of, not through
  * this getter. */
 static getter cpython_get_code = NULL; /* CPython's getter of function.__code__, once ours replaced it */
 static PyGetSetDef code_getset;        /* ours: CPython's, with get_code as getter */
 
+static int
+read_watched(PyFunctionObject *func)
+{
+    if (func->vectorcall == first_call) {
+        return 1;
+    }
+    PyObject *module = func->func_module;
+    if (read_modules == NULL || module == NULL || !PyUnicode_CheckExact(module)) {
+        return 0;
+    }
+    return PySet_Contains(read_modules, module) > 0; /* (an exact str: its hash cannot fail) */
+}
+
 static PyObject *
 get_code(PyObject *func, void *closure)
 {
-    if (on_code_read != NULL && PyFunction_Check(func)
-        && ((PyFunctionObject *)func)->vectorcall == first_call) {
+    if (on_code_read != NULL && PyFunction_Check(func) && read_watched((PyFunctionObject *)func)) {
         PyObject *done = PyObject_CallOneArg(on_code_read, func);
         if (done == NULL) {
             return NULL;
@@ -355,13 +369,18 @@ set_first_call(PyObject *module, PyObject *callback)
 }
 
 static PyObject *
-set_code_read(PyObject *module, PyObject *callback)
+set_code_read(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
+    if (nargs != 2 || !PySet_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "set_code_read(callback, modules) takes a callable and a set");
+        return NULL;
+    }
     if (guard_code() < 0) {
         return NULL;
     }
-    Py_XSETREF(on_code_read, Py_NewRef(callback));
+    Py_XSETREF(on_code_read, Py_NewRef(args[0]));
+    Py_XSETREF(read_modules, Py_NewRef(args[1]));
     Py_RETURN_NONE;
 }
 
@@ -388,8 +407,9 @@ static PyMethodDef methods[] = {
     {"disarm", disarm, METH_O, "disarm(function): calls to it are CPython's again."},
     {"armed", armed, METH_O, "armed(function): does its next call run the first-call callback?"},
     {"set_first_call", set_first_call, METH_O, "set_first_call(callback): callback(function) runs at an armed function's first call."},
-    {"set_code_read", set_code_read, METH_O,
-     "set_code_read(callback): function.__code__ runs callback(function) first where function is armed."},
+    {"set_code_read", (PyCFunction)(void (*)(void))set_code_read, METH_FASTCALL,
+     "set_code_read(callback, modules): function.__code__ runs callback(function) first where function is armed "
+     "or its __module__ is in the set modules."},
     {"code_of", code_of, METH_O, "code_of(function): the code it holds now (function.__code__ without switching it)."},
     {NULL},
 };

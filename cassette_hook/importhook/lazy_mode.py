@@ -196,9 +196,15 @@ _waiting_lock = rlock()  # re-entrant: an entry may die in a collection while it
 
 
 def wait_for_context(module: LightModule) -> None:
-    """Have ``module`` switched when a context is next activated."""
+    """Have ``module`` switched when a context is next activated; meanwhile a ``__code__``
+    read of one of its functions switches that function first (:func:`code_read`)."""
     with _waiting_lock:
         _waiting.append(module)
+    watch = watcher()
+    if watch is not None:
+        _idle_light[module.name] = module
+        _read_modules.add(module.name)
+        _catch_reads(watch)
 
 
 def waiting() -> list[LightModule]:
@@ -213,6 +219,15 @@ def switched(modules: list[LightModule]) -> None:
     done = {id(module) for module in modules}
     with _waiting_lock:
         _waiting[:] = list(module for module in _waiting if id(module) not in done)  # (not a comprehension: _locks)
+        _forget_idle(modules)
+
+
+def _forget_idle(modules: list[LightModule]) -> None:
+    # (a loop of its own, not under the ``with`` above: docs/internals.md, "Loops under a
+    # ``with`` block on 3.13 and 3.14")
+    for module in modules:
+        if _idle_light.get(module.name) is module:
+            del _idle_light[module.name]
 
 
 def switch_waiting() -> None:
@@ -289,7 +304,7 @@ class _Armed:
         self.module, self.light, self.at_import = module, light, at_import
         self.switching = False  # (by the thread holding _switching: a call it makes meanwhile runs light)
         self._cached: list[CodeType | None] | None = None  # the cache file's entries, read at the first switch
-        self._index: dict[int, int] = {}  # id(light code) -> its place in ``light``, made with ``_cached``
+        self._index = {id(code): index for index, code in enumerate(light)}  # id(light code) -> its place in ``light``
         self.made: dict[int, CodeType] = {}  # place in ``light`` -> switched code made this run, not cached yet
 
     def cached(self, light: CodeType) -> CodeType | None:
@@ -297,8 +312,12 @@ class _Armed:
         if self._cached is None:
             cached, _, _ = self.module.cached_functions(self.light)
             self._cached = [] if cached is None else cached
-            self._index = {id(code): index for index, code in enumerate(self.light)}
         return self._cached[self._index[id(light)]] if self._cached else None
+
+    def holds(self, code: CodeType) -> bool:
+        """Is ``code`` one of this module's light function codes?"""
+        index = self._index.get(id(code))
+        return index is not None and self.light[index] is code
 
     def made_now(self, light: CodeType, switched: CodeType) -> None:
         """``switched`` was made for ``light`` this run: kept in the cache at exit, where one
@@ -366,13 +385,13 @@ def _armed_module(module: LightModule, watch: Any, at_import: bool) -> _Armed | 
         return None
     if not _first_calls_caught:
         watch.set_first_call(first_call)
-        watch.set_code_read(code_read)
+        _catch_reads(watch)
         from ..runtime import plan  # (the runtime: loaded by the activation, or the active context)
 
         plan.switch_before_twin = first_call
         _watch_activity()
         _first_calls_caught = True
-    armed = _Armed(module, light, at_import)
+    armed = _read_before.pop(id(module), None) or _Armed(module, light, at_import)
     for code in light:
         _armed[id(code)] = (code, armed)
         watch.arm_at_creation(code)
@@ -399,13 +418,99 @@ def first_call(function: FunctionType) -> None:
 
 
 def code_read(function: FunctionType) -> None:
-    """The ``__code__`` of ``function``, armed, is being read (``_watch.c``'s getter): give
-    it the code its first call would give it, so that what is read is what it will run.
-    Its code alone is switched, as at a first call: decorators read ``__code__`` as a module
-    is imported (networkx's ``argmap`` through ``inspect.isgeneratorfunction``,
-    ``inspect.signature``), and switching the module of each would switch most of what a
-    program imports, which arming them is there to save."""
-    first_call(function)
+    """The ``__code__`` of ``function`` is being read (``_watch.c``'s getter), and it is armed
+    or of a module imported light: give it the code it will run from now on, so that what
+    is read is what its frames will run.
+
+    An armed function first gets what its first call would give it.  Its code alone is
+    switched, as at a first call: decorators read ``__code__`` as a module is imported
+    (networkx's ``argmap`` through ``inspect.isgeneratorfunction``, ``inspect.signature``),
+    and switching the module of each would switch most of what a program imports, which
+    arming them is there to save.
+
+    Then, unless the reader is one that looks at a code's attributes without keeping the
+    code (:data:`KEEPS_NO_CODE`), the function's code is settled for good
+    (:func:`_settle_read`): a decorator may keep it (jinja2's ``@internalcode`` puts it in
+    a set, and its tracebacks leave out the frames running a code of the set), and a
+    function whose code changed later would run code the program never saw -- switched at
+    the next activation, or given back its compiled code while idle."""
+    watch = watcher()
+    if watch is None:
+        return  # (the watcher taken away by a test: nothing is armed or switched at reads)
+    if watch.armed(function):
+        first_call(function)
+    reader = _frame_at(1).f_globals.get("__name__")
+    if type(reader) is str and (reader in KEEPS_NO_CODE or reader.partition(".")[0] == "cassette_hook"):
+        return
+    _settle_read(function, watch)
+
+
+KEEPS_NO_CODE = frozenset({"inspect", "typing", "dis"})
+"""The modules whose ``__code__`` reads leave a function's code free to change: the standard
+library's introspection reads a code's attributes (flags, names, first line), which a
+function's switched code shares with its compiled code, and keeps no code object."""
+
+_frame_at = sys._getframe  # (bound now: a program may delete sys._getframe)
+_read_modules: set[str] = set()  # the modules imported light: ``_watch``'s getter calls code_read for their functions
+_idle_light: dict[str, LightModule] = {}  # module name -> the module imported light while idle, last
+_read_before: dict[int, _Armed] = {}  # id(waiting module) -> its functions switched at reads, until it is armed
+_reads_caught = False
+
+
+def _catch_reads(watch: Any) -> None:
+    """Have ``_watch``'s getter of ``__code__`` call :func:`code_read` (from the first module
+    imported light, or the first arming, on)."""
+    global _reads_caught
+    if not _reads_caught:
+        watch.set_code_read(code_read, _read_modules)
+        _reads_caught = True
+
+
+def _settle_read(function: FunctionType, watch: Any) -> None:
+    """``function``'s ``__code__`` is read by the program: it gets the code it will run for
+    good -- its switched code, made now if need be, where its code is light and can be
+    switched -- and no activation or idle spell changes it again."""
+    if _finalizing(watch, function):
+        return
+    code = watch.code_of(function)
+    with _switching:
+        light, switched = _light_and_switched(function, code)
+        if light is None:
+            return
+        _for_good[id(light)] = light
+        if switched is not None and code is light:
+            watch.disarm(function)
+            set_code(function, switched)
+
+
+def _light_and_switched(function: FunctionType, code: CodeType) -> tuple[CodeType | None, CodeType | None]:
+    """The light code ``function`` was made from and its switched code (switched now where it
+    was not yet; None where it cannot be), if ``code`` (the code it holds) is either; (None,
+    None) for a function whose code cassette_hook does not change."""
+    known = _armed.get(id(code))
+    if known is not None and known[0] is code:  # armed: its module was waiting at an activation
+        return _switched_for_read(known[1], code)
+    switched = watcher().switched_of(code)
+    if switched is not None:
+        return code, switched
+    module = _idle_light.get(function.__module__)  # (a light module's functions have its name)
+    if module is not None and module in _waiting:
+        armed = _read_before.get(id(module))
+        if armed is None:
+            armed = _read_before[id(module)] = _Armed(module, functions(module.code), at_import=False)
+        if armed.holds(code):
+            return _switched_for_read(armed, code)
+    for ref, light, switched in _switched_by_activations:  # switched by an activation (code), or given it back
+        if ref() is function and code in (light, switched):
+            return light, switched
+    return None, None
+
+
+def _switched_for_read(armed: _Armed, light: CodeType) -> tuple[CodeType | None, CodeType | None]:
+    if armed.switching:
+        return None, None  # read by what its own switching runs: left free, as a first call then is
+    _switch(armed, light)
+    return light, watcher().switched_of(light)
 
 
 def _qualname(code: CodeType) -> str:
@@ -432,6 +537,9 @@ def _switch(armed: _Armed, light: CodeType) -> None:
     kept there at exit.  Not the module's other functions: a program runs few of the
     functions of the modules it calls (sympy's first run under a context switched 61
     modules, 3,900 functions, at first calls, 5.4 s of CPU, most of them never run)."""
+    if watcher().switched_of(light) is not None:  # (switched already: its ``__code__`` was read while idle)
+        _armed.pop(id(light), None)
+        return
     switched = armed.cached(light)
     if switched is not None:
         said = "cache hit"
@@ -585,18 +693,27 @@ def _give_each(switched: bool) -> None:
     """Give each function of ``_switched_by_activations`` its switched (or light) code.  One
     whose code the program has replaced meanwhile keeps it, and is no longer tracked."""
     kept = []
+    watch = watcher()
+    code_of = _code_attribute if watch is None else watch.code_of  # (not through the getter: code_read)
     for tracked in _switched_by_activations:
         ref, light, switched_code = tracked
         function = ref()
         if function is None:
             continue
+        if _for_good.get(id(light)) is light:  # (its ``__code__`` was read: it keeps switched_code)
+            continue
         old, new = (light, switched_code) if switched else (switched_code, light)
-        if function.__code__ is old:
+        code = code_of(function)
+        if code is old:
             set_code(function, new)
-        elif function.__code__ is not new:
+        elif code is not new:
             continue
         kept.append(tracked)
     _switched_by_activations[:] = kept
+
+
+def _code_attribute(function: FunctionType) -> CodeType:
+    return function.__code__
 
 
 _watching_activity = False
