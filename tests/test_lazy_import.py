@@ -954,8 +954,8 @@ def test_install_from_env_installs_lazy_unless_the_environment_says_eager(monkey
 
 def test_the_command_line_imports_light_until_a_context_is_active_unless_eager(tree):
     write(tree, "lz_cli.py", MODULE)
-    program = ("import lz_cli; from cassette_hook.rewrite import _names; from cassette_hook.importhook import lazy_mode; "
-               "watch = lazy_mode.watcher(); lz_cli.helper(1); "
+    program = ("import lz_cli; from cassette_hook.rewrite import _names; "
+               "from cassette_hook.importhook import lazy_mode; watch = lazy_mode.watcher(); lz_cli.helper(1); "
                "print(_names.is_switched(lz_cli.helper.__code__ if watch is None else watch.code_of(lz_cli.helper)))")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), *sys.path])}
 
