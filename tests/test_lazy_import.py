@@ -763,6 +763,23 @@ def test_a_functions_code_read_while_idle_is_its_switched_code_which_runs_its_co
 
 
 @needs_watcher
+def test_a_functions_code_read_by_c_with_no_python_frame_below_is_settled(tree, monkeypatch):
+    import _thread
+    import operator
+    import time
+
+    mod = lazy_import(tree, "lz_frameless_read")
+    raised = []
+    monkeypatch.setattr(sys, "unraisablehook", raised.append)
+    reads = map(operator.attrgetter("__code__"), [mod.helper])
+    _thread.start_new_thread(list, (reads,))  # (list, then the getter: C only, in a thread of no Python frame)
+    deadline = time.monotonic() + 10
+    while not _names.is_switched(code_of(mod.helper)) and not raised and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert raised == [] and _names.is_switched(code_of(mod.helper))
+
+
+@needs_watcher
 def test_introspection_reading_a_functions_code_while_idle_leaves_it_compiled(tree):
     import inspect
     import typing

@@ -439,7 +439,10 @@ def code_read(function: FunctionType) -> None:
         return  # (the watcher taken away by a test: nothing is armed or switched at reads)
     if watch.armed(function):
         first_call(function)
-    reader = _frame_at(1).f_globals.get("__name__")
+    try:
+        reader = _frame_at(1).f_globals.get("__name__")
+    except ValueError:  # (read by C with no frame of Python's below: not an introspection module's)
+        reader = None
     if type(reader) is str and (reader in KEEPS_NO_CODE or reader.partition(".")[0] == "cassette_hook"):
         return
     _settle_read(function, watch)
@@ -507,6 +510,7 @@ def _light_and_switched(function: FunctionType, code: CodeType) -> tuple[CodeTyp
 
 
 def _switched_for_read(armed: _Armed, light: CodeType) -> tuple[CodeType | None, CodeType | None]:
+    """``light`` switched for a read of a function made from it, as at a first call."""
     if armed.switching:
         return None, None  # read by what its own switching runs: left free, as a first call then is
     _switch(armed, light)
