@@ -172,13 +172,8 @@ def _named_runner(plan: Plan, f: FunctionType, decided: Any) -> Callable[..., An
             entry = _top()  # (on the pure-Python path, the variable's value: context_stack.read_top_with)
             if entry is None or entry.plan is not plan or plan.overloads is None:  # (staled: Plan.stale)
                 return resolve(f)(*args, **kwargs)
-            if checks is not None:
-                constrained = checks.get(len(args))
-                if constrained is None:  # (a count the guard does not admit)
-                    return site(entry, f)(*args, **kwargs)
-                for i, cls in constrained:
-                    if not issubclass(type(args[i]), cls):
-                        return site(entry, f)(*args, **kwargs)
+            if checks is not None and not _admitted(checks, args):  # (no overload applies)
+                return site(entry, f)(*args, **kwargs)
             below, outer = entry.below, _running.running
             try:  # (as in _overloaded)
                 _set_active(below)
@@ -201,6 +196,20 @@ def _named_runner(plan: Plan, f: FunctionType, decided: Any) -> Callable[..., An
 
     overloaded.__qualname__, overloaded.__module__ = f.__qualname__, f.__module__  # (named in a star call's error)
     return overloaded
+
+
+def _admitted(checks: dict[int, tuple[tuple[int, type], ...]], args: tuple[Any, ...]) -> bool:
+    """Does a ``Guard``'s overload take ``args``: a count it admits, each constrained
+    argument an instance (by its type) of its position's class?  (A loop of its own, not
+    inside the caller's ``try``: docs/internals.md, "Loops under a ``with`` block on 3.13
+    and 3.14".)"""
+    constrained = checks.get(len(args))
+    if constrained is None:
+        return False
+    for i, cls in constrained:
+        if not issubclass(type(args[i]), cls):
+            return False
+    return True
 
 
 def _may_be_named(plan: Plan, f: Any) -> bool:
